@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make site` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# The CPU build of torch lies on this machine's disk; an unpinned torch would fetch a multi-GB CUDA build.
+TORCH  := torch==2.13.0
+
+.PHONY: install install-test site test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e '.[hf]'
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+site: install
+	$(BIN)/archviz build data/deepseek-v4-flash/config.json -o site
+
+test: install-test
+	$(BIN)/python -m pytest
+
+bench: install-test
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,40 @@
+"""archviz: model-architecture introspection and exact parameter accounting.
+
+    >>> import archviz
+    >>> rec = archviz.load("hf:llama", overrides={"num_hidden_layers": 2})
+    >>> rec.summary.parameters
+
+`load` builds the model on the meta device and walks it into a `ModelRecord`; every renderer consumes that record.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from typing import Any, Callable, Mapping
+
+from .errors import ArchvizError, CheckpointError, ShapeError, SourceError
+from .records import ModelRecord
+
+
+def build(source: str, *, config: str | None = None, overrides: Mapping[str, Any] | None = None,
+          model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
+          rank: int | None = None):
+    """Build SOURCE on the meta device; returns the internal `Built` (live model + build facts)."""
+    from .sources import BuildOptions
+    from .sources import build as _build
+
+    opts = BuildOptions(config=config, overrides=tuple((overrides or {}).items()), model_class=model_class,
+                        tokenizer=tokenizer, world_size=world_size, rank=rank)
+    return _build(source, opts)
+
+
+def load(source: str, *, progress: Callable[[int, int], None] | None = None, **build_options: Any) -> ModelRecord:
+    """Build SOURCE on meta and walk it into records (no shapes)."""
+    from .walk import walk
+
+    return walk(build(source, **build_options), progress=progress)
+
+
+__all__ = ["__version__", "build", "load", "ModelRecord", "ArchvizError", "SourceError", "CheckpointError",
+           "ShapeError"]

@@ -1,0 +1,273 @@
+"""The `archviz` command line: one thin command per library call. Only this module talks to the terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from typing import Annotated, Any, Callable, Iterator, Optional
+
+import typer
+from rich.console import Console
+
+from .errors import EXIT_USAGE, ArchvizError
+
+app = typer.Typer(
+    name="archviz",
+    help="Model-architecture introspection and exact parameter accounting for PyTorch models, built on meta.\n\n"
+         "SOURCE is hf:<model_type>, a config.json or Hugging Face model folder, a reference model.py (with "
+         "--config), or package.module:callable.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+out = Console(soft_wrap=False)
+err = Console(stderr=True)
+
+
+class State:
+    debug = False
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Shared options
+
+SourceArg = Annotated[str, typer.Argument(help="hf:<model_type> | config.json | model folder | model.py | "
+                                               "package.module:callable")]
+ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="config.json of a reference model.py")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a config field: key=value (repeatable)")]
+ModelClassOpt = Annotated[Optional[str], typer.Option("--model-class", help="reference: the top nn.Module class")]
+TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="reference: tokenizer.json for "
+                                                                        "constructors that take a tokenizer")]
+WorldSizeOpt = Annotated[Optional[int], typer.Option("--world-size", help="reference: tensor-parallel world size "
+                                                                         "(module global world_size)")]
+RankOpt = Annotated[Optional[int], typer.Option("--rank", help="reference: tensor-parallel rank")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="show tracebacks")]
+
+
+@contextmanager
+def handled(debug: bool) -> Iterator[None]:
+    """Turn archviz errors (and any crash) into one line on stderr and a distinct exit code."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except ArchvizError as e:
+        if debug:
+            raise
+        err.print(f"[bold red]error:[/] {e.line()}", highlight=False, markup=True, soft_wrap=True)
+        raise typer.Exit(e.exit_code) from None
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+    except Exception as e:  # noqa: BLE001
+        if debug:
+            raise
+        err.print(f"[bold red]internal error:[/] {type(e).__name__}: {e} — rerun with --debug and report it",
+                  highlight=False, soft_wrap=True)
+        raise typer.Exit(3) from None
+
+
+@contextmanager
+def progress_bar(label: str, enabled: bool = True) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr (only on a terminal); yields a callback(done, total)."""
+    if not enabled or not err.is_terminal:
+        yield lambda done, total: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as p:
+        task = p.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            p.update(task, completed=done, total=total)
+
+        yield update
+
+
+@contextmanager
+def spinner(label: str) -> Iterator[None]:
+    if not err.is_terminal:
+        yield
+        return
+    with err.status(label):
+        yield
+
+
+def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
+    from .sources import parse_override
+
+    return dict(parse_override(s) for s in (sets or []))
+
+
+def load_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
+                tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool = False,
+                batch: int = 2, seq: int = 8, grouping: bool = True) -> Any:
+    from . import build
+    from .walk import walk
+
+    with spinner(f"building {source} on meta"):
+        built = build(source, config=config, overrides=_parse_sets(sets), model_class=model_class,
+                      tokenizer=tokenizer, world_size=world_size, rank=rank)
+    with progress_bar("walking modules") as cb:
+        record = walk(built, progress=cb)
+    if shapes:
+        from .shapes import trace_shapes
+
+        with progress_bar("meta forward pass") as cb:
+            record = trace_shapes(built, record, batch=batch, seq=seq, progress=cb)
+    if grouping:
+        try:
+            from .grouping import group
+        except ImportError:
+            group = None
+        if group is not None:
+            record = group(record)
+    return record
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write via a temp file in the same folder, then move into place: never a half-written output."""
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".archviz-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Commands
+
+
+@app.command()
+def summary(
+    source: SourceArg,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    world_size: WorldSizeOpt = None,
+    rank: RankOpt = None,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Totals: parameters (logical weights), active per token, scales, tables, buffers, bytes per dtype."""
+    from .render.terminal import summary_table
+    from .views import summary_json
+
+    with handled(debug):
+        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False)
+        if json_:
+            emit_json(summary_json(record))
+        else:
+            out.print(summary_table(record))
+
+
+@app.command()
+def inspect(
+    source: SourceArg,
+    target: Annotated[Optional[list[str]], typer.Argument(help="`layer N` or a module path such as "
+                                                                "layers.3.attn.wo_b; nothing for the whole model")]
+    = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    world_size: WorldSizeOpt = None,
+    rank: RankOpt = None,
+    depth: Annotated[int, typer.Option("--depth", "-d", help="tree levels to show")] = 3,
+    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="run the meta forward pass for in/out "
+                                                                      "shapes and call sites")] = True,
+    flat: Annotated[bool, typer.Option("--flat", help="the raw module tree, identical siblings not grouped")] = False,
+    batch: Annotated[int, typer.Option("--batch", help="batch size B for the meta forward pass")] = 2,
+    seq: Annotated[int, typer.Option("--seq", help="sequence length T for the meta forward pass")] = 8,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """A module's tree with per-module counts, shapes and call sites: `archviz inspect hf:deepseek_v3 layer 3`."""
+    from .layers import resolve_target
+    from .render.terminal import module_card, module_tree
+    from .views import module_json
+
+    with handled(debug):
+        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
+                             shapes=shapes and _shapes_available(), batch=batch, seq=seq, grouping=not flat)
+        path = resolve_target(record, target or [])
+        if json_:
+            emit_json(module_json(record, path))
+            return
+        if path:
+            out.print(module_card(record, path))
+        grouped = None if flat else _grouped_renderable(record, path, depth)
+        out.print(grouped if grouped is not None else module_tree(record, path, depth))
+
+
+def _shapes_available() -> bool:
+    try:
+        import archviz.shapes  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _grouped_renderable(record: Any, path: str, depth: int) -> Any:
+    try:
+        from .render.terminal import grouped_tree  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return grouped_tree(record, path, depth)
+
+
+@app.command()
+def walk(
+    source: SourceArg,
+    output: Annotated[str, typer.Option("--output", "-o", help="records JSON to write ('-' for stdout)")] = "-",
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    world_size: WorldSizeOpt = None,
+    rank: RankOpt = None,
+    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="include in/out shapes and call sites")]
+    = False,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Write the records (versioned JSON schema, docs/records-schema.md) of every module."""
+    from .records import dumps
+
+    with handled(debug):
+        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
+                             shapes=shapes and _shapes_available(), grouping=False)
+        text = dumps(record)
+        if output == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            atomic_write(output, text + "\n")
+            if json_:
+                emit_json({"output": output, "modules": record.summary.modules, "schema": record.schema})
+            else:
+                err.print(f"wrote {record.summary.modules:,} module records to {output}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""Errors that reach the user as one line and a distinct exit code.
+
+The library raises these; only the CLI turns them into a message and an exit status.
+"""
+
+from __future__ import annotations
+
+# Exit codes shared by every command.
+EXIT_OK = 0
+EXIT_MISMATCH = 1  # `archviz check`: the model and the checkpoint disagree; `probe`: shapes disagree
+EXIT_USAGE = 2  # unusable input: bad source, bad config, bad checkpoint, ...
+
+
+class ArchvizError(Exception):
+    """A problem with the user's input, told in one line: what, where, what to do."""
+
+    exit_code: int = EXIT_USAGE
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def line(self) -> str:
+        return f"{self.message} — {self.hint}" if self.hint else self.message
+
+
+class SourceError(ArchvizError):
+    """The model source cannot be resolved, imported or built."""
+
+
+class CheckpointError(ArchvizError):
+    """A checkpoint (file, index, folder, manifest, remote repo) is unusable."""
+
+
+class ShapeError(ArchvizError):
+    """The meta forward pass cannot continue (e.g. a kernel without a shape rule)."""

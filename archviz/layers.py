@@ -1,0 +1,65 @@
+"""Find the model's main layer list in records (no torch): `archviz inspect SOURCE layer 3`."""
+
+from __future__ import annotations
+
+from .errors import ArchvizError
+from .records import ModelRecord, ModuleRecord
+
+_PREFERRED = ("layers", "h", "blocks", "layer", "block")
+
+
+def main_layer_list(record: ModelRecord) -> ModuleRecord:
+    """The ModuleList holding the model's repeated blocks: the list with the most parameters among lists whose items
+    have children of their own (not routed experts)."""
+    index = record.index()
+    best: tuple | None = None
+    for m in record.modules:
+        if m.class_name not in ("ModuleList", "Sequential") or len(m.children) < 2:
+            continue
+        if "expert" in m.name.lower():
+            continue
+        items = [index[c] for c in m.children]
+        if not any(i.children for i in items):
+            continue
+        depth = m.path.count(".") if m.path else 0
+        key = (m.name in _PREFERRED, m.totals.parameters, -depth)
+        if best is None or key > best[0]:
+            best = (key, m)
+    if best is None:
+        raise ArchvizError("no layer list found in this model", hint="name a module path instead of `layer N`")
+    return best[1]
+
+
+def layer_path(record: ModelRecord, n: int) -> str:
+    lst = main_layer_list(record)
+    children = lst.children
+    for c in children:
+        if c.rsplit(".", 1)[-1] == str(n):
+            return c
+    raise ArchvizError(f"layer {n}: {lst.path or 'the layer list'} has {len(children)} layers "
+                       f"({children[0].rsplit('.', 1)[-1]}–{children[-1].rsplit('.', 1)[-1]})",
+                       hint="give a layer number in that range")
+
+
+def resolve_target(record: ModelRecord, target: list[str]) -> str:
+    """`[]` -> root; `["layer", "3"]` -> that layer's path; `["layers.3.attn"]` -> that path (checked)."""
+    if not target:
+        return ""
+    if target[0] in ("layer", "layers") and len(target) == 2:
+        try:
+            n = int(target[1])
+        except ValueError:
+            raise ArchvizError(f"layer {target[1]!r}: not a number", hint="write e.g. `layer 3`") from None
+        return layer_path(record, n)
+    if len(target) != 1:
+        raise ArchvizError(f"{' '.join(target)!r}: give one module path or `layer N`",
+                           hint="e.g. `layers.3.attn.wo_b` or `layer 3`")
+    path = target[0]
+    index = record.index()
+    if path not in index:
+        import difflib
+        close = difflib.get_close_matches(path, list(index), n=3)
+        raise ArchvizError(f"no module {path!r} in this model",
+                           hint=("did you mean " + ", ".join(close) + "?") if close else
+                           "list the tree with `archviz inspect SOURCE`")
+    return path

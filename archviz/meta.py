@@ -1,0 +1,139 @@
+"""Build a model on the meta device, whatever device its code asks for.
+
+`meta_build()` is a context manager under which every tensor factory creates meta tensors, even when the code names a
+device (`device="cuda"`, `.cuda()`, `.to("cuda")`, `torch.set_default_device("cuda")`); each such request is
+neutralised and noted once with the file:line that made it. Weights are never allocated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from typing import Any, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._device import _device_constructors
+
+_META = torch.device("meta")
+
+
+def _caller(skip_dirs: tuple[str, ...]) -> str:
+    """file:line of the innermost frame outside torch and archviz."""
+    for frame in reversed(traceback.extract_stack()):
+        fn = frame.filename
+        if any(fn.startswith(d) for d in skip_dirs):
+            continue
+        return f"{os.path.basename(fn)}:{frame.lineno}"
+    return "?"
+
+
+class _MetaMode(TorchFunctionMode):
+    def __init__(self, notes: "MetaNotes"):
+        super().__init__()
+        self.notes = notes
+        self.constructors = _device_constructors()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in self.constructors:
+            dev = kwargs.get("device")
+            if dev is not None and torch.device(dev).type not in ("meta", "cpu"):
+                self.notes.neutralised(f"device={str(dev)!r}")
+            kwargs["device"] = _META
+            kwargs.pop("pin_memory", None)
+            return func(*args, **kwargs)
+        if func is torch.Tensor.cuda:
+            self.notes.neutralised(".cuda()")
+            return args[0]
+        if func is torch.Tensor.to:
+            args, kwargs = self._strip_device(args, kwargs)
+            if len(args) == 1 and not kwargs:
+                return args[0]
+            return func(*args, **kwargs)
+        if func is torch.Tensor.pin_memory:
+            return args[0]
+        return func(*args, **kwargs)
+
+    def _strip_device(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        rest = []
+        for a in args[1:]:
+            if isinstance(a, (str, torch.device)):
+                dev = torch.device(a)
+                if dev.type not in ("meta", "cpu"):
+                    self.notes.neutralised(f".to({str(a)!r})")
+                continue
+            if isinstance(a, torch.Tensor):  # .to(other_tensor): take its dtype only
+                rest.append(a.dtype)
+                continue
+            rest.append(a)
+        dev = kwargs.pop("device", None)
+        if dev is not None and torch.device(dev).type not in ("meta", "cpu"):
+            self.notes.neutralised(f".to(device={str(dev)!r})")
+        kwargs.pop("non_blocking", None)
+        return (args[0], *rest), kwargs
+
+
+class MetaNotes:
+    """What the build neutralised, each noted once with where it happened."""
+
+    def __init__(self) -> None:
+        self._skip = (os.path.dirname(torch.__file__), os.path.dirname(__file__), os.path.dirname(contextlib.__file__))
+        self.items: list[str] = []
+        self._seen: set[str] = set()
+
+    def neutralised(self, what: str) -> None:
+        where = _caller(self._skip)
+        note = f"{what} at {where} neutralised: built on meta"
+        if note not in self._seen:
+            self._seen.add(note)
+            self.items.append(note)
+
+
+@contextlib.contextmanager
+def meta_build() -> Iterator[MetaNotes]:
+    """Everything constructed inside lives on the meta device; the default dtype is restored afterwards."""
+    notes = MetaNotes()
+    saved_dtype = torch.get_default_dtype()
+    saved_set_default_device = torch.set_default_device
+    saved_cuda_set_device = torch.cuda.set_device
+
+    def set_default_device(device: Any) -> None:
+        if device is not None and torch.device(device).type not in ("meta", "cpu"):
+            notes.neutralised(f"torch.set_default_device({str(device)!r})")
+
+    def cuda_set_device(device: Any) -> None:
+        notes.neutralised(f"torch.cuda.set_device({device!r})")
+
+    torch.set_default_device = set_default_device  # type: ignore[assignment]
+    torch.cuda.set_device = cuda_set_device  # type: ignore[assignment]
+    mode = _MetaMode(notes)
+    try:
+        with torch.device(_META), mode:
+            yield notes
+    finally:
+        torch.set_default_device = saved_set_default_device
+        torch.cuda.set_device = saved_cuda_set_device
+        torch.set_default_dtype(saved_dtype)
+
+
+def user_frame(exc: BaseException, roots: tuple[str, ...]) -> str | None:
+    """`file:line` of the innermost traceback frame inside one of `roots` (the user's model files)."""
+    best = None
+    tb = exc.__traceback__
+    for frame, lineno in traceback.walk_tb(tb):
+        fn = frame.f_code.co_filename
+        if any(os.path.abspath(fn).startswith(os.path.abspath(r)) for r in roots):
+            best = f"{os.path.basename(fn)}:{lineno}"
+    if best is None and isinstance(exc, SyntaxError) and exc.filename:
+        best = f"{os.path.basename(exc.filename)}:{exc.lineno}"
+    return best
+
+
+def is_cuda_insistence(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return any(s in text for s in ("CUDA", "cuda", "NVIDIA driver", "compiled with CUDA"))
+
+
+__all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence"]

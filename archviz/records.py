@@ -1,0 +1,336 @@
+"""The record types that flow from the walker to every renderer.
+
+Records are small, frozen and JSON-friendly: they hold no live modules or tensors, so a renderer (HTML, terminal,
+JSON) is a pure function of them and never needs torch. Later stages (shapes, grouping, checkpoint verdicts) enrich
+records with `dataclasses.replace`, never by mutation.
+
+The JSON form is versioned by `SCHEMA`; `docs/records-schema.md` describes every field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+SCHEMA = "archviz.records/1"
+
+# Tensor kinds. Only WEIGHT and BIAS are "parameters" (logical, learned weights).
+WEIGHT = "weight"
+BIAS = "bias"
+SCALE = "scale"  # quantization block scales paired with an fp8/fp4 weight
+TABLE = "table"  # integer tables held as parameters (e.g. hash-routing tid2eid)
+BUFFER = "buffer"  # registered buffers (persistent or not)
+ALIAS = "alias"  # a second name for a tensor counted elsewhere (tied weights)
+
+KINDS = (WEIGHT, BIAS, SCALE, TABLE, BUFFER, ALIAS)
+PARAMETER_KINDS = (WEIGHT, BIAS)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorRecord:
+    """One tensor owned (registered) by a module."""
+
+    name: str  # local attribute name, e.g. "weight"
+    kind: str  # one of KINDS
+    shape: tuple[int, ...]  # the stored shape
+    dtype: str  # torch dtype name without "torch.", e.g. "float8_e4m3fn"
+    elements: int  # logical element count (an fp4 pair packed in one int8 counts 2)
+    storage_elements: int  # stored element count (numel)
+    bytes: int  # storage bytes
+    persistent: bool | None = None  # buffers: saved in the state dict?
+    packing: str | None = None  # e.g. "fp4 ×2 per int8"
+    alias_of: str | None = None  # ALIAS: full path of the tensor that is counted
+    scales: str | None = None  # SCALE: local name of the weight this scale belongs to
+    logical_shape: tuple[int, ...] | None = None  # packed weights: the shape of the values held
+    note: str | None = None
+
+    @property
+    def is_parameter(self) -> bool:
+        return self.kind in PARAMETER_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpan:
+    """Lines [start, end] (1-based, inclusive) of a file, named by a display path (e.g. `model.py`)."""
+
+    file: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """Where a parent's forward calls a child module."""
+
+    file: str
+    line: int
+    code: str
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One recorded call of a module during the meta forward pass: shapes of inputs and outputs.
+
+    A dim is an int or a symbol string ("B", "T", ...)."""
+
+    inputs: tuple[tuple[int | str, ...], ...]
+    outputs: tuple[tuple[int | str, ...], ...]
+    input_dtypes: tuple[str, ...] = ()
+    output_dtypes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Element counts of a module's subtree (tensors shared with another module counted once, where first seen)."""
+
+    parameters: int = 0
+    scale_elements: int = 0
+    table_elements: int = 0
+    buffer_elements: int = 0
+    persistent_buffer_elements: int = 0
+    bytes: int = 0
+
+    def __add__(self, other: "Totals") -> "Totals":
+        return Totals(
+            self.parameters + other.parameters,
+            self.scale_elements + other.scale_elements,
+            self.table_elements + other.table_elements,
+            self.buffer_elements + other.buffer_elements,
+            self.persistent_buffer_elements + other.persistent_buffer_elements,
+            self.bytes + other.bytes,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleRecord:
+    """One module of the model tree."""
+
+    path: str  # "" for the root, else dotted, e.g. "layers.3.attn.wo_b"
+    class_name: str  # e.g. "RowParallelLinear"
+    class_module: str  # import path of the class's module, e.g. "model" or "transformers.models.llama.modeling_llama"
+    children: tuple[str, ...]  # paths of the direct children, in registration order
+    tensors: tuple[TensorRecord, ...]  # the module's own tensors
+    totals: Totals  # whole subtree
+    own: Totals  # own tensors only
+    class_span: SourceSpan | None = None
+    init_span: SourceSpan | None = None
+    forward_span: SourceSpan | None = None
+    doc: str | None = None  # first paragraph of the class docstring
+    attributes: tuple[tuple[str, Any], ...] = ()  # scalar attributes (ints, floats, bools, strs) set in __init__
+    # Filled by the shape pass (issue 3): calls, call sites in the parent's forward, and whether forward ran it.
+    calls: tuple[Call, ...] = ()
+    call_sites: tuple[CallSite, ...] = ()
+    called: bool | None = None
+    assumptions: tuple[str, ...] = ()
+    kernels: tuple[str, ...] = ()  # stubbed kernels this module's forward called
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit(".", 1)[-1] if self.path else ""
+
+    @property
+    def parent(self) -> str | None:
+        if not self.path:
+            return None
+        return self.path.rsplit(".", 1)[0] if "." in self.path else ""
+
+
+@dataclass(frozen=True, slots=True)
+class MoELayer:
+    """A routed-expert collection found in the model."""
+
+    path: str  # the experts container, e.g. "layers.3.ffn.experts"
+    experts: int  # routed experts (global count)
+    local_experts: int  # experts instantiated on this rank
+    top_k: int | None
+    parameters: int  # all routed-expert parameters on this rank
+    per_expert: int  # parameters of one routed expert
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    parameters: int
+    active_parameters: int | None
+    scale_elements: int
+    table_elements: int
+    buffer_elements: int
+    persistent_buffer_elements: int
+    bytes: int
+    bytes_by_dtype: tuple[tuple[str, int], ...]
+    parameters_by_dtype: tuple[tuple[str, int], ...]
+    modules: int
+    moe: tuple[MoELayer, ...] = ()
+    active_assumptions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInfo:
+    """Where the model came from and how it was built."""
+
+    spec: str  # the SOURCE as given
+    kind: str  # "hf" | "reference" | "factory"
+    name: str  # display name of the model
+    model_class: str
+    config: tuple[tuple[str, Any], ...] = ()  # flat JSON-able config fields
+    overrides: tuple[tuple[str, Any], ...] = ()  # --set key=value
+    stubbed_imports: tuple[str, ...] = ()  # e.g. "kernel.act_quant", "tilelang"
+    notes: tuple[str, ...] = ()  # what the build assumed or neutralised
+    world_size: int = 1
+    rank: int = 0
+    files: tuple[tuple[str, str], ...] = ()  # display path -> absolute path of every source file cited
+    versions: tuple[tuple[str, str], ...] = ()  # package -> version (torch, transformers, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRecord:
+    """The whole model: what every renderer consumes."""
+
+    source: SourceInfo
+    modules: tuple[ModuleRecord, ...]  # pre-order, root first
+    summary: Summary
+    schema: str = SCHEMA
+    extras: tuple[tuple[str, Any], ...] = ()  # later stages (grouping, checkpoint) attach JSON-able data here
+
+    def module(self, path: str) -> ModuleRecord:
+        for m in self.modules:
+            if m.path == path:
+                return m
+        raise KeyError(path)
+
+    def index(self) -> dict[str, ModuleRecord]:
+        return {m.path: m for m in self.modules}
+
+    def extra(self, key: str, default: Any = None) -> Any:
+        for k, v in self.extras:
+            if k == key:
+                return v
+        return default
+
+    def with_extra(self, key: str, value: Any) -> "ModelRecord":
+        extras = tuple((k, v) for k, v in self.extras if k != key) + ((key, value),)
+        return dataclasses.replace(self, extras=extras)
+
+    def iter_tensors(self) -> Iterator[tuple[str, TensorRecord]]:
+        for m in self.modules:
+            for t in m.tensors:
+                yield (f"{m.path}.{t.name}" if m.path else t.name), t
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# JSON export / import
+
+
+def _encode(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            if f.name in ("config", "overrides", "files", "versions", "bytes_by_dtype", "parameters_by_dtype",
+                          "attributes", "extras"):
+                out[f.name] = {k: _encode(x) for k, x in v}
+            else:
+                out[f.name] = _encode(v)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_encode(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): _encode(v) for k, v in obj.items()}
+    return obj
+
+
+def to_json_dict(record: ModelRecord) -> dict[str, Any]:
+    d = _encode(record)
+    d = {"schema": d.pop("schema"), **d}
+    return d
+
+
+def dumps(record: ModelRecord, *, indent: int | None = 1) -> str:
+    return json.dumps(to_json_dict(record), indent=indent, sort_keys=False, ensure_ascii=False)
+
+
+def _tuple_shape(v: Iterable[Any]) -> tuple:
+    return tuple(v)
+
+
+def _decode_tensor(d: dict) -> TensorRecord:
+    d = dict(d)
+    d["shape"] = tuple(d["shape"])
+    if d.get("logical_shape") is not None:
+        d["logical_shape"] = tuple(d["logical_shape"])
+    return TensorRecord(**d)
+
+
+def _span(d: dict | None) -> SourceSpan | None:
+    return SourceSpan(**d) if d else None
+
+
+def _dims(xs: list) -> tuple:
+    return tuple(tuple(s) for s in xs)
+
+
+def _decode_module(d: dict) -> ModuleRecord:
+    return ModuleRecord(
+        path=d["path"],
+        class_name=d["class_name"],
+        class_module=d["class_module"],
+        children=tuple(d["children"]),
+        tensors=tuple(_decode_tensor(t) for t in d["tensors"]),
+        totals=Totals(**d["totals"]),
+        own=Totals(**d["own"]),
+        class_span=_span(d.get("class_span")),
+        init_span=_span(d.get("init_span")),
+        forward_span=_span(d.get("forward_span")),
+        doc=d.get("doc"),
+        attributes=tuple(d.get("attributes", {}).items()),
+        calls=tuple(
+            Call(_dims(c["inputs"]), _dims(c["outputs"]), tuple(c.get("input_dtypes", ())),
+                 tuple(c.get("output_dtypes", ())))
+            for c in d.get("calls", ())
+        ),
+        call_sites=tuple(CallSite(**c) for c in d.get("call_sites", ())),
+        called=d.get("called"),
+        assumptions=tuple(d.get("assumptions", ())),
+        kernels=tuple(d.get("kernels", ())),
+    )
+
+
+def from_json_dict(d: dict[str, Any]) -> ModelRecord:
+    if d.get("schema") != SCHEMA:
+        raise ValueError(f"unsupported records schema {d.get('schema')!r}; this archviz reads {SCHEMA}")
+    s = d["source"]
+    source = SourceInfo(
+        spec=s["spec"], kind=s["kind"], name=s["name"], model_class=s["model_class"],
+        config=tuple(s.get("config", {}).items()), overrides=tuple(s.get("overrides", {}).items()),
+        stubbed_imports=tuple(s.get("stubbed_imports", ())), notes=tuple(s.get("notes", ())),
+        world_size=s.get("world_size", 1), rank=s.get("rank", 0),
+        files=tuple(s.get("files", {}).items()), versions=tuple(s.get("versions", {}).items()),
+    )
+    sm = d["summary"]
+    summary = Summary(
+        parameters=sm["parameters"], active_parameters=sm["active_parameters"],
+        scale_elements=sm["scale_elements"], table_elements=sm["table_elements"],
+        buffer_elements=sm["buffer_elements"], persistent_buffer_elements=sm["persistent_buffer_elements"],
+        bytes=sm["bytes"], bytes_by_dtype=tuple(sm["bytes_by_dtype"].items()),
+        parameters_by_dtype=tuple(sm["parameters_by_dtype"].items()), modules=sm["modules"],
+        moe=tuple(MoELayer(**m) for m in sm.get("moe", ())),
+        active_assumptions=tuple(sm.get("active_assumptions", ())),
+    )
+    return ModelRecord(
+        source=source,
+        modules=tuple(_decode_module(m) for m in d["modules"]),
+        summary=summary,
+        extras=tuple(d.get("extras", {}).items()),
+    )
+
+
+def loads(text: str) -> ModelRecord:
+    return from_json_dict(json.loads(text))
+
+
+__all__ = [
+    "SCHEMA", "KINDS", "WEIGHT", "BIAS", "SCALE", "TABLE", "BUFFER", "ALIAS", "PARAMETER_KINDS",
+    "TensorRecord", "SourceSpan", "CallSite", "Call", "Totals", "ModuleRecord", "MoELayer", "Summary",
+    "SourceInfo", "ModelRecord", "to_json_dict", "dumps", "loads", "from_json_dict", "field",
+]

@@ -1,0 +1,147 @@
+"""Terminal renderables (rich): pure functions of records. They never print; the CLI does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from .. import format as fmt
+from ..records import ModelRecord, ModuleRecord
+
+
+def summary_table(record: ModelRecord) -> Group:
+    s = record.summary
+    src = record.source
+    t = Table(title=f"{src.name} · {src.model_class.rsplit('.', 1)[-1]}", show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("value", justify="right")
+    t.add_column("", style="dim")
+    ws = src.world_size
+    per_rank = f" per rank (× {ws} ranks = {fmt.count(s.parameters * ws)})" if ws > 1 else ""
+    t.add_row("parameters", fmt.count(s.parameters), fmt.human(s.parameters) + per_rank)
+    if s.active_parameters is not None:
+        t.add_row("active per token", fmt.count(s.active_parameters), fmt.human(s.active_parameters))
+    t.add_row("quantization scales", fmt.count(s.scale_elements), "not parameters")
+    if s.table_elements:
+        t.add_row("integer tables", fmt.count(s.table_elements), "not parameters")
+    t.add_row("buffers", fmt.count(s.buffer_elements), f"{fmt.count(s.persistent_buffer_elements)} persistent")
+    t.add_row("stored bytes", fmt.count(s.bytes), fmt.nbytes(s.bytes))
+    for dtype, n in s.bytes_by_dtype:
+        t.add_row(f"  {dtype}", fmt.count(n), fmt.nbytes(n))
+    t.add_row("modules", fmt.count(s.modules), "")
+    parts: list[Any] = [t]
+    if s.moe:
+        k = sorted({m.top_k for m in s.moe if m.top_k})
+        e = sorted({m.experts for m in s.moe})
+        per = sorted({m.per_expert for m in s.moe})
+        parts.append(Text(f"MoE: {len(s.moe)} routed-expert collections · {'/'.join(map(str, e))} experts · "
+                          f"top-{'/'.join(map(str, k))} · {'/'.join(fmt.count(p) for p in per)} parameters each",
+                          style="cyan"))
+    for a in s.active_assumptions:
+        parts.append(Text(f"assumed: {a}", style="dim"))
+    if src.stubbed_imports:
+        parts.append(Text("stubbed imports: " + ", ".join(src.stubbed_imports), style="yellow"))
+    for n in src.notes:
+        parts.append(Text(f"note: {n}", style="dim"))
+    return Group(*parts)
+
+
+def _signature(index: dict[str, ModuleRecord], path: str) -> tuple:
+    m = index[path]
+    return (m.class_name, m.totals, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors), len(m.children))
+
+
+def _label(m: ModuleRecord, name: str, count: int = 1) -> Text:
+    text = Text()
+    text.append(name, style="bold")
+    text.append(f" {m.class_name}", style="cyan")
+    p = m.totals.parameters
+    if count > 1:
+        text.append(f"  {fmt.count(p)} × {count} = {fmt.count(p * count)}", style="green")
+    else:
+        text.append(f"  {fmt.count(p)}", style="green")
+    if m.totals.scale_elements:
+        text.append(f"  +{fmt.count(m.totals.scale_elements * count)} scales", style="dim")
+    if m.calls:
+        c = m.calls[0]
+        text.append("  in " + ", ".join(fmt.shape(s) for s in c.inputs) + " → out " +
+                    ", ".join(fmt.shape(s) for s in c.outputs), style="magenta")
+    if m.called is False:
+        text.append("  (not called by forward)", style="dim")
+    return text
+
+
+def module_tree(record: ModelRecord, path: str = "", depth: int = 3) -> Tree:
+    """The subtree at `path`, runs of identical siblings folded (`experts.0–255 × 256`), `depth` levels deep."""
+    index = record.index()
+    root = index[path]
+    tree = Tree(_label(root, path or "(model)"))
+
+    def add(node: Tree, m: ModuleRecord, level: int) -> None:
+        if level >= depth:
+            if m.children:
+                node.add(Text(f"… {len(m.children)} children", style="dim"))
+            return
+        children = list(m.children)
+        i = 0
+        while i < len(children):
+            sig = _signature(index, children[i])
+            j = i + 1
+            numbered = index[children[i]].name.isdigit()
+            while numbered and j < len(children) and _signature(index, children[j]) == sig:
+                j += 1
+            first = index[children[i]]
+            if j - i > 1:
+                last = index[children[j - 1]].name
+                child = node.add(_label(first, f"{first.name}–{last}", j - i))
+            else:
+                child = node.add(_label(first, first.name))
+            for t in first.tensors:
+                child.add(_tensor_label(t))
+            add(child, first, level + 1)
+            i = j
+
+    for t in root.tensors:
+        tree.add(_tensor_label(t))
+    add(tree, root, 0)
+    return tree
+
+
+def _tensor_label(t: Any) -> Text:
+    text = Text()
+    text.append(f"{t.name}", style="yellow")
+    text.append(f" {t.kind} {fmt.shape(t.shape)} {t.dtype}", style="dim")
+    if t.packing:
+        text.append(f" ({t.packing}: {fmt.shape(t.logical_shape or ())})", style="dim")
+    text.append(f"  {fmt.count(t.elements)}")
+    if t.alias_of:
+        text.append(f"  alias of {t.alias_of}", style="dim")
+    if t.scales:
+        text.append(f"  scales {t.scales}", style="dim")
+    return text
+
+
+def module_card(record: ModelRecord, path: str) -> Group:
+    """One module in full: class, source lines, tensors, shapes, call sites."""
+    m = record.module(path)
+    t = Table(show_header=False, title=path or "(model)", title_justify="left")
+    t.add_column("k", style="bold")
+    t.add_column("v")
+    t.add_row("class", f"{m.class_name} ({m.class_module})")
+    if m.class_span:
+        t.add_row("source", f"{m.class_span.file}:{m.class_span.start}–{m.class_span.end}")
+    if m.forward_span:
+        t.add_row("forward", f"{m.forward_span.file}:{m.forward_span.start}–{m.forward_span.end}")
+    t.add_row("parameters", fmt.count(m.totals.parameters))
+    for c in m.call_sites:
+        t.add_row("called as", f"{c.code} · {c.file}:{c.line}")
+    for call in m.calls[:4]:
+        t.add_row("in", ", ".join(fmt.shape(s) for s in call.inputs))
+        t.add_row("out", ", ".join(fmt.shape(s) for s in call.outputs))
+    for a in m.assumptions:
+        t.add_row("assumed", a)
+    return Group(t)

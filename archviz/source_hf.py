@@ -1,0 +1,119 @@
+"""transformers models: `hf:<model_type>` (config class defaults), a config.json, or a model folder."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .errors import SourceError
+from .sources import BuildOptions, Built, _versions, suggest
+
+
+def _import_transformers() -> Any:
+    try:
+        import transformers
+    except ImportError:
+        raise SourceError("transformers is not installed", hint="pip install 'archviz[hf]'") from None
+    return transformers
+
+
+def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
+    transformers = _import_transformers()
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if spec.startswith("hf:"):
+        model_type = spec[3:]
+        if model_type not in CONFIG_MAPPING_NAMES:
+            raise SourceError(f"{spec}: unknown model type {model_type!r} in transformers {transformers.__version__}",
+                              hint=suggest(model_type, list(CONFIG_MAPPING_NAMES)) or
+                              "see transformers' CONFIG_MAPPING for the known model types")
+        config = transformers.AutoConfig.for_model(model_type)
+        name = model_type
+    else:
+        path = os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
+        try:
+            with open(path, encoding="utf-8") as f:
+                raw = json.load(f)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise SourceError(f"{path}: not a readable JSON config ({e})", hint="check the file") from None
+        if not isinstance(raw, dict):
+            raise SourceError(f"{path}: a config must be a JSON object", hint="check the file")
+        model_type = raw.get("model_type")
+        if not model_type:
+            raise SourceError(f"{path}: no model_type field", hint="add \"model_type\" (e.g. \"llama\") to the config")
+        if model_type not in CONFIG_MAPPING_NAMES:
+            raise SourceError(f"{path}: unknown model_type {model_type!r} in transformers {transformers.__version__}",
+                              hint=suggest(model_type, list(CONFIG_MAPPING_NAMES)) or "check model_type")
+        config_class = transformers.AutoConfig.for_model(model_type).__class__
+        try:
+            config = config_class.from_dict(raw)
+        except Exception as e:  # noqa: BLE001
+            raise SourceError(f"{path}: transformers rejects this {model_type} config: {e}",
+                              hint="fix the field it names") from None
+        name = raw.get("_name_or_path") or os.path.basename(os.path.dirname(os.path.abspath(path))) or model_type
+    for key, value in options.overrides:
+        if not hasattr(config, key):
+            raise SourceError(f"--set {key}: {type(config).__name__} has no field {key!r}",
+                              hint=suggest(key, list(config.to_dict())) or "see the config's fields with --json")
+        setattr(config, key, value)
+    return config, name
+
+
+def model_class(config: Any) -> Any:
+    transformers = _import_transformers()
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+
+    for arch in getattr(config, "architectures", None) or ():
+        cls = getattr(transformers, arch, None)
+        if cls is not None:
+            return cls
+    causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
+    if causal and "ForCausalLM" in causal:
+        return getattr(transformers, causal)
+    base = MODEL_MAPPING_NAMES.get(config.model_type)
+    if isinstance(base, (tuple, list)):
+        base = base[0]
+    if base and hasattr(transformers, base):
+        return getattr(transformers, base)
+    if causal:
+        return getattr(transformers, causal)
+    raise SourceError(f"no transformers model class for model_type {config.model_type!r}",
+                      hint="set \"architectures\" in the config")
+
+
+def build(spec: str, options: BuildOptions) -> Built:
+    import torch
+
+    from .meta import is_cuda_insistence, meta_build
+
+    config, name = load_config(spec, options)
+    cls = model_class(config)
+    dtype = getattr(config, "dtype", None)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype, None)
+    kwargs = {"dtype": dtype} if isinstance(dtype, torch.dtype) else {}
+    try:
+        with meta_build() as notes:
+            model = cls._from_config(config, **kwargs)
+    except Exception as e:  # noqa: BLE001
+        if is_cuda_insistence(e):
+            raise SourceError(f"{spec}: {cls.__name__} insists on CUDA: {e}",
+                              hint="archviz builds on the meta device") from None
+        raise SourceError(f"{spec}: building {cls.__name__} raised {type(e).__name__}: {e}",
+                          hint="check the config fields; run with --debug for the traceback") from e
+    model.eval()
+    transformers = _import_transformers()
+    site = os.path.dirname(os.path.dirname(transformers.__file__))
+    cfg = {k: v for k, v in config.to_dict().items() if _jsonable(v)}
+    return Built(model=model, spec=spec, kind="hf", name=name, config=cfg, overrides=dict(options.overrides),
+                 notes=list(notes.items), roots=(os.path.dirname(transformers.__file__),),
+                 display_roots=((site, ""),), args=config, versions=_versions())
+
+
+def _jsonable(v: Any) -> bool:
+    try:
+        json.dumps(v)
+        return True
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,84 @@
+"""JSON views of records for `--json` output (pure functions, no torch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .records import ModelRecord, ModuleRecord, to_json_dict
+
+
+def summary_json(record: ModelRecord) -> dict[str, Any]:
+    s = record.summary
+    src = record.source
+    out: dict[str, Any] = {
+        "model": src.name,
+        "source": src.spec,
+        "model_class": src.model_class,
+        "parameters": s.parameters,
+        "active_parameters": s.active_parameters,
+        "scale_elements": s.scale_elements,
+        "table_elements": s.table_elements,
+        "buffer_elements": s.buffer_elements,
+        "persistent_buffer_elements": s.persistent_buffer_elements,
+        "bytes": s.bytes,
+        "bytes_by_dtype": dict(s.bytes_by_dtype),
+        "parameters_by_dtype": dict(s.parameters_by_dtype),
+        "modules": s.modules,
+        "stubbed_imports": list(src.stubbed_imports),
+        "notes": list(src.notes),
+        "active_assumptions": list(s.active_assumptions),
+        "moe": [to_json_dict_moe(m) for m in s.moe],
+        "world_size": src.world_size,
+        "rank": src.rank,
+    }
+    if src.world_size > 1:
+        out["parameters_all_ranks"] = s.parameters * src.world_size
+    return out
+
+
+def to_json_dict_moe(m: Any) -> dict[str, Any]:
+    return {"path": m.path, "experts": m.experts, "local_experts": m.local_experts, "top_k": m.top_k,
+            "parameters": m.parameters, "per_expert": m.per_expert}
+
+
+def module_json(record: ModelRecord, path: str, *, children: bool = True) -> dict[str, Any]:
+    m: ModuleRecord = record.module(path)
+    full = to_json_dict_module(m)
+    out: dict[str, Any] = {
+        "path": m.path,
+        "class": m.class_name,
+        "class_module": m.class_module,
+        "parameters": m.totals.parameters,
+        "own_parameters": m.own.parameters,
+        "totals": full["totals"],
+        "tensors": full["tensors"],
+        "inputs": [list(s) for s in (m.calls[0].inputs if m.calls else ())],
+        "outputs": [list(s) for s in (m.calls[0].outputs if m.calls else ())],
+        "calls": full["calls"],
+        "call_sites": full["call_sites"],
+        "called": m.called,
+        "assumptions": list(m.assumptions),
+        "source": {k: full[k] for k in ("class_span", "init_span", "forward_span")},
+        "doc": m.doc,
+    }
+    grouping = record.extra("grouping")
+    if grouping:
+        node = grouping.get("by_path", {}).get(path)
+        if node:
+            out["multiplicity"] = node["multiplicity"]
+            out["total"] = node["total"]
+            out["group"] = node.get("group")
+    if children:
+        index = record.index()
+        out["children"] = [{"path": c, "class": index[c].class_name, "parameters": index[c].totals.parameters}
+                           for c in m.children]
+    return out
+
+
+def to_json_dict_module(m: ModuleRecord) -> dict[str, Any]:
+    from .records import _encode
+
+    return _encode(m)
+
+
+__all__ = ["summary_json", "module_json", "to_json_dict"]
