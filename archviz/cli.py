@@ -265,6 +265,19 @@ def walk(
                 err.print(f"wrote {record.summary.modules:,} module records to {output}")
 
 
+def _register_commands() -> None:
+    """Commands that live in their own modules (site, check, probe) register themselves on `app` when imported."""
+    import importlib
+    import importlib.util
+
+    for name in ("cli_site", "cli_check", "cli_probe"):
+        if importlib.util.find_spec(f"archviz.{name}") is not None:
+            importlib.import_module(f"archviz.{name}")
+
+
+_register_commands()
+
+
 def main() -> None:
     app()
 

@@ -82,6 +82,7 @@ class MetaNotes:
         self._skip = (os.path.dirname(torch.__file__), os.path.dirname(__file__), os.path.dirname(contextlib.__file__))
         self.items: list[str] = []
         self._seen: set[str] = set()
+        self.final_dtype: torch.dtype | None = None  # the default dtype the model's code left set
 
     def neutralised(self, what: str) -> None:
         where = _caller(self._skip)
@@ -113,6 +114,7 @@ def meta_build() -> Iterator[MetaNotes]:
         with torch.device(_META), mode:
             yield notes
     finally:
+        notes.final_dtype = torch.get_default_dtype()
         torch.set_default_device = saved_set_default_device
         torch.cuda.set_device = saved_cuda_set_device
         torch.set_default_dtype(saved_dtype)

@@ -14,6 +14,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 import traceback
 from typing import Any, Iterator
@@ -285,6 +286,33 @@ def _distributed(world_size: int | None, rank: int | None) -> Iterator[None]:
                 setattr(dist, n, f)
 
 
+_DTYPE_CALL = re.compile(r"torch\.set_default_dtype\(\s*torch\.(\w+)\s*\)")
+
+
+def launcher_dtype(path: str) -> tuple[str, str] | None:
+    """The default dtype a reference's launcher sets before building the model: `torch.set_default_dtype(...)` under
+    `if __name__ == "__main__":` in model.py, or in a sibling generate.py. Returns (dtype, where)."""
+    folder = os.path.dirname(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        text = ""
+    main = text.find('if __name__ == "__main__"')
+    if main >= 0:
+        m = _DTYPE_CALL.search(text, main)
+        if m:
+            return m.group(1), f"{os.path.basename(path)}:{text.count(chr(10), 0, m.start()) + 1}"
+    gen = os.path.join(folder, "generate.py")
+    if os.path.isfile(gen):
+        with open(gen, encoding="utf-8") as f:
+            g = f.read()
+        m = _DTYPE_CALL.search(g)
+        if m:
+            return m.group(1), f"generate.py:{g.count(chr(10), 0, m.start()) + 1}"
+    return None
+
+
 def resolve_paths(spec: str, options: BuildOptions) -> tuple[str, str]:
     path = os.path.join(spec, "model.py") if os.path.isdir(spec) else spec
     config = options.config
@@ -351,8 +379,21 @@ def build(spec: str, options: BuildOptions) -> Built:
             notes.append("--world-size given, but the module has no world_size global")
         module.world_size = options.world_size or 1
         module.rank = options.rank or 0
+    import torch
+
+    default_dtype = options.default_dtype
+    if default_dtype is None:
+        found = launcher_dtype(path)
+        if found:
+            default_dtype = found[0]
+            notes.append(f"built and run with default dtype {found[0]}, as its launcher sets ({found[1]})")
+    dtype_obj = getattr(torch, default_dtype, None) if default_dtype else None
+    if default_dtype and not isinstance(dtype_obj, torch.dtype):
+        raise SourceError(f"--default-dtype {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
     try:
         with meta_build() as meta_notes, _distributed(options.world_size, options.rank):
+            if dtype_obj is not None:
+                torch.set_default_dtype(dtype_obj)
             model = cls(args, **extra)
     except SourceError:
         raise
@@ -372,13 +413,17 @@ def build(spec: str, options: BuildOptions) -> Built:
         raise SourceError(f"{path}: building {cls.__name__} raised {type(e).__name__} at {where}: {e}",
                           hint="check the config (run with --debug for the traceback)") from e
     notes = list(meta_notes.items) + notes
+    if default_dtype is None and meta_notes.final_dtype not in (None, torch.float32):
+        # The constructor set a default dtype (DeepSeek-V3: torch.set_default_dtype(torch.bfloat16)); its forward
+        # runs under it.
+        default_dtype = str(meta_notes.final_dtype).replace("torch.", "")
     world_size = int(getattr(module, "world_size", 1) or 1)
     rank = int(getattr(module, "rank", 0) or 0)
     cfg = {k: v for k, v in dataclasses.asdict(args).items() if _jsonable(v)}
     return Built(model=model, spec=spec, kind="reference", name=os.path.basename(folder) or "model", config=cfg,
                  overrides=dict(options.overrides), stubbed_imports=stubs.taken(), notes=notes,
                  world_size=world_size, rank=rank, roots=(folder,), display_roots=((folder, ""),), module=module,
-                 args=args, stubs=stubs, versions=_versions())
+                 args=args, stubs=stubs, versions=_versions(), default_dtype=default_dtype)
 
 
 def _jsonable(v: Any) -> bool:

@@ -34,6 +34,7 @@ class BuildOptions:
     tokenizer: str | None = None  # reference: tokenizer.json for constructors that take one
     world_size: int | None = None  # reference: module global `world_size`
     rank: int | None = None  # reference: module global `rank`
+    default_dtype: str | None = None  # reference: default dtype to build and run under (else found in its launcher)
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Built:
     args: Any = None  # reference: the ModelArgs instance; hf: the config object
     stubs: StubRegistry | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    default_dtype: str | None = None  # reference: the default dtype its launcher sets (build and forward run under it)
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -145,3 +145,6 @@ def module_card(record: ModelRecord, path: str) -> Group:
     for a in m.assumptions:
         t.add_row("assumed", a)
     return Group(t)
+
+
+from .grouped import grouped_tree  # noqa: E402,F401

@@ -1,0 +1,737 @@
+"""The meta forward pass: every module call's input and output shapes, symbolic dims and call sites.
+
+The model runs on the meta device with hooks on every module. What meta cannot answer (a tensor's value: `.item()`,
+`.tolist()`, a boolean test, `nonzero`, `bincount`, masked indexing) is answered by a deterministic policy, and every
+answer is recorded as an assumption on the module where it was made:
+
+- a boolean test on a tensor takes the common path: it holds (e.g. "the attention mask is all ones");
+- routing: `topk` indices over E choices are spread evenly, so a test `indices == e` holds for 1/E of them,
+  `bincount` gives every bin numel/E, and `nonzero`/`where`/masked indexing return ceil(numel · fraction) rows:
+  every expert receives ceil(B·T·k/E) tokens (dim symbol `R`);
+- a mask with no known fraction is all true; an integer read from a tensor with no known value is 1; a float, 0.0.
+
+Stubbed kernels (modules that could not import) are answered by the rules in `archviz.kernels`; a kernel without a
+rule stops the pass with a message that names it and says how to declare one.
+
+Dims are named after the pass: B (batch) and T (positions) are run at values chosen to collide with no width of the
+model, so a dim equal to B, T or B·T is that symbol; every other dim is a fixed int.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import linecache
+import math
+import os
+import sys
+import weakref
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import kernels, stubs
+from .errors import ShapeError
+from .records import Call, CallSite, ModelRecord, ModuleRecord
+from .sources import Built
+
+aten = torch.ops.aten
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_ARCHVIZ_DIR = os.path.dirname(__file__)
+_MAX_CALLS = 8  # distinct call signatures kept per module
+
+ROUTED = "R"
+
+
+@dataclasses.dataclass
+class _Prov:
+    range: int | None = None  # integer values in [0, range)
+    density: float | None = None  # fraction of True in a bool tensor
+    value: float | None = None  # expected value of each element
+
+
+class _Policy:
+    """Provenance of meta tensors and the policy answers, with the assumptions they imply."""
+
+    def __init__(self, tracer: "Tracer"):
+        self.tracer = tracer
+        self._prov: dict[int, tuple[weakref.ref, _Prov]] = {}
+        self.policy_sizes: set[int] = set()
+
+    def get(self, t: Any) -> _Prov | None:
+        if not isinstance(t, torch.Tensor):
+            return None
+        hit = self._prov.get(id(t))
+        if hit is None or hit[0]() is not t:
+            return None
+        return hit[1]
+
+    def set(self, t: torch.Tensor, prov: _Prov) -> None:
+        key = id(t)
+        self._prov[key] = (weakref.ref(t, lambda _r, k=key: self._prov.pop(k, None)), prov)
+
+    def assume(self, text: str) -> None:
+        self.tracer.assume(text)
+
+
+def _numel(shape: Any) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+class _Uncacheable(Exception):
+    pass
+
+
+_SCALARS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout)
+
+
+def _key(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        if obj.device.type != "meta":
+            raise _Uncacheable
+        return (tuple(obj.shape), obj.stride(), obj.dtype)
+    if isinstance(obj, (tuple, list)):
+        return tuple(_key(x) for x in obj)
+    if isinstance(obj, dict):
+        return tuple((k, _key(v)) for k, v in obj.items())
+    if isinstance(obj, _SCALARS):
+        return (type(obj), obj)
+    raise _Uncacheable
+
+
+def _spec(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return ("t", tuple(out.shape), out.stride(), out.dtype) if out.device.type == "meta" else None
+    if isinstance(out, (tuple, list)):
+        parts = [_spec(o) for o in out]
+        if any(p is None for p in parts):
+            return None
+        return ("tuple" if isinstance(out, tuple) else "list", tuple(parts))
+    return None
+
+
+def _rebuild(spec: Any) -> Any:
+    if spec[0] == "t":
+        return torch.empty_strided(spec[1], spec[2], dtype=spec[3], device="meta")
+    parts = [_rebuild(p) for p in spec[1]]
+    return tuple(parts) if spec[0] == "tuple" else parts
+
+
+_NOT_MEMO = {aten.empty.memory_format, aten.empty_strided.default}
+
+
+class _DispatchPolicy(TorchDispatchMode):
+    def __init__(self, policy: _Policy):
+        super().__init__()
+        self.p = policy
+        self._memo: dict = {}
+        self._cacheable: dict = {}
+
+    def _rows(self, mask: torch.Tensor) -> int:
+        prov = self.p.get(mask)
+        n = mask.numel()
+        if mask.dtype != torch.bool:
+            if prov is not None and prov.value is not None:
+                return n if prov.value else 0
+            self.p.assume(f"nonzero of a {mask.dtype} tensor: all {n} elements assumed non-zero")
+            return n
+        if prov is None or prov.density is None:
+            self.p.assume(f"mask of {n} elements with no known fraction: assumed all true")
+            return n
+        rows = math.ceil(n * prov.density)
+        self.p.policy_sizes.add(rows)
+        return rows
+
+    def _nonzero(self, mask: torch.Tensor) -> torch.Tensor:
+        return torch.empty((self._rows(mask), mask.dim()), dtype=torch.long, device="meta")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        p = self.p
+        if func is aten._local_scalar_dense.default:
+            return self._scalar(args[0])
+        if func in (aten.nonzero.default, aten.argwhere.default):
+            return self._nonzero(args[0])
+        if func is aten.nonzero_numpy.default or (func is aten.where.default and len(args) == 1):
+            nz = self._nonzero(args[0])
+            return tuple(nz[:, i] for i in range(nz.shape[1]))
+        if func is aten.nonzero_static.default:
+            return func(*args, **kwargs)
+        if func is aten.masked_select.default:
+            x, mask = args
+            return torch.empty((self._rows(torch.broadcast_to(mask, torch.broadcast_shapes(x.shape, mask.shape))),),
+                               dtype=x.dtype, device="meta")
+        if func is aten.bincount.default:
+            x = args[0]
+            minlength = kwargs.get("minlength", args[2] if len(args) > 2 else 0) or 0
+            prov = p.get(x)
+            bins = max(minlength, prov.range if prov and prov.range else 0)
+            if minlength and not (prov and prov.range):
+                # Values of unknown range counted into `minlength` bins (e.g. experts picked by a hash table):
+                # assume they spread evenly over those bins, so later tests `x == e` hold for 1/minlength of them.
+                p.set(x, _Prov(range=minlength))
+                p.assume(f"values of unknown range assumed spread evenly over {minlength} bins")
+            if bins == 0:
+                bins = max(minlength, 1)
+                p.assume("bincount of values with no known range: one bin assumed")
+            out = torch.empty((bins,), dtype=torch.long, device="meta")
+            p.set(out, _Prov(value=x.numel() / bins))
+            return out
+        if func in (aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default):
+            indices = args[1]
+            if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+                new: list[Any] = []
+                for i in indices:
+                    if i is not None and i.dtype in (torch.bool, torch.uint8):
+                        nz = self._nonzero(i)
+                        new.extend(nz.unbind(1) if i.dim() else [nz[:, 0]])
+                    else:
+                        new.append(i)
+                args = (args[0], new, *args[2:])
+        if func is aten.repeat_interleave.Tensor and kwargs.get("output_size") is None and len(args) < 3:
+            reps = args[0]
+            prov = p.get(reps)
+            total = int(math.ceil((prov.value if prov and prov.value is not None else 1) * reps.numel()))
+            if not (prov and prov.value is not None):
+                p.assume("repeat_interleave with unknown repeats: 1 each")
+            kwargs = {**kwargs, "output_size": total}
+        if func in (aten._unique2.default, aten.unique_dim.default, aten.unique_consecutive.default):
+            x = args[0]
+            p.assume("unique: all values assumed distinct")
+            return _unique_meta(func, x, args, kwargs)
+
+        key = self._memo_key(func, args, kwargs)
+        if key is not None:
+            hit = self._memo.get(key)
+            if hit is not None:
+                out = _rebuild(hit)
+                self._propagate(func, args, kwargs, out)
+                return out
+        out = func(*args, **kwargs)
+        if key is not None:
+            spec = _spec(out)
+            if spec is not None:
+                self._memo[key] = spec
+        self._propagate(func, args, kwargs, out)
+        return out
+
+    # Meta kernels of many ops are Python decompositions (clamp: ~1 ms). Identical calls (every expert of a layer,
+    # every layer of a kind) are answered from a memo of output shapes, for functional ops with fresh outputs only.
+    _memo: dict = {}
+
+    def _memo_key(self, func: Any, args: tuple, kwargs: dict) -> tuple | None:
+        ok = self._cacheable.get(func)
+        if ok is None:
+            schema = func._schema
+            ok = not schema.is_mutable and all(r.alias_info is None for r in schema.returns) and \
+                func not in _NOT_MEMO
+            self._cacheable[func] = ok
+        if not ok:
+            return None
+        try:
+            return (func, _key(args), _key(kwargs))
+        except _Uncacheable:
+            return None
+
+    def _scalar(self, t: torch.Tensor) -> Any:
+        prov = self.p.get(t)
+        if t.dtype == torch.bool:
+            if prov is not None and prov.density is not None:
+                return prov.density > 0
+            self.p.assume("a boolean test on a tensor: assumed true (the common path)")
+            return True
+        if t.dtype.is_floating_point or t.dtype.is_complex:
+            if prov is not None and prov.value is not None:
+                return float(prov.value)
+            self.p.assume("a float read from a tensor: assumed 0.0")
+            return 0.0
+        if prov is not None and prov.value is not None:
+            return int(math.ceil(prov.value))
+        self.p.assume("an integer read from a tensor: assumed 1")
+        return 1
+
+    def _propagate(self, func, args, kwargs, out) -> None:  # noqa: C901 - one rule per op
+        p = self.p
+        if func is aten.topk.default:
+            x = args[0]
+            dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
+            p.set(out[1], _Prov(range=x.shape[dim]))
+            return
+        if func in (aten.eq.Scalar, aten.eq.Tensor, aten.ne.Scalar, aten.ne.Tensor):
+            x = args[0]
+            prov = p.get(x)
+            if prov is not None and prov.range:
+                d = 1.0 / prov.range
+                p.set(out, _Prov(density=d if func in (aten.eq.Scalar, aten.eq.Tensor) else 1.0 - d))
+            elif prov is not None and prov.value is not None and func in (aten.eq.Scalar, aten.ne.Scalar):
+                hit = float(prov.value) == float(args[1])
+                p.set(out, _Prov(density=float(hit if func is aten.eq.Scalar else not hit)))
+            return
+        if func in (aten.gt.Scalar, aten.ge.Scalar, aten.lt.Scalar, aten.le.Scalar):
+            prov = p.get(args[0])
+            if prov is not None and prov.value is not None:
+                v, s = prov.value, float(args[1])
+                hit = {aten.gt.Scalar: v > s, aten.ge.Scalar: v >= s, aten.lt.Scalar: v < s,
+                       aten.le.Scalar: v <= s}[func]
+                p.set(out, _Prov(density=float(hit)))
+            return
+        if func in (aten.sum.dim_IntList, aten.sum.default, aten.count_nonzero.dim_IntList,
+                    aten.count_nonzero.default):
+            x = args[0]
+            prov = p.get(x)
+            if prov is not None and isinstance(out, torch.Tensor):
+                per = prov.density if prov.density is not None else prov.value
+                if per is not None:
+                    reduced = x.numel() / max(1, out.numel())
+                    p.set(out, _Prov(value=per * reduced))
+            return
+        if func is aten.one_hot.default:
+            n = out.shape[-1]
+            p.set(out, _Prov(value=1.0 / n, density=1.0 / n))
+            return
+        if func in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.flatten.using_ints,
+                    aten.clone.default, aten.contiguous.default, aten.squeeze.dim, aten.squeeze.default,
+                    aten.unsqueeze.default, aten.permute.default, aten.t.default, aten.transpose.int,
+                    aten.expand.default, aten._to_copy.default, aten.select.int, aten.slice.Tensor,
+                    aten.alias.default, aten.detach.default, aten.lift_fresh.default):
+            prov = p.get(args[0])
+            if prov is not None and isinstance(out, torch.Tensor):
+                p.set(out, dataclasses.replace(prov))
+            return
+
+
+def _unique_meta(func, x, args, kwargs):
+    out = torch.empty((x.numel(),), dtype=x.dtype, device="meta")
+    if func is aten._unique2.default:
+        return out, torch.empty(x.shape, dtype=torch.long, device="meta"), torch.empty((x.numel(),), dtype=torch.long,
+                                                                                        device="meta")
+    return out, torch.empty((0,), dtype=torch.long, device="meta"), torch.empty((0,), dtype=torch.long, device="meta")
+
+
+class _TolistPolicy:
+    """`Tensor.tolist()` on meta has no data: answer it from provenance (patched on torch.Tensor for the pass:
+    cheaper than a function mode that would see every torch call)."""
+
+    def __init__(self, policy: _Policy):
+        self.p = policy
+        self.saved: Any = None
+
+    def __enter__(self) -> "_TolistPolicy":
+        self.saved = torch.Tensor.tolist
+        policy = self
+
+        def tolist(t: torch.Tensor) -> Any:
+            if t.is_meta:
+                return policy.answer(t)
+            return policy.saved(t)
+
+        torch.Tensor.tolist = tolist  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        torch.Tensor.tolist = self.saved  # type: ignore[method-assign]
+
+    def answer(self, t: torch.Tensor) -> Any:
+        prov = self.p.get(t)
+        if t.dtype == torch.bool:
+            v: Any = (prov.density or 0) > 0 if prov and prov.density is not None else True
+        elif t.dtype.is_floating_point:
+            v = float(prov.value) if prov and prov.value is not None else 0.0
+        else:
+            v = int(math.ceil(prov.value)) if prov and prov.value is not None else 1
+        if not (prov and (prov.value is not None or prov.density is not None)):
+            self.p.assume(f"tolist() of a tensor with no known values: each assumed {v!r}")
+        elif not t.dtype.is_floating_point and t.dtype != torch.bool:
+            self.p.policy_sizes.add(v)
+        return _nested(v, tuple(t.shape))
+
+
+def _nested(v: Any, shape: tuple[int, ...]) -> Any:
+    if not shape:
+        return v
+    return [_nested(v, shape[1:]) for _ in range(shape[0])]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The tracer
+
+
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
+
+
+def _tensors(obj: Any, out: list, depth: int = 0) -> None:
+    if len(out) > 64 or depth > 4:
+        return
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, (tuple, list)):
+        for x in obj:
+            _tensors(x, out, depth + 1)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _tensors(x, out, depth + 1)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            _tensors(getattr(obj, f.name, None), out, depth + 1)
+
+
+class Tracer:
+    def __init__(self, model: torch.nn.Module, display: Callable[[str], str]):
+        self.model = model
+        self.display = display
+        self.paths: dict[int, str] = {}
+        for path, mod in model.named_modules():
+            self.paths.setdefault(id(mod), path)
+        self.stack: list[str] = []
+        self.calls: dict[str, list[tuple]] = {}
+        self.sites: dict[str, dict[tuple, None]] = {}
+        self.assumptions: dict[str, dict[str, None]] = {}
+        self.kernels: dict[str, dict[str, None]] = {}
+        self.policy = _Policy(self)
+        self._positions: dict[Any, list] = {}
+        self.handles: list[Any] = []
+        self.fired = 0
+
+    # -- assumptions and kernels are noted on the module running now, with the user's file:line
+    def _where(self) -> str:
+        f = sys._getframe(2)
+        while f is not None:
+            fn = f.f_code.co_filename
+            if not fn.startswith(_TORCH_DIR) and not fn.startswith(_ARCHVIZ_DIR):
+                return f"{self.display(fn)}:{f.f_lineno}"
+            f = f.f_back
+        return "?"
+
+    def assume(self, text: str) -> None:
+        path = self.stack[-1] if self.stack else ""
+        self.assumptions.setdefault(path, {})[f"{text} ({self._where()})"] = None
+
+    def kernel(self, qualname: str, impl: str) -> None:
+        path = self.stack[-1] if self.stack else ""
+        self.kernels.setdefault(path, {})[qualname if impl == qualname else f"{qualname} → {impl}"] = None
+
+    # -- call sites
+    def _call_site(self, parent: Any) -> tuple | None:
+        f = sys._getframe(3)
+        fallback = None
+        while f is not None:
+            fn = f.f_code.co_filename
+            if fn.startswith(_TORCH_DIR) or fn.startswith(_ARCHVIZ_DIR):
+                f = f.f_back
+                continue
+            if fallback is None:
+                fallback = f
+            if parent is not None and f.f_locals.get("self") is parent:
+                return self._site(f)
+            f = f.f_back
+        return self._site(fallback) if fallback is not None else None
+
+    def _site(self, frame: Any) -> tuple:
+        code = frame.f_code
+        pos = self._positions.get(code)
+        if pos is None:
+            pos = self._positions[code] = list(code.co_positions())
+        i = frame.f_lasti // 2
+        line, end_line, col, end_col = pos[i] if i < len(pos) else (frame.f_lineno, frame.f_lineno, None, None)
+        line = line or frame.f_lineno
+        text = _source_text(code.co_filename, line, end_line or line, col, end_col)
+        return (self.display(code.co_filename), line, text)
+
+    # -- hooks
+    def pre_hook(self, module: Any, args: Any, kwargs: Any) -> None:
+        path = self.paths.get(id(module))
+        if path is None:
+            return
+        parent = self.objects[-1] if self.objects else None
+        if path:
+            site = self._call_site(parent)
+            if site is not None:
+                self.sites.setdefault(path, {})[site] = None
+        ins: list = []
+        _tensors(args, ins)
+        _tensors(kwargs, ins)
+        self.stack.append(path)
+        self.objects.append(module)
+        self._inputs_stack.append([(tuple(t.shape), _DTYPE_NAMES.get(t.dtype) or _dtype_name(t.dtype)) for t in ins])
+
+    def post_hook(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
+        path = self.paths.get(id(module))
+        if path is None or not self.stack:
+            return
+        self.stack.pop()
+        self.objects.pop()
+        ins = self._inputs_stack.pop()
+        outs: list = []
+        _tensors(output, outs)
+        entry = (tuple(ins), tuple((tuple(t.shape), _DTYPE_NAMES.get(t.dtype) or _dtype_name(t.dtype)) for t in outs))
+        lst = self.calls.setdefault(path, [])
+        if entry not in lst and len(lst) < _MAX_CALLS:
+            lst.append(entry)
+        self.fired += 1
+        if self.progress is not None and self.fired % 256 == 0:
+            self.progress(min(self.fired, self.total), self.total)
+
+    def install(self) -> None:
+        self._inputs_stack: list = []
+        self.objects: list = []
+        self.progress = None
+        self.total = len(self.paths)
+        for mod in self.model.modules():
+            self.handles.append(mod.register_forward_pre_hook(self.pre_hook, with_kwargs=True))
+            self.handles.append(mod.register_forward_hook(self.post_hook, with_kwargs=True))
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
+
+    def stub_call(self, qualname: str, args: tuple, kwargs: dict) -> Any:
+        hit = kernels.lookup(qualname, meta=True)
+        path = self.stack[-1] if self.stack else "(model)"
+        if hit is None:
+            raise ShapeError(f"{qualname} (called by {path or 'the model'}) has no shape rule",
+                             hint=f"declare one: @archviz.kernels.shape_rule({qualname!r}) in a file passed with "
+                                  f"--kernel-rules FILE (see archviz/kernels.py)")
+        fn, impl = hit
+        self.kernel(qualname, impl)
+        return fn(*args, **kwargs)
+
+
+def _source_text(file: str, line: int, end_line: int, col: int | None, end_col: int | None) -> str:
+    lines = [linecache.getline(file, n) for n in range(line, end_line + 1)]
+    if not lines or not lines[0]:
+        return ""
+    if col is None or end_col is None:
+        return lines[0].strip()
+    if line == end_line:
+        b = lines[0].encode("utf-8")
+        return b[col:end_col].decode("utf-8", "replace").strip()
+    first = lines[0].encode("utf-8")[col:].decode("utf-8", "replace")
+    last = lines[-1].encode("utf-8")[:end_col].decode("utf-8", "replace")
+    middle = [x.strip() for x in lines[1:-1]]
+    return " ".join([first.strip(), *middle, last.strip()]).replace("( ", "(").replace(" )", ")")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Inputs and dims
+
+
+_PRIMES_B = (7, 5, 11, 3, 13, 17)
+_PRIMES_T = (13, 11, 17, 19, 23, 29, 31, 37)
+
+
+def _taken(record: ModelRecord) -> set[int]:
+    taken: set[int] = set()
+    for m in record.modules:
+        for t in m.tensors:
+            taken.update(int(d) for d in t.shape)
+    for _, v in record.source.config:
+        if isinstance(v, int) and not isinstance(v, bool):
+            taken.add(v)
+        elif isinstance(v, list):
+            taken.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
+    return taken
+
+
+def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
+                avoid: tuple[int, int] | None = None) -> tuple[int, int, bool]:
+    """(B, T, clean): values that collide with no width of the model (tensor dims, config ints, routed token counts)
+    when possible (`clean`), within the model's max_batch_size / max_seq_len; `avoid` excludes a pair already used."""
+    taken = _taken(record)
+    config = dict(record.source.config)
+    max_b = config.get("max_batch_size") if isinstance(config.get("max_batch_size"), int) else None
+    max_t = config.get("max_seq_len") if isinstance(config.get("max_seq_len"), int) else None
+    moe = [(m.top_k or 1, m.experts or 1) for m in record.summary.moe]
+
+    def ok(b: int, t: int) -> bool:
+        if b == t or b in taken or t in taken or b * t in taken:
+            return False
+        return all(math.ceil(b * t * k / e) not in (b, t, b * t) for k, e in moe)
+
+    if batch and seq:
+        return batch, seq, ok(batch, seq)
+    bs = [batch] if batch else [b for b in _PRIMES_B if not max_b or b <= max_b] + (
+        list(range(max_b, 1, -1)) if max_b else [])
+    ts = [seq] if seq else [t for t in _PRIMES_T if not max_t or t <= max_t]
+    bs = bs or [1]
+    for b in bs:
+        for t in ts:
+            if (b, t) != avoid and ok(b, t):
+                return b, t, True
+    for b in bs:
+        for t in ts:
+            if (b, t) != avoid and b != t:
+                return b, t, False
+    return bs[0], ts[0], False
+
+
+def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
+    model = built.model
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params]
+    ids = torch.zeros((B, T), dtype=torch.long, device="meta")
+    if built.kind == "hf":
+        kwargs: dict[str, Any] = {"input_ids": ids}
+        if "use_cache" in names:
+            kwargs["use_cache"] = False
+        return (), kwargs
+    if not params:
+        raise ShapeError(f"{type(model).__name__}.forward takes no inputs archviz can guess", hint="use --no-shapes")
+    args: list[Any] = [ids]
+    kwargs = {}
+    if "start_pos" in names[1:]:
+        kwargs["start_pos"] = 0
+    return tuple(args), kwargs
+
+
+def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int]) -> tuple[int | str, ...]:
+    out: list[int | str] = []
+    for d in shape:
+        d = int(d)
+        if d == B * T:
+            out.append("B·T")
+        elif d == B:
+            out.append("B")
+        elif d == T:
+            out.append("T")
+        elif d in routed:
+            out.append(ROUTED)
+        else:
+            out.append(d)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Entry point
+
+
+def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None, seq: int | None = None,
+                 inputs: tuple[tuple, dict] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> ModelRecord:
+    """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
+    from .walk import _Spans
+
+    B, T, _clean = choose_dims(record, batch, seq)
+    spans = _Spans(built.display_roots)
+    tracer = Tracer(built.model, spans.display)
+    args, kwargs = inputs if inputs is not None else default_inputs(built, B, T)
+    notes: list[str] = []
+    if built.kind == "hf" and hasattr(built.model, "set_experts_implementation"):
+        # grouped_mm has no float32 meta kernel; the eager loop over experts shows the routing as written.
+        try:
+            built.model.set_experts_implementation("eager")
+            notes.append("transformers experts traced with experts_implementation='eager'")
+        except Exception:  # noqa: BLE001 - models without fused experts refuse; nothing to change then
+            pass
+    registry = built.stubs or stubs.StubRegistry()
+    # Reference code runs under the default dtype its launcher sets (DeepSeek's generate.py: bfloat16).
+    compute = getattr(torch, built.default_dtype) if built.default_dtype else None
+    tracer.install()
+    tracer.progress = progress
+    previous = stubs.set_call_handler(tracer.stub_call)
+    saved_dtype = torch.get_default_dtype()
+    error: BaseException | None = None
+    try:
+        if compute is not None:
+            torch.set_default_dtype(compute)
+        with torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy), _TolistPolicy(tracer.policy), \
+                _LazyImportStubs(registry, tracer):
+            built.model(*args, **kwargs)
+    except ShapeError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        error = e
+    finally:
+        stubs.set_call_handler(previous)
+        tracer.remove()
+        torch.set_default_dtype(saved_dtype)
+    if error is not None:
+        where = tracer.stack[-1] if tracer.stack else "(model)"
+        frame = _user_frame(error)
+        raise ShapeError(f"the meta forward pass failed in {where or 'the model'}"
+                         f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
+                         hint="run with --debug for the traceback, or --no-shapes to skip shapes") from error
+    if progress is not None:
+        progress(tracer.total, tracer.total)
+    routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
+    modules = []
+    for m in record.modules:
+        calls = tuple(
+            Call(inputs=tuple(name_dims(s, B, T, routed) for s, _ in ins),
+                 outputs=tuple(name_dims(s, B, T, routed) for s, _ in outs),
+                 input_dtypes=tuple(d for _, d in ins), output_dtypes=tuple(d for _, d in outs))
+            for ins, outs in tracer.calls.get(m.path, ())
+        )
+        sites = tuple(CallSite(f, ln, code) for f, ln, code in tracer.sites.get(m.path, {}))
+        modules.append(dataclasses.replace(
+            m, calls=calls, call_sites=sites, called=bool(calls) or m.path in tracer.calls,
+            assumptions=tuple(tracer.assumptions.get(m.path, {})), kernels=tuple(tracer.kernels.get(m.path, {}))))
+    files = dict(record.source.files)
+    files.update(spans.files)
+    stubbed = tuple(sorted(set(record.source.stubbed_imports) | set(registry.taken())))
+    source = dataclasses.replace(record.source, files=tuple(sorted(files.items())), stubbed_imports=stubbed)
+    shapes_info = {"B": B, "T": T, "notes": notes, "routed_symbol": ROUTED, "routed_sizes": sorted(routed),
+                   "policy": "see archviz/shapes.py: boolean tests hold; routing spreads B·T·k tokens evenly over E "
+                             "experts (R = ceil(B·T·k/E))"}
+    return dataclasses.replace(record, modules=tuple(modules), source=source).with_extra("shapes", shapes_info)
+
+
+class _LazyImportStubs:
+    """Imports inside forward (`from fast_hadamard_transform import hadamard_transform`) of modules that are not
+    installed get stub modules too, recorded like the build's."""
+
+    def __init__(self, registry: stubs.StubRegistry, tracer: Tracer):
+        self.registry = registry
+        self.tracer = tracer
+        self.added: list[str] = []
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.machinery
+
+        if "." in name:
+            return None
+        return importlib.machinery.ModuleSpec(name, self)
+
+    def create_module(self, spec: Any) -> Any:
+        self.added.append(spec.name)
+        self.tracer.assume(f"import {spec.name} failed (not installed): stubbed")
+        return self.registry.module(spec.name, "not installed (imported inside forward)")
+
+    def exec_module(self, module: Any) -> None:
+        return None
+
+    def __enter__(self) -> "_LazyImportStubs":
+        sys.meta_path.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.meta_path.remove(self)
+        for name in self.added:
+            sys.modules.pop(name, None)
+
+
+def _user_frame(e: BaseException) -> str | None:
+    import traceback
+
+    hit = None
+    for frame, lineno in traceback.walk_tb(e.__traceback__):
+        fn = frame.f_code.co_filename
+        if not fn.startswith(_TORCH_DIR) and not fn.startswith(_ARCHVIZ_DIR):
+            hit = f"{os.path.basename(fn)}:{lineno}"
+    return hit
+
+
+__all__ = ["trace_shapes", "choose_dims", "name_dims", "Tracer", "ModuleRecord"]
