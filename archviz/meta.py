@@ -30,9 +30,10 @@ def _caller(skip_dirs: tuple[str, ...]) -> str:
 
 
 class _MetaMode(TorchFunctionMode):
-    def __init__(self, notes: "MetaNotes"):
+    def __init__(self, notes: "MetaNotes", device: torch.device = _META):
         super().__init__()
         self.notes = notes
+        self.device = device
         self.constructors = _device_constructors()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -41,7 +42,7 @@ class _MetaMode(TorchFunctionMode):
             dev = kwargs.get("device")
             if dev is not None and torch.device(dev).type not in ("meta", "cpu"):
                 self.notes.neutralised(f"device={str(dev)!r}")
-            kwargs["device"] = _META
+            kwargs["device"] = self.device
             kwargs.pop("pin_memory", None)
             return func(*args, **kwargs)
         if func is torch.Tensor.cuda:
@@ -93,8 +94,10 @@ class MetaNotes:
 
 
 @contextlib.contextmanager
-def meta_build() -> Iterator[MetaNotes]:
-    """Everything constructed inside lives on the meta device; the default dtype is restored afterwards."""
+def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
+    """Everything constructed inside lives on the meta device (or, for the execution probe's small copies, on
+    `device="cpu"` for real); CUDA requests are neutralised; the default dtype is restored afterwards."""
+    target = torch.device(device)
     notes = MetaNotes()
     saved_dtype = torch.get_default_dtype()
     saved_set_default_device = torch.set_default_device
@@ -109,9 +112,9 @@ def meta_build() -> Iterator[MetaNotes]:
 
     torch.set_default_device = set_default_device  # type: ignore[assignment]
     torch.cuda.set_device = cuda_set_device  # type: ignore[assignment]
-    mode = _MetaMode(notes)
+    mode = _MetaMode(notes, target)
     try:
-        with torch.device(_META), mode:
+        with torch.device(target), mode:
             yield notes
     finally:
         notes.final_dtype = torch.get_default_dtype()

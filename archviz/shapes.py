@@ -50,6 +50,7 @@ class _Prov:
     range: int | None = None  # integer values in [0, range)
     density: float | None = None  # fraction of True in a bool tensor
     value: float | None = None  # expected value of each element
+    parent: Any = None  # weakref to the tensor this one is a view or reshape of
 
 
 class _Policy:
@@ -173,8 +174,13 @@ class _DispatchPolicy(TorchDispatchMode):
             bins = max(minlength, prov.range if prov and prov.range else 0)
             if minlength and not (prov and prov.range):
                 # Values of unknown range counted into `minlength` bins (e.g. experts picked by a hash table):
-                # assume they spread evenly over those bins, so later tests `x == e` hold for 1/minlength of them.
-                p.set(x, _Prov(range=minlength))
+                # assume they spread evenly over those bins, so later tests `x == e` hold for 1/minlength of them
+                # -- on the tensor counted and on what it is a view of (`bincount(indices.flatten())`).
+                t: Any = x
+                while t is not None:
+                    old = p.get(t)
+                    p.set(t, _Prov(range=minlength, parent=old.parent if old else None))
+                    t = old.parent() if old is not None and old.parent is not None else None
                 p.assume(f"values of unknown range assumed spread evenly over {minlength} bins")
             if bins == 0:
                 bins = max(minlength, 1)
@@ -300,8 +306,11 @@ class _DispatchPolicy(TorchDispatchMode):
                     aten.expand.default, aten._to_copy.default, aten.select.int, aten.slice.Tensor,
                     aten.alias.default, aten.detach.default, aten.lift_fresh.default):
             prov = p.get(args[0])
-            if prov is not None and isinstance(out, torch.Tensor):
-                p.set(out, dataclasses.replace(prov))
+            if isinstance(out, torch.Tensor) and isinstance(args[0], torch.Tensor):
+                if prov is not None:
+                    p.set(out, dataclasses.replace(prov, parent=weakref.ref(args[0])))
+                elif not args[0].dtype.is_floating_point:
+                    p.set(out, _Prov(parent=weakref.ref(args[0])))
             return
 
 
@@ -679,6 +688,7 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
         modules.append(dataclasses.replace(
             m, calls=calls, call_sites=sites, called=bool(calls) or m.path in tracer.calls,
             assumptions=tuple(tracer.assumptions.get(m.path, {})), kernels=tuple(tracer.kernels.get(m.path, {}))))
+    modules = _weight_uses(modules, spans)
     files = dict(record.source.files)
     files.update(spans.files)
     stubbed = tuple(sorted(set(record.source.stubbed_imports) | set(registry.taken())))
@@ -687,6 +697,31 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
                    "policy": "see archviz/shapes.py: boolean tests hold; routing spreads B·T·k tokens evenly over E "
                              "experts (R = ceil(B·T·k/E))"}
     return dataclasses.replace(record, modules=tuple(modules), source=source).with_extra("shapes", shapes_info)
+
+
+def _weight_uses(modules: list[ModuleRecord], spans: Any) -> list[ModuleRecord]:
+    """A module the forward never calls may still be used: its parent's forward reads `self.<name>.weight`
+    (DeepSeek's MLA absorbs wkv_b into an einsum over a view of its weight). Such uses become its call sites."""
+    index = {m.path: i for i, m in enumerate(modules)}
+    for i, m in enumerate(modules):
+        if m.called or not m.path or not m.own.parameters:
+            continue
+        parent = modules[index.get(m.parent or "", 0)]
+        fs = parent.forward_span
+        if fs is None:
+            continue
+        absolute = spans.files.get(fs.file)
+        if not absolute:
+            continue
+        needle = f"self.{m.name}."
+        sites = []
+        for n in range(fs.start, fs.end + 1):
+            text = linecache.getline(absolute, n)
+            if needle in text:
+                sites.append(CallSite(fs.file, n, text.strip()))
+        if sites:
+            modules[i] = dataclasses.replace(m, call_sites=tuple(sites))
+    return modules
 
 
 class _LazyImportStubs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from typing import Any
@@ -22,14 +23,16 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
     transformers = _import_transformers()
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
+    overrides = dict(options.overrides)
     if spec.startswith("hf:"):
         model_type = spec[3:]
         if model_type not in CONFIG_MAPPING_NAMES:
             raise SourceError(f"{spec}: unknown model type {model_type!r} in transformers {transformers.__version__}",
                               hint=suggest(model_type, list(CONFIG_MAPPING_NAMES)) or
                               "see transformers' CONFIG_MAPPING for the known model types")
-        config = transformers.AutoConfig.for_model(model_type)
+        raw: dict[str, Any] = {}
         name = model_type
+        path = spec
     else:
         path = os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
         try:
@@ -45,18 +48,25 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
         if model_type not in CONFIG_MAPPING_NAMES:
             raise SourceError(f"{path}: unknown model_type {model_type!r} in transformers {transformers.__version__}",
                               hint=suggest(model_type, list(CONFIG_MAPPING_NAMES)) or "check model_type")
-        config_class = transformers.AutoConfig.for_model(model_type).__class__
-        try:
-            config = config_class.from_dict(raw)
-        except Exception as e:  # noqa: BLE001
-            raise SourceError(f"{path}: transformers rejects this {model_type} config: {e}",
-                              hint="fix the field it names") from None
         name = raw.get("_name_or_path") or os.path.basename(os.path.dirname(os.path.abspath(path))) or model_type
-    for key, value in options.overrides:
-        if not hasattr(config, key):
-            raise SourceError(f"--set {key}: {type(config).__name__} has no field {key!r}",
-                              hint=suggest(key, list(config.to_dict())) or "see the config's fields with --json")
-        setattr(config, key, value)
+    config_class = type(transformers.AutoConfig.for_model(model_type))
+    # Overrides go through the config's constructor, so derived fields (layer_types, ...) follow them.
+    try:
+        config = config_class.from_dict({**raw, **overrides}) if raw else config_class(**overrides)
+    except Exception as e:  # noqa: BLE001
+        raise SourceError(f"{path}: transformers rejects this {model_type} config: {e}",
+                          hint="fix the field it names") from None
+    if overrides:
+        try:
+            source = inspect.getsource(config_class)
+        except (OSError, TypeError):
+            source = ""
+        for key in overrides:
+            # A field, or a legacy key the config's constructor reads (deepseek_v4: compress_ratios).
+            if not hasattr(config, key) and f'"{key}"' not in source:
+                known = sorted(config.to_dict())
+                raise SourceError(f"--set {key}: {config_class.__name__} has no field {key!r}",
+                                  hint=suggest(key, known) or "see the config's fields")
     return config, name
 
 
@@ -94,7 +104,7 @@ def build(spec: str, options: BuildOptions) -> Built:
         dtype = getattr(torch, dtype, None)
     kwargs = {"dtype": dtype} if isinstance(dtype, torch.dtype) else {}
     try:
-        with meta_build() as notes:
+        with meta_build(options.device) as notes:
             model = cls._from_config(config, **kwargs)
     except Exception as e:  # noqa: BLE001
         if is_cuda_insistence(e):
@@ -105,7 +115,7 @@ def build(spec: str, options: BuildOptions) -> Built:
     model.eval()
     transformers = _import_transformers()
     site = os.path.dirname(os.path.dirname(transformers.__file__))
-    cfg = {k: v for k, v in config.to_dict().items() if _jsonable(v)}
+    cfg = json.loads(json.dumps({k: v for k, v in config.to_dict().items() if _jsonable(v)}))
     return Built(model=model, spec=spec, kind="hf", name=name, config=cfg, overrides=dict(options.overrides),
                  notes=list(notes.items), roots=(os.path.dirname(transformers.__file__),),
                  display_roots=((site, ""),), args=config, versions=_versions())

@@ -391,7 +391,7 @@ def build(spec: str, options: BuildOptions) -> Built:
     if default_dtype and not isinstance(dtype_obj, torch.dtype):
         raise SourceError(f"--default-dtype {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
     try:
-        with meta_build() as meta_notes, _distributed(options.world_size, options.rank):
+        with meta_build(options.device) as meta_notes, _distributed(options.world_size, options.rank):
             if dtype_obj is not None:
                 torch.set_default_dtype(dtype_obj)
             model = cls(args, **extra)
@@ -419,7 +419,7 @@ def build(spec: str, options: BuildOptions) -> Built:
         default_dtype = str(meta_notes.final_dtype).replace("torch.", "")
     world_size = int(getattr(module, "world_size", 1) or 1)
     rank = int(getattr(module, "rank", 0) or 0)
-    cfg = {k: v for k, v in dataclasses.asdict(args).items() if _jsonable(v)}
+    cfg = json.loads(json.dumps({k: v for k, v in dataclasses.asdict(args).items() if _jsonable(v)}))
     return Built(model=model, spec=spec, kind="reference", name=os.path.basename(folder) or "model", config=cfg,
                  overrides=dict(options.overrides), stubbed_imports=stubs.taken(), notes=notes,
                  world_size=world_size, rank=rank, roots=(folder,), display_roots=((folder, ""),), module=module,

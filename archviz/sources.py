@@ -35,6 +35,7 @@ class BuildOptions:
     world_size: int | None = None  # reference: module global `world_size`
     rank: int | None = None  # reference: module global `rank`
     default_dtype: str | None = None  # reference: default dtype to build and run under (else found in its launcher)
+    device: str = "meta"  # "cpu" only for the execution probe's small copies
 
 
 @dataclass
@@ -132,7 +133,7 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
         raise SourceError(f"{spec}: {attr} is not callable", hint="point at a function or class that returns a module")
     root = os.path.dirname(getattr(module, "__file__", "") or "")
     try:
-        with meta_build() as notes:
+        with meta_build(options.device) as notes:
             model = fn()
     except Exception as e:  # noqa: BLE001
         where = user_frame(e, (root,)) or spec
