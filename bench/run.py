@@ -1,0 +1,219 @@
+"""`make bench`: time and peak RSS of archviz beside its peers, in one run, as ratios; writes BENCHMARKS.md.
+
+Each case runs in a fresh subprocess (so peak RSS is its own) and reports seconds measured around the work only,
+plus the process's peak RSS. Cases are grouped by issue; a group's first case is the baseline of its ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+FIX = os.path.join(ROOT, "tests", "fixtures")
+V3_FIXTURE = (os.path.join(FIX, "dsv3like", "model.py"), os.path.join(FIX, "dsv3like", "config_v3size.json"))
+V4_FIXTURE = (os.path.join(FIX, "dsv41like", "model.py"), os.path.join(FIX, "dsv41like", "config_flash.json"))
+
+CASES: dict[str, Callable[[], dict[str, Any]]] = {}
+
+
+def case(name: str) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        CASES[name] = fn
+        return fn
+    return deco
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+# -- issue 2: walk vs bare meta construction vs torchinfo ------------------------------------------------------------
+
+@case("bare meta build: V3-size fixture")
+def bare_build_fixture() -> dict:
+    import archviz
+
+    seconds, built = _timed(lambda: archviz.build(V3_FIXTURE[0], config=V3_FIXTURE[1]))
+    return {"seconds": seconds, "modules": sum(1 for _ in built.model.modules())}
+
+
+@case("archviz walk: V3-size fixture")
+def walk_fixture() -> dict:
+    import archviz
+    from archviz.records import dumps
+
+    def run():
+        rec = archviz.load(V3_FIXTURE[0], config=V3_FIXTURE[1])
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "r.json"), "w") as f:
+                f.write(dumps(rec))
+        return rec
+    seconds, rec = _timed(run)
+    return {"seconds": seconds, "modules": rec.summary.modules, "parameters": rec.summary.parameters}
+
+
+@case("torchinfo.summary (static): V3-size fixture")
+def torchinfo_fixture() -> dict:
+    import archviz
+    import torchinfo
+
+    def run():
+        built = archviz.build(V3_FIXTURE[0], config=V3_FIXTURE[1])
+        return torchinfo.summary(built.model, verbose=0)
+    seconds, stats = _timed(run)
+    return {"seconds": seconds, "parameters": stats.total_params}
+
+
+# -- issue 3: walk with shapes ---------------------------------------------------------------------------------------
+
+@case("archviz walk --shapes: V3-size fixture")
+def shapes_fixture() -> dict:
+    import archviz
+    from archviz.shapes import trace_shapes
+    from archviz.walk import walk
+
+    def run():
+        built = archviz.build(V3_FIXTURE[0], config=V3_FIXTURE[1])
+        return trace_shapes(built, walk(built))
+    seconds, rec = _timed(run)
+    return {"seconds": seconds, "called": sum(1 for m in rec.modules if m.called)}
+
+
+@case("bare meta build: transformers deepseek_v3")
+def bare_build_hf_v3() -> dict:
+    import archviz
+
+    archviz.build("hf:llama", overrides={"num_hidden_layers": 1})  # import transformers outside the timing
+    seconds, built = _timed(lambda: archviz.build("hf:deepseek_v3"))
+    return {"seconds": seconds}
+
+
+@case("archviz walk --shapes: transformers deepseek_v3")
+def shapes_hf_v3() -> dict:
+    import archviz
+    from archviz.shapes import trace_shapes
+    from archviz.walk import walk
+
+    archviz.build("hf:llama", overrides={"num_hidden_layers": 1})
+
+    def run():
+        built = archviz.build("hf:deepseek_v3")
+        return trace_shapes(built, walk(built))
+    seconds, rec = _timed(run)
+    return {"seconds": seconds, "called": sum(1 for m in rec.modules if m.called)}
+
+
+# -- issue 4: grouping -----------------------------------------------------------------------------------------------
+
+@case("walk + grouping: V3-size fixture")
+def grouping_fixture() -> dict:
+    import archviz
+    from archviz.walk import walk
+
+    built = archviz.build(V3_FIXTURE[0], config=V3_FIXTURE[1])
+    walk_s, rec = _timed(lambda: walk(built))
+    try:
+        from archviz.grouping import group
+    except ImportError:
+        return {"seconds": walk_s, "note": "grouping not available"}
+    group_s, _ = _timed(lambda: group(rec))
+    return {"seconds": walk_s + group_s, "walk_seconds": walk_s, "group_seconds": group_s,
+            "group_over_walk": group_s / walk_s}
+
+
+def run_case(name: str) -> dict:
+    out = CASES[name]()
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+GROUPS = [
+    ("Issue 2 — walk (build + walk + JSON) vs bare meta construction and torchinfo", [
+        "bare meta build: V3-size fixture", "archviz walk: V3-size fixture",
+        "torchinfo.summary (static): V3-size fixture"], "goal: walk ≤ 1.5× bare build"),
+    ("Issue 3 — walk with shapes vs bare meta construction", [
+        "bare meta build: V3-size fixture", "archviz walk --shapes: V3-size fixture",
+        "bare meta build: transformers deepseek_v3", "archviz walk --shapes: transformers deepseek_v3"],
+     "goal: ≤ 2× (fixture), ≤ 1.5× (transformers); each ratio is against the bare build above it"),
+    ("Issue 4 — grouping added to the walk", ["walk + grouping: V3-size fixture"], "goal: grouping ≤ 20% of walk"),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case")
+    ap.add_argument("--only", help="substring of case names to run")
+    args = ap.parse_args()
+    if args.case:
+        print(json.dumps(run_case(args.case)))
+        return
+    results: dict[str, dict] = {}
+    extra_groups = []
+    try:
+        from bench import bench_checkpoint  # noqa: F401
+        extra_groups.append(bench_checkpoint)
+    except ImportError:
+        pass
+    names = [n for _, ns, _ in GROUPS for n in ns]
+    for name in dict.fromkeys(names):
+        if args.only and args.only not in name:
+            continue
+        proc = subprocess.run([sys.executable, __file__, "--case", name], capture_output=True, text=True,
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+        if proc.returncode != 0:
+            results[name] = {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
+        else:
+            results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+        r = results[name]
+        print(f"{name:58s} {r.get('seconds', float('nan')):8.2f} s {r.get('peak_rss_mb', float('nan')):8.0f} MB"
+              + (f"  ERROR {r['error']}" if "error" in r else ""), flush=True)
+    lines = ["# Benchmarks", "",
+             f"`make bench` on {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+             f"{time.strftime('%Y-%m-%d')}. Each case runs in its own process; time is the work only, peak RSS is "
+             "the process's. Ratios are against the group's baseline (its first row, or the bare build above).", ""]
+    for title, ns, goal in GROUPS:
+        lines += [f"## {title}", "", goal, "", "| case | seconds | ratio | peak RSS (MB) | notes |",
+                  "|---|---:|---:|---:|---|"]
+        base = None
+        for n in ns:
+            r = results.get(n)
+            if r is None:
+                continue
+            if n.startswith("bare meta build"):
+                base = r.get("seconds")
+            ratio = (r["seconds"] / base) if base and "seconds" in r else None
+            notes = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
+                              if k not in ("seconds", "peak_rss_mb"))
+            lines.append(f"| {n} | {r.get('seconds', float('nan')):.2f} | "
+                         f"{'—' if ratio is None else f'{ratio:.2f}×'} | {r.get('peak_rss_mb', float('nan')):.0f} | "
+                         f"{notes} |")
+        lines.append("")
+    for mod in extra_groups:
+        rows = mod.run()
+        lines += [f"## {getattr(mod, 'TITLE', mod.__name__)}", "", getattr(mod, "GOAL", ""), "",
+                  "| case | seconds | peer | ratio | peak RSS (MB) |", "|---|---:|---|---:|---:|"]
+        for row in rows:
+            ratio = row.get("ratio")
+            lines.append(f"| {row['name']} | {row['seconds']:.3f} | {row.get('peer') or '—'} | "
+                         f"{'—' if ratio is None else f'{ratio:.2f}×'} | {row.get('peak_rss_mb', float('nan')):.0f} |")
+            print(f"{row['name']:58s} {row['seconds']:8.3f} s  ratio {ratio}")
+        lines.append("")
+    with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote BENCHMARKS.md")
+
+
+if __name__ == "__main__":
+    main()
