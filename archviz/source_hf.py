@@ -63,8 +63,8 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
             source = ""
         for key in overrides:
             # A field, or a legacy key the config's constructor reads (deepseek_v4: compress_ratios).
-            if not hasattr(config, key) and f'"{key}"' not in source:
-                known = sorted(config.to_dict())
+            if not hasattr(config_class(), key) and f'"{key}"' not in source:  # `config` took any key
+                known = sorted(config_class().to_dict())
                 raise SourceError(f"--set {key}: {config_class.__name__} has no field {key!r}",
                                   hint=suggest(key, known) or "see the config's fields")
     return config, name

@@ -1,0 +1,270 @@
+"""Annotations for the explorer: per node a title, a description, and claims tied to quoted lines of the code.
+
+A TOML file (read with tomllib):
+
+    [[node]]
+    path = "layers.*.attn.wo_b"        # a glob over module paths; or node = "<node id>", or class = "RowParallelLinear"
+    model = "dsv41like"                # optional: only this model (its name or its page folder)
+    title = "Output projection"
+    description = "Map the group features to the model width."
+
+    [[node.claim]]
+    id = "attention-forward"           # names the claim in errors
+    file = "model.py"                  # a display path of the model's source (as pages show it)
+    lines = [765, 789]                 # or "765-789", or one line number
+    quote = "x = self.wo_b(o.flatten(2))"
+    text = "Queries through the latent ... then to the model width."
+
+Every claim is checked when the site is built: the quoted phrase (whitespace-insensitive) must still be inside the
+cited lines, or the build fails naming the claim — evidence cannot silently go stale when the code moves.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from .errors import ArchvizError
+
+_NODE_KEYS = {"path", "node", "class", "model", "title", "description", "claim"}
+_CLAIM_KEYS = {"id", "file", "lines", "quote", "text"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    file: str
+    start: int
+    end: int
+    quote: str
+    text: str
+
+
+@dataclass(frozen=True)
+class NodeNote:
+    selector: tuple[str, str]  # ("path" | "node" | "class", value)
+    model: str | None
+    title: str | None
+    description: str | None
+    claims: tuple[Claim, ...]
+
+    def label(self) -> str:
+        return f'{self.selector[0]} = "{self.selector[1]}"'
+
+
+@dataclass(frozen=True)
+class Annotations:
+    source: str  # the file it came from
+    notes: tuple[NodeNote, ...]
+
+    @property
+    def folder(self) -> str:
+        return os.path.dirname(os.path.abspath(self.source))
+
+
+def _bad(where: str, what: str, hint: str = "see the annotations format in archviz/annotations.py") -> ArchvizError:
+    return ArchvizError(f"{where}: {what}", hint=hint)
+
+
+def _str(v: Any, where: str, key: str, required: bool = False) -> str | None:
+    if v is None:
+        if required:
+            raise _bad(where, f"`{key}` is required")
+        return None
+    if not isinstance(v, str) or (required and not v.strip()):
+        raise _bad(where, f"`{key}` must be a non-empty string")
+    return v
+
+
+def _lines(v: Any, where: str) -> tuple[int, int]:
+    if isinstance(v, bool):
+        raise _bad(where, "`lines` must be [first, last], \"first-last\" or a line number")
+    if isinstance(v, int):
+        a = b = v
+    elif isinstance(v, str) and re.fullmatch(r"\s*\d+\s*(?:[-–]\s*\d+\s*)?", v):
+        nums = [int(x) for x in re.findall(r"\d+", v)]
+        a, b = nums[0], nums[-1]
+    elif isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        a, b = v
+    else:
+        raise _bad(where, "`lines` must be [first, last], \"first-last\" or a line number")
+    if a < 1 or b < a:
+        raise _bad(where, f"`lines` {a}–{b} is not a range of lines (1-based, first ≤ last)")
+    return a, b
+
+
+def parse_annotations(data: Mapping[str, Any], source: str) -> Annotations:
+    name = os.path.basename(source)
+    unknown = sorted(set(data) - {"node", "version"})
+    if unknown:
+        raise _bad(name, f"unknown top-level key {unknown[0]!r}", hint="only [[node]] tables (and version) belong here")
+    nodes = data.get("node", [])
+    if not isinstance(nodes, list):
+        raise _bad(name, "`node` must be an array of tables: write [[node]]")
+    notes = []
+    for i, d in enumerate(nodes, 1):
+        where = f"{name} node #{i}"
+        if not isinstance(d, dict):
+            raise _bad(where, "must be a table")
+        bad = sorted(set(d) - _NODE_KEYS)
+        if bad:
+            raise _bad(where, f"unknown key {bad[0]!r}", hint=f"node keys: {', '.join(sorted(_NODE_KEYS))}")
+        sels = [(k, d[k]) for k in ("path", "node", "class") if k in d]
+        if len(sels) != 1:
+            raise _bad(where, "give exactly one of `path`, `node`, `class`")
+        sel = (sels[0][0], _str(sels[0][1], where, sels[0][0], True) or "")
+        where = f"{name} node {sel[0]} = {sel[1]!r}"
+        claims_raw = d.get("claim", [])
+        if not isinstance(claims_raw, list):
+            raise _bad(where, "`claim` must be an array of tables: write [[node.claim]]")
+        claims = []
+        for j, c in enumerate(claims_raw, 1):
+            cwhere = f"{where} claim #{j}"
+            if not isinstance(c, dict):
+                raise _bad(cwhere, "must be a table")
+            bad = sorted(set(c) - _CLAIM_KEYS)
+            if bad:
+                raise _bad(cwhere, f"unknown key {bad[0]!r}", hint=f"claim keys: {', '.join(sorted(_CLAIM_KEYS))}")
+            cid = _str(c.get("id"), cwhere, "id") or f"{sel[1]}#{j}"
+            cwhere = f"{name} claim {cid!r}"
+            a, b = _lines(c.get("lines"), cwhere)
+            claims.append(Claim(id=cid, file=_str(c.get("file"), cwhere, "file", True) or "", start=a, end=b,
+                                quote=_str(c.get("quote"), cwhere, "quote", True) or "",
+                                text=_str(c.get("text"), cwhere, "text") or ""))
+        notes.append(NodeNote(selector=sel, model=_str(d.get("model"), where, "model"),
+                              title=_str(d.get("title"), where, "title"),
+                              description=_str(d.get("description"), where, "description"), claims=tuple(claims)))
+    ids = [c.id for n in notes for c in n.claims]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise _bad(name, f"claim id {dup[0]!r} is used twice", hint="give every claim its own id")
+    return Annotations(source=source, notes=tuple(notes))
+
+
+def load_annotations(path: str) -> Annotations:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            raise ArchvizError("--annotations needs Python 3.11+ (tomllib) or the tomli package",
+                               hint="pip install tomli") from None
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ArchvizError(f"--annotations {path}: no such file", hint="check the path") from None
+    except OSError as e:
+        raise ArchvizError(f"--annotations {path}: cannot read ({e.strerror})", hint="check the path") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ArchvizError(f"{path}: not valid TOML ({e})", hint="fix the line it names") from None
+    return parse_annotations(data, path)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Checking claims against the code
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def quoted_lines(lines: Sequence[str], start: int, end: int, quote: str) -> list[int] | None:
+    """The fewest consecutive lines in [start, end] whose text holds the quote (whitespace-insensitive)."""
+    q = _norm(quote)
+    if not q or q not in _norm(" ".join(lines[start - 1:end])):
+        return None
+    best: tuple[int, int] | None = None
+    for i in range(start, end + 1):
+        acc = ""
+        for j in range(i, end + 1):
+            acc = _norm(acc + " " + lines[j - 1])
+            if q in acc:
+                if best is None or j - i < best[1] - best[0]:
+                    best = (i, j)
+                break
+    assert best is not None
+    return list(range(best[0], best[1] + 1))
+
+
+def verify_claim(claim: Claim, lines: Sequence[str]) -> list[int]:
+    """The quoted lines, or an ArchvizError naming the claim (and where the phrase went, when it is still there)."""
+    where = f"annotation claim {claim.id!r} ({claim.file} lines {claim.start}–{claim.end})"
+    if claim.end > len(lines):
+        raise ArchvizError(f"{where}: the file has only {len(lines)} lines",
+                           hint="the code moved: update the claim's lines")
+    hit = quoted_lines(lines, claim.start, claim.end, claim.quote)
+    if hit is not None:
+        return hit
+    anywhere = quoted_lines(lines, 1, len(lines), claim.quote)
+    hint = (f"it is now at line{'s' if len(anywhere) > 1 else ''} {anywhere[0]}"
+            f"{'–' + str(anywhere[-1]) if len(anywhere) > 1 else ''}: update the claim's lines" if anywhere else
+            "the phrase is gone from the file: update the claim's quote and text")
+    raise ArchvizError(f"{where}: the quoted phrase {claim.quote!r} is no longer inside the cited lines", hint=hint)
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    return re.compile(fnmatch.translate(pattern))
+
+
+def resolve_annotations(annotations: Annotations | str, models: Sequence[Any], code: Any) -> dict[str, dict[str, Any]]:
+    """Per model (page folder) and node id: {"title", "description", "claims": [checked claims]}.
+
+    `models` are the site's ModelSite objects (record, slug, nodes); `code` is its CodeBank (reads the files)."""
+    if isinstance(annotations, str):
+        annotations = load_annotations(annotations)
+    out: dict[str, dict[str, Any]] = {}
+    for note in annotations.notes:
+        matched = 0
+        rx = _glob(note.selector[1]) if note.selector[0] == "path" else None
+        for ms in models:
+            if note.model is not None and note.model not in (ms.record.source.name, ms.slug):
+                continue
+            files = dict(ms.record.source.files)
+            for nid, n in ms.nodes.items():
+                kind, value = note.selector
+                if kind == "node":
+                    hit = nid == value
+                elif kind == "class":
+                    hit = n.class_name == value
+                else:
+                    assert rx is not None
+                    hit = any(rx.match(p) for p in n.paths)
+                if not hit:
+                    continue
+                matched += 1
+                slot = out.setdefault(ms.slug, {}).setdefault(nid, {"title": None, "description": None,
+                                                                    "claims": []})
+                slot["title"] = slot["title"] or note.title
+                slot["description"] = slot["description"] or note.description
+                for c in note.claims:
+                    absolute = files.get(c.file)
+                    if absolute is None:
+                        cand = os.path.join(annotations.folder, c.file)
+                        absolute = cand if os.path.isfile(cand) else None
+                    if absolute is None:
+                        raise ArchvizError(f"annotation claim {c.id!r}: {ms.record.source.name} has no source file "
+                                           f"{c.file!r}",
+                                           hint="name a file as the pages show it: "
+                                                + ", ".join(sorted(files)[:6]))
+                    key = code.key(absolute, c.file)
+                    if key is None:
+                        raise ArchvizError(f"annotation claim {c.id!r}: cannot read {c.file}",
+                                           hint="the claim cannot be checked against the code")
+                    ql = verify_claim(c, code.lines(absolute))
+                    slot["claims"].append({"id": c.id, "file": c.file, "start": c.start, "end": c.end,
+                                           "quote": c.quote, "text": c.text, "quoted_lines": ql,
+                                           "absolute": absolute})
+        if not matched:
+            raise ArchvizError(f"{os.path.basename(annotations.source)}: annotation {note.label()}"
+                               + (f" (model {note.model!r})" if note.model else "") + " matches no node",
+                               hint="the module moved or was renamed: update the selector")
+    return out
+
+
+__all__ = ["Annotations", "Claim", "NodeNote", "load_annotations", "parse_annotations", "resolve_annotations",
+           "verify_claim", "quoted_lines"]

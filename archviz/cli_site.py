@@ -1,0 +1,161 @@
+"""`archviz build SOURCE... -o DIR`: render records into the static HTML explorer (registers itself on the CLI)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .cli import (
+    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, WorldSizeOpt, _shapes_available, app,
+    emit_json, err, handled, load_record, progress_bar, spinner,
+)
+from .errors import ArchvizError, ShapeError
+
+
+def _is_records_file(path: str) -> bool:
+    """A records JSON written by `archviz walk` (its first key is the schema)."""
+    if not path.endswith(".json") or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.read(256)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return '"schema": "archviz.records/' in head or '"schema":"archviz.records/' in head
+
+
+def _read_records(path: str) -> Any:
+    from .records import loads
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return loads(f.read())
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ArchvizError(f"{path}: not a readable records file ({e})",
+                           hint="write it with `archviz walk SOURCE -o FILE`") from None
+
+
+def _grouper() -> Any:
+    try:
+        from .grouping import group
+    except ImportError:
+        return None
+    return group
+
+
+def _group(record: Any, names: str | None) -> Any:
+    if record.extra("grouping") is not None:
+        return record
+    group = _grouper()
+    if group is None:
+        if names:
+            raise ArchvizError("--names: this archviz has no grouping stage", hint="drop --names")
+        return record
+    if names:
+        if "names" not in inspect.signature(group).parameters:
+            raise ArchvizError("--names: archviz.grouping.group takes no names", hint="drop --names")
+        from . import grouping
+
+        loader = getattr(grouping, "load_names", None)
+        return group(record, names=loader(names) if loader is not None else names)
+    return group(record)
+
+
+def _compare(record: Any, checkpoint: str) -> Any:
+    from . import checkpoint as ck
+    from .records import ModelRecord
+
+    if not hasattr(ck, "compare"):
+        raise ArchvizError("--checkpoint: this archviz cannot compare with checkpoints yet",
+                           hint="drop --checkpoint, or run `archviz check` when it lands")
+    with spinner(f"reading {checkpoint}"):
+        result = ck.compare(record, checkpoint)
+    if isinstance(result, ModelRecord):
+        return result
+    if isinstance(result, dict):
+        return record.with_extra("checkpoint", result)
+    to = getattr(result, "to_extra", None) or getattr(result, "as_extra", None)
+    if callable(to):
+        return record.with_extra("checkpoint", to())
+    raise ArchvizError(f"--checkpoint: archviz.checkpoint.compare returned {type(result).__name__}",
+                       hint="report this: the site expects records or the checkpoint extra")
+
+
+def _load(source: str, config: str | None, sets: list[str] | None, model_class: str | None, tokenizer: str | None,
+          world_size: int | None, rank: int | None, shapes: bool, batch: int, seq: int, names: str | None) -> Any:
+    if _is_records_file(source):
+        if config or sets or model_class or tokenizer or world_size is not None or rank is not None:
+            raise ArchvizError(f"{source}: a records file is already built",
+                               hint="build options (--config, --set, ...) apply to model sources only")
+        return _group(_read_records(source), names)
+    want = shapes and _shapes_available()
+    try:
+        record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=want,
+                             batch=batch, seq=seq, grouping=False)
+    except ShapeError as e:
+        err.print(f"warning: {source}: no shapes ({e.line()}); the pages show counts and code only",
+                  highlight=False, markup=False, soft_wrap=True)
+        record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=False,
+                             grouping=False)
+    return _group(record, names)
+
+
+@app.command("build")
+def build(
+    sources: Annotated[list[str], typer.Argument(help="model sources (as for the other commands) or records JSON "
+                                                      "files from `archviz walk`; several make one site")],
+    output: Annotated[str, typer.Option("--output", "-o", help="the site folder (replaced atomically)")] = "site",
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    world_size: WorldSizeOpt = None,
+    rank: RankOpt = None,
+    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="run the meta forward pass for in/out shapes "
+                                                                      "and call sites")] = True,
+    batch: Annotated[int, typer.Option("--batch", help="batch size B for the meta forward pass")] = 2,
+    seq: Annotated[int, typer.Option("--seq", help="sequence length T for the meta forward pass")] = 8,
+    annotations: Annotated[Optional[str], typer.Option("--annotations", help="TOML of node titles, descriptions and "
+                                                                            "claims checked against the code")] = None,
+    source_url: Annotated[Optional[str], typer.Option("--source-url", help="link template for the model's own code: "
+                                                                          "{path}, {start}, {end}")] = None,
+    names: Annotated[Optional[str], typer.Option("--names", help="grouping names file (passed to the grouping "
+                                                                 "stage)")] = None,
+    checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="compare with this checkpoint and show "
+                                                                          "the verdicts")] = None,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Render a static HTML explorer: one page per node of the grouped tree, an overview per model, search."""
+    from .site import build_site
+
+    with handled(debug):
+        if source_url is not None and "{path}" not in source_url:
+            raise ArchvizError(f"--source-url {source_url!r}: the template has no {{path}}",
+                               hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
+        if checkpoint and len(sources) != 1:
+            raise ArchvizError("--checkpoint compares one model", hint="build one SOURCE at a time with --checkpoint")
+        anns = None
+        if annotations:
+            from .annotations import load_annotations
+
+            anns = load_annotations(annotations)
+        records = []
+        for s in sources:
+            record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names)
+            if checkpoint:
+                record = _compare(record, checkpoint)
+            records.append(record)
+        with progress_bar("rendering pages") as cb:
+            result = build_site(records, output, annotations=anns, source_url=source_url, progress=cb)
+        if json_:
+            emit_json({"output": output, "pages": result.pages, "bytes": result.bytes})
+        else:
+            err.print(f"wrote {result.pages:,} pages ({result.bytes / 2**20:.1f} MiB) to {output}/ — open "
+                      f"{os.path.join(output, 'index.html')}", highlight=False, markup=False)
+
+
+__all__ = ["build"]

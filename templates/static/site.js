@@ -1,0 +1,187 @@
+/* archviz explorer: code excerpts, search, keyboard navigation. Local, no network: data comes from script files. */
+(function () {
+  "use strict";
+  var doc = document, html = doc.documentElement;
+  var root = html.getAttribute("data-root") || "";
+
+  // ---- code excerpts: cut from the highlighted file in code/<key>.js
+  function renderExcerpts() {
+    var bank = window.ARCHVIZ_CODE || {};
+    var boxes = doc.querySelectorAll(".excerpt[data-code]");
+    for (var b = 0; b < boxes.length; b++) {
+      var box = boxes[b], lines = bank[box.getAttribute("data-code")];
+      if (!lines) continue;
+      var start = parseInt(box.getAttribute("data-start"), 10), end = parseInt(box.getAttribute("data-end"), 10);
+      var marks = {};
+      (box.getAttribute("data-marks") || "").split(" ").forEach(function (m) { if (m) marks[m] = true; });
+      var table = doc.createElement("table");
+      table.className = "code hl";
+      var body = doc.createElement("tbody");
+      for (var i = start; i <= end && i <= lines.length; i++) {
+        var tr = doc.createElement("tr");
+        if (marks[i]) tr.className = "mark";
+        if (!doc.getElementById("L" + i)) tr.id = "L" + i;
+        var ln = doc.createElement("td");
+        ln.className = "ln";
+        ln.textContent = String(i);
+        var src = doc.createElement("td");
+        src.className = "src";
+        src.innerHTML = lines[i - 1];  // pygments output: the code text is escaped at build time
+        tr.appendChild(ln);
+        tr.appendChild(src);
+        body.appendChild(tr);
+      }
+      table.appendChild(body);
+      box.textContent = "";
+      box.appendChild(table);
+      var mark = box.querySelector("tr.mark");
+      if (mark) box.scrollTop = Math.max(0, mark.offsetTop - box.clientHeight / 3);
+    }
+    if (location.hash) {
+      var t = doc.getElementById(decodeURIComponent(location.hash.slice(1)));
+      if (t) {
+        var d = t.closest("details");
+        if (d) d.open = true;
+        t.scrollIntoView({block: "center"});
+      }
+    }
+  }
+
+  // ---- search over every node of every model (search.js)
+  var S = window.ARCHVIZ_SEARCH || {models: [], nodes: []};
+  var input = doc.getElementById("q"), results = doc.getElementById("results");
+  var hits = [], sel = -1;
+
+  function inRanges(spec, n) {
+    return spec.split(",").some(function (part) {
+      var ab = part.split("-");
+      return ab.length === 1 ? +ab[0] === n : n >= +ab[0] && n <= +ab[1];
+    });
+  }
+  function isNum(q) { return /^\d+$/.test(q); }
+  function segEq(p, q) {
+    if (p.charAt(0) === "{") return isNum(q) && inRanges(p.slice(1, -1), +q);
+    return p === q;
+  }
+  function segPart(p, q, mode) {
+    if (p.charAt(0) === "{") return q === "" || (isNum(q) && inRanges(p.slice(1, -1), +q));
+    if (mode === "suffix") return p.slice(p.length - q.length) === q;
+    if (mode === "prefix") return p.slice(0, q.length) === q;
+    return p.indexOf(q) >= 0;
+  }
+  // Does some module path the pattern stands for (layers.{0-3}.attn.wo_b) contain q?
+  function pathMatch(pattern, q) {
+    if (pattern.toLowerCase().indexOf(q) >= 0) return true;
+    var ps = pattern.toLowerCase().split("."), qs = q.split(".");
+    if (qs.length === 1) return ps.some(function (p) { return segPart(p, q, "any"); });
+    for (var s = 0; s + qs.length <= ps.length; s++) {
+      var ok = true;
+      for (var i = 0; i < qs.length && ok; i++) {
+        if (i === 0) ok = segPart(ps[s], qs[0], "suffix");
+        else if (i === qs.length - 1) ok = segPart(ps[s + i], qs[i], "prefix");
+        else ok = segEq(ps[s + i], qs[i]);
+      }
+      if (ok) return true;
+    }
+    return false;
+  }
+  function score(node, tokens) {
+    var title = String(node[1]).toLowerCase(), cls = String(node[2]).toLowerCase(), total = 0;
+    for (var i = 0; i < tokens.length; i++) {
+      var t = tokens[i], s = 0;
+      if (title === t) s = 8;
+      else if (title.indexOf(t) === 0) s = 5;
+      else if (title.indexOf(t) >= 0) s = 3;
+      if (cls.indexOf(t) >= 0) s = Math.max(s, cls === t ? 4 : 2);
+      if (!s) {
+        for (var j = 0; j < node[5].length; j++) {
+          if (pathMatch(node[5][j], t)) { s = 1; break; }
+        }
+      }
+      if (!s) return 0;
+      total += s;
+    }
+    return total;
+  }
+  function fmt(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+  function search(q) {
+    var tokens = q.toLowerCase().split(/\s+/).filter(Boolean);
+    if (!tokens.length) return [];
+    var out = [];
+    for (var i = 0; i < S.nodes.length; i++) {
+      var s = score(S.nodes[i], tokens);
+      if (s) out.push([s, S.nodes[i]]);
+    }
+    out.sort(function (a, b) { return b[0] - a[0] || b[1][4] - a[1][4] || (a[1][1] < b[1][1] ? -1 : 1); });
+    return out.slice(0, 50).map(function (x) { return x[1]; });
+  }
+  function show() {
+    results.textContent = "";
+    if (!input.value.trim()) { results.hidden = true; return; }
+    if (!hits.length) {
+      var li = doc.createElement("li");
+      li.className = "empty";
+      li.textContent = "No module matches.";
+      results.appendChild(li);
+    }
+    hits.forEach(function (n, i) {
+      var li = doc.createElement("li"), a = doc.createElement("a"), t = doc.createElement("span"),
+          meta = doc.createElement("span");
+      if (i === sel) li.className = "sel";
+      a.href = root + n[3];
+      t.className = "t";
+      t.textContent = n[1];
+      meta.className = "meta";
+      var model = S.models[n[0]] ? S.models[n[0]][1] : "";
+      meta.textContent = model + " · " + n[2] + " · " + fmt(n[4]) + " · " + (n[5][0] || "");
+      a.appendChild(t);
+      a.appendChild(meta);
+      li.appendChild(a);
+      results.appendChild(li);
+    });
+    results.hidden = false;
+  }
+  if (input && results) {
+    input.addEventListener("input", function () { hits = search(input.value); sel = hits.length ? 0 : -1; show(); });
+    input.addEventListener("keydown", function (e) {
+      if (e.key === "ArrowDown") { sel = Math.min(hits.length - 1, sel + 1); show(); e.preventDefault(); }
+      else if (e.key === "ArrowUp") { sel = Math.max(0, sel - 1); show(); e.preventDefault(); }
+      else if (e.key === "Enter") { if (hits[sel < 0 ? 0 : sel]) location.href = root + hits[sel < 0 ? 0 : sel][3]; }
+      else if (e.key === "Escape") { input.value = ""; hits = []; show(); input.blur(); }
+    });
+    doc.addEventListener("click", function (e) { if (!e.target.closest(".search")) results.hidden = true; });
+  }
+
+  // ---- keyboard navigation
+  var list = doc.querySelector("ol.nav-list"), cur = -1;
+  function items() { return list ? list.querySelectorAll(":scope > li") : []; }
+  function select(i) {
+    var its = items();
+    if (!its.length) return;
+    cur = Math.max(0, Math.min(its.length - 1, i));
+    for (var k = 0; k < its.length; k++) its[k].classList.toggle("sel", k === cur);
+    var a = its[cur].querySelector("a");
+    if (a) a.focus({preventScroll: true});
+    its[cur].scrollIntoView({block: "nearest"});
+  }
+  var help = doc.getElementById("help"), helpBtn = doc.getElementById("help-toggle");
+  if (helpBtn && help) helpBtn.addEventListener("click", function () { help.hidden = !help.hidden; });
+  doc.addEventListener("keydown", function (e) {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    var tag = (e.target && e.target.tagName) || "";
+    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT") return;
+    var k = e.key;
+    if (k === "/") { if (input) { input.focus(); input.select(); e.preventDefault(); } }
+    else if (k === "j" || (k === "ArrowDown" && list)) { select(cur + 1); e.preventDefault(); }
+    else if (k === "k" || (k === "ArrowUp" && list)) { select(cur - 1); e.preventDefault(); }
+    else if ((k === "Enter" || k === "l" || k === "o") && cur >= 0) {
+      var a = items()[cur] && items()[cur].querySelector("a");
+      if (a) { location.href = a.href; e.preventDefault(); }
+    }
+    else if (k === "u") { var up = html.getAttribute("data-up"); if (up) location.href = up; }
+    else if (k === "g") { var m = doc.querySelector("header.top a.model"); if (m) location.href = m.href; }
+    else if (k === "?") { if (help) help.hidden = !help.hidden; }
+  });
+
+  renderExcerpts();
+})();
