@@ -45,6 +45,8 @@ TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="refere
 WorldSizeOpt = Annotated[Optional[int], typer.Option("--world-size", help="reference: tensor-parallel world size "
                                                                          "(module global world_size)")]
 RankOpt = Annotated[Optional[int], typer.Option("--rank", help="reference: tensor-parallel rank")]
+KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
+                                                     "with @archviz.kernels.shape_rule(...)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="show tracebacks")]
 
@@ -107,7 +109,8 @@ def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
 
 def load_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
                 tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool = False,
-                batch: int = 2, seq: int = 8, grouping: bool = True) -> Any:
+                batch: int | None = None, seq: int | None = None, grouping: bool = True,
+                kernel_rules: str | None = None) -> Any:
     from . import build
     from .walk import walk
 
@@ -119,6 +122,10 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
     if shapes:
         from .shapes import trace_shapes
 
+        if kernel_rules:
+            from .kernels import load_rules_file
+
+            load_rules_file(kernel_rules)
         with progress_bar("meta forward pass") as cb:
             record = trace_shapes(built, record, batch=batch, seq=seq, progress=cb)
     if grouping:
@@ -194,8 +201,11 @@ def inspect(
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="run the meta forward pass for in/out "
                                                                       "shapes and call sites")] = True,
     flat: Annotated[bool, typer.Option("--flat", help="the raw module tree, identical siblings not grouped")] = False,
-    batch: Annotated[int, typer.Option("--batch", help="batch size B for the meta forward pass")] = 2,
-    seq: Annotated[int, typer.Option("--seq", help="sequence length T for the meta forward pass")] = 8,
+    batch: Annotated[Optional[int], typer.Option("--batch", help="batch size B for the meta forward pass "
+                                                                 "(default: a value no width of the model equals)")]
+    = None,
+    seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")] = None,
+    kernel_rules: KernelRulesOpt = None,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -206,7 +216,8 @@ def inspect(
 
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
-                             shapes=shapes and _shapes_available(), batch=batch, seq=seq, grouping=not flat)
+                             shapes=shapes and _shapes_available(), batch=batch, seq=seq, grouping=not flat,
+                             kernel_rules=kernel_rules)
         path = resolve_target(record, target or [])
         if json_:
             emit_json(module_json(record, path))
@@ -245,6 +256,7 @@ def walk(
     rank: RankOpt = None,
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="include in/out shapes and call sites")]
     = False,
+    kernel_rules: KernelRulesOpt = None,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -253,7 +265,7 @@ def walk(
 
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
-                             shapes=shapes and _shapes_available(), grouping=False)
+                             shapes=shapes and _shapes_available(), grouping=False, kernel_rules=kernel_rules)
         text = dumps(record)
         if output == "-":
             sys.stdout.write(text + "\n")

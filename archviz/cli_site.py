@@ -85,7 +85,7 @@ def _compare(record: Any, checkpoint: str) -> Any:
 
 
 def _load(source: str, config: str | None, sets: list[str] | None, model_class: str | None, tokenizer: str | None,
-          world_size: int | None, rank: int | None, shapes: bool, batch: int, seq: int, names: str | None) -> Any:
+          world_size: int | None, rank: int | None, shapes: bool, batch: int | None, seq: int | None, names: str | None) -> Any:
     if _is_records_file(source):
         if config or sets or model_class or tokenizer or world_size is not None or rank is not None:
             raise ArchvizError(f"{source}: a records file is already built",
@@ -116,8 +116,10 @@ def build(
     rank: RankOpt = None,
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="run the meta forward pass for in/out shapes "
                                                                       "and call sites")] = True,
-    batch: Annotated[int, typer.Option("--batch", help="batch size B for the meta forward pass")] = 2,
-    seq: Annotated[int, typer.Option("--seq", help="sequence length T for the meta forward pass")] = 8,
+    batch: Annotated[Optional[int], typer.Option("--batch", help="batch size B for the meta forward pass "
+                                                                 "(default: a value no width of the model equals)")]
+    = None,
+    seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")] = None,
     annotations: Annotated[Optional[str], typer.Option("--annotations", help="TOML of node titles, descriptions and "
                                                                             "claims checked against the code")] = None,
     source_url: Annotated[Optional[str], typer.Option("--source-url", help="link template for the model's own code: "

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
-from typing import Any
+import warnings
+from typing import Any, Iterator
 
 from .errors import SourceError
 from .sources import BuildOptions, Built, _versions, suggest
@@ -17,6 +19,21 @@ def _import_transformers() -> Any:
     except ImportError:
         raise SourceError("transformers is not installed", hint="pip install 'archviz[hf]'") from None
     return transformers
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers logs deprecations and hints while configs and models are built; the library never prints."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
@@ -97,14 +114,15 @@ def build(spec: str, options: BuildOptions) -> Built:
 
     from .meta import is_cuda_insistence, meta_build
 
-    config, name = load_config(spec, options)
+    with _quiet():
+        config, name = load_config(spec, options)
     cls = model_class(config)
     dtype = getattr(config, "dtype", None)
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype, None)
     kwargs = {"dtype": dtype} if isinstance(dtype, torch.dtype) else {}
     try:
-        with meta_build(options.device) as notes:
+        with meta_build(options.device) as notes, _quiet():
             model = cls._from_config(config, **kwargs)
     except Exception as e:  # noqa: BLE001
         if is_cuda_insistence(e):
