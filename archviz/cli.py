@@ -274,7 +274,7 @@ def walk(
             if json_:
                 emit_json({"output": output, "modules": record.summary.modules, "schema": record.schema})
             else:
-                err.print(f"wrote {record.summary.modules:,} module records to {output}")
+                err.print(f"wrote {len(record.modules):,} module records ({record.summary.modules:,} modules) to {output}")
 
 
 def _register_commands() -> None:

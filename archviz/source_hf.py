@@ -136,7 +136,7 @@ def build(spec: str, options: BuildOptions) -> Built:
     cfg = json.loads(json.dumps({k: v for k, v in config.to_dict().items() if _jsonable(v)}))
     return Built(model=model, spec=spec, kind="hf", name=name, config=cfg, overrides=dict(options.overrides),
                  notes=list(notes.items), roots=(os.path.dirname(transformers.__file__),),
-                 display_roots=((site, ""),), args=config, versions=_versions())
+                 display_roots=((site, ""),), args=config, versions=_versions("transformers"))
 
 
 def _jsonable(v: Any) -> bool:

@@ -163,12 +163,16 @@ def _display_roots_for(module: Any) -> tuple[tuple[str, str], ...]:
     return ((base, ""),)
 
 
-def _versions() -> dict[str, str]:
+def _versions(*packages: str) -> dict[str, str]:
+    """Versions of torch, archviz and the named packages the build used (never what else the process imported)."""
+    import importlib.metadata
+
     out = {}
-    for pkg in ("torch", "transformers"):
-        m = sys.modules.get(pkg)
-        if m is not None and getattr(m, "__version__", None):
-            out[pkg] = m.__version__
+    for pkg in ("torch", *packages):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            pass
     from . import __version__
     out["archviz"] = __version__
     return out

@@ -427,7 +427,7 @@ def walk(built: Built, progress: Progress | None = None) -> ModelRecord:
         progress(n, n)
     index = {r.path: r for r in records}
     moe, moe_notes = find_moe(model, index, built.config)
-    summary = summarize(records, moe, moe_notes)
+    summary = summarize(records, moe, moe_notes, unique_modules=len({id(m) for _, m in entries}))
     source = SourceInfo(
         spec=built.spec, kind=built.kind, name=built.name, model_class=f"{type(model).__module__}."
                                                                         f"{type(model).__qualname__}",
@@ -438,7 +438,10 @@ def walk(built: Built, progress: Progress | None = None) -> ModelRecord:
     return ModelRecord(source=source, modules=records, summary=summary)
 
 
-def summarize(records: tuple[ModuleRecord, ...], moe: tuple[MoELayer, ...], moe_notes: list[str]) -> Summary:
+def summarize(records: tuple[ModuleRecord, ...], moe: tuple[MoELayer, ...], moe_notes: list[str],
+              unique_modules: int | None = None) -> Summary:
+    """Model totals. `modules` counts module objects: one registered under two paths (MTP's shared embed) is one
+    module, though it has a record at each path."""
     root = records[0].totals
     bytes_by_dtype: dict[str, int] = {}
     params_by_dtype: dict[str, int] = {}
@@ -462,5 +465,5 @@ def summarize(records: tuple[ModuleRecord, ...], moe: tuple[MoELayer, ...], moe_
         table_elements=root.table_elements, buffer_elements=root.buffer_elements,
         persistent_buffer_elements=root.persistent_buffer_elements, bytes=stored,
         bytes_by_dtype=tuple(sorted(bytes_by_dtype.items())), parameters_by_dtype=tuple(sorted(params_by_dtype.items())),
-        modules=len(records), moe=moe, active_assumptions=tuple(assumptions),
+        modules=unique_modules if unique_modules is not None else len(records), moe=moe, active_assumptions=tuple(assumptions),
     )

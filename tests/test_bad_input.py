@@ -1,0 +1,160 @@
+"""Unusable input reaches the user as one line on stderr and exit code 2, never a traceback (unless --debug).
+
+Every case runs the real command line in its own process. The cases are independent, so they run side by side in one
+module-scoped fixture; each test then reads its own result. Line numbers the messages must name are found here by
+searching the offending file for the offending statement.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+TESTS = Path(__file__).resolve().parent
+BAD = TESTS / "data" / "bad"
+FACTORIES = TESTS / "data" / "factories"
+DSV3 = TESTS / "fixtures" / "dsv3like"
+
+
+def line_of(path: Path, needle: str, nth: int = 0) -> int:
+    hits = [i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line]
+    assert len(hits) > nth, f"{needle!r} not in {path}"
+    return hits[nth]
+
+
+CASES = {
+    "unknown_type": ["summary", "hf:nope_model"],
+    "missing_field": ["summary", BAD / "missing_field"],
+    "unknown_attr": ["summary", BAD / "unknown_attr"],
+    "raises_on_import": ["summary", BAD / "raises_on_import"],
+    "raises_on_import_inspect": ["inspect", BAD / "raises_on_import"],
+    "raises_on_import_walk": ["walk", BAD / "raises_on_import"],
+    "returns_none": ["summary", "bad_factories:returns_none"],
+    "needs_cuda": ["summary", "bad_factories:needs_cuda"],
+    "set_unknown_hf": ["summary", "hf:llama", "--set", "num_hiden_layers=2"],
+    "set_unknown_reference": ["summary", DSV3, "--set", "n_layer=2"],
+    "set_not_key_value": ["summary", DSV3, "--set", "n_layers"],
+    "missing_file": ["summary", BAD / "no_such_folder" / "model.py"],
+    "missing_config": ["summary", BAD / "not_json" / "model.py", "--config", BAD / "no_such_config.json"],
+    "not_json_reference": ["summary", BAD / "not_json"],
+    "not_json_hf": ["summary", BAD / "not_json" / "config.json"],
+    "debug": ["summary", BAD / "raises_on_import", "--debug"],
+    "asks_for_cuda": ["summary", "bad_factories:asks_for_cuda", "--json"],
+}
+
+
+@pytest.fixture(scope="module")
+def results(archviz_cli):
+    return archviz_cli.many(CASES)
+
+
+def one_line_error(r) -> str:
+    """The contract: exit 2, nothing on stdout, exactly one line on stderr, no traceback."""
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_unknown_model_type(results):
+    line = one_line_error(results["unknown_type"])
+    assert "unknown model type 'nope_model'" in line
+
+
+def test_config_missing_a_required_field(results):
+    line = one_line_error(results["missing_field"])
+    assert str(BAD / "missing_field" / "config.json") in line
+    assert "'dim'" in line  # the field ModelArgs requires and the config lacks
+
+
+def test_model_reads_a_field_modelargs_lacks(results):
+    line = one_line_error(results["unknown_attr"])
+    where = line_of(BAD / "unknown_attr" / "model.py", "args.n_experts")
+    assert f"args.n_experts at model.py:{where}" in line
+    assert "ModelArgs" in line
+
+
+@pytest.mark.parametrize("case", ["raises_on_import", "raises_on_import_inspect", "raises_on_import_walk"])
+def test_reference_that_raises_on_import(results, case):
+    line = one_line_error(results[case])
+    where = line_of(BAD / "raises_on_import" / "model.py", 'raise RuntimeError("boom")')
+    assert f"RuntimeError on import at model.py:{where}: boom" in line
+
+
+def test_factory_returning_no_module(results):
+    line = one_line_error(results["returns_none"])
+    assert "bad_factories:returns_none" in line
+    assert "NoneType" in line and "nn.Module" in line
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the factory only insists where CUDA is absent")
+def test_model_that_insists_on_cuda(results):
+    line = one_line_error(results["needs_cuda"])
+    where = line_of(FACTORIES / "bad_factories.py", 'assert torch.cuda.is_available(), "needs CUDA"')
+    assert "insists on CUDA" in line
+    assert f"bad_factories.py:{where}" in line
+
+
+def test_model_asking_for_cuda_builds_on_meta(results):
+    r = results["asks_for_cuda"]
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    # a: Linear(8, 16), b: Linear(16, 4), each with a bias; steps: a buffer of 3
+    assert out["parameters"] == (8 * 16 + 16) + (16 * 4 + 4)
+    assert out["buffer_elements"] == 3
+    src = FACTORIES / "bad_factories.py"
+    wanted = {
+        f"torch.set_default_device('cuda') at bad_factories.py:{line_of(src, 'torch.set_default_device(')}",
+        f"device='cuda' at bad_factories.py:{line_of(src, 'device=' + chr(34) + 'cuda', 0)}",
+        f".cuda() at bad_factories.py:{line_of(src, '.cuda()')}",
+        f"device='cuda' at bad_factories.py:{line_of(src, 'device=' + chr(34) + 'cuda', 1)}",
+    }
+    for note in wanted:
+        assert any(n.startswith(note) for n in out["notes"]), (note, out["notes"])
+
+
+def test_set_unknown_field_hf(results):
+    line = one_line_error(results["set_unknown_hf"])
+    assert "--set num_hiden_layers" in line and "LlamaConfig has no field 'num_hiden_layers'" in line
+    assert "did you mean num_hidden_layers" in line
+
+
+def test_set_unknown_field_reference(results):
+    line = one_line_error(results["set_unknown_reference"])
+    assert "--set n_layer: ModelArgs has no field 'n_layer'" in line
+    assert "n_layers" in line  # the suggestion
+
+
+def test_set_without_a_value(results):
+    line = one_line_error(results["set_not_key_value"])
+    assert "not key=value" in line
+
+
+def test_missing_source_file(results):
+    line = one_line_error(results["missing_file"])
+    assert "no_such_folder" in line and "no such file" in line
+
+
+def test_missing_config_file(results):
+    line = one_line_error(results["missing_config"])
+    assert "no_such_config.json" in line and "no such file" in line
+
+
+@pytest.mark.parametrize("case", ["not_json_reference", "not_json_hf"])
+def test_config_that_is_not_json(results, case):
+    line = one_line_error(results[case])
+    assert "config.json: not a readable JSON config" in line
+
+
+def test_debug_shows_the_traceback(results):
+    r = results["debug"]
+    assert r.returncode != 0
+    assert "Traceback (most recent call last)" in r.stderr
+    assert 'raise RuntimeError("boom")' in r.stderr  # the user's own frame is in it
+    assert "RuntimeError: boom" in r.stderr

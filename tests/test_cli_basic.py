@@ -1,0 +1,162 @@
+"""The `summary`, `inspect` and `walk` commands, run as real processes, checked against figures worked out here.
+
+The commands are independent, so one module-scoped fixture runs them side by side; each test reads its own result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import transformers
+
+from archviz.cli import atomic_write
+from archviz.records import SCHEMA
+
+TESTS = Path(__file__).resolve().parent
+DSV3 = TESTS / "fixtures" / "dsv3like"
+DSV41 = TESTS / "fixtures" / "dsv41like"
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("walk")
+    (d / "out.json").write_text("an older file that the walk replaces\n")
+    return d
+
+
+@pytest.fixture(scope="module")
+def results(archviz_cli, out_dir):
+    return archviz_cli.many({
+        "summary_llama": ["summary", "hf:llama", "--set", "num_hidden_layers=2", "--json"],
+        "inspect_layer": ["inspect", "hf:deepseek_v3", "--set", "num_hidden_layers=4", "layer", "3"],
+        "inspect_wo_b": ["inspect", DSV41, "layers.1.attn.wo_b", "--json"],
+        "walk": ["walk", DSV3, "-o", out_dir / "out.json"],
+        "help": ["--help"],
+        "help_summary": ["summary", "--help"],
+        "help_inspect": ["inspect", "--help"],
+        "help_walk": ["walk", "--help"],
+    })
+
+
+def ok(r):
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_summary_json_llama(results):
+    out = json.loads(ok(results["summary_llama"]).stdout)
+    c = transformers.AutoConfig.for_model("llama", num_hidden_layers=2)
+    h, i, v, layers = c.hidden_size, c.intermediate_size, c.vocab_size, c.num_hidden_layers
+    hd = c.head_dim
+    kv = c.num_key_value_heads * hd
+    assert not c.attention_bias and not c.mlp_bias and not c.tie_word_embeddings
+    layer = (h * c.num_attention_heads * hd + 2 * h * kv + c.num_attention_heads * hd * h  # q, k, v, o
+             + 3 * h * i + 2 * h)  # gate, up, down; two RMSNorms
+    params = v * h + layers * layer + h + v * h  # embed, layers, final norm, lm_head
+    assert isinstance(out["parameters"], int) and out["parameters"] == params
+    assert out["active_parameters"] is None  # dense
+    assert out["scale_elements"] == 0 and out["table_elements"] == 0
+    # LlamaRotaryEmbedding: inv_freq and original_inv_freq, head_dim // 2 each, not saved
+    assert out["buffer_elements"] == 2 * (hd // 2)
+    assert out["persistent_buffer_elements"] == 0
+    assert out["bytes_by_dtype"] == {"float32": 4 * params}
+    assert out["parameters_by_dtype"] == {"float32": params}
+    # CausalLM, model, embed_tokens, layers list, per layer (block, self_attn + q/k/v/o, mlp + gate/up/down/act_fn,
+    # two norms), final norm, rotary_emb, lm_head
+    assert out["modules"] == 4 + layers * (1 + 5 + 5 + 2) + 3
+    assert out["stubbed_imports"] == []
+    assert out["moe"] == [] and out["world_size"] == 1 and "parameters_all_ranks" not in out
+
+
+def test_inspect_layer_tree_counts(results):
+    text = ok(results["inspect_layer"]).stdout
+    c = transformers.AutoConfig.for_model("deepseek_v3", num_hidden_layers=4)
+    assert c.first_k_dense_replace <= 3  # layer 3 is a MoE layer
+    h, nh, qr, kr = c.hidden_size, c.num_attention_heads, c.q_lora_rank, c.kv_lora_rank
+    qk = c.qk_nope_head_dim + c.qk_rope_head_dim
+    attn = (h * qr + qr + qr * nh * qk + h * (kr + c.qk_rope_head_dim) + kr
+            + kr * nh * (c.qk_nope_head_dim + c.v_head_dim) + nh * c.v_head_dim * h)
+    e, im = c.n_routed_experts, c.moe_intermediate_size
+    experts = e * 3 * h * im
+    gate = e * h
+    shared = 3 * h * im * c.n_shared_experts
+    moe = experts + gate + shared
+    layer = attn + moe + 2 * h
+
+    def row(name: str, count: int) -> None:
+        pattern = rf"\b{re.escape(name)}\b.*\s{re.escape(f'{count:,}')}(\s|$)"
+        assert re.search(pattern, text, re.M), f"no line with {name} and {count:,}:\n{text}"
+
+    assert f"{layer:,}" in text
+    row("self_attn", attn)
+    row("mlp", moe)
+    row("experts", experts)
+    row("gate", gate)
+    row("shared_experts", shared)
+    row("o_proj", nh * c.v_head_dim * h)
+    row("kv_b_proj", kr * nh * (c.qk_nope_head_dim + c.v_head_dim))
+    assert "model.layers.3" in text
+
+
+def test_inspect_module_json(results):
+    out = json.loads(ok(results["inspect_wo_b"]).stdout)
+    c = json.loads((DSV41 / "config.json").read_text())
+    dim, rank_out = c["dim"], c["o_groups"] * c["o_lora_rank"]
+    assert out["path"] == "layers.1.attn.wo_b"
+    assert out["parameters"] == rank_out * dim
+    assert out["inputs"] == [["B", "T", rank_out]]
+    assert out["outputs"] == [["B", "T", dim]]
+    for shape in out["inputs"] + out["outputs"]:
+        assert all(isinstance(d, int) or (isinstance(d, str) and d) for d in shape)
+    source = (DSV41 / "model.py").read_text().splitlines()
+    lines = [n for n, text in enumerate(source, 1) if "self.wo_b(" in text]
+    assert len(lines) == 1
+    assert isinstance(out["call_sites"], list) and out["call_sites"]
+    site = out["call_sites"][0]
+    assert set(site) >= {"file", "line", "code"}
+    assert site["file"] == "model.py" and site["line"] == lines[0]
+    assert "self.wo_b(" in site["code"]
+
+
+def test_walk_writes_records_file(results, out_dir):
+    r = ok(results["walk"])
+    assert r.stdout == ""
+    target = out_dir / "out.json"
+    data = json.loads(target.read_text())  # the old content is gone, the new file is whole
+    assert data["schema"] == SCHEMA == "archviz.records/1"
+    assert list(data)[0] == "schema"
+    assert len(data["modules"]) == data["summary"]["modules"]
+    c = json.loads((DSV3 / "config.json").read_text())
+    assert data["modules"][0]["path"] == "" and data["source"]["kind"] == "reference"
+    embed = next(m for m in data["modules"] if m["path"] == "embed")
+    assert embed["totals"]["parameters"] == c["vocab_size"] * c["dim"]
+    # written through a temporary file in the same folder that is moved into place: none is left behind
+    assert sorted(p.name for p in out_dir.iterdir()) == ["out.json"]
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    target = tmp_path / "out.json"
+    target.write_text("old\n")
+    with pytest.raises(UnicodeEncodeError):
+        atomic_write(str(target), "{\"half\": \"" + "\ud800" + "\"}")  # a lone surrogate cannot be encoded
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+    atomic_write(str(target), "new\n")
+    assert target.read_text() == "new\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+@pytest.mark.parametrize("case,words", [
+    ("help", ["summary", "inspect", "walk"]),
+    ("help_summary", ["--set", "--json", "--config", "--world-size", "--rank"]),
+    ("help_inspect", ["--depth", "--json", "--set", "--shapes"]),
+    ("help_walk", ["--output", "--shapes", "--set"]),
+])
+def test_help(results, case, words):
+    r = ok(results[case])
+    assert "Usage" in r.stdout
+    for w in words:
+        assert w in r.stdout, w
