@@ -295,4 +295,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m archviz.cli` runs this file as __main__; the commands registered by cli_site/cli_check/cli_probe
+    # live on archviz.cli.app, so run that one.
+    from archviz.cli import main as _main
+
+    _main()

@@ -1,0 +1,336 @@
+"""Strict safetensors header parsing: the one validation path every source goes through.
+
+A safetensors file is ``<u64 little-endian N><N bytes of UTF-8 JSON header><data>``. The header maps each
+tensor name to ``{"dtype", "shape", "data_offsets": [begin, end]}`` (offsets relative to the data region) and
+may hold ``"__metadata__"``, an object of strings. This module reads the prefix and the header and nothing
+else, and checks what the safetensors library checks when it opens a file:
+
+- the length prefix is 8 bytes, the header fits in the file and is at most 100,000,000 bytes;
+- the header is UTF-8 JSON whose top level is an object;
+- ``__metadata__`` is an object of string to string;
+- every tensor entry is an object with ``dtype`` (one of :data:`~archviz.checkpoint.records.DTYPE_BITS`),
+  ``shape`` (list of non-negative ints) and ``data_offsets`` (two ints, ``0 <= begin <= end``);
+- ``end - begin`` equals the packed size of ``prod(shape)`` elements (sub-byte dtypes must fill whole bytes);
+- the byte ranges do not overlap, stay inside the data region, and cover it exactly (no holes, nothing after).
+
+Every failure is a :class:`~archviz.errors.CheckpointError` naming the file and, where it applies, the tensor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from itertools import chain, repeat
+from math import prod
+from operator import and_, itemgetter, le, mul, rshift, sub
+from typing import Any
+
+from archviz.errors import CheckpointError
+
+from .records import DTYPE_BITS, ShardInfo, TensorInfo
+
+__all__ = [
+    "MAX_HEADER_BYTES",
+    "PREFIX_BYTES",
+    "ParsedShard",
+    "check_entries",
+    "check_header_length",
+    "parse_header",
+    "parse_shard_bytes",
+    "read_local_shard",
+]
+
+#: Size of the little-endian length prefix.
+PREFIX_BYTES = 8
+#: Largest header the safetensors library accepts.
+MAX_HEADER_BYTES = 100_000_000
+# Largest element count a shape may describe (the safetensors library computes it in 64 bits).
+_MAX_NUMEL = 2**64 - 1
+
+_HINT_CORRUPT = "the file is damaged or not a safetensors file; download it again"
+_HINT_PICKLE = (
+    "this looks like a PyTorch pickle/zip checkpoint; archviz never unpickles files — "
+    "convert it to .safetensors (e.g. safetensors.torch.save_file) and open that"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedShard:
+    """One shard's header, parsed and validated."""
+
+    shard: ShardInfo
+    tensors: dict[str, TensorInfo]
+
+
+def _sniff_hint(prefix: bytes) -> str:
+    if prefix[:4] == b"PK\x03\x04" or (len(prefix) >= 2 and prefix[0] == 0x80 and 2 <= prefix[1] <= 5):
+        return _HINT_PICKLE
+    return _HINT_CORRUPT
+
+
+def check_header_length(prefix: bytes, file_bytes: int, where: str) -> int:
+    """Validate the 8-byte prefix of a file of ``file_bytes`` bytes; return the header length it declares."""
+    if len(prefix) < PREFIX_BYTES:
+        raise CheckpointError(
+            f"{where}: file is {file_bytes} bytes, too short for a safetensors header (needs at least 8)",
+            hint=_HINT_CORRUPT,
+        )
+    n = int.from_bytes(prefix[:PREFIX_BYTES], "little")
+    if n > MAX_HEADER_BYTES:
+        raise CheckpointError(
+            f"{where}: declared header length {n:,} bytes exceeds the 100,000,000-byte limit",
+            hint=_sniff_hint(prefix),
+        )
+    if PREFIX_BYTES + n > file_bytes:
+        raise CheckpointError(
+            f"{where}: declared header length {n:,} bytes runs past the end of the {file_bytes:,}-byte file",
+            hint=_sniff_hint(prefix) if n > file_bytes else "the file is truncated; download it again",
+        )
+    return n
+
+
+def _short(value: object, limit: int = 80) -> str:
+    """``repr`` cut to ``limit`` characters, for messages about hostile input."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _bad(where: str, what: str) -> CheckpointError:
+    return CheckpointError(f"{where}: {what}", hint=_HINT_CORRUPT)
+
+
+def _duplicate_key(header: bytes) -> str | None:
+    """First top-level key the header's JSON repeats (``json.loads`` silently keeps the last one)."""
+    last: list[list[tuple[str, Any]]] = []
+
+    def hook(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        last[:] = [items]  # objects close innermost first: the top level closes last
+        return dict(items)
+
+    json.loads(header.decode("utf-8"), object_pairs_hook=hook)
+    seen: set[str] = set()
+    for k, _ in last[0] if last else ():
+        if k in seen:
+            return k
+        seen.add(k)
+    return None
+
+
+def _decode(header: bytes, where: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """JSON-decode header bytes; split off and check ``__metadata__``."""
+    try:
+        text = header.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _bad(where, f"header is not valid UTF-8 (byte {PREFIX_BYTES + e.start} of the file)") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _bad(where, f"header is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise _bad(where, "header is not valid JSON (nested too deeply)") from None
+    except ValueError as e:  # e.g. an integer literal beyond Python's 4300-digit limit
+        raise _bad(where, f"header is not valid JSON ({str(e).split(';')[0]})") from None
+    if type(obj) is not dict:
+        raise _bad(where, f"header must be a JSON object, not {type(obj).__name__}")
+    metadata: dict[str, str] = {}
+    if "__metadata__" in obj:
+        meta = obj.pop("__metadata__")
+        if meta is None:  # the safetensors library reads null as "no metadata"
+            meta = {}
+        if type(meta) is not dict:
+            raise _bad(where, f"__metadata__ must be an object of strings, not {type(meta).__name__}")
+        for k, v in meta.items():
+            if type(v) is not str:
+                raise _bad(where, f"__metadata__[{_short(k)}] must be a string, not {type(v).__name__}")
+        metadata = meta
+    return obj, metadata
+
+
+def parse_header(
+    header: bytes, *, shard: str, data_bytes: int, where: str
+) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+    """Parse and validate header bytes (prefix excluded).
+
+    ``shard`` is recorded in each :class:`TensorInfo`; ``data_bytes`` is the size of the data region (file size
+    minus prefix and header); ``where`` names the file in messages. Returns the tensors in header order and the
+    ``__metadata__`` dict (empty if absent).
+
+    Valid headers take a bulk path (whole-column checks in C-level builtins); anything it rejects is re-checked
+    entry by entry by :func:`check_entries`, which names the first offending tensor.
+    """
+    obj, metadata = _decode(header, where)
+    tensors = _fast_tensors(obj, shard, data_bytes)
+    if tensors is None:
+        dup = _duplicate_key(header)
+        if dup is not None:
+            raise _bad(where, f"tensor {_short(dup)} is listed twice in the header")
+        check_entries(obj, data_bytes, where)
+        raise _bad(where, "header failed validation")  # pragma: no cover - check_entries always names the fault
+    return tensors, metadata
+
+
+_ENTRY = itemgetter("dtype", "shape", "data_offsets")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+_TYPES_DICT = {dict}
+_TYPES_LIST = {list}
+_TYPES_INT = {int}
+_SIZE_2 = {2}
+_MAX_FAST_RANK = 64
+
+
+def _fast_tensors(obj: dict[str, Any], shard: str, data_bytes: int) -> dict[str, TensorInfo] | None:
+    """Validate and build all entries at once; ``None`` when anything is off (the caller finds what)."""
+    if not obj:
+        return {} if data_bytes == 0 else None
+    entries = obj.values()
+    if set(map(type, entries)) != _TYPES_DICT:
+        return None
+    try:
+        dtypes, shapes, offsets = zip(*map(_ENTRY, entries), strict=True)
+        bits = list(map(DTYPE_BITS.__getitem__, dtypes))  # KeyError: unknown; TypeError: unhashable
+    except (KeyError, TypeError):
+        return None
+    if set(map(type, shapes)) != _TYPES_LIST or set(map(type, offsets)) != _TYPES_LIST:
+        return None
+    if max(map(len, shapes)) > _MAX_FAST_RANK:  # long shapes: the entry checker stops at the first overflow
+        return None
+    dims = list(chain.from_iterable(shapes))
+    if dims and (set(map(type, dims)) != _TYPES_INT or min(dims) < 0):
+        return None
+    if set(map(len, offsets)) != _SIZE_2:
+        return None
+    begins = list(map(_FIRST, offsets))
+    ends = list(map(_SECOND, offsets))
+    if set(map(type, begins)) != _TYPES_INT or set(map(type, ends)) != _TYPES_INT:
+        return None
+    if min(begins) < 0 or max(ends) > data_bytes or not all(map(le, begins, ends)):
+        return None
+    numels = list(map(prod, shapes))
+    if max(numels) > _MAX_NUMEL:
+        return None
+    nbits = list(map(mul, numels, bits))
+    if any(map(and_, nbits, repeat(7))) or list(map(rshift, nbits, repeat(3))) != list(map(sub, ends, begins)):
+        return None
+    spans = sorted(zip(begins, ends, strict=True))
+    if spans[0][0] != 0 or spans[-1][1] != data_bytes:
+        return None
+    if list(map(_FIRST, spans[1:])) != list(map(_SECOND, spans[:-1])):
+        return None
+    names = list(obj)
+    infos = map(TensorInfo, names, dtypes, map(tuple, shapes), repeat(shard), map(tuple, offsets))
+    return dict(zip(names, infos, strict=True))
+
+
+def check_entries(obj: dict[str, Any], data_bytes: int, where: str) -> None:
+    """Check tensor entries one by one (``__metadata__`` already removed); raise on the first fault.
+
+    The reference for :func:`parse_header`'s bulk path: both accept exactly the same headers.
+    """
+    bits_of = DTYPE_BITS.get
+    spans: list[tuple[int, int, str]] = []
+    append = spans.append
+    for name, entry in obj.items():
+        if type(entry) is not dict:
+            raise _bad(where, f"tensor {_short(name)}: entry must be an object, not {type(entry).__name__}")
+        try:
+            dtype = entry["dtype"]
+            shape = entry["shape"]
+            offsets = entry["data_offsets"]
+        except KeyError as e:
+            raise _bad(where, f"tensor {_short(name)}: missing {e.args[0]!r}") from None
+        bits = bits_of(dtype) if type(dtype) is str else None
+        if bits is None:
+            raise CheckpointError(
+                f"{where}: tensor {_short(name)}: unknown dtype {_short(dtype)}",
+                hint=f"known safetensors dtypes: {', '.join(DTYPE_BITS)}; a newer format needs a newer archviz",
+            )
+        if type(shape) is not list:
+            raise _bad(where, f"tensor {_short(name)}: shape must be a list of ints, not {type(shape).__name__}")
+        for d in shape:
+            if type(d) is not int or d < 0:
+                raise _bad(where, f"tensor {_short(name)}: shape {_short(shape)} must hold non-negative ints")
+        numel = 0 if 0 in shape else 1
+        for d in shape if numel else ():
+            numel *= d
+            if numel > _MAX_NUMEL:  # stop at once: a long shape of huge dims would take ages to multiply out
+                raise _bad(where, f"tensor {_short(name)}: shape {_short(shape)} has more than 2**64 elements")
+        if type(offsets) is not list or len(offsets) != 2:
+            raise _bad(where, f"tensor {_short(name)}: data_offsets must be [begin, end], not {_short(offsets)}")
+        begin, end = offsets
+        if type(begin) is not int or type(end) is not int or begin < 0 or end < begin:
+            raise _bad(
+                where, f"tensor {_short(name)}: data_offsets {_short(offsets)} must be ints with 0 <= begin <= end"
+            )
+        if end > data_bytes:
+            raise _bad(
+                where,
+                f"tensor {_short(name)}: data_offsets {_short(offsets)} run past the {data_bytes:,}-byte data region",
+            )
+        nbits = numel * bits
+        if nbits & 7:
+            raise _bad(where, f"tensor {_short(name)}: {numel} x {dtype} ({bits} bits each) does not fill whole bytes")
+        if end - begin != nbits >> 3:
+            raise _bad(
+                where,
+                f"tensor {_short(name)}: data_offsets {_short(offsets)} span {end - begin:,} bytes but "
+                f"{dtype}{_short(shape)} needs {nbits >> 3:,}",
+            )
+        append((begin, end, name))
+
+    spans.sort()
+    pos = 0
+    prev = ""
+    for begin, end, name in spans:
+        if begin != pos:
+            if begin < pos:
+                raise _bad(where, f"tensors {_short(prev)} and {_short(name)} overlap (data_offsets {begin} < {pos})")
+            raise _bad(
+                where, f"bytes {pos:,}..{begin:,} of the data region belong to no tensor (before {_short(name)})"
+            )
+        pos = end
+        prev = name
+    if pos != data_bytes:
+        raise _bad(where, f"data region is {data_bytes:,} bytes but the tensors cover {pos:,}")
+
+
+def parse_shard_bytes(prefix: bytes, header: bytes, *, file_bytes: int, shard: str, where: str) -> ParsedShard:
+    """Validate a shard given its 8-byte prefix, its header bytes and the full file size."""
+    n = check_header_length(prefix, file_bytes, where)
+    if len(header) != n:
+        raise _bad(where, f"read {len(header):,} header bytes, expected {n:,}")
+    tensors, metadata = parse_header(header, shard=shard, data_bytes=file_bytes - PREFIX_BYTES - n, where=where)
+    digest = hashlib.sha256(prefix)
+    digest.update(header)
+    info = ShardInfo(shard, file_bytes, PREFIX_BYTES + n, digest.hexdigest(), metadata)
+    return ParsedShard(info, tensors)
+
+
+def read_local_shard(path: str | os.PathLike[str], *, shard: str | None = None) -> ParsedShard:
+    """Read one local safetensors file's prefix and header — two reads, nothing else — and validate them.
+
+    ``shard`` is the name recorded for the shard (default: the file's base name).
+    """
+    where = os.fspath(path)
+    name = shard if shard is not None else os.path.basename(where)
+    try:
+        f = open(where, "rb", buffering=0)  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        raise CheckpointError(f"{where}: no such file", hint="check the path") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{where}: is a folder, expected a .safetensors file") from None
+    except OSError as e:
+        raise CheckpointError(f"{where}: cannot open ({e.strerror})", hint="check permissions") from None
+    with f:
+        file_bytes = os.fstat(f.fileno()).st_size
+        prefix = f.read(PREFIX_BYTES)
+        n = check_header_length(prefix, file_bytes, where)
+        header = f.read(n)
+        while len(header) < n:  # short reads are legal; regular files rarely do them
+            more = f.read(n - len(header))
+            if not more:
+                break
+            header += more
+    return parse_shard_bytes(prefix, header, file_bytes=file_bytes, shard=name, where=where)

@@ -1,0 +1,480 @@
+"""Header-only manifests: a checkpoint's tensor list without its data, small enough to commit.
+
+Two formats are read (JSON, plain or gzip'd; gzip is recognised by its magic bytes, not the name). Both are
+described in ``FORMATS.md`` next to this file.
+
+**archviz-manifest/1** (written by :func:`write_manifest`)::
+
+    {"format":"archviz-manifest/1",
+    "source":"<what was opened>",
+    "revision":"<commit>" | null,
+    "metadata":{...},
+    "shards":[
+    {"name":"model-00001-of-00002.safetensors","file_bytes":N,"header_bytes":N,"header_sha256":"<hex>"|null,"metadata":{...}},
+    ...],
+    "tensors":[
+    ["<name>","<dtype>",[<shape>],<shard index>],
+    ["<name>","<dtype>",[<shape>],<shard index>,<begin>|null,<end>|null],
+    ...]}
+
+Keys in that order, one shard or tensor per line, tensors in on-disk order, ASCII only, compact separators,
+gzip with no name and mtime 0 — so the same inventory always gives the same bytes. A 4-item tensor row's data
+starts where the previous tensor of the same shard ends (0 for a shard's first); a 6-item row states its
+offsets (``null, null`` when unknown).
+
+**header-audit** (the lists under ``shared/checkpoints/*/manifest.json.gz``)::
+
+    {"model":"owner/name","revision":"<commit>","source":"<provenance>",
+     "shards":[{"name","file_bytes","header_bytes" (prefix included),"header_sha256" (prefix + header),
+                "header_format":{"sortedByDtypeThenName":bool,"padded8":bool,"metadata":{...}|null}}, ...],
+     "tensors":{"<name>":{"dtype","shape","shard"}, ...}}
+
+Tensors are in on-disk order; within a shard the data is laid out consecutively from offset 0 in the listed
+order, so :class:`TensorInfo.data_offsets` are derived (and left ``None`` for a shard whose sizes do not add up
+to ``file_bytes - header_bytes``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import os
+from collections.abc import Mapping
+from operator import itemgetter
+from typing import Any
+
+from archviz.errors import CheckpointError
+
+from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, dtype_nbytes
+
+__all__ = [
+    "ARCHVIZ_MANIFEST_FORMAT",
+    "inventory_from_manifest",
+    "load_json_file",
+    "read_manifest",
+    "write_manifest",
+]
+
+#: Format tag of the manifests archviz writes.
+ARCHVIZ_MANIFEST_FORMAT = "archviz-manifest/1"
+_FORMAT_PREFIX = "archviz-manifest/"
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def load_json_file(path: str | os.PathLike[str]) -> Any:
+    """Load a JSON file, gunzipping it first when it starts with the gzip magic bytes."""
+    where = os.fspath(path)
+    try:
+        with open(where, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise CheckpointError(f"{where}: no such file", hint="check the path") from None
+    except OSError as e:
+        raise CheckpointError(f"{where}: cannot read ({e.strerror})") from None
+    if raw[:2] == _GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, gzip.BadGzipFile) as e:
+            raise CheckpointError(f"{where}: damaged gzip data ({e})", hint="copy the file again") from None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{where}: not valid UTF-8 (byte {e.start})", hint="copy the file again") from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(
+            f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})", hint="copy the file again"
+        ) from None
+    except RecursionError:
+        raise CheckpointError(f"{where}: not valid JSON (nested too deeply)") from None
+    except ValueError as e:  # e.g. an integer literal beyond Python's 4300-digit limit
+        raise CheckpointError(f"{where}: not valid JSON ({e})", hint="copy the file again") from None
+
+
+def _bad(where: str, what: str) -> CheckpointError:
+    return CheckpointError(f"{where}: {what}", hint="the manifest is damaged; regenerate or copy it again")
+
+
+def _int(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _check_shape(where: str, name: str, dtype: Any, shape: Any) -> tuple[int, ...]:
+    if type(dtype) is not str or dtype not in DTYPE_BITS:
+        raise CheckpointError(
+            f"{where}: tensor {name!r}: unknown dtype {dtype!r}", hint=f"known dtypes: {', '.join(DTYPE_BITS)}"
+        )
+    if type(shape) is not list or not all(_int(d) for d in shape):
+        raise _bad(where, f"tensor {name!r}: shape {shape!r} must be a list of non-negative ints")
+    if (math.prod(shape) * DTYPE_BITS[dtype]) & 7:
+        raise _bad(where, f"tensor {name!r}: {dtype}{shape!r} does not fill whole bytes")
+    return tuple(shape)
+
+
+_FIRST = itemgetter(0)
+
+
+class _Shapes:
+    """Checked (dtype, shape) pairs, remembered: a checkpoint has few distinct ones (V3: 91,991 tensors, a few
+    hundred pairs), so each is validated once and every tensor of it shares one shape tuple.
+
+    The key is the shape's ``str`` (``[2048, 7168]``), which keeps ``1``, ``1.0`` and ``True`` apart."""
+
+    __slots__ = ("where", "seen")
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.seen: dict[tuple[Any, str], tuple[tuple[int, ...], int]] = {}
+
+    def __call__(self, name: str, dtype: Any, shape: Any) -> tuple[tuple[int, ...], int]:
+        """(shape tuple, data bytes) of a checked pair."""
+        if type(dtype) is str and type(shape) is list:
+            key = (dtype, str(shape))
+            hit = self.seen.get(key)
+            if hit is not None:
+                return hit
+        else:
+            key = None
+        t_shape = _check_shape(self.where, name, dtype, shape)
+        out = (t_shape, dtype_nbytes(dtype, math.prod(t_shape)))
+        if key is not None:
+            self.seen[key] = out
+        return out
+
+
+def _check_shards(where: str, shards: Any, *, audit: bool) -> list[ShardInfo]:
+    if type(shards) is not list or not shards:
+        raise _bad(where, '"shards" must be a non-empty list')
+    out: list[ShardInfo] = []
+    seen: set[str] = set()
+    for i, s in enumerate(shards):
+        if type(s) is not dict:
+            raise _bad(where, f"shards[{i}] must be an object")
+        name: Any = s.get("name")
+        fb: Any = s.get("file_bytes")
+        hb: Any = s.get("header_bytes")
+        if type(name) is not str or not name or not _int(fb) or not _int(hb) or hb < 8 or hb > fb:
+            raise _bad(where, f"shards[{i}] needs name, file_bytes and header_bytes (8 <= header_bytes <= file_bytes)")
+        if name in seen:
+            raise _bad(where, f"shard {name!r} is listed twice")
+        seen.add(name)
+        sha = s.get("header_sha256")
+        if sha is not None and type(sha) is not str:
+            raise _bad(where, f"shard {name!r}: header_sha256 must be a hex string")
+        if audit:
+            fmt = s.get("header_format")
+            meta = fmt.get("metadata") if isinstance(fmt, dict) else None
+        else:
+            meta = s.get("metadata")
+        meta = meta or {}
+        if type(meta) is not dict or not all(type(v) is str for v in meta.values()):
+            raise _bad(where, f"shard {name!r}: metadata must be an object of strings")
+        out.append(ShardInfo(name, fb, hb, sha, meta))
+    return out
+
+
+def _check_coverage(where: str, shard: ShardInfo, spans: list[tuple[int, int, str]], *, complete: bool) -> None:
+    """Offsets must not overlap nor pass the data region; with every tensor's offsets known, must cover it."""
+    spans.sort()
+    pos = 0
+    for begin, end, name in spans:
+        if begin < pos or (complete and begin != pos):
+            what = "overlaps the tensor before it" if begin < pos else f"leaves bytes {pos}..{begin} unused"
+            raise _bad(where, f"shard {shard.name!r}: tensor {name!r} {what}")
+        pos = end
+    if pos > shard.data_bytes or (complete and pos != shard.data_bytes):
+        raise _bad(where, f"shard {shard.name!r}: tensors cover {pos:,} of {shard.data_bytes:,} data bytes")
+
+
+def _archviz_rows_fast(rows: list[Any], shards: list[ShardInfo], where: str) -> dict[str, TensorInfo] | None:
+    """The common case at once: 4-item rows (consecutive layout) filling every shard exactly. ``None`` otherwise,
+    and the row loop decides (and names any fault)."""
+    if not rows or set(map(type, rows)) != {list} or set(map(len, rows)) != {4}:
+        return None
+    names, dtypes, shapes, sis = zip(*rows)
+    n = len(shards)
+    try:
+        if (set(map(type, names)) != {str} or set(map(type, shapes)) != {list} or set(map(type, sis)) != {int}
+                or min(sis) < 0 or max(sis) >= n or len(set(names)) != len(names)):
+            return None
+        checked = _Shapes(where)
+        keys = list(map(str, shapes))
+        sig: dict[tuple[Any, str], tuple[tuple[int, ...], int]] = {}
+        for dtype, key, shape in zip(dtypes, keys, shapes):
+            if (dtype, key) not in sig:
+                sig[(dtype, key)] = checked("?", dtype, shape)
+    except (CheckpointError, TypeError):
+        return None
+    pairs = list(map(sig.__getitem__, zip(dtypes, keys)))
+    cursor = [0] * n
+    offsets = []
+    append = offsets.append
+    for si, (_, size) in zip(sis, pairs):
+        begin = cursor[si]
+        end = cursor[si] = begin + size
+        append((begin, end))
+    if any(c != sh.data_bytes for c, sh in zip(cursor, shards)):
+        return None
+    shard_names = [sh.name for sh in shards]
+    infos = map(TensorInfo, names, dtypes, map(_FIRST, pairs), map(shard_names.__getitem__, sis), offsets)
+    return dict(zip(names, infos))
+
+
+def _from_archviz(obj: dict[str, Any], source: str, where: str) -> CheckpointInventory:
+    shards = _check_shards(where, obj.get("shards"), audit=False)
+    rows = obj.get("tensors")
+    if type(rows) is not list:
+        raise _bad(where, '"tensors" must be a list')
+    fast = _archviz_rows_fast(rows, shards, where)
+    if fast is not None:
+        return _archviz_inventory(obj, source, where, shards, fast)
+    tensors: dict[str, TensorInfo] = {}
+    spans: list[list[tuple[int, int, str]]] = [[] for _ in shards]
+    cursor: list[int | None] = [0] * len(shards)
+    partial = [False] * len(shards)
+    checked = _Shapes(where)
+    n_shards = len(shards)
+    shard_names = [sh.name for sh in shards]
+    for i, row in enumerate(rows):
+        if type(row) is not list or len(row) not in (4, 6) or type(row[0]) is not str:
+            raise _bad(where, f"tensors[{i}] must be [name, dtype, shape, shard index(, begin, end)]")
+        name, dtype, shape, si = row[:4]
+        t_shape, size = checked(name, dtype, shape)
+        if type(si) is not int or not 0 <= si < n_shards:
+            raise _bad(where, f"tensor {name!r}: shard index {si!r} is not in 0..{n_shards - 1}")
+        if name in tensors:
+            raise CheckpointError(
+                f"{where}: tensor {name!r} appears in two shards, {tensors[name].shard!r} and {shard_names[si]!r}",
+                hint="the manifest is damaged; regenerate it",
+            )
+        if len(row) == 4:
+            begin = cursor[si]
+            if begin is None:
+                raise _bad(where, f"tensor {name!r}: no offsets, and the tensor before it in its shard has none")
+            end = begin + size
+        else:
+            begin, end = row[4], row[5]
+        offsets: tuple[int, int] | None = None
+        if begin is not None or end is not None:
+            if len(row) == 6 and not (_int(begin) and _int(end) and begin <= end):
+                raise _bad(where, f"tensor {name!r}: offsets {begin!r}, {end!r} must be ints with begin <= end")
+            if end - begin != size:
+                raise _bad(where, f"tensor {name!r}: offsets span {end - begin} bytes, {dtype}{shape!r} needs {size}")
+            offsets = (begin, end)
+            spans[si].append((begin, end, name))
+        else:
+            partial[si] = True
+        cursor[si] = end if offsets is not None else None
+        tensors[name] = TensorInfo(name, dtype, t_shape, shard_names[si], offsets)
+    for shard, sp, part in zip(shards, spans, partial, strict=True):
+        _check_coverage(where, shard, sp, complete=not part)
+    return _archviz_inventory(obj, source, where, shards, tensors)
+
+
+def _archviz_inventory(obj: dict[str, Any], source: str, where: str, shards: list[ShardInfo],
+                       tensors: dict[str, TensorInfo]) -> CheckpointInventory:
+    meta = obj.get("metadata") or {}
+    if type(meta) is not dict:
+        raise _bad(where, '"metadata" must be an object')
+    meta = {k: v for k, v in meta.items() if k not in ("manifest", "manifest_source")}
+    meta["manifest"] = ARCHVIZ_MANIFEST_FORMAT
+    if isinstance(obj.get("source"), str):
+        meta["manifest_source"] = obj["source"]
+    revision = obj.get("revision")
+    return CheckpointInventory(
+        source=source,
+        revision=revision if isinstance(revision, str) else None,
+        shards=tuple(shards),
+        tensors=tensors,
+        metadata=meta,
+    )
+
+
+def _audit_tensors(listed: dict[str, Any], by_name: dict[str, ShardInfo], where: str
+                   ) -> tuple[dict[str, TensorInfo], dict[str, int]]:
+    """Entry by entry: the reference for the bulk path, and the one that names a fault."""
+    tensors: dict[str, TensorInfo] = {}
+    cursor = dict.fromkeys(by_name, 0)
+    checked = _Shapes(where)
+    for name, t in listed.items():
+        if type(t) is not dict:
+            raise _bad(where, f"tensor {name!r} must be an object {{dtype, shape, shard}}")
+        dtype: Any = t.get("dtype")
+        shard: Any = t.get("shard")
+        shape, size = checked(name, dtype, t.get("shape"))
+        begin = cursor.get(shard) if type(shard) is str else None
+        if begin is None:
+            raise _bad(where, f'tensor {name!r} names shard {shard!r}, which "shards" does not list')
+        end = cursor[shard] = begin + size
+        tensors[name] = TensorInfo(name, dtype, shape, shard, (begin, end))
+    return tensors, cursor
+
+
+_AUDIT_ENTRY = itemgetter("dtype", "shape", "shard")
+
+
+def _audit_tensors_fast(listed: dict[str, Any], by_name: dict[str, ShardInfo], where: str
+                        ) -> tuple[dict[str, TensorInfo], dict[str, int]] | None:
+    """All entries at once (C-level maps); ``None`` when anything is off, and the entry loop names the fault."""
+    entries = listed.values()
+    if set(map(type, entries)) != {dict}:
+        return None
+    try:
+        dtypes, shapes, shards = zip(*map(_AUDIT_ENTRY, entries), strict=True)
+    except (KeyError, ValueError):
+        return None
+    try:
+        if set(map(type, shapes)) != {list} or not set(shards) <= by_name.keys():
+            return None
+    except TypeError:  # an unhashable shard
+        return None
+    checked = _Shapes(where)
+    keys = list(map(str, shapes))
+    sig: dict[tuple[Any, str], tuple[tuple[int, ...], int]] = {}
+    try:
+        for dtype, key, shape in zip(dtypes, keys, shapes):
+            if (dtype, key) not in sig:
+                sig[(dtype, key)] = checked("?", dtype, shape)
+    except (CheckpointError, TypeError):
+        return None
+    pairs = list(map(sig.__getitem__, zip(dtypes, keys)))
+    cursor = dict.fromkeys(by_name, 0)
+    offsets = []
+    append = offsets.append
+    for shard, (_, size) in zip(shards, pairs):
+        begin = cursor[shard]
+        end = cursor[shard] = begin + size
+        append((begin, end))
+    names = list(listed)
+    infos = map(TensorInfo, names, dtypes, map(_FIRST, pairs), shards, offsets)
+    return dict(zip(names, infos)), cursor
+
+
+def _from_audit(obj: dict[str, Any], source: str, where: str) -> CheckpointInventory:
+    shards = _check_shards(where, obj.get("shards"), audit=True)
+    by_name = {s.name: s for s in shards}
+    listed = obj.get("tensors")
+    if type(listed) is not dict:
+        raise _bad(where, '"tensors" must be an object of name -> {dtype, shape, shard}')
+    fast = _audit_tensors_fast(listed, by_name, where) if listed else None
+    if fast is not None:
+        tensors, cursor = fast
+    else:
+        tensors, cursor = _audit_tensors(listed, by_name, where)
+    # Offsets are only derived facts when the consecutive layout fills each shard exactly.
+    inexact = {n for n, s in by_name.items() if cursor[n] != s.data_bytes}
+    if inexact:
+        tensors = {
+            n: (TensorInfo(n, t.dtype, t.shape, t.shard, None) if t.shard in inexact else t) for n, t in tensors.items()
+        }
+    meta: dict[str, Any] = {"manifest": "header-audit"}
+    if isinstance(obj.get("model"), str):
+        meta["model"] = obj["model"]
+    if isinstance(obj.get("source"), str):
+        meta["manifest_source"] = obj["source"]
+    header_meta = [s.metadata for s in shards]
+    if header_meta and all(m == header_meta[0] for m in header_meta) and header_meta[0]:
+        meta = {"header": dict(header_meta[0]), **meta}
+    revision = obj.get("revision")
+    return CheckpointInventory(
+        source=source,
+        revision=revision if isinstance(revision, str) else None,
+        shards=tuple(shards),
+        tensors=tensors,
+        metadata=meta,
+    )
+
+
+def inventory_from_manifest(obj: Any, *, source: str, where: str | None = None) -> CheckpointInventory:
+    """Build an inventory from a loaded manifest object of either format."""
+    where = where or source
+    if type(obj) is not dict:
+        raise _bad(where, "a manifest must be a JSON object")
+    fmt = obj.get("format")
+    if fmt == ARCHVIZ_MANIFEST_FORMAT:
+        return _from_archviz(obj, source, where)
+    if isinstance(fmt, str) and fmt.startswith(_FORMAT_PREFIX):
+        raise CheckpointError(
+            f"{where}: manifest format {fmt!r} is not supported (this archviz reads {ARCHVIZ_MANIFEST_FORMAT!r})",
+            hint="upgrade archviz or rewrite the manifest with this version",
+        )
+    if isinstance(obj.get("tensors"), dict) and isinstance(obj.get("shards"), list):
+        return _from_audit(obj, source, where)
+    raise CheckpointError(
+        f'{where}: not a checkpoint manifest (no "format": {ARCHVIZ_MANIFEST_FORMAT!r}, no header-audit lists)',
+        hint="pass a .safetensors file, a *.safetensors.index.json, a folder, a manifest or hf://owner/name",
+    )
+
+
+def read_manifest(path: str | os.PathLike[str]) -> CheckpointInventory:
+    """Open a manifest file of either format (plain or gzip'd JSON)."""
+    where = os.fspath(path)
+    return inventory_from_manifest(load_json_file(where), source=where)
+
+
+def _dump(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=True)
+
+
+def _portable_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
+    # "manifest"/"manifest_source" describe how an inventory was read, not the checkpoint.
+    return {k: v for k, v in meta.items() if k not in ("manifest", "manifest_source")}
+
+
+def manifest_text(inv: CheckpointInventory) -> str:
+    """The archviz-manifest/1 text of an inventory (deterministic)."""
+    index = {s.name: i for i, s in enumerate(inv.shards)}
+    lines = [
+        "{" + _dump("format") + ":" + _dump(ARCHVIZ_MANIFEST_FORMAT) + ",",
+        _dump("source") + ":" + _dump(inv.source) + ",",
+        _dump("revision") + ":" + _dump(inv.revision) + ",",
+        _dump("metadata") + ":" + _dump(_portable_metadata(inv.metadata)) + ",",
+        _dump("shards") + ":[",
+    ]
+    for i, s in enumerate(inv.shards):
+        rec = {
+            "name": s.name,
+            "file_bytes": s.file_bytes,
+            "header_bytes": s.header_bytes,
+            "header_sha256": s.header_sha256,
+            "metadata": dict(s.metadata),
+        }
+        lines.append(_dump(rec) + ("," if i + 1 < len(inv.shards) else ""))
+    lines.append("],")
+    lines.append(_dump("tensors") + ":[")
+    n = len(inv.tensors)
+    cursor: dict[str, int | None] = dict.fromkeys(index, 0)
+    for i, t in enumerate(inv.tensors.values()):
+        row: list[Any] = [t.name, t.dtype, list(t.shape), index[t.shard]]
+        offsets = t.data_offsets
+        if offsets is None:
+            row += [None, None]
+        elif offsets[0] != cursor[t.shard]:
+            row += list(offsets)
+        cursor[t.shard] = offsets[1] if offsets is not None else None
+        lines.append(_dump(row) + ("," if i + 1 < n else ""))
+    lines.append("]}")
+    return "\n".join(lines) + "\n"
+
+
+def write_manifest(inv: CheckpointInventory, path: str | os.PathLike[str]) -> None:
+    """Write ``inv`` as an archviz-manifest/1 file; gzip'd (deterministically) when ``path`` ends in ``.gz``."""
+    where = os.fspath(path)
+    names = {s.name for s in inv.shards}
+    missing = [t.name for t in inv.tensors.values() if t.shard not in names][:1]
+    if missing:
+        raise CheckpointError(f"cannot write {where}: tensor {missing[0]!r} names a shard the inventory lacks")
+    data = manifest_text(inv).encode("ascii")
+    if where.endswith(".gz"):
+        buf = io.BytesIO()
+        with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+            gz.write(data)
+        data = buf.getvalue()
+    try:
+        with open(where, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise CheckpointError(
+            f"cannot write {where} ({e.strerror})", hint="check the folder exists and is writable"
+        ) from None

@@ -1,0 +1,267 @@
+"""Reading a Hugging Face repository's checkpoint headers over HTTP range requests.
+
+For ``hf://owner/name[@revision]``:
+
+1. ``HfApi.model_info`` (``GET /api/models/{repo}/revision/{rev}``) gives the commit and the file list;
+2. ``model.safetensors.index.json``, if listed, is fetched (a small JSON file) and names the shards; otherwise
+   every top-level ``*.safetensors`` file is a shard;
+3. each shard is read with two ``GET`` requests on its ``/{repo}/resolve/{commit}/{file}`` URL carrying
+   ``Range: bytes=0-7`` (the length prefix; the ``Content-Range`` total gives the file size) and
+   ``Range: bytes=8-{8+N-1}`` (the header). A server that ignores ``Range`` is refused before its body is read.
+
+The endpoint is ``HF_ENDPOINT`` as set when the call is made (default https://huggingface.co); requests go
+through huggingface_hub's shared HTTP client (so its proxy, offline-mode and auth settings apply).
+HTTP errors, refused ranges and timeouts become one-line :class:`~archviz.errors.CheckpointError`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from archviz.errors import CheckpointError
+
+from .assemble import INDEX_SUFFIX, Progress, assemble, index_shards, natural_key, parse_index
+from .header import PREFIX_BYTES, ParsedShard, check_header_length, parse_shard_bytes
+from .records import CheckpointInventory
+
+try:  # huggingface_hub >= 1.0 ships its HTTP client as httpx (renamed httpx2 in 2.x)
+    import httpx2 as _httpx
+except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
+    import httpx as _httpx  # type: ignore[no-redef]
+
+import huggingface_hub
+from huggingface_hub import HfApi, constants, hf_hub_url
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.utils import build_hf_headers, get_session  # type: ignore[attr-defined]
+
+if int(huggingface_hub.__version__.split(".")[0]) < 1:  # 0.x speaks `requests`, not httpx
+    raise ImportError(f"huggingface_hub {huggingface_hub.__version__} is installed")
+
+__all__ = ["MAX_WORKERS", "open_hf", "parse_hf_spec"]
+
+#: Shards fetched concurrently.
+MAX_WORKERS = 8
+_SPEC = re.compile(r"^hf://(?P<repo>[A-Za-z0-9][\w.\-]*(?:/[A-Za-z0-9][\w.\-]*)?)(?:@(?P<rev>[^\s@]+))?/?$")
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+_INDEX = f"model{INDEX_SUFFIX}"
+_AUTH_HINT = "log in with `hf auth login` or set HF_TOKEN, and accept the model's terms if it is gated"
+
+
+def parse_hf_spec(spec: str) -> tuple[str, str | None]:
+    """Split ``hf://owner/name[@revision]`` into ``(repo_id, revision or None)``."""
+    m = _SPEC.match(spec)
+    if m is None:
+        raise CheckpointError(
+            f"{spec}: not a Hugging Face spec", hint="write hf://owner/name or hf://owner/name@revision"
+        )
+    return m.group("repo"), m.group("rev")
+
+
+def _endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def _http_error(status: int, where: str, what: str, error_code: str | None = None) -> CheckpointError:
+    if status in (401, 403) or error_code == "GatedRepo":
+        return CheckpointError(f"{where}: access denied (HTTP {status}) {what}", hint=_AUTH_HINT)
+    if status == 404:
+        kind = {
+            "RepoNotFound": "repository not found",
+            "RevisionNotFound": "revision not found",
+            "EntryNotFound": "file not found",
+        }.get(error_code or "", "not found")
+        return CheckpointError(
+            f"{where}: {kind} (HTTP 404) {what}",
+            hint="check the repository name, the revision and your access (private repos need a token)",
+        )
+    if status == 416:
+        return CheckpointError(
+            f"{where}: server refused the byte range (HTTP 416) {what}",
+            hint="the file is shorter than its header claims or the server cannot serve ranges",
+        )
+    return CheckpointError(f"{where}: HTTP {status} {what}", hint="retry later; check HF_ENDPOINT")
+
+
+def _transport_error(e: Exception, where: str, timeout: float) -> CheckpointError:
+    if isinstance(e, _httpx.TimeoutException):
+        return CheckpointError(
+            f"{where}: no answer within {timeout:g} s ({type(e).__name__})",
+            hint="retry, or raise the timeout; check HF_ENDPOINT and your network",
+        )
+    if isinstance(e, OfflineModeIsEnabled):
+        return CheckpointError(f"{where}: HF_HUB_OFFLINE is set", hint="unset HF_HUB_OFFLINE or use a local checkpoint")
+    detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return CheckpointError(f"{where}: cannot reach the server ({detail})", hint="check HF_ENDPOINT and your network")
+
+
+class _Client:
+    """Range reads of one repository at one commit."""
+
+    def __init__(self, repo_id: str, commit: str, endpoint: str, timeout: float, token: str | bool | None) -> None:
+        self.repo_id = repo_id
+        self.commit = commit
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.headers = build_hf_headers(token=token)
+        self.headers["Accept-Encoding"] = "identity"  # byte offsets are about the file, not a compressed stream
+        self.session = get_session()
+
+    def url(self, filename: str) -> str:
+        return hf_hub_url(self.repo_id, filename, revision=self.commit, endpoint=self.endpoint)
+
+    def where(self, filename: str) -> str:
+        return f"hf://{self.repo_id}@{self.commit}/{filename}"
+
+    def get(self, filename: str) -> bytes:
+        """Whole small file (the index)."""
+        where = self.where(filename)
+        try:
+            r = self.session.get(self.url(filename), headers=self.headers, timeout=self.timeout)
+        except (_httpx.HTTPError, OfflineModeIsEnabled) as e:
+            raise _transport_error(e, where, self.timeout) from None
+        if r.status_code != 200:
+            raise _http_error(r.status_code, where, "fetching the index", r.headers.get("X-Error-Code"))
+        return r.content
+
+    def range(self, filename: str, start: int, end: int) -> tuple[bytes, int]:
+        """Bytes ``start..end`` (inclusive) and the file's total size from ``Content-Range``."""
+        where = self.where(filename)
+        headers = dict(self.headers)
+        headers["Range"] = f"bytes={start}-{end}"
+        what = f"reading bytes {start}-{end}"
+        try:
+            with self.session.stream("GET", self.url(filename), headers=headers, timeout=self.timeout) as r:
+                if r.status_code == 200:
+                    raise CheckpointError(
+                        f"{where}: server ignored the Range request and would send the whole file",
+                        hint="use an endpoint that supports HTTP range requests",
+                    )
+                if r.status_code != 206:
+                    raise _http_error(r.status_code, where, what, r.headers.get("X-Error-Code"))
+                m = _CONTENT_RANGE.match(r.headers.get("Content-Range", ""))
+                if m is None or m.group(3) == "*" or int(m.group(1)) != start:
+                    raise CheckpointError(
+                        f"{where}: bad Content-Range {r.headers.get('Content-Range')!r} answering {what}",
+                        hint="the server's range support is broken; retry later",
+                    )
+                limit = end - start + 1
+                chunks: list[bytes] = []
+                got = 0
+                for chunk in r.iter_bytes():
+                    chunks.append(chunk)
+                    got += len(chunk)
+                    if got > limit:
+                        raise CheckpointError(
+                            f"{where}: server sent more than the {limit} bytes asked for",
+                            hint="the server's range support is broken; retry later",
+                        )
+        except (_httpx.HTTPError, OfflineModeIsEnabled) as e:
+            raise _transport_error(e, where, self.timeout) from None
+        return b"".join(chunks), int(m.group(3))
+
+    def shard(self, filename: str) -> ParsedShard:
+        where = self.where(filename)
+        prefix, total = self.range(filename, 0, PREFIX_BYTES - 1)
+        n = check_header_length(prefix, total, where)
+        header = self.range(filename, PREFIX_BYTES, PREFIX_BYTES + n - 1)[0] if n else b""
+        return parse_shard_bytes(prefix, header, file_bytes=total, shard=filename, where=where)
+
+
+def _model_info(repo_id: str, revision: str, endpoint: str, timeout: float, token: str | bool | None) -> Any:
+    where = f"hf://{repo_id}@{revision}"
+    try:
+        return HfApi(endpoint=endpoint).model_info(repo_id, revision=revision, timeout=timeout, token=token)
+    except RevisionNotFoundError:
+        raise _http_error(404, where, "listing the repository", "RevisionNotFound") from None
+    except GatedRepoError:
+        raise _http_error(403, where, "listing the repository", "GatedRepo") from None
+    except RepositoryNotFoundError:
+        raise _http_error(404, where, "listing the repository", "RepoNotFound") from None
+    except HfHubHTTPError as e:
+        status = e.response.status_code if e.response is not None else 0
+        raise _http_error(status, where, "listing the repository") from None
+    except (_httpx.HTTPError, OfflineModeIsEnabled) as e:
+        raise _transport_error(e, where, timeout) from None
+    except ValueError as e:  # invalid repo id or revision (huggingface_hub validation)
+        raise CheckpointError(f"{where}: {str(e).splitlines()[0]}", hint="write hf://owner/name[@revision]") from None
+
+
+def open_hf(
+    spec: str,
+    *,
+    progress: Progress | None = None,
+    timeout: float = 10.0,
+    token: str | bool | None = None,
+    max_workers: int = MAX_WORKERS,
+) -> CheckpointInventory:
+    """Inventory of ``hf://owner/name[@revision]`` from shard headers fetched with HTTP range requests."""
+    repo_id, revision = parse_hf_spec(spec)
+    endpoint = _endpoint()
+    requested = revision or "main"
+    info = _model_info(repo_id, requested, endpoint, timeout, token)
+    commit = info.sha or requested
+    files = [s.rfilename for s in (info.siblings or [])]
+    client = _Client(repo_id, commit, endpoint, timeout, token)
+
+    weight_map = None
+    index_meta: dict[str, Any] = {}
+    if _INDEX in files:
+        weight_map, index_meta = parse_index(client.get(_INDEX), client.where(_INDEX))
+        names = index_shards(weight_map)
+        for name in names:
+            if name not in files:
+                raise CheckpointError(
+                    f"{client.where(_INDEX)}: index names shard {name!r}, which the repository does not hold",
+                    hint="the repository is incomplete at this revision; try another revision",
+                )
+    else:
+        names = sorted((f for f in files if f.endswith(".safetensors") and "/" not in f), key=natural_key)
+    if not names:
+        pickles = [f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt"))]
+        if pickles:
+            raise CheckpointError(
+                f"hf://{repo_id}@{commit}: only pickle checkpoints ({pickles[0]}, ...), which archviz never reads",
+                hint="pick a revision or a repository with .safetensors weights",
+            )
+        raise CheckpointError(
+            f"hf://{repo_id}@{commit}: no .safetensors files at the top level",
+            hint="check the repository name and revision",
+        )
+
+    parsed: dict[str, ParsedShard] = {}
+    total = len(names)
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, total))) as pool:
+        futures: dict[Future[ParsedShard], str] = {pool.submit(client.shard, n): n for n in names}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for f in done:
+                if f.exception() is not None:
+                    for p in pending:
+                        p.cancel()
+                    raise f.exception()  # type: ignore[misc]
+                parsed[futures[f]] = f.result()
+                if progress is not None:
+                    progress(len(parsed), total, futures[f])
+    meta: dict[str, Any] = {"model": repo_id}
+    if index_meta:
+        meta["index"] = index_meta
+    if revision is not None and revision != commit:
+        meta["requested_revision"] = revision
+    return assemble(
+        [parsed[n] for n in names],
+        source=f"hf://{repo_id}@{commit}",
+        revision=commit,
+        weight_map=weight_map,
+        index_where=client.where(_INDEX),
+        metadata=meta,
+    )

@@ -1,0 +1,194 @@
+"""Views of a comparison (the ``checkpoint`` extra): rows for tables, GitHub annotations, rich renderables.
+
+Pure functions of the JSON-able result; nothing here prints (the CLI does).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .compare import compress_names
+
+__all__ = ["problem_modules", "checkpoint_only_groups", "note_groups", "summary_rows", "github_lines",
+           "summary_table", "problems_table", "checkpoint_only_table", "notes_table"]
+
+
+def _n(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def problem_modules(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The deepest modules whose verdict is not ``match`` (none of their descendants is also listed), with
+    identical rows over layer/expert indices collapsed: ``encoder.layer.{0-5}.intermediate.dense``."""
+    modules: Mapping[str, Mapping[str, Any]] = result.get("modules") or {}
+    bad = [p for p, v in modules.items() if v.get("verdict") not in ("match", "checkpoint-only")]
+    bad_set = set(bad)
+    has_bad_child: set[str] = set()
+    for p in bad:
+        q = p
+        while q:
+            q = q.rsplit(".", 1)[0] if "." in q else ""
+            if q in bad_set:
+                if q in has_bad_child:
+                    break
+                has_bad_child.add(q)
+    leaves = [p for p in bad if p not in has_bad_child]
+    groups: dict[tuple, list[str]] = {}
+    for p in leaves:
+        v = modules[p]
+        key = (v.get("verdict"), v.get("model"), v.get("checkpoint"), v.get("checkpoint_only", 0),
+               tuple(v.get("notes", ())))
+        groups.setdefault(key, []).append(p)
+    rows = []
+    for (verdict, model, ck, ck_only, notes), paths in groups.items():
+        for name in compress_names(paths):
+            rows.append({"module": name or "(root)", "verdict": verdict, "model": model, "checkpoint": ck,
+                         "checkpoint_only": ck_only, "difference": (model or 0) - (ck or 0), "notes": list(notes)})
+    return rows
+
+
+def checkpoint_only_groups(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Checkpoint-only tensors by kind: how many, their elements, a few example names."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in result.get("checkpoint_only") or ():
+        g = out.setdefault(c["kind"], {"kind": c["kind"], "tensors": 0, "elements": 0, "explained": c["explained"],
+                                       "names": []})
+        n = int(c.get("count") or 1)
+        g["tensors"] += n
+        g["elements"] += int(c["elements"]) * n
+        g["names"].append((c["name"], f"{c['dtype']} [{', '.join(str(x) for x in c['shape'])}]"))
+    for g in out.values():
+        by_name = dict(g["names"])
+        names = compress_names(n for n, _ in g["names"])
+        g["examples"] = [f"{n} ({by_name[n]})" if n in by_name else n for n in names[:3]] + (
+            [f"… {len(names) - 3} more"] if len(names) > 3 else [])
+        del g["names"]
+    return sorted(out.values(), key=lambda g: (g["explained"], -g["elements"]))
+
+
+def note_groups(result: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """Distinct notes of matching tensors (dtype differences, dequantization, fusing) with how many tensors."""
+    counts: dict[str, int] = {}
+    for e in result.get("tensors") or ():
+        if e.get("verdict") == "match" and e.get("note"):
+            counts[e["note"]] = counts.get(e["note"], 0) + int(e.get("count") or 1)
+    return sorted(counts.items(), key=lambda kv: -kv[1])
+
+
+def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    s = result.get("summary") or {}
+    t = s.get("tensors") or {}
+    kinds = s.get("checkpoint_only_kinds") or {}
+    rows = [
+        ("verdict", str(result.get("verdict"))),
+        ("checkpoint", str(result.get("source")) + (f" @ {result['revision'][:12]}" if result.get("revision") else "")),
+        ("rules", str((result.get("rules") or {}).get("ruleset", {}).get("name"))),
+        ("model parameters", _n(s.get("model_parameters"))),
+        ("checkpoint parameters", _n(s.get("checkpoint_parameters"))),
+        ("matched", f"{_n(s.get('matched'))} ({_n(t.get('match', 0))} tensors)"),
+        ("mismatched", f"{_n(s.get('mismatched'))} ({_n(t.get('mismatch', 0))} tensors)"),
+        ("missing from checkpoint", f"{_n(s.get('missing'))} ({_n(t.get('missing', 0))} tensors)"),
+        ("checkpoint-only", f"{_n(s.get('checkpoint_only'))} elements ({_n(t.get('checkpoint-only', 0))} tensors"
+                            + (": " + ", ".join(f"{v:,} {k}" for k, v in kinds.items()) if kinds else "") + ")"),
+        ("scales paired", _n((s.get("scales") or {}).get("paired", 0))),
+        ("notes", _n(s.get("notes_count"))),
+    ]
+    return rows
+
+
+def _escape_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_prop(s: str) -> str:
+    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_lines(result: Mapping[str, Any], file: str | None = None, limit: int = 50) -> list[str]:
+    """GitHub workflow commands: one ``::error`` per problem module (both counts) and per unexplained
+    checkpoint-only group, then a ``::notice`` with the summary."""
+    lines = []
+    fprop = f"file={_escape_prop(file)}," if file else ""
+    rows = problem_modules(result)
+    for r in rows[:limit]:
+        msg = f"{r['module']}: {r['verdict']}: model {_n(r['model'])} parameters, checkpoint {_n(r['checkpoint'])}"
+        if r["checkpoint_only"]:
+            msg += f" (+{_n(r['checkpoint_only'])} checkpoint-only)"
+        if r["notes"]:
+            msg += " — " + "; ".join(r["notes"][:3])
+        lines.append(f"::error {fprop}title={_escape_prop('archviz check: ' + str(r['verdict']))}::{_escape_data(msg)}")
+    if len(rows) > limit:
+        lines.append(f"::error {fprop}title=archviz check::{len(rows) - limit} more modules differ")
+    for g in checkpoint_only_groups(result):
+        if not g["explained"]:
+            msg = (f"{g['tensors']:,} checkpoint tensors ({g['elements']:,} elements) map to no model tensor: "
+                   + ", ".join(g["examples"]))
+            lines.append(f"::error {fprop}title=archviz check: unmapped checkpoint tensors::{_escape_data(msg)}")
+    s = result.get("summary") or {}
+    msg = (f"{result.get('verdict')}: model {_n(s.get('model_parameters'))} parameters, checkpoint "
+           f"{_n(s.get('checkpoint_parameters'))}; matched {_n(s.get('matched'))}, mismatched {_n(s.get('mismatched'))}"
+           f", missing {_n(s.get('missing'))}, checkpoint-only {_n(s.get('checkpoint_only'))} elements")
+    lines.append(f"::notice {fprop}title=archviz check::{_escape_data(msg)}")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# rich renderables
+
+
+def summary_table(result: Mapping[str, Any]) -> Any:
+    from rich.table import Table
+
+    ok = result.get("verdict") == "match"
+    t = Table(title=f"checkpoint check: [{'green' if ok else 'red'}]{result.get('verdict')}[/]", show_header=False,
+              title_justify="left")
+    t.add_column("", style="bold", no_wrap=True)
+    t.add_column("", justify="left", overflow="fold")
+    for k, v in summary_rows(result):
+        t.add_row(k, v)
+    return t
+
+
+def problems_table(rows: Sequence[Mapping[str, Any]], limit: int = 40) -> Any:
+    from rich.table import Table
+
+    t = Table(title="modules that differ", title_justify="left")
+    t.add_column("module / notes", overflow="fold", ratio=1)
+    t.add_column("verdict", no_wrap=True)
+    t.add_column("model", justify="right", no_wrap=True)
+    t.add_column("checkpoint", justify="right", no_wrap=True)
+    t.add_column("model − ckpt", justify="right", no_wrap=True)
+    for r in rows[:limit]:
+        t.add_row(r["module"], f"[red]{r['verdict']}[/]", _n(r["model"]), _n(r["checkpoint"]),
+                  f"{r['difference']:+,}")
+        for note in r["notes"][:3]:
+            t.add_row(f"[dim]  {note}[/]", "", "", "", "")
+    if len(rows) > limit:
+        t.add_row(f"… {len(rows) - limit} more (--json lists them all)", "", "", "", "")
+    return t
+
+
+def checkpoint_only_table(groups: Sequence[Mapping[str, Any]]) -> Any:
+    from rich.table import Table
+
+    t = Table(title="checkpoint-only tensors", title_justify="left")
+    for col, j in (("kind", "left"), ("tensors", "right"), ("elements", "right"), ("explained", "left"),
+                   ("examples", "left")):
+        t.add_column(col, justify=j, overflow="fold")
+    for g in groups:
+        t.add_row(g["kind"], _n(g["tensors"]), _n(g["elements"]), "yes" if g["explained"] else "[red]no[/]",
+                  "\n".join(g["examples"]))
+    return t
+
+
+def notes_table(notes: Sequence[tuple[str, int]], limit: int = 12) -> Any:
+    from rich.table import Table
+
+    t = Table(title="notes (matching tensors; not mismatches)", title_justify="left")
+    t.add_column("tensors", justify="right")
+    t.add_column("note", overflow="fold")
+    for note, n in notes[:limit]:
+        t.add_row(_n(n), note)
+    if len(notes) > limit:
+        t.add_row("", f"… {len(notes) - limit} more distinct notes (--json lists every tensor)")
+    return t

@@ -1,0 +1,206 @@
+"""``open_checkpoint``: one entry point for every kind of checkpoint source.
+
+Accepted specs:
+
+1. a ``.safetensors`` file;
+2. a ``*.safetensors.index.json`` (its ``weight_map`` names the shards, read from the index's folder);
+3. a folder: its ``model.safetensors.index.json`` (or the single ``*.safetensors.index.json``) if present, else
+   every ``*.safetensors`` in it, in natural order;
+4. a header-only manifest (``.json`` or ``.json.gz``; archviz-manifest/1 or header-audit, see ``FORMATS.md``);
+5. ``hf://owner/name[@revision]``: a Hugging Face repository, read with HTTP range requests;
+6. a pickle checkpoint (``.bin``, ``.pt``, ``.pth``, ``.ckpt``, ``.pkl``): refused, never opened.
+
+Only the 8-byte length prefix and the JSON header of each shard are read; tensor data never is.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from archviz.errors import CheckpointError
+
+from .assemble import INDEX_SUFFIX, Progress, assemble, index_shards, natural_key, parse_index
+from .header import ParsedShard, read_local_shard
+from .manifest import inventory_from_manifest, load_json_file
+from .records import CheckpointInventory
+
+__all__ = ["PICKLE_SUFFIXES", "open_checkpoint", "open_folder", "open_index", "open_safetensors"]
+
+#: Suffixes of PyTorch pickle/zip checkpoints, refused without being opened.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+_PICKLE_HINT = (
+    "archviz never unpickles checkpoints (unpickling can run arbitrary code); "
+    "convert it to .safetensors, or pass the repository's .safetensors files, index or a manifest"
+)
+HF_SCHEME = "hf://"
+
+
+def _refuse_pickle(where: str) -> CheckpointError:
+    return CheckpointError(f"{where}: pickle checkpoints are not read", hint=_PICKLE_HINT)
+
+
+def _report(progress: Progress | None, done: int, total: int, label: str) -> None:
+    if progress is not None:
+        progress(done, total, label)
+
+
+def open_safetensors(path: str | os.PathLike[str], *, progress: Progress | None = None) -> CheckpointInventory:
+    """Inventory of a single ``.safetensors`` file."""
+    where = os.fspath(path)
+    parsed = read_local_shard(where)
+    _report(progress, 1, 1, parsed.shard.name)
+    return assemble([parsed], source=where)
+
+
+def _read_shards(folder: Path, names: list[str], progress: Progress | None, where: str) -> list[ParsedShard]:
+    out: list[ParsedShard] = []
+    total = len(names)
+    for i, name in enumerate(names, 1):
+        path = folder / name
+        if not path.is_file():
+            raise CheckpointError(
+                f"{where}: shard {name!r} is missing (expected at {path})",
+                hint="download the missing shard, or fix the index",
+            )
+        out.append(read_local_shard(path, shard=name))
+        _report(progress, i, total, name)
+    return out
+
+
+def _check_shard_name(name: str, where: str) -> None:
+    p = Path(name)
+    if p.is_absolute() or ".." in p.parts or name.startswith(("/", "\\")):
+        raise CheckpointError(f"{where}: shard name {name!r} points outside the index's folder")
+    if name.endswith(PICKLE_SUFFIXES):
+        raise _refuse_pickle(f"{where}: shard {name!r}")
+
+
+def open_index(path: str | os.PathLike[str], *, progress: Progress | None = None) -> CheckpointInventory:
+    """Inventory of a ``*.safetensors.index.json`` and the shards it names (next to it)."""
+    where = os.fspath(path)
+    try:
+        data = Path(where).read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{where}: no such file", hint="check the path") from None
+    except OSError as e:
+        raise CheckpointError(f"{where}: cannot read ({e.strerror})") from None
+    weight_map, index_meta = parse_index(data, where)
+    names = index_shards(weight_map)
+    for name in names:
+        _check_shard_name(name, where)
+    parsed = _read_shards(Path(where).parent, names, progress, where)
+    return assemble(
+        parsed,
+        source=where,
+        weight_map=weight_map,
+        index_where=where,
+        metadata={"index": index_meta} if index_meta else None,
+    )
+
+
+def open_folder(path: str | os.PathLike[str], *, progress: Progress | None = None) -> CheckpointInventory:
+    """Inventory of a folder: through its index when it has one, else of all its ``*.safetensors`` files."""
+    folder = Path(path)
+    where = os.fspath(path)
+    standard = folder / f"model{INDEX_SUFFIX}"
+    if standard.is_file():
+        return replace(open_index(standard, progress=progress), source=where)
+    indexes = sorted(p.name for p in folder.glob(f"*{INDEX_SUFFIX}"))
+    if len(indexes) == 1:
+        return replace(open_index(folder / indexes[0], progress=progress), source=where)
+    names = sorted((p.name for p in folder.glob("*.safetensors") if p.is_file()), key=natural_key)
+    if not names:
+        if len(indexes) > 1:
+            raise CheckpointError(
+                f"{where}: holds several indexes ({', '.join(indexes)}) and no loose shards",
+                hint="pass the index you mean",
+            )
+        pickles = sorted(p.name for p in folder.iterdir() if p.name.endswith(PICKLE_SUFFIXES))
+        if pickles:
+            raise _refuse_pickle(f"{where}: only pickle checkpoints here ({pickles[0]}, ...)")
+        raise CheckpointError(
+            f"{where}: no *.safetensors files and no *{INDEX_SUFFIX}",
+            hint="pass the folder that holds the checkpoint's shards",
+        )
+    parsed = _read_shards(folder, names, progress, where)
+    return assemble(parsed, source=where)
+
+
+def _open_json(where: str, progress: Progress | None) -> CheckpointInventory:
+    if where.endswith(INDEX_SUFFIX):
+        return open_index(where, progress=progress)
+    obj = load_json_file(where)
+    if isinstance(obj, dict) and "weight_map" in obj:
+        if where.endswith((".bin.index.json", ".pt.index.json")):
+            raise _refuse_pickle(where)
+        return open_index(where, progress=progress)
+    inv = inventory_from_manifest(obj, source=where)
+    _report(progress, 1, 1, os.path.basename(where))
+    return inv
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: reading a big checkpoint allocates ~10 small acyclic objects per tensor
+    (JSON dicts, lists, TensorInfo), and the collector's rescans of them cost as much as the reading itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def open_checkpoint(
+    spec: str | os.PathLike[str],
+    *,
+    progress: Progress | None = None,
+    timeout: float = 10.0,
+    token: str | bool | None = None,
+) -> CheckpointInventory:
+    """Read a checkpoint's headers and return its :class:`CheckpointInventory`; never reads tensor data.
+
+    ``spec`` is a ``.safetensors`` file, a ``*.safetensors.index.json``, a folder, a header-only manifest
+    (``.json``/``.json.gz``) or ``hf://owner/name[@revision]``. ``progress(done, total, label)`` is called after
+    each shard. ``timeout`` (seconds) and ``token`` apply to ``hf://`` only (``token=None`` uses the
+    logged-in Hugging Face token if any; ``HF_ENDPOINT`` selects the server).
+
+    Raises :class:`~archviz.errors.CheckpointError` for anything unusable — missing or damaged files,
+    inconsistent indexes, pickle checkpoints, HTTP errors and timeouts.
+    """
+    with _collector_paused():
+        return _open(spec, progress, timeout, token)
+
+
+def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: float, token: str | bool | None
+          ) -> CheckpointInventory:
+    text = os.fspath(spec)
+    if text.startswith(HF_SCHEME):
+        try:
+            from .remote import open_hf  # imports huggingface_hub only when needed
+        except ImportError as e:
+            raise CheckpointError(
+                f"{text}: reading Hugging Face repositories needs huggingface_hub >= 1.0 ({e})",
+                hint="pip install 'archviz[hf]', or download the checkpoint and pass its folder",
+            ) from None
+        return open_hf(text, progress=progress, timeout=timeout, token=token)
+    path = Path(text)
+    lower = text.lower()
+    if lower.endswith(PICKLE_SUFFIXES) or lower.endswith((".bin.index.json", ".pt.index.json")):
+        raise _refuse_pickle(text)
+    if path.is_dir():
+        return open_folder(path, progress=progress)
+    if not path.exists():
+        hint = "check the path"
+        if text.count("/") == 1 and not text.startswith((".", "/")):
+            hint = f"for a Hugging Face repository write hf://{text}"
+        raise CheckpointError(f"{text}: no such file or folder", hint=hint)
+    if lower.endswith((".json", ".json.gz", ".gz")):
+        return _open_json(text, progress)
+    return open_safetensors(text, progress=progress)

@@ -1,0 +1,178 @@
+"""`archviz check` (model vs checkpoint headers) and `archviz manifest` (a header-only manifest for CI).
+
+Registered on `archviz.cli.app` when `archviz.cli` imports this module.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .cli import (
+    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, SourceArg, TokenizerOpt, WorldSizeOpt, app,
+    atomic_write, emit_json, err, handled, load_record, out, progress_bar, spinner,
+)
+from .errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
+
+CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safetensors file, shard folder, "
+                                                                        "*.safetensors.index.json, manifest "
+                                                                        "(.json/.json.gz) or hf://owner/name[@rev]")]
+RulesOpt = Annotated[Optional[str], typer.Option("--rules", help="a rules file (JSON, or TOML on Python 3.11+): "
+                                                                 "renames, fuse, ignore, explain; see "
+                                                                 "archviz/checkpoint/rules/")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | github (workflow annotations) | json")]
+
+
+def _records_file(source: str) -> bool:
+    """A records JSON written by `archviz walk` (it starts with the schema key)."""
+    if not source.endswith(".json") or not os.path.isfile(source):
+        return False
+    try:
+        with open(source, "rb") as f:
+            head = f.read(64)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b'{') and b'"schema"' in head and b"archviz.records" in head
+
+
+def _load_source(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
+                 tokenizer: str | None, world_size: int | None, rank: int | None) -> Any:
+    if _records_file(source) and not config and not sets:
+        from .records import loads
+
+        with open(source, encoding="utf-8") as f:
+            try:
+                return loads(f.read())
+            except (ValueError, KeyError, TypeError) as e:
+                raise ArchvizError(f"{source}: not a usable records file ({e})",
+                                   hint="write one with `archviz walk SOURCE -o records.json`") from None
+    return load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False)
+
+
+@app.command()
+def check(
+    source: SourceArg,
+    checkpoint: CheckpointOpt,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    world_size: WorldSizeOpt = None,
+    rank: RankOpt = None,
+    rules: RulesOpt = None,
+    format_: FormatOpt = "table",
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write the records, with the "
+                                                                         "comparison, as JSON")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="rows per table")] = 40,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Compare the model with a checkpoint's headers: exit 0 when they match, 1 when they differ, 2 on bad input.
+
+    Names are mapped by data-driven rules (identity, common prefixes, transformers' conversions, the DeepSeek
+    reference loaders, --rules); fp8/fp4 weights pair with their scales; dtype differences are notes."""
+    from .checkpoint.compare import EXTRA_KEY, compare
+    from .checkpoint.report import (
+        checkpoint_only_groups, checkpoint_only_table, github_lines, note_groups, notes_table, problem_modules,
+        problems_table, summary_table,
+    )
+    from .checkpoint.rules import load_rules
+
+    fmt = "json" if json_ else format_.lower()
+    with handled(debug):
+        if fmt not in ("table", "github", "json"):
+            raise ArchvizError(f"--format {format_!r}: unknown format", hint="use table, github or json")
+        rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model build
+        from .checkpoint import open_checkpoint
+
+        with progress_bar(f"reading {checkpoint}") as cb:
+            inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)))
+        record = _load_source(source, config, set_, model_class, tokenizer, world_size, rank)
+        with spinner("comparing"):
+            record = compare(record, inventory, rule_set)
+        result = record.extra(EXTRA_KEY)
+        if output:
+            from .records import dumps
+
+            atomic_write(output, dumps(record) + "\n")
+        if fmt == "json":
+            emit_json(result)
+        elif fmt == "github":
+            file = source if os.path.isfile(source) else (config or checkpoint)
+            for line in github_lines(result, file=file, limit=limit):
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            out.print(summary_table(result))
+            rows = problem_modules(result)
+            if rows:
+                out.print(problems_table(rows, limit))
+            groups = checkpoint_only_groups(result)
+            if groups:
+                out.print(checkpoint_only_table(groups))
+            notes = note_groups(result)
+            if notes:
+                out.print(notes_table(notes, min(limit, 12)))
+        if output and fmt != "json":
+            err.print(f"wrote records with the comparison to {output}")
+        raise typer.Exit(EXIT_OK if result["verdict"] == "match" else EXIT_MISMATCH)
+
+
+@app.command()
+def manifest(
+    checkpoint: Annotated[str, typer.Argument(help=".safetensors file, shard folder, *.safetensors.index.json, "
+                                                   "manifest or hf://owner/name[@rev]")],
+    output: Annotated[str, typer.Option("--output", "-o", help="manifest to write; gzip'd when it ends in .gz")],
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Write a header-only manifest (names, dtypes, shapes, shard sizes; no weights), small enough to commit, so CI
+    can `archviz check` a model against it without downloading the checkpoint."""
+    from .checkpoint import open_checkpoint, write_manifest
+
+    with handled(debug):
+        with progress_bar(f"reading {checkpoint}") as cb:
+            inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)))
+        target = os.path.abspath(output)
+        folder = os.path.dirname(target)
+        if not os.path.isdir(folder):
+            raise CheckpointError(f"cannot write {output}: folder {folder} does not exist")
+        suffix = ".gz" if output.endswith(".gz") else ".json"
+        fd, tmp = tempfile.mkstemp(prefix=".archviz-", suffix=suffix, dir=folder)
+        os.close(fd)
+        try:
+            write_manifest(inventory, tmp)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        size = os.path.getsize(target)
+        info = {"output": output, "source": inventory.source, "revision": inventory.revision,
+                "shards": len(inventory.shards), "tensors": len(inventory.tensors), "bytes": size}
+        if json_:
+            emit_json(info)
+        else:
+            err.print(f"wrote {len(inventory.tensors):,} tensors of {len(inventory.shards):,} shards to {output} "
+                      f"({size:,} bytes)")
+
+
+def _also_on_main() -> None:
+    """`python -m archviz.cli` runs cli.py as `__main__`, and our `from .cli import app` loads a second copy of it:
+    register the commands on the running `__main__` app as well, or that invocation would not know them."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    other = getattr(main, "app", None)
+    if spec is not None and spec.name == "archviz.cli" and isinstance(other, typer.Typer) and other is not app:
+        known = {c.callback for c in other.registered_commands}
+        for fn in (check, manifest):
+            if fn not in known:
+                other.command()(fn)
+
+
+_also_on_main()
+
+__all__ = ["check", "manifest"]
