@@ -204,7 +204,15 @@ class _Kinds:
         sigs: list[tuple] = []
         kid: dict[str, int] = {}
         suspects: list[str] = []
-        tensor_key = operator.attrgetter("name", "kind", "shape", "dtype", "elements", "persistent", "packing")
+        plain_key = operator.attrgetter("name", "kind", "shape", "dtype", "elements", "persistent", "packing")
+
+        def tensor_key(t: Any) -> tuple:
+            # A buffer shared by several modules (DeepSeek-V4.1 caches `freqs_cis`) is counted where first seen and
+            # an alias elsewhere; structurally every holder has the same buffer, so the alias does not make a kind.
+            if t.kind == "alias" and t.persistent is not None:
+                return (t.name, "buffer", t.shape, t.dtype, t.storage_elements, t.persistent, t.packing)
+            return plain_key(t)
+
         by_class = bool(self.drop)
         drop_classes = {c for c, _ in self.drop}
         fcache: dict[tuple, tuple] = {}  # attributes -> attributes that are not numbering (cached: most repeat)
