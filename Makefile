@@ -23,7 +23,8 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 site: install
-	$(BIN)/archviz build data/deepseek-v4-flash/config.json -o site
+	$(BIN)/archviz build examples/deepseek-v4-flash/config.json \
+		--checkpoint examples/deepseek-v4-flash/manifest.json.gz -o site
 
 test: install-test
 	$(BIN)/python -m pytest
