@@ -125,6 +125,9 @@ class ModuleRecord:
     called: bool | None = None
     assumptions: tuple[str, ...] = ()
     kernels: tuple[str, ...] = ()  # stubbed kernels this module's forward called
+    dims: tuple[tuple[int, str], ...] = ()  # widths named by the expression that built the module, e.g.
+    #                                          (8192, "n_groups × o_lora_rank") from `RowParallelLinear(self.n_groups
+    #                                          * args.o_lora_rank, self.dim)` in the parent's __init__
 
     @property
     def name(self) -> str:
@@ -293,6 +296,7 @@ def _decode_module(d: dict) -> ModuleRecord:
         called=d.get("called"),
         assumptions=tuple(d.get("assumptions", ())),
         kernels=tuple(d.get("kernels", ())),
+        dims=tuple((int(v), str(n)) for v, n in d.get("dims", ())),
     )
 
 

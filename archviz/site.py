@@ -326,22 +326,25 @@ class DimNames:
         self.width = next((config[k] for k in _WIDTH_KEYS if isinstance(config.get(k), int)), None)
         self.width_key = next((k for k in _WIDTH_KEYS if isinstance(config.get(k), int)), None)
 
-    def name(self, d: int) -> str | None:
+    def name(self, d: int, local: Mapping[int, str] | None = None) -> str | None:
+        if local and d in local:
+            return local[d]
         s = self.single.get(d)
         if s:
             return s[0] if len(s) == 1 else None
         p = self.product.get(d)
         return p[0] if p and len(p) == 1 else None
 
-    def dim(self, d: int | str) -> str:
+    def dim(self, d: int | str, local: Mapping[int, str] | None = None) -> str:
         if isinstance(d, str):
             word = _SYMBOLS.get(d)
             return f"{d} {word}" if word else d
-        n = self.name(d)
+        n = self.name(d, local)
         return f"{d} {n}" if n else str(d)
 
-    def shape(self, dims: Sequence[int | str]) -> str:
-        return "[" + ", ".join(self.dim(d) for d in dims) + "]"
+    def shape(self, dims: Sequence[int | str], local: Mapping[int, str] | None = None) -> str:
+        """`local`: the module's own width names (from the expression that built it) come first."""
+        return "[" + ", ".join(self.dim(d, local) for d in dims) + "]"
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -645,7 +648,7 @@ def describe(m: ModuleRecord, names: DimNames, child_count: int) -> str:
     low = cls.lower()
     if lin:
         i, o = lin
-        inn = names.name(i)
+        inn = names.name(i, dict(m.dims))
         src = f"the {fmt.count(i)} {'(' + inn + ') ' if inn and inn != names.width_key else ''}input features"
         if names.width is not None and i == names.width:
             src = f"the model width ({fmt.count(i)})"
@@ -668,7 +671,7 @@ def describe(m: ModuleRecord, names: DimNames, child_count: int) -> str:
         return first if len(first) <= 240 else first[:239] + "…"
     if m.calls and m.calls[0].inputs and m.calls[0].outputs:
         c = m.calls[0]
-        return f"{cls}: {names.shape(c.inputs[0])} in, {names.shape(c.outputs[0])} out."
+        return f"{cls}: {names.shape(c.inputs[0], dict(m.dims))} in, {names.shape(c.outputs[0], dict(m.dims))} out."
     parts = f"{child_count} parts, " if child_count else ""
     return f"{cls}: {parts}{fmt.count(m.totals.parameters)} parameters per instance."
 
@@ -975,8 +978,8 @@ class ModelSite:
         shapes = None
         if calls:
             c = calls[0]
-            shapes = {"inputs": [self.names.shape(s) for s in c.inputs],
-                      "outputs": [self.names.shape(s) for s in c.outputs],
+            shapes = {"inputs": [self.names.shape(s, dict(m.dims)) for s in c.inputs],
+                      "outputs": [self.names.shape(s, dict(m.dims)) for s in c.outputs],
                       "input_dtypes": list(c.input_dtypes), "output_dtypes": list(c.output_dtypes),
                       "calls": len(calls)}
         rows, notes = self.calculation(n, m)

@@ -60,6 +60,7 @@ def module_json(record: ModelRecord, path: str, *, children: bool = True) -> dic
         "assumptions": list(m.assumptions),
         "source": {k: full[k] for k in ("class_span", "init_span", "forward_span")},
         "doc": m.doc,
+        "dim_names": {str(v): n for v, n in m.dims},
     }
     grouping = record.extra("grouping")
     if grouping:

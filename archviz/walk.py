@@ -146,6 +146,72 @@ class _Spans:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# Widths named by the code that built a module: `self.wo_b = RowParallelLinear(self.n_groups * args.o_lora_rank,
+# self.dim)` names in_features "n_groups × o_lora_rank" and out_features "dim".
+
+_PREFIXES = re.compile(r"\b(?:self\.config|self\.args|self|args|config|params)\.")
+
+
+def _humanize(expr: str) -> str | None:
+    text = " ".join(expr.split())
+    if re.fullmatch(r"[\d_]+", text):
+        return None
+    text = _PREFIXES.sub("", text)
+    text = text.replace(" * ", " × ").replace(" // ", " ÷ ").replace("**", "^")
+    return text if len(text) <= 60 else None
+
+
+@functools.lru_cache(maxsize=None)
+def _ctor_widths(file: str, start: int, end: int) -> dict[str, tuple[str | None, str | None]]:
+    """attribute -> (first argument, second argument) of every `self.<attr> = Call(a, b, ...)` in lines [start, end]
+    of `file` (a class's __init__), as source text."""
+    try:
+        with open(file, encoding="utf-8") as f:
+            lines = f.read().splitlines()[start - 1:end]
+    except (OSError, UnicodeDecodeError):
+        return {}
+    import textwrap
+
+    src = textwrap.dedent("\n".join(lines))
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return {}
+    out: dict[str, tuple[str | None, str | None]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.value, ast.Call):
+            continue
+        t = node.targets[0]
+        if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"):
+            continue
+        call = node.value
+        args = [ast.get_source_segment(src, a) for a in call.args[:2]]
+        kw = {k.arg: ast.get_source_segment(src, k.value) for k in call.keywords if k.arg}
+        first = kw.get("in_features", args[0] if args else None)
+        second = kw.get("out_features", args[1] if len(args) > 1 else None)
+        out.setdefault(t.attr, (first, second))
+    return out
+
+
+def _named_dims(mod: Any, name: str, parent_init: SourceSpan | None, files: dict[str, str]) -> tuple:
+    inf, outf = getattr(mod, "in_features", None), getattr(mod, "out_features", None)
+    if not (isinstance(inf, int) and isinstance(outf, int)) or parent_init is None or not name:
+        return ()
+    absolute = files.get(parent_init.file)
+    if not absolute:
+        return ()
+    exprs = _ctor_widths(absolute, parent_init.start, parent_init.end).get(name)
+    if not exprs:
+        return ()
+    out = []
+    for value, expr in ((inf, exprs[0]), (outf, exprs[1])):
+        label = _humanize(expr) if expr else None
+        if label and all(v != value for v, _ in out):
+            out.append((value, label))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Tensor classification
 
 
@@ -399,15 +465,21 @@ def walk(built: Built, progress: Progress | None = None) -> ModelRecord:
     own: dict[str, Totals] = {}
     partial: list[tuple] = []
     children_of: dict[str, list[str]] = {}
+    init_of: dict[str, SourceSpan | None] = {}
     for i, (path, mod) in enumerate(entries):
         tensors = classify_module(mod, path, seen)
         cls = type(mod)
         class_span, init_span, forward_span, doc = spans.for_class(cls)
+        init_of[path] = init_span
         own[path] = own_totals(tensors)
         if path:
             parent = path.rsplit(".", 1)[0] if "." in path else ""
             children_of.setdefault(parent, []).append(path)
-        partial.append((path, cls, tensors, class_span, init_span, forward_span, doc, _attributes(mod)))
+        dims = ()
+        if path and hasattr(mod, "in_features"):
+            parent_path = path.rsplit(".", 1)[0] if "." in path else ""
+            dims = _named_dims(mod, path.rsplit(".", 1)[-1], init_of.get(parent_path), spans.files)
+        partial.append((path, cls, tensors, class_span, init_span, forward_span, doc, _attributes(mod), dims))
         if progress is not None and i % step == 0:
             progress(i, n)
     # Totals bottom-up: children come after their parent in pre-order, so a reverse pass sees them first.
@@ -420,8 +492,8 @@ def walk(built: Built, progress: Progress | None = None) -> ModelRecord:
     records = tuple(
         ModuleRecord(path=path, class_name=cls.__qualname__, class_module=cls.__module__,
                      children=tuple(children_of.get(path, ())), tensors=tensors, totals=totals[path], own=own[path],
-                     class_span=cs, init_span=ins, forward_span=fs, doc=doc, attributes=attrs)
-        for path, cls, tensors, cs, ins, fs, doc, attrs in partial
+                     class_span=cs, init_span=ins, forward_span=fs, doc=doc, attributes=attrs, dims=dims)
+        for path, cls, tensors, cs, ins, fs, doc, attrs, dims in partial
     )
     if progress is not None:
         progress(n, n)
