@@ -110,7 +110,7 @@ def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
 def load_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
                 tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool = False,
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
-                kernel_rules: str | None = None) -> Any:
+                kernel_rules: str | None = None, names: str | None = None) -> Any:
     from . import build
     from .walk import walk
 
@@ -134,7 +134,9 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
         except ImportError:
             group = None
         if group is not None:
-            record = group(record)
+            from .grouping import load_names
+
+            record = group(record, names=load_names(names) if names else None)
     return record
 
 
@@ -206,6 +208,8 @@ def inspect(
     = None,
     seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")] = None,
     kernel_rules: KernelRulesOpt = None,
+    names: Annotated[Optional[str], typer.Option("--names", help="titles of grouped nodes: a TOML/JSON file mapping "
+                                                                 "paths, globs or classes to names")] = None,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -217,7 +221,7 @@ def inspect(
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes and _shapes_available(), batch=batch, seq=seq, grouping=not flat,
-                             kernel_rules=kernel_rules)
+                             kernel_rules=kernel_rules, names=names)
         path = resolve_target(record, target or [])
         if json_:
             emit_json(module_json(record, path))
