@@ -22,6 +22,8 @@ import sys
 import tempfile
 from typing import Any
 
+TITLE = "Issue 5 — checkpoint headers: archviz beside a plain safetensors.safe_open loop"
+GOAL = "goal: ≤ 0.5 s for the manifest, and no slower than the plain loop (ratio ≤ 1)"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 V3_MANIFEST = os.path.join(ROOT, "tests", "data", "checkpoints", "deepseek-v3.manifest.json.gz")
 PEER = "safetensors.safe_open loop: V3, 163 sparse shards (names, dtypes, shapes)"

@@ -133,6 +133,40 @@ def grouping_fixture() -> dict:
             "group_over_walk": group_s / walk_s}
 
 
+# -- issue 6: site build -----------------------------------------------------------------------------------------------
+
+def _site(spec: str, config: str | None) -> dict:
+    import archviz
+    from archviz.grouping import group
+    from archviz.shapes import trace_shapes
+    from archviz.site import build_site
+    from archviz.walk import walk
+
+    t0 = time.perf_counter()
+    built = archviz.build(spec, config=config)
+    rec = group(trace_shapes(built, walk(built)))
+    records_s = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "site")
+        seconds, _ = _timed(lambda: build_site([rec], out))
+        size = files = 0
+        for root, _, names in os.walk(out):
+            for n in names:
+                files += 1
+                size += os.path.getsize(os.path.join(root, n))
+    return {"seconds": seconds, "records_seconds": records_s, "size_mb": size / 2**20, "files": files}
+
+
+@case("archviz build (render): V3-size fixture")
+def site_fixture() -> dict:
+    return _site(*V3_FIXTURE)
+
+
+@case("archviz build (render): transformers deepseek_v3")
+def site_hf_v3() -> dict:
+    return _site("hf:deepseek_v3", None)
+
+
 def run_case(name: str) -> dict:
     out = CASES[name]()
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -148,6 +182,10 @@ GROUPS = [
         "bare meta build: transformers deepseek_v3", "archviz walk --shapes: transformers deepseek_v3"],
      "goal: ≤ 2× (fixture), ≤ 1.5× (transformers); each ratio is against the bare build above it"),
     ("Issue 4 — grouping added to the walk", ["walk + grouping: V3-size fixture"], "goal: grouping ≤ 20% of walk"),
+    ("Issue 6 — site build (render of the grouped records with shapes; records_seconds is the meta build + walk + "
+     "shapes + grouping before it)", ["archviz build (render): V3-size fixture",
+                                      "archviz build (render): transformers deepseek_v3"],
+     "goal: ≤ 10 s and ≤ 30 MB for the fixture"),
 ]
 
 
@@ -161,11 +199,11 @@ def main() -> None:
         return
     results: dict[str, dict] = {}
     extra_groups = []
-    try:
-        from bench import bench_checkpoint  # noqa: F401
-        extra_groups.append(bench_checkpoint)
-    except ImportError:
-        pass
+    for mod_name in ("bench_checkpoint", "bench_probe"):
+        try:
+            extra_groups.append(__import__(f"bench.{mod_name}", fromlist=["run"]))
+        except ImportError:
+            pass
     names = [n for _, ns, _ in GROUPS for n in ns]
     for name in dict.fromkeys(names):
         if args.only and args.only not in name:
