@@ -45,6 +45,8 @@ TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="refere
 WorldSizeOpt = Annotated[Optional[int], typer.Option("--world-size", help="reference: tensor-parallel world size "
                                                                          "(module global world_size)")]
 RankOpt = Annotated[Optional[int], typer.Option("--rank", help="reference: tensor-parallel rank")]
+InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forward input for the meta pass, instead "
+                                                     "of the default token ids: name=B,T,512[:dtype] (repeatable)")]
 KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
                                                      "with @archviz.kernels.shape_rule(...)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
@@ -110,7 +112,8 @@ def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
 def load_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
                 tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool = False,
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
-                kernel_rules: str | None = None, names: str | None = None) -> Any:
+                kernel_rules: str | None = None, names: str | None = None,
+                inputs: list[str] | None = None) -> Any:
     from . import build
     from .walk import walk
 
@@ -127,7 +130,7 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
 
             load_rules_file(kernel_rules)
         with progress_bar("meta forward pass") as cb:
-            record = trace_shapes(built, record, batch=batch, seq=seq, progress=cb)
+            record = trace_shapes(built, record, batch=batch, seq=seq, input_specs=inputs, progress=cb)
     if grouping:
         try:
             from .grouping import group
@@ -208,6 +211,7 @@ def inspect(
     = None,
     seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")] = None,
     kernel_rules: KernelRulesOpt = None,
+    input_: InputOpt = None,
     names: Annotated[Optional[str], typer.Option("--names", help="titles of grouped nodes: a TOML/JSON file mapping "
                                                                  "paths, globs or classes to names")] = None,
     json_: JsonOpt = False,
@@ -221,7 +225,7 @@ def inspect(
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes and _shapes_available(), batch=batch, seq=seq, grouping=not flat,
-                             kernel_rules=kernel_rules, names=names)
+                             kernel_rules=kernel_rules, names=names, inputs=input_)
         path = resolve_target(record, target or [])
         if json_:
             emit_json(module_json(record, path))
@@ -261,6 +265,7 @@ def walk(
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="include in/out shapes and call sites")]
     = False,
     kernel_rules: KernelRulesOpt = None,
+    input_: InputOpt = None,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -269,7 +274,8 @@ def walk(
 
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
-                             shapes=shapes and _shapes_available(), grouping=False, kernel_rules=kernel_rules)
+                             shapes=shapes and _shapes_available(), grouping=False, kernel_rules=kernel_rules,
+                             inputs=input_)
         text = dumps(record)
         if output == "-":
             sys.stdout.write(text + "\n")

@@ -416,7 +416,7 @@ class Tracer:
         f = sys._getframe(2)
         while f is not None:
             fn = f.f_code.co_filename
-            if not fn.startswith(_TORCH_DIR) and not fn.startswith(_ARCHVIZ_DIR):
+            if not fn.startswith((_TORCH_DIR, _ARCHVIZ_DIR, "<frozen")):
                 return f"{self.display(fn)}:{f.f_lineno}"
             f = f.f_back
         return "?"
@@ -606,6 +606,36 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     return tuple(args), kwargs
 
 
+def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
+    """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints or the
+    symbols B and T; the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number."""
+    kwargs: dict[str, Any] = {}
+    for spec in specs:
+        if "=" not in spec:
+            raise ShapeError(f"--input {spec!r} is not name=dims[:dtype]", hint="write e.g. --input x=B,T,512:float32")
+        name, rest = spec.split("=", 1)
+        dims_text, _, dtype_text = rest.partition(":")
+        if dims_text in ("int", "float", "bool"):
+            kwargs[name] = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true")}[dims_text](
+                dtype_text)
+            continue
+        dims: list[int] = []
+        for d in filter(None, dims_text.split(",")):
+            d = d.strip()
+            if d in ("B", "T"):
+                dims.append(B if d == "B" else T)
+            elif d.isdigit():
+                dims.append(int(d))
+            else:
+                raise ShapeError(f"--input {spec!r}: dim {d!r} is not an int, B or T", hint="e.g. B,T,512")
+        default = "int64" if dims_text.replace(" ", "") == "B,T" else "float32"
+        dtype = getattr(torch, dtype_text or default, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ShapeError(f"--input {spec!r}: {dtype_text!r} is not a torch dtype", hint="e.g. float32, int64")
+        kwargs[name] = torch.zeros(dims, dtype=dtype, device="meta")
+    return (), kwargs
+
+
 def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int]) -> tuple[int | str, ...]:
     out: list[int | str] = []
     for d in shape:
@@ -628,7 +658,7 @@ def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int]) -> tuple
 
 
 def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None, seq: int | None = None,
-                 inputs: tuple[tuple, dict] | None = None,
+                 inputs: tuple[tuple, dict] | None = None, input_specs: list[str] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> ModelRecord:
     """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
     from .walk import _Spans
@@ -636,6 +666,8 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
     B, T, _clean = choose_dims(record, batch, seq)
     spans = _Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display)
+    if input_specs:
+        inputs = parse_inputs(input_specs, B, T)
     args, kwargs = inputs if inputs is not None else default_inputs(built, B, T)
     notes: list[str] = []
     if built.kind == "hf" and hasattr(built.model, "set_experts_implementation"):
@@ -657,7 +689,7 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
         if compute is not None:
             torch.set_default_dtype(compute)
         with torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy), _TolistPolicy(tracer.policy), \
-                _LazyImportStubs(registry, tracer):
+                _LazyImportStubs(registry, tracer, built.roots if built.kind != "hf" else ()):
             built.model(*args, **kwargs)
     except ShapeError:
         raise
@@ -728,15 +760,27 @@ class _LazyImportStubs:
     """Imports inside forward (`from fast_hadamard_transform import hadamard_transform`) of modules that are not
     installed get stub modules too, recorded like the build's."""
 
-    def __init__(self, registry: stubs.StubRegistry, tracer: Tracer):
+    def __init__(self, registry: stubs.StubRegistry, tracer: Tracer, roots: tuple[str, ...]):
         self.registry = registry
         self.tracer = tracer
+        self.roots = tuple(os.path.abspath(r) + os.sep for r in roots if r)
         self.added: list[str] = []
+
+    def _from_model_code(self) -> bool:
+        """Only the model's own files get stubs; libraries (sympy probing for gmpy2) handle their ImportErrors."""
+        f = sys._getframe(2)
+        while f is not None:
+            fn = f.f_code.co_filename
+            if fn.startswith("<frozen") or fn.startswith(_ARCHVIZ_DIR) or "importlib" in fn:
+                f = f.f_back
+                continue
+            return os.path.abspath(fn).startswith(self.roots)
+        return False
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         import importlib.machinery
 
-        if "." in name:
+        if "." in name or not self.roots or not self._from_model_code():
             return None
         return importlib.machinery.ModuleSpec(name, self)
 
