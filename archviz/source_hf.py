@@ -10,7 +10,7 @@ import warnings
 from typing import Any, Iterator
 
 from .errors import SourceError
-from .sources import BuildOptions, Built, _versions, suggest
+from .sources import BuildOptions, Built, _versions, read_json_config, suggest
 
 
 def _import_transformers() -> Any:
@@ -52,13 +52,7 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
         path = spec
     else:
         path = os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
-        try:
-            with open(path, encoding="utf-8") as f:
-                raw = json.load(f)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise SourceError(f"{path}: not a readable JSON config ({e})", hint="check the file") from None
-        if not isinstance(raw, dict):
-            raise SourceError(f"{path}: a config must be a JSON object", hint="check the file")
+        raw = read_json_config(path)
         model_type = raw.get("model_type")
         if not model_type:
             raise SourceError(f"{path}: no model_type field", hint="add \"model_type\" (e.g. \"llama\") to the config")

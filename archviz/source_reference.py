@@ -20,7 +20,7 @@ import traceback
 from typing import Any, Iterator
 
 from .errors import SourceError
-from .sources import BuildOptions, Built, _versions, suggest
+from .sources import BuildOptions, Built, _versions, read_json_config, suggest
 from .stubs import StubRegistry
 
 MAX_STUB_ROUNDS = 32
@@ -333,13 +333,7 @@ def build(spec: str, options: BuildOptions) -> Built:
 
     path, config_path = resolve_paths(spec, options)
     folder = os.path.dirname(path)
-    try:
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SourceError(f"{config_path}: not a readable JSON config ({e})", hint="check the file") from None
-    if not isinstance(config, dict):
-        raise SourceError(f"{config_path}: a config must be a JSON object", hint="check the file")
+    config = read_json_config(config_path)
 
     stubs = StubRegistry()
     module = import_reference(path, stubs)

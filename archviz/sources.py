@@ -178,6 +178,18 @@ def _versions(*packages: str) -> dict[str, str]:
     return out
 
 
+def read_json_config(path: str) -> dict[str, Any]:
+    """A config file as a dict, or one clear line saying why not."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SourceError(f"{path}: not a readable JSON config ({e})", hint="check the file") from None
+    if not isinstance(raw, dict):
+        raise SourceError(f"{path}: a config must be a JSON object", hint="check the file")
+    return raw
+
+
 def suggest(name: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(name, choices, n=3)
     return f"did you mean {', '.join(close)}?" if close else ""
