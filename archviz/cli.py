@@ -12,7 +12,7 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 import typer
 from rich.console import Console
 
-from .errors import EXIT_USAGE, ArchvizError
+from .errors import ArchvizError
 
 app = typer.Typer(
     name="archviz",

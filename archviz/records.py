@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 SCHEMA = "archviz.records/1"
@@ -336,5 +336,5 @@ def loads(text: str) -> ModelRecord:
 __all__ = [
     "SCHEMA", "KINDS", "WEIGHT", "BIAS", "SCALE", "TABLE", "BUFFER", "ALIAS", "PARAMETER_KINDS",
     "TensorRecord", "SourceSpan", "CallSite", "Call", "Totals", "ModuleRecord", "MoELayer", "Summary",
-    "SourceInfo", "ModelRecord", "to_json_dict", "dumps", "loads", "from_json_dict", "field",
+    "SourceInfo", "ModelRecord", "to_json_dict", "dumps", "loads", "from_json_dict",
 ]

@@ -10,17 +10,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import importlib
 import importlib.util
-import inspect
 import json
 import os
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .errors import SourceError
 from .stubs import StubRegistry
@@ -195,5 +193,4 @@ def suggest(name: str, choices: list[str]) -> str:
     return f"did you mean {', '.join(close)}?" if close else ""
 
 
-__all__ = ["BuildOptions", "Built", "build", "classify", "parse_override", "suggest", "dataclasses", "Callable",
-           "inspect", "importlib"]
+__all__ = ["BuildOptions", "Built", "build", "classify", "parse_override", "read_json_config", "suggest"]
