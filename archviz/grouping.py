@@ -9,7 +9,8 @@ A pure function of records (no torch). `group(record)` returns `record.with_extr
 2. The numbered children of a list (layers, experts) are split into runs of one kind; repeating patterns of runs are
    found (the longest tandem repeat first, then recursively left and right) and become group nodes ("2 groups of 6
    layers"). Runs and groups are named by the attributes that distinguish their kinds ("5 reusing layers"); a names
-   mapping (`load_names`, `names=`) overrides any title.
+   mapping (`load_names`, `names=`) overrides any title, and its `[groups]` gather named children of a module
+   under one virtual node ("Grouped output" over `wo_a`, `wo_b`).
 3. Every node carries its per-instance count, its multiplicity path (`× 2 groups × 5 layers`) and its total; totals
    add up exactly: a node's children plus its own tensors make its total, and the root's make the model's.
 
@@ -43,12 +44,26 @@ _SEP = " › "
 # Names mapping (doc authors' titles)
 
 
-def load_names(path: str) -> dict[str, str]:
-    """A names file: TOML or JSON, a flat table (or a `[names]` table) of `key = "Title"`.
+def load_names(path: str) -> dict[str, Any]:
+    """A names file: TOML or JSON, a flat table (or a `[names]` table) of `key = "Title"`, plus an optional
+    `[groups]` table.
 
     Keys: a module path (`layers.3.attn`) or glob (`layers.*.attn.wo_b`), a class (`Attention`, `class:Attention`),
     a class with attribute values (`Attention[compress_ratio=4]`), or a default title / layer-kind name
-    (`"5 reusing layers"`). More specific keys win: path, glob, class with attributes, class, title."""
+    (`"5 reusing layers"`). More specific keys win: path, glob, class with attributes, class, title.
+
+    `[groups]` gathers children of a module under a virtual node: `key = { "Title" = ["attr", ...], ... }`, the key
+    as above, each list naming direct children by attribute name:
+
+        [groups]
+        "Attention" = { "Grouped output" = ["wo_a", "wo_b"] }
+
+    Wherever a module node matching the key is expanded, the named children it has (at least one) are placed, in
+    the order given, under one virtual node titled so, where the first of them stood; its count is the sum of
+    theirs. When several keys match a module the most specific wins, as for titles. (JSON: `{"groups": {...}}`.)
+
+    Returns the titles as `key -> "Title"`, and the groups, if any, under "groups" as `key -> {title -> [attr]}`
+    (a dict value; without a `[groups]` table, `"groups" = "Title"` titles a module or class so named, as ever)."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -73,55 +88,115 @@ def load_names(path: str) -> dict[str, str]:
             data = tomllib.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise ArchvizError(f"names file {path}: not TOML ({e})", hint="fix the file") from None
-    if isinstance(data, dict) and isinstance(data.get("names"), dict):
-        data = data["names"]
+    groups = None
+    if isinstance(data, dict):
+        data = dict(data)
+        if isinstance(data.get("groups"), dict):
+            groups = data.pop("groups")
+        if isinstance(data.get("names"), dict):
+            data = data["names"]
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
         raise ArchvizError(f"names file {path}: expected a table of key = \"Title\" strings",
                            hint="e.g. \"layers.*.attn.wo_b\" = \"Output projection\"")
-    return dict(data)
+    out: dict[str, Any] = dict(data)
+    if groups is not None:
+        if "groups" in out:
+            raise ArchvizError(f"names file {path}: \"groups\" is both a title key and the [groups] table",
+                               hint="title a module or class named groups as \"path:groups\" or \"class:groups\"")
+        _check_groups(groups, f"names file {path}")
+        out["groups"] = {k: {t: list(v) for t, v in spec.items()} for k, spec in groups.items()}
+    return out
+
+
+def _check_groups(groups: Any, where: str) -> None:
+    ok = isinstance(groups, dict) and all(
+        isinstance(k, str) and isinstance(spec, dict) and spec and all(
+            isinstance(t, str) and t.strip() and isinstance(v, list) and v and all(isinstance(x, str) and x for x in v)
+            for t, v in spec.items())
+        for k, spec in groups.items())
+    if not ok:
+        raise ArchvizError(f"{where}: [groups] expects key = {{ \"Title\" = [\"attr\", ...] }} tables",
+                           hint="e.g. \"Attention\" = { \"Grouped output\" = [\"wo_a\", \"wo_b\"] }")
+    for k, spec in groups.items():
+        seen: set[str] = set()
+        for v in spec.values():
+            dup = [x for x in v if x in seen or v.count(x) > 1]
+            if dup:
+                raise ArchvizError(f"{where}: [groups] {k!r}: {dup[0]!r} is listed twice",
+                                   hint="a child can be gathered under one title only")
+            seen.update(v)
 
 
 def _parse_value(text: str) -> str:
     return text.strip().strip("\"'").lower()
 
 
+# Key kinds, most specific first.
+_EXACT, _GLOB, _CLASS_ATTRS, _CLASS, _TITLE = range(5)
+
+
+def _parse_key(key: str) -> list[tuple[int, Any]]:
+    """A names key -> the tests it stands for: [(rank, data)]. A bare word is both a class and a path."""
+    k = key.strip()
+    if k.startswith("class:"):
+        return [(_CLASS, k[6:].strip())]
+    if k.startswith("path:"):
+        p = k[5:].strip()
+        return [(_GLOB, p)] if any(c in p for c in "*?[") else [(_EXACT, p)]
+    if re.fullmatch(r"[A-Za-z_][\w.]*\[[^\]]*\]", k) and "=" in k:
+        cls, _, rest = k.partition("[")
+        conds = []
+        for part in rest.rstrip("]").split(","):
+            if "=" in part:
+                a, _, v = part.partition("=")
+                negate = a.endswith("!")
+                conds.append((a.rstrip("!").strip(), _parse_value(v), negate))
+        return [(_CLASS_ATTRS, (cls, conds))]
+    if " " in k:
+        return [(_TITLE, k)]
+    if any(c in k for c in "*?["):
+        return [(_GLOB, k)]
+    # A bare word is a class or a path ("embed"); a dotted name is a path.
+    return ([] if "." in k else [(_CLASS, k)]) + [(_EXACT, k)]
+
+
+def _attrs_match(module: ModuleRecord, conds: list[tuple[str, str, bool]], cache: dict) -> bool:
+    attrs = cache.get("attrs")
+    if attrs is None:
+        attrs = cache["attrs"] = {k: _parse_value(str(v)) for k, v in module.attributes}
+    return all((attrs.get(a) == v) != negate for a, v, negate in conds)
+
+
 class _Names:
     """Compiled names mapping: each key becomes (rank, test)."""
 
-    def __init__(self, names: dict[str, str] | None):
+    def __init__(self, names: dict[str, Any] | None):
         self.exact_paths: dict[str, str] = {}
         self.globs: list[tuple[str, str]] = []
         self.class_attrs: list[tuple[str, list[tuple[str, str, bool]], str]] = []
         self.classes: dict[str, str] = {}
         self.titles: dict[str, str] = {}
         for key, title in (names or {}).items():
-            k = key.strip()
-            if k.startswith("class:"):
-                self.classes[k[6:].strip()] = title
-            elif k.startswith("path:"):
-                p = k[5:].strip()
-                if any(c in p for c in "*?["):
-                    self.globs.append((p, title))
+            if not isinstance(title, str):  # the "groups" table
+                continue
+            explicit = key.strip().startswith(("class:", "path:"))  # these override a bare word's guess
+            for rank, data in _parse_key(key):
+                if rank == _EXACT:
+                    if explicit:
+                        self.exact_paths[data] = title
+                    else:
+                        self.exact_paths.setdefault(data, title)
+                elif rank == _GLOB:
+                    self.globs.append((data, title))
+                elif rank == _CLASS_ATTRS:
+                    self.class_attrs.append((data[0], data[1], title))
+                elif rank == _CLASS:
+                    if explicit:
+                        self.classes[data] = title
+                    else:
+                        self.classes.setdefault(data, title)
                 else:
-                    self.exact_paths[p] = title
-            elif re.fullmatch(r"[A-Za-z_][\w.]*\[[^\]]*\]", k) and "=" in k:
-                cls, _, rest = k.partition("[")
-                conds = []
-                for part in rest.rstrip("]").split(","):
-                    if "=" in part:
-                        a, _, v = part.partition("=")
-                        negate = a.endswith("!")
-                        conds.append((a.rstrip("!").strip(), _parse_value(v), negate))
-                self.class_attrs.append((cls, conds, title))
-            elif " " in k:
-                self.titles[k] = title
-            elif any(c in k for c in "*?["):
-                self.globs.append((k, title))
-            else:
-                # A bare word is a class or a path ("embed"); a dotted name is a path.
-                if "." not in k:
-                    self.classes.setdefault(k, title)
-                self.exact_paths.setdefault(k, title)
+                    self.titles[data] = title
 
     def __bool__(self) -> bool:
         return bool(self.exact_paths or self.globs or self.class_attrs or self.classes or self.titles)
@@ -137,18 +212,52 @@ class _Names:
             for pattern, title in self.globs:
                 if fnmatch.fnmatchcase(rep, pattern):
                     return title
-            attrs = None
+            cache: dict = {}
             for cls, conds, title in self.class_attrs:
-                if cls != module.class_name:
-                    continue
-                if attrs is None:
-                    attrs = {k: _parse_value(str(v)) for k, v in module.attributes}
-                if all((attrs.get(a) == v) != negate for a, v, negate in conds):
+                if cls == module.class_name and _attrs_match(module, conds, cache):
                     return title
             hit = self.classes.get(module.class_name)
             if hit is not None:
                 return hit
         return self.titles.get(default)
+
+
+class _Groups:
+    """Compiled `[groups]` table: which children of a module node gather under which virtual titles."""
+
+    def __init__(self, names: dict[str, Any] | None):
+        raw = (names or {}).get("groups")
+        self.rules: list[tuple[list[tuple[int, Any]], list[tuple[str, list[str]]]]] = []
+        if raw is None or isinstance(raw, str):
+            return
+        _check_groups(raw, "names")
+        for key, spec in raw.items():
+            self.rules.append((_parse_key(key), [(t, list(v)) for t, v in spec.items()]))
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def match(self, node: dict, module: ModuleRecord) -> list[tuple[str, list[str]]] | None:
+        """The gatherings of the most specific key matching a module node (its default title, before names)."""
+        best = None
+        cache: dict = {}
+        for tests, spec in self.rules:
+            for rank, data in tests:
+                if best is not None and rank >= best[0]:
+                    continue
+                if rank == _EXACT:
+                    hit = data in node["paths"]
+                elif rank == _GLOB:
+                    hit = fnmatch.fnmatchcase(node["representative"], data)
+                elif rank == _CLASS_ATTRS:
+                    hit = data[0] == module.class_name and _attrs_match(module, data[1], cache)
+                elif rank == _CLASS:
+                    hit = data == module.class_name
+                else:
+                    hit = data == node["title"]
+                if hit:
+                    best = (rank, spec)
+        return best[1] if best else None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -574,8 +683,9 @@ def _phrase(count: int | None, pre: list[str], noun: str, post: list[str], index
 
 
 class _Builder:
-    def __init__(self, record: ModelRecord, kinds: _Kinds):
+    def __init__(self, record: ModelRecord, kinds: _Kinds, groups: _Groups | None = None):
         self.record = record
+        self.groups = groups
         self.index = record.index()
         self.kinds = kinds
         self.kid = kinds.kid
@@ -646,14 +756,54 @@ class _Builder:
     def expand(self, node: dict, m: ModuleRecord, paths: list[str]) -> None:
         cut = len(m.path) + 1 if m.path else 0
         siblings = [c[cut:] for c in m.children]
+        gathers = self.groups.match(node, m) if self.groups and siblings else None
+        if not gathers:
+            for c, name in zip(m.children, siblings):
+                self.child(node, c, name, paths, siblings)
+            return
+        # [groups]: named children move, in the order given, under one virtual node where the first of them stood
+        where: dict[str, int] = {}
+        plan: list[tuple[str, list[str]]] = []
+        have = set(siblings)
+        for title, members in gathers:
+            present = [x for x in members if x in have and x not in where]
+            if present:
+                for x in present:
+                    where[x] = len(plan)
+                plan.append((title, present))
+        done: set[int] = set()
         for c, name in zip(m.children, siblings):
-            cm = self.index[c]
-            cpaths = [f"{p}.{name}" if p else name for p in paths]
-            ccut = len(c) + 1
-            if cm.children and all(x[ccut:].isdigit() for x in cm.children):
-                self.list_node(node, cm, name, cpaths, siblings)
-            else:
-                self.module_node(node, cm, cpaths, 1, None, f"{name} ({cm.class_name})")
+            gi = where.get(name)
+            if gi is None:
+                self.child(node, c, name, paths, siblings)
+            elif gi not in done:
+                done.add(gi)
+                self.gather(node, m, paths, siblings, *plan[gi])
+
+    def child(self, node: dict, c: str, name: str, paths: list[str], siblings: list[str]) -> None:
+        cm = self.index[c]
+        cpaths = [f"{p}.{name}" if p else name for p in paths]
+        ccut = len(c) + 1
+        if cm.children and all(x[ccut:].isdigit() for x in cm.children):
+            self.list_node(node, cm, name, cpaths, siblings)
+        else:
+            self.module_node(node, cm, cpaths, 1, None, f"{name} ({cm.class_name})")
+
+    def gather(self, node: dict, m: ModuleRecord, paths: list[str], siblings: list[str], title: str,
+               members: list[str]) -> None:
+        """A virtual node titled `title` over the children `members` of the module node (each of its instances)."""
+        mods = [self.index[f"{m.path}.{x}" if m.path else x] for x in members]
+        kind = "gather:" + hashlib.blake2b(repr((title, [(x, self.kinds.hash(self.kid[cm.path]))
+                                                         for x, cm in zip(members, mods)])).encode(),
+                                           digest_size=8).hexdigest()
+        vnode = self._node(node, title=title, kind=kind, class_name="", representative=m.path,
+                           paths=[f"{p}.{x}" if p else x for x in members for p in paths], count=1,
+                           factor_name=None, per_instance=sum(cm.totals.parameters for cm in mods), own=0,
+                           scales=sum(cm.totals.scale_elements for cm in mods),
+                           buffers=sum(cm.totals.buffer_elements for cm in mods), fold=True, module=None,
+                           extra={"virtual": True, "segment": "gather", "period": len(members), "items": members})
+        for x, cm in zip(members, mods):
+            self.child(vnode, cm.path, x, paths, siblings)
 
     # -- lists ------------------------------------------------------------------------------------------------------
 
@@ -827,30 +977,35 @@ def _num(name: str) -> int | str:
     return int(name) if name.isdigit() else name
 
 
-def group(record: ModelRecord, names: dict[str, str] | None = None) -> ModelRecord:
+def group(record: ModelRecord, names: dict[str, Any] | None = None) -> ModelRecord:
     """Fold the record's modules into kinds and counts; returns `record.with_extra("grouping", G)`.
 
     G = {"nodes": [...], "by_path": {...}, "layers": {...} | None}:
     - nodes, pre-order, nodes[0] the model: id, parent, children, title, kind (signature hash; "group:…" for a
-      repeating group), class_name ("" for a group), representative (one module path standing for all), paths
-      (every module path the node stands for), count (instances folded at this level), multiplicity (factors > 1
-      from the root down: [{"factor": 2, "name": "groups"}, {"factor": 5, "name": "layers"}]), per_instance
-      (parameters of one instance), total (per_instance × the factors), own_total (own tensors' parameters × the
-      factors), scale_elements_total, buffer_elements_total, breadcrumb (titles below the root down to the node);
-      list runs and groups also carry segment ("run" | "group") and items (item names of one instance), groups
-      virtual, period and repeats.
-    - by_path: module path -> {"node", "multiplicity", "total", "group"}; group is the chain of list runs and
-      repeating groups above the module ("2 groups of 6 layers › 5 reusing layers"), or None.
+      repeating group, "gather:…" for a names-file gathering), class_name ("" for both), representative (one module
+      path standing for all), paths (every module path the node stands for), count (instances folded at this
+      level), multiplicity (factors > 1 from the root down: [{"factor": 2, "name": "groups"}, {"factor": 5,
+      "name": "layers"}]), per_instance (parameters of one instance), total (per_instance × the factors), own_total
+      (own tensors' parameters × the factors), scale_elements_total, buffer_elements_total, breadcrumb (titles below
+      the root down to the node); list runs and groups also carry segment ("run" | "group") and items (item names
+      of one instance), groups virtual, period and repeats. A gathering (`[groups]` in the names file) is a virtual
+      node with segment "gather", items (the gathered children's attribute names), period (how many), the
+      parent's multiplicity, per_instance the sum of its children's, representative the parent module's path and
+      paths every gathered module's path (each child's paths in turn); it owns nothing and no by_path entry points
+      at it.
+    - by_path: module path -> {"node", "multiplicity", "total", "group"}; group is the chain of list runs,
+      repeating groups and gatherings above the module ("2 groups of 6 layers › 5 reusing layers"), or None.
     - layers: the main layer list: path, count, node, kinds [{name, class_name, layers, signature, parameters}],
       pattern (one line a person reads), runs [{node, title, first, last, repeats, period, unit}].
 
-    `names` maps keys to titles (see `load_names`); without it, the file named by $ARCHVIZ_NAMES applies."""
+    `names` maps keys to titles, and "groups" to gatherings (see `load_names`); without it, the file named by
+    $ARCHVIZ_NAMES applies."""
     if names is None:
         env = os.environ.get(NAMES_ENV)
         if env:
             names = load_names(env)
     kinds = _Kinds(record)
-    b = _Builder(record, kinds)
+    b = _Builder(record, kinds, _Groups(names))
     root = record.modules[0]
     b.module_node(None, root, [root.path], 1, None, record.source.name or root.class_name)
     b.finish(_Names(names))

@@ -19,8 +19,9 @@ and pass the file with `--kernel-rules my_rules.py`. A custom op registered with
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -167,12 +168,38 @@ def weight_dequant(x: torch.Tensor, s: torch.Tensor, block_size: int = 128) -> t
     return (x.float() * _expand_blocks(s, tuple(x.shape))).to(torch.get_default_dtype())
 
 
+_DEQUANT_CACHE: dict[tuple, torch.Tensor] | None = None
+
+
+@contextlib.contextmanager
+def dequantized_once() -> Iterator[None]:
+    """Within this block the GEMM implementations dequantize each distinct weight once and reuse it (weights do not
+    change during a forward pass): the probe of a large quantized model then spends seconds, not minutes, there."""
+    global _DEQUANT_CACHE
+    previous, _DEQUANT_CACHE = _DEQUANT_CACHE, {}
+    try:
+        yield
+    finally:
+        _DEQUANT_CACHE = previous
+
+
 def _dequant_weight(b: torch.Tensor, b_s: torch.Tensor) -> torch.Tensor:
+    cache = _DEQUANT_CACHE
+    key = None
+    if cache is not None and not b.is_meta:
+        key = (b.data_ptr(), tuple(b.shape), b.stride(), b.dtype, b_s.data_ptr(), tuple(b_s.shape), b_s.stride(),
+               b_s.dtype)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
     if b.dtype in (torch.float4_e2m1fn_x2, torch.int8, torch.uint8):
         w = unpack_fp4(b)
     else:
         w = b.float()
-    return w * _expand_blocks(b_s, tuple(w.shape))
+    w = w * _expand_blocks(b_s, tuple(w.shape))
+    if key is not None:
+        cache[key] = w
+    return w
 
 
 @_generic

@@ -410,6 +410,8 @@ class Tracer:
         self._positions: dict[Any, list] = {}
         self.handles: list[Any] = []
         self.fired = 0
+        # Called after every stubbed kernel call: (module path, kernel, args, kwargs, result). The probe logs them.
+        self.on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None
 
     # -- assumptions and kernels are noted on the module running now, with the user's file:line
     def _where(self) -> str:
@@ -513,7 +515,10 @@ class Tracer:
                                   f"--kernel-rules FILE (see archviz/kernels.py)")
         fn, impl = hit
         self.kernel(qualname, impl)
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        if self.on_kernel is not None:
+            self.on_kernel(self.stack[-1] if self.stack else "", qualname, args, kwargs, result)
+        return result
 
 
 def _source_text(file: str, line: int, end_line: int, col: int | None, end_col: int | None) -> str:
@@ -659,6 +664,7 @@ def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int]) -> tuple
 
 def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None, seq: int | None = None,
                  inputs: tuple[tuple, dict] | None = None, input_specs: list[str] | None = None,
+                 on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> ModelRecord:
     """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
     from .walk import _Spans
@@ -666,6 +672,7 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
     B, T, _clean = choose_dims(record, batch, seq)
     spans = _Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display)
+    tracer.on_kernel = on_kernel
     if input_specs:
         inputs = parse_inputs(input_specs, B, T)
     args, kwargs = inputs if inputs is not None else default_inputs(built, B, T)

@@ -326,7 +326,7 @@ def test_v41_flash_seed_page_numbers(dsv41_flash):
     assert factors(wo_b) == [(2, "groups"), (5, "layers")] and wo_b["total"] == 419_430_400
     assert multiplicity_text(wo_b["multiplicity"]) == "× 2 groups × 5 layers"
     assert wo_b["breadcrumb"] == ["40 layers", "2 groups of 6 layers", "5 reusing layers",
-                                  "Compressed sparse attention", "Output projection"]
+                                  "Compressed sparse attention", "Grouped output", "Output projection"]
     assert sorted(wo_b["paths"]) == sorted(f"layers.{i}.attn.wo_b" for i in [3, 4, 5, 6, 7, 9, 10, 11, 12, 13])
     runs = run_summary(dsv41_flash)
     # by hand: layers 2–13 are two groups (KV source + 5 reusing); 14 has Engram; 15–19 reuse; 20 is the last KV
@@ -365,8 +365,8 @@ def test_names_mapping_precedence(dsv41_seed):
 def test_names_from_environment(monkeypatch, dsv41_seed):
     monkeypatch.setenv("ARCHVIZ_NAMES", str(NAMES / "deepseek-v4.1-flash.toml"))
     rec = group(dsv41_seed)
-    assert node_of(rec, "layers.3.attn.wo_b")["breadcrumb"][-2:] == ["Compressed sparse attention",
-                                                                     "Output projection"]
+    assert node_of(rec, "layers.3.attn.wo_b")["breadcrumb"][-3:] == ["Compressed sparse attention",
+                                                                     "Grouped output", "Output projection"]
 
 
 def test_bad_names_file(tmp_path):

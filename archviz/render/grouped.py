@@ -30,6 +30,8 @@ def node_label(node: dict) -> Text:
     cls = node.get("class_name")
     if cls and not node["title"].endswith(f"({cls})"):
         text.append(f"  {cls}", style="cyan")
+    elif node.get("segment") == "gather":  # a names-file gathering: say which children it holds
+        text.append("  " + " + ".join(node.get("items") or ()), style="cyan")
     elif node.get("virtual"):
         text.append("  group", style="cyan")
     _numbers(node, text)

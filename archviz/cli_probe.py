@@ -1,0 +1,157 @@
+"""`archviz probe SOURCE`: run a reduced copy of the model for real and compare every module call's shapes with the
+meta walk (registers itself on the CLI). Exit 0: every call agrees; 1: a disagreement (each printed as
+`module: meta [...] vs real [...]`); 2: unusable input, or the memory guard refused."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from .cli import (
+    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, WorldSizeOpt, _parse_sets, app,
+    emit_json, err, handled, out, progress_bar,
+)
+
+try:  # the shared option, where the CLI defines it
+    from .cli import KernelRulesOpt
+except ImportError:  # pragma: no cover
+    KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules")]
+
+
+class _Bars:
+    """One progress bar per stage of the probe (stderr, on a terminal only)."""
+
+    def __init__(self) -> None:
+        self.stack = ExitStack()
+        self.stage: str | None = None
+        self.update: Callable[[int, int], None] | None = None
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage != self.stage:
+            self.stack.close()
+            self.stack = ExitStack()
+            self.stage = stage
+            self.update = self.stack.enter_context(progress_bar(stage)) if stage else None
+        if self.update is not None and total:
+            self.update(done, total)
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+@app.command()
+def probe(
+    source: Annotated[str, typer.Argument(help="hf:<model_type> | config.json | model folder | model.py | "
+                                               "package.module:callable")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    world_size: WorldSizeOpt = None,
+    rank: RankOpt = None,
+    device: Annotated[str, typer.Option("--device", help="cpu | cuda: where the reduced copy runs")] = "cpu",
+    max_memory: Annotated[Optional[str], typer.Option(
+        "--max-memory", help="refuse when the reduced copy would need more (e.g. 8GB; default: half the RAM)")]
+    = None,
+    batch: Annotated[Optional[int], typer.Option("--batch", help="batch size B of both passes")] = None,
+    seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T of both passes")] = None,
+    kernel_rules: KernelRulesOpt = None,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write the records, with each "
+                                                                       "module's verdict, to this JSON file")] = None,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Build a reduced copy (every width and every kind of layer kept; layers, routed experts, vocabularies and
+    n-gram tables cut, each cut recorded), fill it with random weights, run it on random tokens, and compare every
+    module call's shapes with the meta walk of the full model. Kernels that cannot import run as plain torch.
+    With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
+    from .probe import parse_size, run_probe
+
+    with handled(debug):
+        limit = parse_size(max_memory) if max_memory else None
+        if kernel_rules:
+            from .kernels import load_rules_file
+
+            load_rules_file(kernel_rules)
+        bars = _Bars()
+        try:
+            result = run_probe(source, config=config, overrides=_parse_sets(set_), model_class=model_class,
+                               tokenizer=tokenizer, world_size=world_size, rank=rank, device=device,
+                               max_memory=limit, batch=batch, seq=seq, progress=bars)
+        finally:
+            bars.close()
+        if output:
+            from .cli import atomic_write
+            from .records import dumps
+
+            atomic_write(output, dumps(result.record) + "\n")
+        if json_:
+            emit_json(result.as_json())
+        else:
+            _print_report(result)
+        if not result.ok:
+            if json_:
+                for d in result.disagreements:
+                    err.print(d.line(), highlight=False, markup=False, soft_wrap=True)
+            raise typer.Exit(1)
+
+
+def _print_report(result: Any) -> None:
+    from rich.table import Table
+
+    from .probe import human_bytes
+
+    r = result
+    j = r.as_json()
+    table = Table(title=f"{r.record.source.name}: shapes by execution on {r.device} (B={r.B}, T={r.T})",
+                  title_justify="left")
+    table.add_column("layer kind")
+    table.add_column("layers", justify="right")
+    table.add_column("probed", justify="left")
+    table.add_column("modules", justify="right")
+    table.add_column("confirmed", justify="right")
+    table.add_column("agreement", justify="right")
+    for k in r.kinds:
+        if not k["compared"] and not k["layers"]:
+            continue
+        probed = ", ".join(map(str, k["probed"])) if k["probed"] else ("—" if k["layers"] else "")
+        agree = f"{k['confirmed'] / k['compared']:.0%}" if k["compared"] else "not exercised"
+        style = "red" if k["disagreements"] else ("yellow" if not k["compared"] else None)
+        table.add_row(k["kind"], str(k["layers"]) if k["layers"] else "", probed, str(k["compared"]),
+                      str(k["confirmed"]), agree, style=style)
+    out.print(table)
+    verdict = "[green]all agree[/]" if r.ok else f"[red]{len(r.disagreements)} disagree[/]"
+    out.print(f"agreement: {r.confirmed}/{r.compared} module calls ({r.agreement:.1%}) — {verdict}; "
+              f"{j['not_exercised']:,} modules not in the reduced copy (not exercised)")
+    plan = r.plan
+    kept = f", layers {_ranges(plan.kept_layers)} of {plan.full_layers}" if plan.kept_layers is not None else ""
+    out.print(f"reduced copy: {plan.method}{kept}; about {human_bytes(r.estimate)} "
+              f"(--max-memory {human_bytes(r.max_memory)})")
+    for red in plan.reductions:
+        out.print(f"  {red.line()}", highlight=False, markup=False)
+    if r.kernels:
+        out.print("kernels run:")
+        for q, k in r.kernels.items():
+            out.print(f"  {q} → {', '.join(k['implementation'])} ({k['calls']} calls)", highlight=False,
+                      markup=False)
+    for note in r.notes:
+        out.print(f"note: {note}", highlight=False, markup=False)
+    secs = sum(r.seconds.values())
+    out.print(f"time {secs:.1f} s, peak RSS {j['peak_rss_mb']:,.0f} MB")
+    shown = r.disagreements[:_SHOWN]
+    for d in shown:
+        out.print(d.line(), style="red", highlight=False, markup=False, soft_wrap=True)
+    if len(r.disagreements) > len(shown):
+        out.print(f"… and {len(r.disagreements) - len(shown)} more disagreements (--json lists them all)",
+                  style="red", highlight=False, markup=False)
+
+
+_SHOWN = 50
+
+
+def _ranges(xs: Any) -> str:
+    from .reduce import _ranges as ranges
+
+    return ranges(list(xs))
