@@ -10,6 +10,7 @@ The JSON form is versioned by `SCHEMA`; `docs/records-schema.md` describes every
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
@@ -225,32 +226,103 @@ class ModelRecord:
 # JSON export / import
 
 
+_MAPPING_FIELDS = frozenset(("config", "overrides", "files", "versions", "bytes_by_dtype", "parameters_by_dtype",
+                             "attributes", "extras"))
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _encode(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    """Records -> JSON-able data. Field lists are cached per class (records are slotted dataclasses), and tuples of
+    ints (shapes) pass through untouched: a 60,000-module model encodes in about a second."""
+    cls = type(obj)
+    names = _FIELDS.get(cls)
+    if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(obj))
+    if names is not None:
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(obj):
-            v = getattr(obj, f.name)
-            if f.name in ("config", "overrides", "files", "versions", "bytes_by_dtype", "parameters_by_dtype",
-                          "attributes", "extras"):
-                out[f.name] = {k: _encode(x) for k, x in v}
+        for name in names:
+            v = getattr(obj, name)
+            if name in _MAPPING_FIELDS:
+                out[name] = {k: _encode(x) for k, x in v}
+            elif v is None or isinstance(v, (str, int, float, bool)):
+                out[name] = v
             else:
-                out[f.name] = _encode(v)
+                out[name] = _encode(v)
         return out
     if isinstance(obj, (list, tuple)):
+        if all(type(x) is int for x in obj):
+            return list(obj)
         return [_encode(x) for x in obj]
     if isinstance(obj, dict):
         return {str(k): _encode(v) for k, v in obj.items()}
     return obj
 
 
+_TENSOR_OPTIONAL = ("persistent", "packing", "alias_of", "scales", "logical_shape", "note")
+
+
+def _tensor_json(t: TensorRecord) -> dict[str, Any]:
+    d = {"name": t.name, "kind": t.kind, "shape": list(t.shape), "dtype": t.dtype, "elements": t.elements,
+         "storage_elements": t.storage_elements, "bytes": t.bytes}
+    for k in _TENSOR_OPTIONAL:  # null fields are left out
+        v = getattr(t, k)
+        if v is not None:
+            d[k] = list(v) if k == "logical_shape" else v
+    return d
+
+
+def _totals_json(t: Totals) -> dict[str, int]:
+    return {"parameters": t.parameters, "scale_elements": t.scale_elements, "table_elements": t.table_elements,
+            "buffer_elements": t.buffer_elements, "persistent_buffer_elements": t.persistent_buffer_elements,
+            "bytes": t.bytes}
+
+
+def _span_json(s: SourceSpan | None) -> dict[str, Any] | None:
+    return None if s is None else {"file": s.file, "start": s.start, "end": s.end}
+
+
+def _module_json(m: ModuleRecord) -> dict[str, Any]:
+    """One module, written field by field (the generic encoder is 3x slower on 60,000 modules); empty lists of the
+    shape pass (calls, call_sites, assumptions, kernels, dims) are left out."""
+    d: dict[str, Any] = {
+        "path": m.path, "class_name": m.class_name, "class_module": m.class_module, "children": list(m.children),
+        "tensors": [_tensor_json(t) for t in m.tensors], "totals": _totals_json(m.totals), "own": _totals_json(m.own),
+        "class_span": _span_json(m.class_span), "init_span": _span_json(m.init_span),
+        "forward_span": _span_json(m.forward_span), "doc": m.doc,
+        "attributes": {k: (list(v) if isinstance(v, tuple) else v) for k, v in m.attributes},
+        "called": m.called,
+    }
+    if m.calls:
+        d["calls"] = [_encode(c) for c in m.calls]
+    if m.call_sites:
+        d["call_sites"] = [{"file": c.file, "line": c.line, "code": c.code} for c in m.call_sites]
+    if m.assumptions:
+        d["assumptions"] = list(m.assumptions)
+    if m.kernels:
+        d["kernels"] = list(m.kernels)
+    if m.dims:
+        d["dims"] = [[v, n] for v, n in m.dims]
+    return d
+
+
 def to_json_dict(record: ModelRecord) -> dict[str, Any]:
-    d = _encode(record)
+    enabled = gc.isenabled()
+    gc.disable()  # many small dicts, no cycles: the cyclic GC would only rescan the heap
+    try:
+        d = _encode(dataclasses.replace(record, modules=()))
+        d["modules"] = [_module_json(m) for m in record.modules]
+    finally:
+        if enabled:
+            gc.enable()
     d = {"schema": d.pop("schema"), **d}
     return d
 
 
-def dumps(record: ModelRecord, *, indent: int | None = 1) -> str:
-    return json.dumps(to_json_dict(record), indent=indent, sort_keys=False, ensure_ascii=False)
+def dumps(record: ModelRecord, *, indent: int | None = None) -> str:
+    """The records as JSON text: compact by default (json's C encoder; an indent makes it several times slower)."""
+    if indent is None:
+        return json.dumps(to_json_dict(record), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(to_json_dict(record), indent=indent, ensure_ascii=False)
 
 
 def _tuple_shape(v: Iterable[Any]) -> tuple:

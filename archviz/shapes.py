@@ -20,6 +20,7 @@ model, so a dim equal to B, T or B·T is that symbol; every other dim is a fixed
 from __future__ import annotations
 
 import dataclasses
+import gc
 import inspect
 import linecache
 import math
@@ -692,6 +693,8 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
     previous = stubs.set_call_handler(tracer.stub_call)
     saved_dtype = torch.get_default_dtype()
     error: BaseException | None = None
+    gc_enabled = gc.isenabled()
+    gc.disable()  # the pass makes many short-lived meta tensors but no cycles worth a rescan of the model's heap
     try:
         if compute is not None:
             torch.set_default_dtype(compute)
@@ -703,6 +706,8 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
     except Exception as e:  # noqa: BLE001
         error = e
     finally:
+        if gc_enabled:
+            gc.enable()
         stubs.set_call_handler(previous)
         tracer.remove()
         torch.set_default_dtype(saved_dtype)

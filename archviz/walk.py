@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
 import inspect
 import os
 import re
@@ -152,6 +153,7 @@ class _Spans:
 _PREFIXES = re.compile(r"\b(?:self\.config|self\.args|self|args|config|params)\.")
 
 
+@functools.lru_cache(maxsize=4096)
 def _humanize(expr: str) -> str | None:
     text = " ".join(expr.split())
     if re.fullmatch(r"[\d_]+", text):
@@ -197,7 +199,11 @@ def _named_dims(mod: Any, name: str, parent_init: SourceSpan | None, files: dict
     inf, outf = getattr(mod, "in_features", None), getattr(mod, "out_features", None)
     if not (isinstance(inf, int) and isinstance(outf, int)) or parent_init is None or not name:
         return ()
-    absolute = files.get(parent_init.file)
+    return _named_dims_of(name, inf, outf, parent_init, files.get(parent_init.file))
+
+
+@functools.lru_cache(maxsize=65536)
+def _named_dims_of(name: str, inf: int, outf: int, parent_init: SourceSpan, absolute: str | None) -> tuple:
     if not absolute:
         return ()
     exprs = _ctor_widths(absolute, parent_init.start, parent_init.end).get(name)
@@ -455,11 +461,37 @@ def find_moe(model: Any, modules: dict[str, ModuleRecord], config: dict[str, Any
 # The walk
 
 
+def _preorder(model: Any) -> list[tuple[str, Any]]:
+    """(path, module) in pre-order, a module registered under several paths listed at each (like
+    `named_modules(remove_duplicate=False)`, without its recursive generators: 4x faster on 60,000 modules)."""
+    out: list[tuple[str, Any]] = []
+    stack: list[tuple[str, Any]] = [("", model)]
+    while stack:
+        path, mod = stack.pop()
+        out.append((path, mod))
+        items = [(f"{path}.{n}" if path else n, c) for n, c in mod._modules.items() if c is not None]
+        stack.extend(reversed(items))
+    return out
+
+
 def walk(built: Built, progress: Progress | None = None) -> ModelRecord:
+    """Records of every module of `built.model` (see the module docstring for the accounting rules)."""
+    # Hundreds of thousands of small records on top of a heap holding the model's meta tensors: the cyclic GC would
+    # rescan that heap again and again (a third of the walk's time). Records hold no cycles; pause it.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _walk(built, progress)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _walk(built: Built, progress: Progress | None) -> ModelRecord:
     model = built.model
     spans = _Spans(built.display_roots)
     seen: dict[int, str] = {}
-    entries = list(model.named_modules(remove_duplicate=False))
+    entries = _preorder(model)
     n = len(entries)
     step = max(1, n // 200)
     own: dict[str, Totals] = {}
