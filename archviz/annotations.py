@@ -233,7 +233,8 @@ def resolve_annotations(annotations: Annotations | str, models: Sequence[Any], c
                     hit = n.class_name == value
                 else:
                     assert rx is not None
-                    hit = any(rx.match(p) for p in n.paths)
+                    # a node made only of matching modules (a virtual node gathering wo_a and wo_b is not wo_b's)
+                    hit = bool(n.paths) and all(rx.match(p) for p in n.paths)
                 if not hit:
                     continue
                 matched += 1

@@ -24,6 +24,7 @@ from .sources import BuildOptions, Built, _versions, read_json_config, suggest
 from .stubs import StubRegistry
 
 MAX_STUB_ROUNDS = 32
+_GENERIC_FOLDERS = {"inference", "src", "model", "models", "code", "reference"}
 
 
 def _folder_modules(folder: str) -> set[str]:
@@ -414,7 +415,10 @@ def build(spec: str, options: BuildOptions) -> Built:
     world_size = int(getattr(module, "world_size", 1) or 1)
     rank = int(getattr(module, "rank", 0) or 0)
     cfg = json.loads(json.dumps({k: v for k, v in dataclasses.asdict(args).items() if _jsonable(v)}))
-    return Built(model=model, spec=spec, kind="reference", name=os.path.basename(folder) or "model", config=cfg,
+    name = os.path.basename(folder) or "model"
+    if name in _GENERIC_FOLDERS:  # DeepSeek's releases keep the code in inference/: name the model by the folder above
+        name = os.path.basename(os.path.dirname(folder)) or name
+    return Built(model=model, spec=spec, kind="reference", name=name, config=cfg,
                  overrides=dict(options.overrides), stubbed_imports=stubs.taken(), notes=notes,
                  world_size=world_size, rank=rank, roots=(folder,), display_roots=((folder, ""),), module=module,
                  args=args, stubs=stubs, versions=_versions(), default_dtype=default_dtype)
