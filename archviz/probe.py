@@ -23,7 +23,7 @@ from . import kernels, stubs
 from .errors import EXIT_USAGE, ArchvizError
 from .records import ModelRecord
 from .sources import Built
-from .shapes import ROUTED, Tracer
+from .shapes import ROUTED, ImportsInForward, Tracer
 
 _NORM_HINTS = ("norm", "ln", "layernorm")
 
@@ -156,7 +156,7 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
     try:
         if built.default_dtype:
             torch.set_default_dtype(getattr(torch, built.default_dtype))
-        with torch.no_grad(), _ImportsInForward(registry, built.roots if built.kind != "hf" else ()), \
+        with torch.no_grad(), ImportsInForward(registry, built.roots if built.kind != "hf" else ()), \
                 kernels.dequantized_once():
             built.model(*args, **kwargs)
     finally:
@@ -164,57 +164,6 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
         tracer.remove()
         torch.set_default_dtype(saved)
     return tracer, ran
-
-
-class _ImportsInForward:
-    """Imports inside the model's forward (`from fast_hadamard_transform import hadamard_transform`) of modules that
-    are not installed get stub modules, as in the meta pass, so their functions run as `archviz.kernels`
-    implementations. Only imports made by the model's own files (under `roots`) are answered."""
-
-    def __init__(self, registry: stubs.StubRegistry, roots: tuple[str, ...]):
-        import os
-
-        self.registry = registry
-        self.roots = tuple(os.path.abspath(r) + os.sep for r in roots if r)
-        self.added: list[str] = []
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        import importlib.machinery
-        import os
-        import sys
-
-        if "." in name or not self.roots:
-            return None
-        f = sys._getframe(1)
-        while f is not None:
-            fn = f.f_code.co_filename
-            if fn.startswith("<frozen") or "importlib" in fn or fn == __file__:
-                f = f.f_back
-                continue
-            if not os.path.abspath(fn).startswith(self.roots):
-                return None
-            return importlib.machinery.ModuleSpec(name, self)
-        return None
-
-    def create_module(self, spec: Any) -> Any:
-        self.added.append(spec.name)
-        return self.registry.module(spec.name, "not installed (imported inside forward)")
-
-    def exec_module(self, module: Any) -> None:
-        return None
-
-    def __enter__(self) -> "_ImportsInForward":
-        import sys
-
-        sys.meta_path.append(self)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        import sys
-
-        sys.meta_path.remove(self)
-        for name in self.added:
-            sys.modules.pop(name, None)
 
 
 def _shapes_of(obj: Any, out: list, depth: int = 0) -> list:

@@ -706,7 +706,8 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
         if compute is not None:
             torch.set_default_dtype(compute)
         with torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy), _TolistPolicy(tracer.policy), \
-                _LazyImportStubs(registry, tracer, built.roots if built.kind != "hf" else ()):
+                ImportsInForward(registry, built.roots if built.kind != "hf" else (),
+                                 lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
             built.model(*args, **kwargs)
     except ShapeError:
         raise
@@ -880,18 +881,20 @@ class _ExpertMemo:
                     table.setdefault(dst, {}).update(table[src])
 
 
-class _LazyImportStubs:
+class ImportsInForward:
     """Imports inside forward (`from fast_hadamard_transform import hadamard_transform`) of modules that are not
-    installed get stub modules too, recorded like the build's."""
+    installed get stub modules too, recorded like the build's, so their functions are answered by shape rules (meta
+    pass) or `archviz.kernels` implementations (probe). Only imports made by the model's own files (under `roots`)
+    are answered: libraries handle their own ImportErrors (sympy probing for gmpy2 inside torch)."""
 
-    def __init__(self, registry: stubs.StubRegistry, tracer: Tracer, roots: tuple[str, ...]):
+    def __init__(self, registry: stubs.StubRegistry, roots: tuple[str, ...],
+                 on_stub: Callable[[str], None] | None = None):
         self.registry = registry
-        self.tracer = tracer
+        self.on_stub = on_stub
         self.roots = tuple(os.path.abspath(r) + os.sep for r in roots if r)
         self.added: list[str] = []
 
     def _from_model_code(self) -> bool:
-        """Only the model's own files get stubs; libraries (sympy probing for gmpy2) handle their ImportErrors."""
         f = sys._getframe(2)
         while f is not None:
             fn = f.f_code.co_filename
@@ -910,13 +913,14 @@ class _LazyImportStubs:
 
     def create_module(self, spec: Any) -> Any:
         self.added.append(spec.name)
-        self.tracer.assume(f"import {spec.name} failed (not installed): stubbed")
+        if self.on_stub is not None:
+            self.on_stub(spec.name)
         return self.registry.module(spec.name, "not installed (imported inside forward)")
 
     def exec_module(self, module: Any) -> None:
         return None
 
-    def __enter__(self) -> "_LazyImportStubs":
+    def __enter__(self) -> "ImportsInForward":
         sys.meta_path.append(self)
         return self
 
