@@ -1,0 +1,16 @@
+"""Renderers are pure functions of records: importing them (and rendering) must not pull torch in."""
+import subprocess
+import sys
+
+CODE = """
+import sys
+import archviz.records, archviz.views, archviz.grouping, archviz.site, archviz.render.terminal, archviz.render.grouped
+from archviz.records import loads
+assert "torch" not in sys.modules, "a renderer imported torch"
+print("ok")
+"""
+
+
+def test_renderers_do_not_import_torch():
+    p = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
