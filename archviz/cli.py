@@ -132,14 +132,9 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
         with progress_bar("meta forward pass") as cb:
             record = trace_shapes(built, record, batch=batch, seq=seq, input_specs=inputs, progress=cb)
     if grouping:
-        try:
-            from .grouping import group
-        except ImportError:
-            group = None
-        if group is not None:
-            from .grouping import load_names
+        from .grouping import group, load_names
 
-            record = group(record, names=load_names(names) if names else None)
+        record = group(record, names=load_names(names) if names else None)
     return record
 
 
@@ -219,12 +214,12 @@ def inspect(
 ) -> None:
     """A module's tree with per-module counts, shapes and call sites: `archviz inspect hf:deepseek_v3 layer 3`."""
     from .layers import resolve_target
-    from .render.terminal import module_card, module_tree
+    from .render.terminal import grouped_tree, module_card, module_tree
     from .views import module_json
 
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
-                             shapes=shapes and _shapes_available(), batch=batch, seq=seq, grouping=not flat,
+                             shapes=shapes, batch=batch, seq=seq, grouping=not flat,
                              kernel_rules=kernel_rules, names=names, inputs=input_)
         path = resolve_target(record, target or [])
         if json_:
@@ -232,24 +227,7 @@ def inspect(
             return
         if path:
             out.print(module_card(record, path))
-        grouped = None if flat else _grouped_renderable(record, path, depth)
-        out.print(grouped if grouped is not None else module_tree(record, path, depth))
-
-
-def _shapes_available() -> bool:
-    try:
-        import archviz.shapes  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _grouped_renderable(record: Any, path: str, depth: int) -> Any:
-    try:
-        from .render.terminal import grouped_tree  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return grouped_tree(record, path, depth)
+        out.print(module_tree(record, path, depth) if flat else grouped_tree(record, path, depth))
 
 
 @app.command()
@@ -274,7 +252,7 @@ def walk(
 
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
-                             shapes=shapes and _shapes_available(), grouping=False, kernel_rules=kernel_rules,
+                             shapes=shapes, grouping=False, kernel_rules=kernel_rules,
                              inputs=input_)
         text = dumps(record)
         if output == "-":

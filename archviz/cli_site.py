@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .cli import (
-    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, WorldSizeOpt, _shapes_available, app,
+    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, WorldSizeOpt, app,
     emit_json, err, handled, load_record, progress_bar, spinner,
 )
 from .errors import ArchvizError, ShapeError
@@ -91,7 +91,7 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
             raise ArchvizError(f"{source}: a records file is already built",
                                hint="build options (--config, --set, ...) apply to model sources only")
         return _group(_read_records(source), names)
-    want = shapes and _shapes_available()
+    want = shapes
     try:
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=want,
                              batch=batch, seq=seq, grouping=False)
