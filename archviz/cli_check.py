@@ -158,21 +158,5 @@ def manifest(
                       f"({size:,} bytes)")
 
 
-def _also_on_main() -> None:
-    """`python -m archviz.cli` runs cli.py as `__main__`, and our `from .cli import app` loads a second copy of it:
-    register the commands on the running `__main__` app as well, or that invocation would not know them."""
-    import sys
-
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    other = getattr(main, "app", None)
-    if spec is not None and spec.name == "archviz.cli" and isinstance(other, typer.Typer) and other is not app:
-        known = {c.callback for c in other.registered_commands}
-        for fn in (check, manifest):
-            if fn not in known:
-                other.command()(fn)
-
-
-_also_on_main()
 
 __all__ = ["check", "manifest"]

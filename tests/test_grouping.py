@@ -15,8 +15,9 @@ import pytest
 from rich.console import Console
 
 import archviz
+from helpers import hand_record
 from archviz.grouping import _decompose, _rle, group, layer_membership, load_names, multiplicity_text
-from archviz.records import ModelRecord, ModuleRecord, SourceInfo, Summary, TensorRecord, Totals, dumps, loads
+from archviz.records import ModelRecord, dumps, loads
 
 ROOT = Path(__file__).resolve().parent
 V4_HF_CONFIG = ROOT / "data" / "configs" / "deepseek-v4-flash-hf-config.json"
@@ -461,31 +462,7 @@ def test_patterns():
     assert seq_segments(["A", "B", "A", "B", "C"] * 2) == [(2, [(2, [("A", 1), ("B", 1)]), ("C", 1)])]
 
 
-def _rec(specs: list[tuple[str, str, dict, list[tuple[str, tuple]]]]) -> ModelRecord:
-    """A hand-made record: (path, class, attributes, [(tensor name, shape)]) in pre-order."""
-    paths = [p for p, *_ in specs]
-    children = {p: [c for c in paths if c and (c.rsplit(".", 1)[0] if "." in c else "") == p] for p in paths}
-    own = {}
-    tens = {}
-    for p, _, _, ts in specs:
-        tens[p] = tuple(TensorRecord(n, "weight", s, "float32", math.prod(s), math.prod(s), 4 * math.prod(s))
-                        for n, s in ts)
-        own[p] = Totals(parameters=sum(t.elements for t in tens[p]), bytes=sum(t.bytes for t in tens[p]))
-    totals = {}
-    for p in reversed(paths):
-        t = own[p]
-        for c in children[p]:
-            t = t + totals[c]
-        totals[p] = t
-    mods = tuple(ModuleRecord(path=p, class_name=cls, class_module="m", children=tuple(children[p]),
-                              tensors=tens[p], totals=totals[p], own=own[p], attributes=tuple(attrs.items()))
-                 for p, cls, attrs, _ in specs)
-    root = totals[""]
-    summary = Summary(parameters=root.parameters, active_parameters=None, scale_elements=0, table_elements=0,
-                      buffer_elements=0, persistent_buffer_elements=0, bytes=root.bytes, bytes_by_dtype=(),
-                      parameters_by_dtype=(), modules=len(mods))
-    return ModelRecord(source=SourceInfo(spec="hand", kind="factory", name="hand", model_class="m.M"),
-                       modules=mods, summary=summary)
+_rec = hand_record
 
 
 def test_index_like_attributes_do_not_split_kinds():

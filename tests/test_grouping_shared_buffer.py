@@ -1,5 +1,4 @@
 """A buffer tensor shared by every layer is counted once (an alias after the first), yet all layers are one kind."""
-import os
 import pathlib
 
 import archviz

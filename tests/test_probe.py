@@ -22,25 +22,7 @@ V41LIKE = (str(FIX / "dsv41like" / "model.py"), str(FIX / "dsv41like" / "config.
 NOKERNEL = str(ROOT / "data" / "nokernel" / "model.py")
 
 # Small transformers configs (as in test_shapes.py): every width tiny, every kind of layer kept.
-TINY = {
-    "llama": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, vocab_size=256, max_position_embeddings=128),
-    "mixtral": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-                    num_key_value_heads=2, vocab_size=256, num_local_experts=4, num_experts_per_tok=2,
-                    max_position_embeddings=128),
-    "deepseek_v3": dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=3,
-                        first_k_dense_replace=1, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=32,
-                        kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, head_dim=8,
-                        n_routed_experts=8, num_experts_per_tok=2, n_group=2, topk_group=1, n_shared_experts=1,
-                        vocab_size=256, max_position_embeddings=128),
-    "deepseek_v4": dict(hidden_size=64, moe_intermediate_size=32, num_hidden_layers=4, num_attention_heads=4,
-                        num_key_value_heads=1, head_dim=32, qk_rope_head_dim=8, q_lora_rank=32, o_lora_rank=16,
-                        o_groups=2, index_n_heads=2, index_head_dim=16, index_topk=4, n_routed_experts=8,
-                        num_experts_per_tok=2, n_shared_experts=1, num_hash_layers=1, vocab_size=256,
-                        sliding_window=8, compress_ratios=[0, 4, 128, 0],
-                        compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
-                        max_position_embeddings=256),
-}
+from helpers import TINY  # noqa: E402
 
 # Moderately small widths, but more layers, experts, vocabulary and positions than the copy keeps: reduced for real.
 V3_REDUCED = dict(TINY["deepseek_v3"], num_hidden_layers=6, n_routed_experts=16, vocab_size=8192,
@@ -63,7 +45,7 @@ def _assert_all_agree(result) -> None:
     assert set(probe["modules"]) == set(result.comparison.confirmed)
 
 
-@pytest.mark.parametrize("name", list(TINY))
+@pytest.mark.parametrize("name", ["llama", "mixtral", "deepseek_v3", "deepseek_v4"])
 def test_transformers_models_agree_on_cpu(name):
     result = run_probe("hf:" + name, overrides=TINY[name])
     _assert_all_agree(result)
