@@ -65,9 +65,11 @@ def parse_index(data: bytes, where: str) -> tuple[dict[str, str], dict[str, Any]
             f'{where}: index has no "weight_map" object', hint="a safetensors index maps tensor names to shard files"
         )
     weight_map: dict[str, str] = obj["weight_map"]
-    for name, shard in weight_map.items():
-        if type(shard) is not str or not shard:
-            raise CheckpointError(f"{where}: weight_map[{name!r}] must be a shard file name, not {shard!r}")
+    shards = weight_map.values()
+    if set(map(type, shards)) - {str} or "" in shards:  # the loop names the first bad entry
+        for name, shard in weight_map.items():
+            if type(shard) is not str or not shard:
+                raise CheckpointError(f"{where}: weight_map[{name!r}] must be a shard file name, not {shard!r}")
     meta = obj.get("metadata")
     return weight_map, (meta if isinstance(meta, dict) else {})
 
@@ -112,7 +114,8 @@ def assemble(
             _raise_duplicate(parsed, source)
     if weight_map is not None:
         where = index_where or source
-        if len(weight_map) != len(tensors) or any(weight_map.get(n) != t.shard for n, t in tensors.items()):
+        get = weight_map.get  # a shard's tensors all name that shard (ParsedShard), so test shard by shard
+        if len(weight_map) != len(tensors) or any(not set(map(get, p.tensors)) <= {p.shard.name} for p in parsed):
             for name, shard in weight_map.items():
                 t = tensors.get(name)
                 if t is None:

@@ -256,3 +256,30 @@ def test_zero_dim_next_to_huge_dims_is_empty_not_overflow() -> None:
     _agree(header, 0)
     tensors, _ = parse_header(json.dumps(header).encode(), shard="s", data_bytes=0, where="fuzz")
     assert tensors["a"].numel == 0
+
+
+@st.composite
+def span_layouts(draw: st.DrawFn) -> tuple[dict, int]:
+    """Byte ranges near a tiling (shuffled, then nudged: gaps, overlaps, repeats, zero sizes) with matching shapes,
+    so the two paths' layout checks (set-based when every size is positive, sorted otherwise) are what decides."""
+    sizes = draw(st.lists(st.integers(0, 4), min_size=1, max_size=7))
+    order = draw(st.permutations(range(len(sizes))))
+    offs: list[list[int]] = [[0, 0] for _ in sizes]
+    pos = 0
+    for i in order:
+        offs[i] = [pos, pos + sizes[i]]
+        pos += sizes[i]
+    for i, j, delta in draw(st.lists(st.tuples(st.integers(0, len(sizes) - 1), st.integers(0, 1), st.integers(-3, 3)),
+                                     max_size=3)):
+        offs[i][j] += delta
+    data_bytes = pos + draw(st.sampled_from([0, 0, 0, -1, 1]))
+    header = {
+        f"t{i}": {"dtype": "U8", "shape": [max(e - b, 0)], "data_offsets": [b, e]} for i, (b, e) in enumerate(offs)
+    }
+    return header, data_bytes
+
+
+@settings(FUZZ, max_examples=1500)
+@given(span_layouts())
+def test_span_layouts_agree(case: tuple[dict, int]) -> None:
+    _agree(*case)
