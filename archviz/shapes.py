@@ -24,6 +24,7 @@ import gc
 import inspect
 import linecache
 import math
+import operator
 import os
 import sys
 import weakref
@@ -399,8 +400,10 @@ class Tracer:
     def __init__(self, model: torch.nn.Module, display: Callable[[str], str]):
         self.model = model
         self.display = display
+        from .walk import _preorder
+
         self.paths: dict[int, str] = {}
-        for path, mod in model.named_modules():
+        for path, mod in _preorder(model):  # the first path of a module registered under several, as named_modules
             self.paths.setdefault(id(mod), path)
         self.stack: list[str] = []
         self.calls: dict[str, list[tuple]] = {}
@@ -667,7 +670,7 @@ def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int]) -> tuple
 def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None, seq: int | None = None,
                  inputs: tuple[tuple, dict] | None = None, input_specs: list[str] | None = None,
                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None,
-                 memo_experts: bool = True,
+                 memo: bool = True,
                  progress: Callable[[int, int], None] | None = None) -> ModelRecord:
     """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
     from .walk import _Spans
@@ -695,14 +698,14 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
     compute = getattr(torch, built.default_dtype) if built.default_dtype else None
     gc_enabled = gc.isenabled()
     gc.disable()  # the pass makes many short-lived meta tensors but no cycles worth a rescan of the model's heap
-    experts: _ExpertMemo | None = None
+    experts: _BlockMemo | None = None
     previous = stubs.set_call_handler(tracer.stub_call)
     saved_dtype = torch.get_default_dtype()
     error: BaseException | None = None
     try:
         tracer.install()
         tracer.progress = progress
-        experts = _ExpertMemo(tracer, record, built.model) if memo_experts else None
+        experts = _BlockMemo(tracer, record, built.model) if memo else None
         if compute is not None:
             torch.set_default_dtype(compute)
         with torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy), _TolistPolicy(tracer.policy), \
@@ -748,24 +751,38 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
         return c
 
     modules = []
+    site_of: dict[tuple, CallSite] = {}
     for m in record.modules:
-        calls = tuple(call(tuple(ins), tuple(outs)) for ins, outs in tracer.calls.get(m.path, ()))
-        sites = tuple(CallSite(f, ln, code) for f, ln, code in tracer.sites.get(m.path, {}))
-        modules.append(dataclasses.replace(
-            m, calls=calls, call_sites=sites, called=bool(calls) or m.path in tracer.calls,
-            assumptions=tuple(tracer.assumptions.get(m.path, {})), kernels=tuple(tracer.kernels.get(m.path, {}))))
+        path = m.path
+        calls = tuple(call(tuple(ins), tuple(outs)) for ins, outs in tracer.calls.get(path, ()))
+        sites = []
+        for s in tracer.sites.get(path, ()):
+            cs = site_of.get(s)
+            if cs is None:
+                cs = site_of[s] = CallSite(*s)
+            sites.append(cs)
+        fields = list(_ALL_FIELDS(m))  # dataclasses.replace, without its per-call introspection
+        fields[_CALLS:_CALLS + 5] = (calls, tuple(sites), bool(calls) or path in tracer.calls,
+                                     tuple(tracer.assumptions.get(path, ())), tuple(tracer.kernels.get(path, ())))
+        modules.append(ModuleRecord(*fields))
     modules = _weight_uses(modules, spans)
     files = dict(record.source.files)
     files.update(spans.files)
     stubbed = tuple(sorted(set(record.source.stubbed_imports) | set(registry.taken())))
     source = dataclasses.replace(record.source, files=tuple(sorted(files.items())), stubbed_imports=stubbed)
     if experts is not None and experts.hits:
-        notes.append(f"{experts.hits:,} MoE-block and routed-expert calls answered from an identical one's shapes "
-                     "(taken as pure functions of their input shapes)")
+        notes.append(f"{experts.hits:,} calls of repeated blocks (layers, MoE blocks, experts) answered from an "
+                     "identical one's shapes (taken as pure functions of their input shapes)")
     shapes_info = {"B": B, "T": T, "notes": notes, "routed_symbol": ROUTED, "routed_sizes": sorted(routed),
                    "policy": "see archviz/shapes.py: boolean tests hold; routing spreads B·T·k tokens evenly over E "
                              "experts (R = ceil(B·T·k/E))"}
     return dataclasses.replace(record, modules=tuple(modules), source=source).with_extra("shapes", shapes_info)
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ModuleRecord))
+_ALL_FIELDS = operator.attrgetter(*_FIELD_NAMES)
+_CALLS = _FIELD_NAMES.index("calls")
+assert _FIELD_NAMES[_CALLS:_CALLS + 5] == ("calls", "call_sites", "called", "assumptions", "kernels")
 
 
 def _weight_uses(modules: list[ModuleRecord], spans: Any) -> list[ModuleRecord]:
@@ -793,35 +810,51 @@ def _weight_uses(modules: list[ModuleRecord], spans: Any) -> list[ModuleRecord]:
     return modules
 
 
-class _ExpertMemo:
-    """Mixture-of-experts blocks and their routed experts are taken as pure functions of their inputs' shapes: once
-    one has run for given input shapes, every other of the same structure answers from the memo -- its outputs made
-    from the recorded shapes, its sub-modules' calls, call sites and assumptions copied from the one that ran (the
-    policy's routing is the same for both). On a 671B MoE this skips 57 of 58 MoE blocks' expert loops. Installed as
-    an instance `forward`, so the module's own hooks still record its call and call site."""
+# Attributes that number a block rather than shape it: two layers differing only in these are the same kind.
+_INDEX_ATTRS = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "layer_num", "idx", "index",
+                          "block_idx", "block_id", "block_index"})
+
+
+def _memo_targets(record: ModelRecord) -> list[str]:
+    """Modules answered from the memo: every MoE block and its routed experts, and every repeated block -- an
+    entry with sub-modules of a ModuleList, ModuleDict or Sequential (the decoder layers)."""
+    index = record.index()
+    targets: list[str] = []
+    for moe in record.summary.moe:
+        lst = index.get(moe.path)
+        if lst is None:
+            continue
+        if lst.parent is not None and lst.parent in index and lst.parent != "":
+            targets.append(lst.parent)  # the MoE block: gate, experts, shared experts
+        if lst.class_name in ("ModuleList", "ModuleDict"):
+            targets.extend(lst.children)
+        else:
+            targets.append(lst.path)  # fused experts
+    for m in record.modules:
+        if m.class_name in ("ModuleList", "ModuleDict", "Sequential") and len(m.children) > 1:
+            targets.extend(c for c in m.children if index[c].children)
+    return list(dict.fromkeys(targets))
+
+
+class _BlockMemo:
+    """Repeated blocks (decoder layers, MoE blocks, routed experts) are taken as pure functions of their inputs'
+    shapes: once one has run for given input shapes, every other of the same kind -- same classes, tensors and
+    attributes below it, the layer number aside -- answers from the memo: its outputs made from the recorded shapes,
+    its sub-modules' calls, call sites, assumptions and kernels copied from the one that ran (the policy answers
+    data-dependent values the same way for both). On a 671B MoE this runs 2 of 61 layers. Installed as an instance
+    `forward`, so the module's own hooks still record its call and call site. Tests check that the records are the
+    same as without the memo for every model they trace."""
 
     def __init__(self, tracer: Tracer, record: ModelRecord, model: torch.nn.Module):
         self.tracer = tracer
         self.memo: dict[tuple, tuple[str, Any]] = {}
         self.installed: list[Any] = []
         self.hits = 0
-        index = record.index()
         position = {m.path: i for i, m in enumerate(record.modules)}
         self.rels: dict[str, tuple[str, ...]] = {}
         self.kind: dict[str, tuple] = {}
-        targets: list[str] = []
-        for moe in record.summary.moe:
-            lst = index.get(moe.path)
-            if lst is None:
-                continue
-            if lst.parent is not None and lst.parent in index and lst.parent != "":
-                targets.append(lst.parent)  # the MoE block: gate, experts, shared experts
-            if lst.class_name in ("ModuleList", "ModuleDict"):
-                targets.extend(lst.children)
-            else:
-                targets.append(lst.path)  # fused experts
         modules = record.modules
-        for target in dict.fromkeys(targets):
+        for target in _memo_targets(record):
             rels, kind = [], []
             prefix = target + "."
             for i in range(position[target], len(modules)):
@@ -830,13 +863,17 @@ class _ExpertMemo:
                     break
                 rel = m.path[len(target):]
                 rels.append(rel)
-                kind.append((rel, m.class_name, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors)))
+                kind.append((rel, m.class_module, m.class_name,
+                             tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors),
+                             tuple((k, repr(v)) for k, v in m.attributes if k not in _INDEX_ATTRS)))
             self.rels[target] = tuple(r for r in rels if r)
             self.kind[target] = tuple(kind)
         for path in self.rels:
             try:
                 mod = model.get_submodule(path)
             except AttributeError:
+                continue
+            if "forward" in mod.__dict__:  # already wrapped (a module under two paths) or patched by its code
                 continue
             mod.forward = self._shim(path, mod.forward)
             self.installed.append(mod)
@@ -879,6 +916,9 @@ class _ExpertMemo:
             for table in (t.sites, t.assumptions, t.kernels):
                 if src in table:
                     table.setdefault(dst, {}).update(table[src])
+        for table in (t.assumptions, t.kernels):  # what the block's own forward noted (its hooks record the rest)
+            if source in table:
+                table.setdefault(target, {}).update(table[source])
 
 
 class ImportsInForward:

@@ -196,7 +196,7 @@ def _ctor_widths(file: str, start: int, end: int) -> dict[str, tuple[str | None,
 
 
 def _named_dims(mod: Any, name: str, parent_init: SourceSpan | None, files: dict[str, str]) -> tuple:
-    inf, outf = getattr(mod, "in_features", None), getattr(mod, "out_features", None)
+    inf, outf = mod.__dict__.get("in_features"), mod.__dict__.get("out_features")
     if not (isinstance(inf, int) and isinstance(outf, int)) or parent_init is None or not name:
         return ()
     return _named_dims_of(name, inf, outf, parent_init, files.get(parent_init.file))
@@ -389,15 +389,27 @@ def _config_value(config: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, i
     return None
 
 
-def _find_topk(model: Any, parent_path: str, config: dict[str, Any]) -> tuple[int | None, str]:
-    try:
-        parent = model.get_submodule(parent_path) if parent_path else model
-    except AttributeError:
-        parent = None
+def _attr(mod: Any, name: str) -> Any:
+    """`getattr(mod, name, None)` without nn.Module.__getattr__'s slow miss path for plain attributes."""
+    v = mod.__dict__.get(name)
+    if v is None and hasattr(type(mod), name):  # a class attribute or property
+        v = getattr(mod, name, None)
+    return v
+
+
+def _find_topk(model: Any, parent_path: str, config: dict[str, Any],
+               by_path: dict[str, Any] | None = None) -> tuple[int | None, str]:
+    if by_path is not None:
+        parent = by_path.get(parent_path)
+    else:
+        try:
+            parent = model.get_submodule(parent_path) if parent_path else model
+        except AttributeError:
+            parent = None
     if parent is not None:
         for mod_name, mod in [("", parent)] + list(parent.named_children()):
             for a in _TOPK_ATTRS:
-                v = getattr(mod, a, None)
+                v = _attr(mod, a)
                 if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                     where = f"{parent_path}.{mod_name}" if mod_name else parent_path
                     return v, f"{where}.{a}"
@@ -407,8 +419,8 @@ def _find_topk(model: Any, parent_path: str, config: dict[str, Any]) -> tuple[in
     return None, "top-k not found"
 
 
-def find_moe(model: Any, modules: dict[str, ModuleRecord], config: dict[str, Any]) -> tuple[tuple[MoELayer, ...],
-                                                                                            list[str]]:
+def find_moe(model: Any, modules: dict[str, ModuleRecord], config: dict[str, Any],
+             by_path: dict[str, Any] | None = None) -> tuple[tuple[MoELayer, ...], list[str]]:
     """Routed-expert collections: a ModuleList named like experts (not shared ones), or a fused experts module whose
     tensors are stacked over the expert count from the config."""
     import torch
@@ -424,10 +436,15 @@ def find_moe(model: Any, modules: dict[str, ModuleRecord], config: dict[str, Any
         parent = rec.parent or ""
         if parent in modules and ("expert" in modules[parent].name.lower()):
             continue  # inside an expert
-        try:
-            mod = model.get_submodule(path)
-        except AttributeError:
-            continue
+        if by_path is not None:
+            mod = by_path.get(path)
+            if mod is None:
+                continue
+        else:
+            try:
+                mod = model.get_submodule(path)
+            except AttributeError:
+                continue
         if isinstance(mod, torch.nn.ModuleList):
             local = len(rec.children)
             total_slots = len(mod._modules)
@@ -446,7 +463,7 @@ def find_moe(model: Any, modules: dict[str, ModuleRecord], config: dict[str, Any
             local = experts = e
             params = rec.totals.parameters
             per_expert = params // e
-        k, src = _find_topk(model, parent, config)
+        k, src = _find_topk(model, parent, config, by_path)
         topk_sources.add(re.sub(r"\.\d+(?=\.|$)", ".*", src))
         layers.append(MoELayer(path=path, experts=experts, local_experts=local, top_k=k, parameters=params,
                                per_expert=per_expert))
@@ -508,7 +525,7 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
             parent = path.rsplit(".", 1)[0] if "." in path else ""
             children_of.setdefault(parent, []).append(path)
         dims = ()
-        if path and hasattr(mod, "in_features"):
+        if path and "in_features" in mod.__dict__:  # nn.Module.__getattr__'s miss path is slow
             parent_path = path.rsplit(".", 1)[0] if "." in path else ""
             dims = _named_dims(mod, path.rsplit(".", 1)[-1], init_of.get(parent_path), spans.files)
         partial.append((path, cls, tensors, class_span, init_span, forward_span, doc, _attributes(mod), dims))
@@ -530,7 +547,8 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
     if progress is not None:
         progress(n, n)
     index = {r.path: r for r in records}
-    moe, moe_notes = find_moe(model, index, built.config)
+    by_path = dict(entries)
+    moe, moe_notes = find_moe(model, index, built.config, by_path)
     summary = summarize(records, moe, moe_notes, unique_modules=len({id(m) for _, m in entries}))
     source = SourceInfo(
         spec=built.spec, kind=built.kind, name=built.name, model_class=f"{type(model).__module__}."

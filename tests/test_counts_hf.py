@@ -319,3 +319,32 @@ def test_minilm_position_ids_buffer(minilm_dir, minilm_record):
     assert t.elements == 512 and t.shape == (1, 512) and t.dtype == "int64"
     assert t.persistent is persistent
     assert minilm_record.summary.buffer_elements >= 512
+
+
+def test_meta_build_skips_initialisers_and_puts_them_back():
+    """On meta there are no values to initialise: nn.Linear's kaiming_uniform_ (a third of a plain meta construction
+    of deepseek_v3) is skipped while archviz builds, returns its tensor for code that uses the result, and is the
+    original function again afterwards."""
+    import torch
+
+    from archviz.meta import meta_build
+
+    original = torch.nn.init.kaiming_uniform_
+    calls = []
+
+    def counting(tensor, *args, **kwargs):
+        calls.append(tuple(tensor.shape))
+        return original(tensor, *args, **kwargs)
+
+    torch.nn.init.kaiming_uniform_ = counting
+    try:
+        with meta_build():
+            lin = torch.nn.Linear(4, 3)
+            same = torch.nn.init.normal_(lin.bias)
+        assert calls == [] and same is lin.bias and lin.weight.is_meta
+        assert torch.nn.init.kaiming_uniform_ is counting  # put back
+        with meta_build(device="cpu"):  # the probe's real copies are initialised
+            torch.nn.Linear(4, 3)
+        assert calls and set(calls) == {(3, 4)}  # (torch-function modes may re-enter it)
+    finally:
+        torch.nn.init.kaiming_uniform_ = original

@@ -192,3 +192,83 @@ def test_each_kernel_shape_rule_matches_its_cpu_implementation(name):
         return tuple(sig(t) for t in o)
 
     assert sig(fake) == sig(real)
+
+
+# -- the block memo: repeated layers answered from an identical one's shapes ------------------------------------------
+
+_SHAPE_FIELDS = ("calls", "call_sites", "called", "assumptions", "kernels")
+
+
+@pytest.mark.parametrize("spec,config,overrides", CASES, ids=IDS)
+def test_the_block_memo_changes_no_record(spec, config, overrides):
+    """Every module's calls, call sites, assumptions and kernels are the same whether repeated blocks run or are
+    answered from the memo (the full-size upstream DeepSeek references were checked the same way by hand)."""
+    traced = []
+    for memo in (True, False):
+        built = archviz.build(spec, config=config, overrides=overrides)
+        traced.append(trace_shapes(built, walk(built), memo=memo))
+    with_memo, without = traced
+    assert any("answered from an identical" in n for n in with_memo.extra("shapes")["notes"])
+    assert not any("answered from an identical" in n for n in without.extra("shapes")["notes"])
+    diff = [m.path for m, n in zip(with_memo.modules, without.modules, strict=True)
+            if any(getattr(m, f) != getattr(n, f) for f in _SHAPE_FIELDS)]
+    assert diff == []
+
+
+BLOCKS = '''
+import torch
+
+
+class Block(torch.nn.Module):
+    """Same weights in every layer; `keep` changes what the `narrow` sub-module sees, `layer_idx` only numbers it."""
+
+    def __init__(self, layer_idx, keep):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.keep = keep
+        self.proj = torch.nn.Linear(16, 16)
+        self.narrow = torch.nn.Identity()
+
+    def forward(self, x):
+        y = self.narrow(self.proj(x)[..., : self.keep])
+        return torch.nn.functional.pad(y, (0, 16 - self.keep))
+
+
+class Net(torch.nn.Module):
+    def __init__(self, keeps):
+        super().__init__()
+        self.embed = torch.nn.Embedding(32, 16)
+        self.layers = torch.nn.ModuleList(Block(i, k) for i, k in enumerate(keeps))
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def make():
+    return Net([16, 16, 8, 16, 8])
+'''
+
+
+def test_the_memo_keeps_apart_blocks_whose_attributes_differ(tmp_path, monkeypatch):
+    (tmp_path / "memo_blocks.py").write_text(BLOCKS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    built = archviz.build("memo_blocks:make")
+    record = trace_shapes(built, walk(built))
+    index = record.index()
+    B, T = record.extra("shapes")["B"], record.extra("shapes")["T"]
+    # The same code run for real on CPU: what each layer's `narrow` receives.
+    real = build("memo_blocks:make", BuildOptions(device="cpu")).model
+    seen: dict[int, tuple] = {}
+    for i, layer in enumerate(real.layers):
+        layer.narrow.register_forward_hook(lambda mod, args, out, i=i: seen.__setitem__(i, tuple(args[0].shape)))
+    real(torch.zeros(B, T, dtype=torch.long))
+    assert [seen[i][-1] for i in range(5)] == [16, 16, 8, 16, 8]
+    for i in range(5):
+        (inputs,) = index[f"layers.{i}.narrow"].calls[0].inputs
+        assert (B, T, *inputs[2:]) == seen[i] and inputs[:2] == ("B", "T")
+    # Layers 1 and 3 are answered from layer 0, layer 4 from layer 2 (layer_idx aside): 3 hits.
+    notes = record.extra("shapes")["notes"]
+    assert any(n.startswith("3 calls of repeated blocks") for n in notes), notes
