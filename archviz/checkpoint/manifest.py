@@ -42,7 +42,9 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from operator import itemgetter
+from itertools import accumulate, chain, compress, repeat
+from math import prod
+from operator import and_, is_not, itemgetter, mul, rshift
 from typing import Any
 
 from archviz.errors import CheckpointError
@@ -311,44 +313,69 @@ def _audit_tensors(listed: dict[str, Any], by_name: dict[str, ShardInfo], where:
     return tensors, cursor
 
 
-_AUDIT_ENTRY = itemgetter("dtype", "shape", "shard")
+_DTYPE = itemgetter("dtype")
+_SHAPE = itemgetter("shape")
+_SHARD = itemgetter("shard")
+_MAX_FAST_RANK = 64
+_new_tuple = tuple.__new__  # map(_new_tuple, repeat(TensorInfo), rows): TensorInfo(*row) without a Python call
 
 
 def _audit_tensors_fast(listed: dict[str, Any], by_name: dict[str, ShardInfo], where: str
                         ) -> tuple[dict[str, TensorInfo], dict[str, int]] | None:
-    """All entries at once (C-level maps); ``None`` when anything is off, and the entry loop names the fault."""
+    """All entries at once (C-level maps); ``None`` when anything is off, and the entry loop names the fault.
+
+    Accepts exactly what :func:`_audit_tensors` accepts (short of very long shapes, left to it), and builds the
+    same tensors.
+    """
     entries = listed.values()
     if set(map(type, entries)) != {dict}:
         return None
+    own = {name: name for name in by_name}
     try:
-        dtypes, shapes, shards = zip(*map(_AUDIT_ENTRY, entries), strict=True)
-    except (KeyError, ValueError):
+        dtypes = list(map(_DTYPE, entries))
+        shapes = list(map(_SHAPE, entries))
+        shards = list(map(own.__getitem__, map(_SHARD, entries)))  # the ShardInfo's name: one str per shard
+        bits = list(map(DTYPE_BITS.__getitem__, dtypes))  # KeyError: unknown (or non-str); TypeError: unhashable
+    except (KeyError, TypeError):
         return None
-    try:
-        if set(map(type, shapes)) != {list} or not set(shards) <= by_name.keys():
-            return None
-    except TypeError:  # an unhashable shard
+    if set(map(type, shapes)) != {list} or max(map(len, shapes)) > _MAX_FAST_RANK:
         return None
-    checked = _Shapes(where)
-    keys = list(map(str, shapes))
-    sig: dict[tuple[Any, str], tuple[tuple[int, ...], int]] = {}
-    try:
-        for dtype, key, shape in zip(dtypes, keys, shapes):
-            if (dtype, key) not in sig:
-                sig[(dtype, key)] = checked("?", dtype, shape)
-    except (CheckpointError, TypeError):
+    dims = list(chain.from_iterable(shapes))
+    if dims and (set(map(type, dims)) != {int} or min(dims) < 0):
         return None
-    pairs = list(map(sig.__getitem__, zip(dtypes, keys)))
+    t_shapes = list(map(tuple, shapes))
+    canon: dict[tuple[int, ...], tuple[int, ...]] = {}
+    t_shapes = list(map(canon.setdefault, t_shapes, t_shapes))  # all dims are ints: equal tuples, equal shapes
+    nbits = list(map(mul, map(prod, t_shapes), bits))
+    if any(map(and_, nbits, repeat(7))):
+        return None
+    # Consecutive layout per shard, in listed order.
+    sizes = list(map(rshift, nbits, repeat(3)))
     cursor = dict.fromkeys(by_name, 0)
-    offsets = []
-    append = offsets.append
-    for shard, (_, size) in zip(shards, pairs):
-        begin = cursor[shard]
-        end = cursor[shard] = begin + size
-        append((begin, end))
-    names = list(listed)
-    infos = map(TensorInfo, names, dtypes, map(_FIRST, pairs), shards, offsets)
-    return dict(zip(names, infos)), cursor
+    n = len(shards)
+    starts = [0, *compress(range(1, n), map(is_not, shards[1:], shards[:-1])), n]
+    run_shards = [shards[i] for i in starts[:-1]]
+    if len(set(run_shards)) == len(run_shards):
+        # Each shard's tensors in one run (the usual on-disk order): a run's ends are the running sums of its
+        # sizes, its begins 0 and then the ends before.
+        begins: list[int] = []
+        ends: list[int] = []
+        for shard, i, j in zip(run_shards, starts, starts[1:]):
+            run = list(accumulate(sizes[i:j]))
+            ends += run
+            begins.append(0)
+            begins += run[:-1]
+            cursor[shard] = run[-1]
+        offsets: Any = zip(begins, ends)
+    else:
+        offsets = []
+        append = offsets.append
+        for shard, size in zip(shards, sizes):
+            begin = cursor[shard]
+            end = cursor[shard] = begin + size
+            append((begin, end))
+    infos = map(_new_tuple, repeat(TensorInfo), zip(listed, dtypes, t_shapes, shards, offsets))
+    return dict(zip(listed, infos)), cursor
 
 
 def _from_audit(obj: dict[str, Any], source: str, where: str) -> CheckpointInventory:
