@@ -173,6 +173,7 @@ def parse_header(
 
 _DTYPE = itemgetter("dtype")
 _SHAPE = itemgetter("shape")
+_DTYPE_NAME = {name: name for name in DTYPE_BITS}
 _OFFSETS = itemgetter("data_offsets")
 _TYPES_DICT = {dict}
 _TYPES_LIST = {list}
@@ -195,10 +196,10 @@ def _fast_tensors(obj: dict[str, Any], shard: str, data_bytes: int) -> dict[str,
     if set(map(type, entries)) != _TYPES_DICT:
         return None
     try:
-        dtypes = list(map(_DTYPE, entries))
+        dtypes = list(map(_DTYPE_NAME.__getitem__, map(_DTYPE, entries)))  # KeyError: unknown; TypeError: unhashable
         shapes = list(map(_SHAPE, entries))
         offsets = list(map(_OFFSETS, entries))
-        bits = list(map(DTYPE_BITS.__getitem__, dtypes))  # KeyError: unknown; TypeError: unhashable
+        bits = list(map(DTYPE_BITS.__getitem__, dtypes))
     except (KeyError, TypeError):
         return None
     if set(map(type, shapes)) != _TYPES_LIST or set(map(type, offsets)) != _TYPES_LIST:
