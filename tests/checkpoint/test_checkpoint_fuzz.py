@@ -21,7 +21,8 @@ from archviz.checkpoint.header import (
     parse_shard_bytes,
     read_local_shard,
 )
-from archviz.checkpoint.records import DTYPE_BITS
+from archviz.checkpoint.manifest import _audit_tensors, _audit_tensors_fast
+from archviz.checkpoint.records import DTYPE_BITS, ShardInfo
 from archviz.checkpoint.synth import build_shard_header, load_audit_manifest, shard_tensors
 from archviz.errors import CheckpointError
 
@@ -283,3 +284,31 @@ def span_layouts(draw: st.DrawFn) -> tuple[dict, int]:
 @given(span_layouts())
 def test_span_layouts_agree(case: tuple[dict, int]) -> None:
     _agree(*case)
+
+
+audit_entries = st.fixed_dictionaries(
+    {
+        "dtype": st.one_of(st.sampled_from(["BF16", "F4", "F6_E2M3", "I8"]), st.sampled_from(["nope", ""]), st.none()),
+        "shape": st.one_of(st.lists(st.one_of(st.integers(0, 5), st.sampled_from([-1, 1.0, True, None])), max_size=3),
+                           st.none()),
+        "shard": st.one_of(st.sampled_from(["a", "b", "c"]), st.sampled_from(["z", 1]), st.lists(st.none(), max_size=1)),
+    }
+)
+
+
+@settings(FUZZ, max_examples=1500)
+@given(st.dictionaries(st.text(max_size=3), audit_entries, min_size=1, max_size=8), st.booleans())
+def test_audit_paths_agree(listed: dict, sort_by_shard: bool) -> None:
+    """A header-audit manifest's bulk path builds exactly what the entry loop builds, or leaves it the decision."""
+    if sort_by_shard:  # the usual on-disk order: each shard's tensors together
+        listed = dict(sorted(listed.items(), key=lambda kv: repr(kv[1]["shard"])))
+    by_name = {s: ShardInfo(s, 1000, 8) for s in ("a", "b", "c")}
+    fast = _audit_tensors_fast(listed, by_name, "fuzz")
+    try:
+        slow = _audit_tensors(listed, by_name, "fuzz")
+    except CheckpointError:
+        slow = None
+    assert (fast is None) == (slow is None)
+    if fast is not None:
+        assert fast == slow and list(fast[0]) == list(slow[0])
+        assert all(type(d) is int for t in fast[0].values() for d in t.shape)
