@@ -403,8 +403,11 @@ class Tracer:
         from .walk import _preorder
 
         self.paths: dict[int, str] = {}
+        self.objects_by_id: dict[int, Any] = {}
         for path, mod in _preorder(model):  # the first path of a module registered under several, as named_modules
-            self.paths.setdefault(id(mod), path)
+            if id(mod) not in self.paths:
+                self.paths[id(mod)] = path
+                self.objects_by_id[id(mod)] = mod
         self.stack: list[str] = []
         self.calls: dict[str, list[tuple]] = {}
         self.sites: dict[str, dict[tuple, None]] = {}
@@ -673,6 +676,21 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
                  memo: bool = True,
                  progress: Callable[[int, int], None] | None = None) -> ModelRecord:
     """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
+    # The pass makes many short-lived meta tensors and records, but no cycles worth a rescan of the model's heap.
+    gc_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, input_specs=input_specs,
+                             on_kernel=on_kernel, memo=memo, progress=progress)
+    finally:
+        if gc_enabled:
+            gc.enable()
+
+
+def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: int | None,
+                  inputs: tuple[tuple, dict] | None, input_specs: list[str] | None,
+                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool,
+                  progress: Callable[[int, int], None] | None) -> ModelRecord:
     from .walk import _Spans
 
     B, T, _clean = choose_dims(record, batch, seq)
@@ -696,8 +714,6 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
     registry = built.stubs or stubs.StubRegistry()
     # Reference code runs under the default dtype its launcher sets (DeepSeek's generate.py: bfloat16).
     compute = getattr(torch, built.default_dtype) if built.default_dtype else None
-    gc_enabled = gc.isenabled()
-    gc.disable()  # the pass makes many short-lived meta tensors but no cycles worth a rescan of the model's heap
     experts: _BlockMemo | None = None
     previous = stubs.set_call_handler(tracer.stub_call)
     saved_dtype = torch.get_default_dtype()
@@ -719,8 +735,6 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
     finally:
         if experts is not None:
             experts.remove()
-        if gc_enabled:
-            gc.enable()
         stubs.set_call_handler(previous)
         tracer.remove()
         torch.set_default_dtype(saved_dtype)
@@ -850,28 +864,23 @@ class _BlockMemo:
         self.memo: dict[tuple, tuple[str, Any]] = {}
         self.installed: list[Any] = []
         self.hits = 0
-        position = {m.path: i for i, m in enumerate(record.modules)}
-        self.rels: dict[str, tuple[str, ...]] = {}
-        self.kind: dict[str, tuple] = {}
-        modules = record.modules
-        for target in _memo_targets(record):
-            rels, kind = [], []
-            prefix = target + "."
-            for i in range(position[target], len(modules)):
-                m = modules[i]
-                if m.path != target and not m.path.startswith(prefix):
-                    break
-                rel = m.path[len(target):]
-                rels.append(rel)
-                kind.append((rel, m.class_module, m.class_name,
-                             tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors),
-                             tuple((k, repr(v)) for k, v in m.attributes if k not in _INDEX_ATTRS)))
-            self.rels[target] = tuple(r for r in rels if r)
-            self.kind[target] = tuple(kind)
-        for path in self.rels:
-            try:
-                mod = model.get_submodule(path)
-            except AttributeError:
+        self.record = record
+        self.position = {m.path: i for i, m in enumerate(record.modules)}
+        self._rels: dict[str, tuple[str, ...]] = {}
+        targets = _memo_targets(record)
+        # A block's kind, bottom-up: its own classes, tensors and attributes (the layer number aside) and its
+        # children's kinds by name -- each module's part made once, however many targets nest around it.
+        tree: dict[str, tuple] = {}
+        index = record.index()
+        for m in reversed(record.modules):
+            own = (m.class_module, m.class_name, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors),
+                   tuple((k, repr(v)) for k, v in m.attributes if k not in _INDEX_ATTRS))
+            tree[m.path] = (own, tuple((index[c].name, tree[c]) for c in m.children))
+        self.kind: dict[str, tuple] = {t: tree[t] for t in targets}
+        by_path = {path: mod for mod_id, path in tracer.paths.items() for mod in (tracer.objects_by_id[mod_id],)}
+        for path in self.kind:
+            mod = by_path.get(path)
+            if mod is None:
                 continue
             if "forward" in mod.__dict__:  # already wrapped (a module under two paths) or patched by its code
                 continue
@@ -902,9 +911,24 @@ class _BlockMemo:
 
         return memoized
 
+    def rels(self, target: str) -> tuple[str, ...]:
+        """Paths below `target`, relative to it (".attn", ".attn.wq", ...)."""
+        rels = self._rels.get(target)
+        if rels is None:
+            modules = self.record.modules
+            prefix = target + "."
+            out = []
+            for i in range(self.position[target] + 1, len(modules)):
+                path = modules[i].path
+                if not path.startswith(prefix):
+                    break
+                out.append(path[len(target):])
+            rels = self._rels[target] = tuple(out)
+        return rels
+
     def _copy(self, source: str, target: str) -> None:
         t = self.tracer
-        for rel in self.rels[target]:
+        for rel in self.rels(target):
             src = source + rel
             dst = target + rel
             if src in t.calls:

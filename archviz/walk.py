@@ -22,6 +22,7 @@ import inspect
 import os
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from .records import (
@@ -53,24 +54,35 @@ def _file_index(path: str) -> tuple[dict[str, tuple[int, int]], dict[int, int]]:
     classes: dict[str, tuple[int, int]] = {}
     defs: dict[int, int] = {}
 
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        # Classes and defs are statements: only statement lists are walked, never expressions (a tenth of the nodes).
+        for child in body:
             if isinstance(child, ast.ClassDef):
                 q = f"{prefix}{child.name}"
                 start = min([child.lineno] + [d.lineno for d in child.decorator_list])
                 classes.setdefault(q, (start, child.end_lineno or child.lineno))
-                visit(child, q + ".")
+                visit(child.body, q + ".")
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 end = child.end_lineno or child.lineno
                 defs[child.lineno] = end
                 for d in child.decorator_list:
                     defs[d.lineno] = end
-                visit(child, f"{prefix}{child.name}.<locals>.")
+                visit(child.body, f"{prefix}{child.name}.<locals>.")
             else:
-                visit(child, prefix)
+                for field in _STATEMENT_LISTS:
+                    inner = getattr(child, field, None)
+                    if inner:
+                        visit(inner, prefix)
+                for handler in getattr(child, "handlers", None) or ():  # try/except
+                    visit(handler.body, prefix)
+                for case in getattr(child, "cases", None) or ():  # match
+                    visit(case.body, prefix)
 
-    visit(tree, "")
+    visit(tree.body, "")
     return classes, defs
+
+
+_STATEMENT_LISTS = ("body", "orelse", "finalbody")
 
 
 class _Spans:
@@ -179,20 +191,49 @@ def _ctor_widths(file: str, start: int, end: int) -> dict[str, tuple[str | None,
         tree = ast.parse(src)
     except SyntaxError:
         return {}
-    out: dict[str, tuple[str | None, str | None]] = {}
-    for node in ast.walk(tree):
+    encoded = [line.encode("utf-8") for line in src.splitlines()]
+
+    def segment(node: ast.expr) -> str | None:  # ast.get_source_segment, without re-splitting the source each call
+        if node.end_lineno is None or node.end_col_offset is None:
+            return None
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            return encoded[first][node.col_offset:node.end_col_offset].decode("utf-8")
+        parts = [encoded[first][node.col_offset:], *encoded[first + 1:last], encoded[last][:node.end_col_offset]]
+        return b"\n".join(parts).decode("utf-8")
+
+    found: dict[str, tuple[int, tuple[str | None, str | None]]] = {}
+    for depth, node in _statements(tree.body):
         if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.value, ast.Call):
             continue
         t = node.targets[0]
         if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"):
             continue
         call = node.value
-        args = [ast.get_source_segment(src, a) for a in call.args[:2]]
-        kw = {k.arg: ast.get_source_segment(src, k.value) for k in call.keywords if k.arg}
+        args = [segment(a) for a in call.args[:2]]
+        kw = {k.arg: segment(k.value) for k in call.keywords if k.arg}
         first = kw.get("in_features", args[0] if args else None)
         second = kw.get("out_features", args[1] if len(args) > 1 else None)
-        out.setdefault(t.attr, (first, second))
-    return out
+        # The least nested assignment wins, then the first: `self.x = A(...)` beside an `if ...: self.x = B(...)`
+        # names A's widths.
+        if t.attr not in found or depth < found[t.attr][0]:
+            found[t.attr] = (depth, (first, second))
+    return {attr: widths for attr, (_, widths) in found.items()}
+
+
+def _statements(body: list[ast.stmt], depth: int = 0) -> Iterator[tuple[int, ast.stmt]]:
+    """(nesting depth in the syntax tree, statement) for every statement in `body` and the statement lists nested in
+    it, in source order."""
+    for node in body:
+        yield depth, node
+        for field in _STATEMENT_LISTS:
+            inner = getattr(node, field, None)
+            if inner:
+                yield from _statements(inner, depth + 1)
+        for handler in getattr(node, "handlers", None) or ():  # try: except ...: its body is two levels down
+            yield from _statements(handler.body, depth + 2)
+        for case in getattr(node, "cases", None) or ():
+            yield from _statements(case.body, depth + 2)
 
 
 def _named_dims(mod: Any, name: str, parent_init: SourceSpan | None, files: dict[str, str]) -> tuple:
@@ -361,13 +402,16 @@ def _attributes(module: Any) -> tuple[tuple[str, Any], ...]:
     for k, v in module.__dict__.items():
         if k[0] == "_" or k in _SKIP_ATTRS:
             continue
-        if isinstance(v, bool) or v is None:
+        # issubclass on the type: isinstance on a transformers config (held by many modules) runs its
+        # __getattribute__ for __class__.
+        t = type(v)
+        if v is None or issubclass(t, (int, float)):  # bool is an int
             out.append((k, v))
-        elif isinstance(v, (int, float)):
-            out.append((k, v))
-        elif isinstance(v, str) and len(v) <= 200:
-            out.append((k, v))
-        elif isinstance(v, (tuple, list)) and len(v) <= 16 and all(isinstance(x, (int, float, str, bool)) for x in v):
+        elif issubclass(t, str):
+            if len(v) <= 200:
+                out.append((k, v))
+        elif issubclass(t, (tuple, list)) and len(v) <= 16 and all(
+                issubclass(type(x), (int, float, str)) for x in v):
             out.append((k, list(v)))
     return tuple(out)
 

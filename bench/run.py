@@ -131,11 +131,20 @@ def shapes_hf_v3() -> dict:
 
     archviz.build("hf:llama", overrides={"num_hidden_layers": 1})
 
+    split: dict[str, float] = {}
+
     def run():
+        t0 = time.perf_counter()
         built = archviz.build("hf:deepseek_v3")
-        return trace_shapes(built, walk(built))
+        t1 = time.perf_counter()
+        record = walk(built)
+        t2 = time.perf_counter()
+        out = trace_shapes(built, record)
+        split.update(build=t1 - t0, walk=t2 - t1, shapes=time.perf_counter() - t2)
+        return out
     seconds, rec = _timed(run)
-    return {"seconds": seconds, "called": sum(1 for m in rec.modules if m.called)}
+    return {"seconds": seconds, "called": sum(1 for m in rec.modules if m.called),
+            **{f"{k}_seconds": round(v, 3) for k, v in split.items()}}
 
 
 # -- issue 4: grouping -----------------------------------------------------------------------------------------------

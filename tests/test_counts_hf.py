@@ -348,3 +348,17 @@ def test_meta_build_skips_initialisers_and_puts_them_back():
         assert calls and set(calls) == {(3, 4)}  # (torch-function modes may re-enter it)
     finally:
         torch.nn.init.kaiming_uniform_ = original
+
+
+def test_meta_build_holds_inside_a_device_context_the_code_enters():
+    import torch
+
+    from archviz.meta import meta_build
+
+    with meta_build() as notes:
+        with torch.device("cuda"):  # a model's own code may do this; no CUDA is touched
+            lin = torch.nn.Linear(3, 4)
+            extra = torch.zeros(2)
+    assert lin.weight.is_meta and extra.is_meta
+    assert any("device='cuda'" in n for n in notes.items)
+    assert torch.zeros(1).device.type == "cpu"  # nothing left behind
