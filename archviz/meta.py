@@ -8,7 +8,6 @@ neutralised and noted once with the file:line that made it. Weights are never al
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 import traceback
@@ -17,6 +16,8 @@ from typing import Any, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
+
+from .gcpause import collector_paused
 
 _META = torch.device("meta")
 
@@ -147,17 +148,14 @@ def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
     mode = _MetaMode(notes, target)
     # Tens of thousands of modules and parameters, no garbage: the cyclic GC would rescan the growing heap again and
     # again (half of a 671B model's construction time). Paused for the build, restored after.
-    gc_enabled = gc.isenabled()
-    gc.disable()
     try:
         # `mode` puts every constructor on `target` itself: no torch.device(target) context under it (a second Python
         # mode on every torch call: a fifth of a transformers build). Code that enters `with torch.device("cuda")`
         # still builds on meta: the mode stays above that context.
-        with mode, (_initialisers_skipped() if target.type == "meta" else contextlib.nullcontext()):
+        with collector_paused(), mode, \
+                (_initialisers_skipped() if target.type == "meta" else contextlib.nullcontext()):
             yield notes
     finally:
-        if gc_enabled:
-            gc.enable()
         notes.final_dtype = torch.get_default_dtype()
         torch.set_default_device = saved_set_default_device
         torch.cuda.set_device = saved_cuda_set_device

@@ -10,10 +10,11 @@ The JSON form is versioned by `SCHEMA`; `docs/records-schema.md` describes every
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
+
+from .gcpause import collector_paused
 
 SCHEMA = "archviz.records/1"
 
@@ -306,14 +307,9 @@ def _module_json(m: ModuleRecord) -> dict[str, Any]:
 
 
 def to_json_dict(record: ModelRecord) -> dict[str, Any]:
-    enabled = gc.isenabled()
-    gc.disable()  # many small dicts, no cycles: the cyclic GC would only rescan the heap
-    try:
+    with collector_paused():  # many small dicts, no cycles
         d = _encode(dataclasses.replace(record, modules=()))
         d["modules"] = [_module_json(m) for m in record.modules]
-    finally:
-        if enabled:
-            gc.enable()
     d = {"schema": d.pop("schema"), **d}
     return d
 

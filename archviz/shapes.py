@@ -20,7 +20,6 @@ model, so a dim equal to B, T or B·T is that symbol; every other dim is a fixed
 from __future__ import annotations
 
 import dataclasses
-import gc
 import inspect
 import linecache
 import math
@@ -34,6 +33,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import kernels, stubs
+from .gcpause import collector_paused
 from .errors import ShapeError
 from .records import Call, CallSite, ModelRecord, ModuleRecord
 from .sources import Built
@@ -677,14 +677,9 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
                  progress: Callable[[int, int], None] | None = None) -> ModelRecord:
     """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
     # The pass makes many short-lived meta tensors and records, but no cycles worth a rescan of the model's heap.
-    gc_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, input_specs=input_specs,
                              on_kernel=on_kernel, memo=memo, progress=progress)
-    finally:
-        if gc_enabled:
-            gc.enable()
 
 
 def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: int | None,

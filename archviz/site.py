@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import format as fmt
+from .gcpause import collector_paused
 from .errors import ArchvizError
 from .records import (
     ALIAS, BIAS, BUFFER, SCALE, TABLE, WEIGHT, CallSite, ModelRecord, ModuleRecord, SourceSpan, TensorRecord,
@@ -1379,8 +1380,9 @@ def build_site(records: Sequence[ModelRecord], output: str, *, annotations: Any 
                progress: Progress | None = None) -> SiteResult:
     """Render records into a static site at `output` (replaced atomically; the previous site survives a failure)."""
     _check_target(os.path.abspath(output))
-    files = render_site(records, annotations=annotations, source_url=source_url, templates=templates,
-                        progress=progress)
+    with collector_paused():  # many short strings and dicts, no cycles, on top of the records' heap
+        files = render_site(records, annotations=annotations, source_url=source_url, templates=templates,
+                            progress=progress)
     write_site(files, output)
     pages = sum(1 for k in files if k.endswith(".html"))
     return SiteResult(output=output, pages=pages, bytes=sum(len(v) for v in files.values()), files=len(files))

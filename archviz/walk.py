@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import gc
 import inspect
 import os
 import re
@@ -25,6 +24,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, Callable
 
+from .gcpause import collector_paused
 from .records import (
     ALIAS, BIAS, BUFFER, SCALE, TABLE, WEIGHT, ModelRecord, ModuleRecord, MoELayer, SourceInfo, SourceSpan, Summary,
     TensorRecord, Totals,
@@ -539,13 +539,8 @@ def walk(built: Built, progress: Progress | None = None) -> ModelRecord:
     """Records of every module of `built.model` (see the module docstring for the accounting rules)."""
     # Hundreds of thousands of small records on top of a heap holding the model's meta tensors: the cyclic GC would
     # rescan that heap again and again (a third of the walk's time). Records hold no cycles; pause it.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _walk(built, progress)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _walk(built: Built, progress: Progress | None) -> ModelRecord:

@@ -20,7 +20,6 @@ verdicts aggregate up the module tree, so every ancestor path carries its subtre
 from __future__ import annotations
 
 import functools
-import gc
 import math
 import os
 import re
@@ -29,6 +28,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from archviz.gcpause import collector_paused
 from archviz.errors import CheckpointError
 from archviz.records import ALIAS, BIAS, BUFFER, SCALE, WEIGHT, ModelRecord, TensorRecord
 
@@ -712,13 +712,8 @@ def compare(record: ModelRecord, inventory: CheckpointInventory | str | os.PathL
 
         inventory = open_checkpoint(inventory)
     # Hundreds of thousands of small objects, none cyclic: the cyclic collector would only rescan them.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _compare(record, inventory, rules, compact)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules | str | os.PathLike[str] | None,

@@ -15,13 +15,12 @@ Only the 8-byte length prefix and the JSON header of each shard are read; tensor
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from archviz.gcpause import collector_paused
 from archviz.errors import CheckpointError
 
 from .assemble import INDEX_SUFFIX, Progress, assemble, index_shards, natural_key, parse_index
@@ -144,19 +143,6 @@ def _open_json(where: str, progress: Progress | None) -> CheckpointInventory:
     return inv
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: reading a big checkpoint allocates ~10 small acyclic objects per tensor
-    (JSON dicts, lists, TensorInfo), and the collector's rescans of them cost as much as the reading itself."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def open_checkpoint(
     spec: str | os.PathLike[str],
     *,
@@ -174,7 +160,7 @@ def open_checkpoint(
     Raises :class:`~archviz.errors.CheckpointError` for anything unusable — missing or damaged files,
     inconsistent indexes, pickle checkpoints, HTTP errors and timeouts.
     """
-    with _collector_paused():
+    with collector_paused():  # ~10 small acyclic objects per tensor
         return _open(spec, progress, timeout, token)
 
 
