@@ -49,6 +49,10 @@ InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forwar
                                                      "of the default token ids: name=B,T,512[:dtype] (repeatable)")]
 KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
                                                      "with @archviz.kernels.shape_rule(...)")]
+EveryBlockOpt = Annotated[bool, typer.Option("--every-block", help="run every repeated layer, MoE block and expert in "
+                                                "the meta pass instead of answering identical ones from the first "
+                                                "that ran (slower; for blocks that differ in what their classes, "
+                                                "tensors and attributes do not show)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="show tracebacks")]
 
@@ -113,7 +117,7 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                 tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool = False,
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
                 kernel_rules: str | None = None, names: str | None = None,
-                inputs: list[str] | None = None) -> Any:
+                inputs: list[str] | None = None, every_block: bool = False) -> Any:
     from . import build
     from .walk import walk
 
@@ -130,7 +134,8 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
 
             load_rules_file(kernel_rules)
         with progress_bar("meta forward pass") as cb:
-            record = trace_shapes(built, record, batch=batch, seq=seq, input_specs=inputs, progress=cb)
+            record = trace_shapes(built, record, batch=batch, seq=seq, input_specs=inputs, memo=not every_block,
+                                  progress=cb)
     if grouping:
         from .grouping import group, load_names
 
@@ -207,6 +212,7 @@ def inspect(
     seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")] = None,
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,
+    every_block: EveryBlockOpt = False,
     names: Annotated[Optional[str], typer.Option("--names", help="titles of grouped nodes: a TOML/JSON file mapping "
                                                                  "paths, globs or classes to names")] = None,
     json_: JsonOpt = False,
@@ -220,7 +226,7 @@ def inspect(
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, batch=batch, seq=seq, grouping=not flat,
-                             kernel_rules=kernel_rules, names=names, inputs=input_)
+                             kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block)
         path = resolve_target(record, target or [])
         if json_:
             emit_json(module_json(record, path))
@@ -244,6 +250,7 @@ def walk(
     = False,
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,
+    every_block: EveryBlockOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -253,7 +260,7 @@ def walk(
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
-                             inputs=input_)
+                             inputs=input_, every_block=every_block)
         text = dumps(record)
         if output == "-":
             sys.stdout.write(text + "\n")

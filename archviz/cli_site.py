@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .cli import (
-    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, WorldSizeOpt, app,
+    ConfigOpt, DebugOpt, EveryBlockOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, WorldSizeOpt, app,
     emit_json, err, handled, load_record, progress_bar, spinner,
 )
 from .errors import ArchvizError, ShapeError
@@ -85,7 +85,8 @@ def _compare(record: Any, checkpoint: str) -> Any:
 
 
 def _load(source: str, config: str | None, sets: list[str] | None, model_class: str | None, tokenizer: str | None,
-          world_size: int | None, rank: int | None, shapes: bool, batch: int | None, seq: int | None, names: str | None) -> Any:
+          world_size: int | None, rank: int | None, shapes: bool, batch: int | None, seq: int | None, names: str | None,
+          every_block: bool = False) -> Any:
     if _is_records_file(source):
         if config or sets or model_class or tokenizer or world_size is not None or rank is not None:
             raise ArchvizError(f"{source}: a records file is already built",
@@ -94,7 +95,7 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
     want = shapes
     try:
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=want,
-                             batch=batch, seq=seq, grouping=False)
+                             batch=batch, seq=seq, grouping=False, every_block=every_block)
     except ShapeError as e:
         err.print(f"warning: {source}: no shapes ({e.line()}); the pages show counts and code only",
                   highlight=False, markup=False, soft_wrap=True)
@@ -120,6 +121,7 @@ def build(
                                                                  "(default: a value no width of the model equals)")]
     = None,
     seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")] = None,
+    every_block: EveryBlockOpt = False,
     annotations: Annotated[Optional[str], typer.Option("--annotations", help="TOML of node titles, descriptions and "
                                                                             "claims checked against the code")] = None,
     source_url: Annotated[Optional[str], typer.Option("--source-url", help="link template for the model's own code: "
@@ -147,7 +149,8 @@ def build(
             anns = load_annotations(annotations)
         records = []
         for s in sources:
-            record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names)
+            record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names,
+                           every_block)
             if checkpoint:
                 record = _compare(record, checkpoint)
             records.append(record)

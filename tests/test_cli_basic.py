@@ -34,6 +34,8 @@ def results(archviz_cli, out_dir):
         "inspect_layer": ["inspect", "hf:deepseek_v3", "--set", "num_hidden_layers=4", "layer", "3"],
         "inspect_wo_b": ["inspect", DSV41, "layers.1.attn.wo_b", "--json"],
         "walk": ["walk", DSV3, "-o", out_dir / "out.json"],
+        "walk_shapes": ["walk", DSV3, "--shapes", "-o", out_dir / "shapes.json"],
+        "walk_every_block": ["walk", DSV3, "--shapes", "--every-block", "-o", out_dir / "every.json"],
         "help": ["--help"],
         "help_summary": ["summary", "--help"],
         "help_inspect": ["inspect", "--help"],
@@ -134,7 +136,22 @@ def test_walk_writes_records_file(results, out_dir):
     embed = next(m for m in data["modules"] if m["path"] == "embed")
     assert embed["totals"]["parameters"] == c["vocab_size"] * c["dim"]
     # written through a temporary file in the same folder that is moved into place: none is left behind
-    assert sorted(p.name for p in out_dir.iterdir()) == ["out.json"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["every.json", "out.json", "shapes.json"]
+
+
+def test_every_block_runs_each_repeated_block_and_records_the_same(results, out_dir):
+    ok(results["walk_shapes"])
+    ok(results["walk_every_block"])
+    memo = json.loads((out_dir / "shapes.json").read_text())
+    every = json.loads((out_dir / "every.json").read_text())
+    c = json.loads((DSV3 / "config.json").read_text())
+    # By default the layers after the first of each kind (and every MoE block's experts after the first) are answered
+    # from the memo; --every-block runs them all, and no module's shapes, call sites or kernels differ.
+    hits = [n for n in memo["extras"]["shapes"]["notes"] if "answered from an identical" in n]
+    assert hits and int(hits[0].split()[0].replace(",", "")) >= c["n_layers"] - 2
+    assert not any("answered from" in n for n in every["extras"]["shapes"]["notes"])
+    fields = ("calls", "call_sites", "called", "assumptions", "kernels")
+    assert [[m.get(f) for f in fields] for m in memo["modules"]] == [[m.get(f) for f in fields] for m in every["modules"]]
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
