@@ -716,7 +716,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     try:
         tracer.install()
         tracer.progress = progress
-        experts = _BlockMemo(tracer, record, built.model) if memo else None
+        experts = _BlockMemo(tracer, record) if memo else None
         if compute is not None:
             torch.set_default_dtype(compute)
         with torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy), _TolistPolicy(tracer.policy), \
@@ -819,9 +819,9 @@ def _weight_uses(modules: list[ModuleRecord], spans: Any) -> list[ModuleRecord]:
     return modules
 
 
-# Attributes that number a block rather than shape it: two layers differing only in these are the same kind.
+# Attributes that number a block rather than shape it: two layers (or experts) differing only in these are one kind.
 _INDEX_ATTRS = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "layer_num", "idx", "index",
-                          "block_idx", "block_id", "block_index"})
+                          "block_idx", "block_id", "block_index", "expert_idx", "expert_id", "expert_index"})
 
 
 def _memo_targets(record: ModelRecord) -> list[str]:
@@ -854,7 +854,7 @@ class _BlockMemo:
     `forward`, so the module's own hooks still record its call and call site. Tests check that the records are the
     same as without the memo for every model they trace."""
 
-    def __init__(self, tracer: Tracer, record: ModelRecord, model: torch.nn.Module):
+    def __init__(self, tracer: Tracer, record: ModelRecord):
         self.tracer = tracer
         self.memo: dict[tuple, tuple[str, Any]] = {}
         self.installed: list[Any] = []
@@ -872,7 +872,7 @@ class _BlockMemo:
                    tuple((k, repr(v)) for k, v in m.attributes if k not in _INDEX_ATTRS))
             tree[m.path] = (own, tuple((index[c].name, tree[c]) for c in m.children))
         self.kind: dict[str, tuple] = {t: tree[t] for t in targets}
-        by_path = {path: mod for mod_id, path in tracer.paths.items() for mod in (tracer.objects_by_id[mod_id],)}
+        by_path = {path: tracer.objects_by_id[i] for i, path in tracer.paths.items()}
         for path in self.kind:
             mod = by_path.get(path)
             if mod is None:

@@ -237,7 +237,7 @@ def _statements(body: list[ast.stmt], depth: int = 0) -> Iterator[tuple[int, ast
 
 
 def _named_dims(mod: Any, name: str, parent_init: SourceSpan | None, files: dict[str, str]) -> tuple:
-    inf, outf = mod.__dict__.get("in_features"), mod.__dict__.get("out_features")
+    inf, outf = _attr(mod, "in_features"), _attr(mod, "out_features")
     if not (isinstance(inf, int) and isinstance(outf, int)) or parent_init is None or not name:
         return ()
     return _named_dims_of(name, inf, outf, parent_init, files.get(parent_init.file))
@@ -564,7 +564,7 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
             parent = path.rsplit(".", 1)[0] if "." in path else ""
             children_of.setdefault(parent, []).append(path)
         dims = ()
-        if path and "in_features" in mod.__dict__:  # nn.Module.__getattr__'s miss path is slow
+        if path and ("in_features" in mod.__dict__ or hasattr(cls, "in_features")):  # no nn.Module.__getattr__ miss
             parent_path = path.rsplit(".", 1)[0] if "." in path else ""
             dims = _named_dims(mod, path.rsplit(".", 1)[-1], init_of.get(parent_path), spans.files)
         partial.append((path, cls, tensors, class_span, init_span, forward_span, doc, _attributes(mod), dims))
