@@ -29,3 +29,8 @@ def nbytes(n: int) -> str:
 
 def shape(dims: Iterable[int | str]) -> str:
     return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def hidden_children(n: int) -> str:
+    """The line a tree shows for children cut by its depth: "… 1 child", "… 3 children"."""
+    return f"… {n} child" if n == 1 else f"… {n:,} children"

@@ -537,3 +537,20 @@ def test_grouping_cost_is_small_against_the_walk():
     print(f"walk {t_walk:.3f}s, group {t_group:.3f}s ({100 * t_group / t_walk:.0f}%)")
     assert t_group < 0.5 * t_walk + 0.05, (t_walk, t_group)
     check_invariants(grouped)
+
+
+def test_trees_count_the_children_they_cut():
+    from archviz.render.terminal import grouped_tree, module_tree
+
+    rec = hand_record([
+        ("", "M", {}, []),
+        ("one", "Wrap", {}, []),
+        ("one.lin", "Linear", {}, [("weight", (2, 3))]),
+        ("three", "Wrap", {}, []),
+        ("three.a", "Linear", {}, [("weight", (2, 3))]),
+        ("three.b", "Norm", {}, [("weight", (3,))]),
+        ("three.c", "Act", {}, []),
+    ])
+    for tree in (module_tree(rec, "", 1), grouped_tree(rec, "", 1)):
+        lines = [line.strip("│├└─ ") for line in render(tree).splitlines()]
+        assert "… 1 child" in lines and "… 3 children" in lines

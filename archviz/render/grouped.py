@@ -67,7 +67,7 @@ def grouped_tree(record: ModelRecord, path: str = "", depth: int = 3) -> Tree:
     def add(branch: Tree, node: dict, level: int) -> None:
         if level >= depth:
             if node["children"]:
-                branch.add(Text(f"… {len(node['children'])} children", style="dim"))
+                branch.add(Text(fmt.hidden_children(len(node["children"])), style="dim"))
             return
         for cid in node["children"]:
             child = by_id[cid]

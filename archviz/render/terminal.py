@@ -84,7 +84,7 @@ def module_tree(record: ModelRecord, path: str = "", depth: int = 3) -> Tree:
     def add(node: Tree, m: ModuleRecord, level: int) -> None:
         if level >= depth:
             if m.children:
-                node.add(Text(f"… {len(m.children)} children", style="dim"))
+                node.add(Text(fmt.hidden_children(len(m.children)), style="dim"))
             return
         children = list(m.children)
         i = 0
