@@ -16,7 +16,6 @@ Only the 8-byte length prefix and the JSON header of each shard are read; tensor
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
