@@ -49,6 +49,9 @@ InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forwar
                                                      "of the default token ids: name=B,T,512[:dtype] (repeatable)")]
 KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
                                                      "with @archviz.kernels.shape_rule(...)")]
+BatchOpt = Annotated[Optional[int], typer.Option("--batch", help="batch size B for the meta forward pass (default: a "
+                                                 "value no width of the model equals)")]
+SeqOpt = Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")]
 EveryBlockOpt = Annotated[bool, typer.Option("--every-block", help="run every repeated layer, MoE block and expert in "
                                                 "the meta pass instead of answering identical ones from the first "
                                                 "that ran (slower; for blocks that differ in what their classes, "
@@ -206,10 +209,8 @@ def inspect(
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="run the meta forward pass for in/out "
                                                                       "shapes and call sites")] = True,
     flat: Annotated[bool, typer.Option("--flat", help="the raw module tree, identical siblings not grouped")] = False,
-    batch: Annotated[Optional[int], typer.Option("--batch", help="batch size B for the meta forward pass "
-                                                                 "(default: a value no width of the model equals)")]
-    = None,
-    seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")] = None,
+    batch: BatchOpt = None,
+    seq: SeqOpt = None,
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,
     every_block: EveryBlockOpt = False,

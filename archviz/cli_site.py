@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .cli import (
-    ConfigOpt, DebugOpt, EveryBlockOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, WorldSizeOpt, app,
+    BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, JsonOpt, ModelClassOpt, RankOpt, SeqOpt, SetOpt, TokenizerOpt, WorldSizeOpt, app,
     emit_json, err, handled, load_record, progress_bar, spinner,
 )
 from .errors import ArchvizError, ShapeError
@@ -117,10 +117,8 @@ def build(
     rank: RankOpt = None,
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="run the meta forward pass for in/out shapes "
                                                                       "and call sites")] = True,
-    batch: Annotated[Optional[int], typer.Option("--batch", help="batch size B for the meta forward pass "
-                                                                 "(default: a value no width of the model equals)")]
-    = None,
-    seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")] = None,
+    batch: BatchOpt = None,
+    seq: SeqOpt = None,
     every_block: EveryBlockOpt = False,
     annotations: Annotated[Optional[str], typer.Option("--annotations", help="TOML of node titles, descriptions and "
                                                                             "claims checked against the code")] = None,
