@@ -34,3 +34,57 @@ def shape(dims: Iterable[int | str]) -> str:
 def hidden_children(n: int) -> str:
     """The line a tree shows for children cut by its depth: "… 1 child", "… 3 children"."""
     return f"… {n} child" if n == 1 else f"… {n:,} children"
+
+
+def ranges(values: Iterable[int]) -> str:
+    """Sorted distinct ints, compactly: [0, 1, 2, 4] -> '0-2,4'; [3, 5, 7, ..., 41] -> '3,5,…,41' (a run of five or
+    more with one step above 1: every other layer of an interleaved model). :func:`parse_ranges` reads it back."""
+    vs = sorted(set(values))
+    out: list[str] = []
+    i, n = 0, len(vs)
+    while i < n:
+        j = i
+        while j + 1 < n and vs[j + 1] == vs[j] + 1:
+            j += 1
+        if j > i:
+            out.append(f"{vs[i]}-{vs[j]}")
+            i = j + 1
+            continue
+        if i + 1 < n:
+            step = vs[i + 1] - vs[i]
+            j = i + 1
+            while j + 1 < n and vs[j + 1] - vs[j] == step:
+                j += 1
+            if j - i >= 4:
+                out.append(f"{vs[i]},{vs[i + 1]},…,{vs[j]}")
+                i = j + 1
+                continue
+        out.append(str(vs[i]))
+        i += 1
+    return ",".join(out)
+
+
+def parse_ranges(text: str) -> list[int]:
+    """The inverse of :func:`ranges`: '0-2,4' -> [0, 1, 2, 4]; '3,5,…,11' -> [3, 5, 7, 9, 11] (the step is set by
+    the two numbers before the ellipsis). ValueError on anything else."""
+    out: list[int] = []
+    parts = text.split(",")
+    k = 0
+    while k < len(parts):
+        part = parts[k].strip()
+        if part in ("…", "..."):
+            if len(out) < 2 or k < 2 or "-" in parts[k - 1] or "-" in parts[k - 2] or k + 1 >= len(parts):
+                raise ValueError(f"an ellipsis needs two numbers before it and one after: {text!r}")
+            step, end = out[-1] - out[-2], int(parts[k + 1])
+            if step <= 0 or (end - out[-1]) % step or end <= out[-1]:
+                raise ValueError(f"{end} does not continue {out[-2]}, {out[-1]}: {text!r}")
+            out.extend(range(out[-1] + step, end + 1, step))
+            k += 2
+            continue
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1))
+        else:
+            out.append(int(part))
+        k += 1
+    return out

@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from . import format as fmt
 from .gcpause import collector_paused
@@ -49,31 +49,6 @@ _CONTAINERS = ("ModuleList", "ModuleDict", "Sequential", "ParameterList", "Param
 # Module paths, compressed: layers.{0-39}.ffn.experts.{0-383}.w1 stands for 15,360 paths
 
 
-def _ranges(values: Iterable[int]) -> str:
-    """[0, 1, 2, 4] -> '0-2,4'."""
-    vs = sorted(set(values))
-    out: list[str] = []
-    i = 0
-    while i < len(vs):
-        j = i
-        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
-            j += 1
-        out.append(str(vs[i]) if i == j else f"{vs[i]}-{vs[j]}")
-        i = j + 1
-    return ",".join(out)
-
-
-def _parse_ranges(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-", 1)
-            out.extend(range(int(a), int(b) + 1))
-        else:
-            out.append(int(part))
-    return out
-
-
 def _compress_rows(rows: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     """Rows of one skeleton (same length, digits only where they differ) -> patterns with {ranges} segments."""
     rows = list(dict.fromkeys(rows))
@@ -85,7 +60,7 @@ def _compress_rows(rows: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     if math.prod(len(s) for s in sets) == len(rows):  # a full cartesian product: one pattern
         segs = list(rows[0])
         for i, s in zip(varying, sets):
-            segs[i] = "{" + _ranges(s) + "}"
+            segs[i] = "{" + fmt.ranges(s) + "}"
         return [tuple(segs)]
     i = varying[0]
     by_value: dict[int, list[tuple[str, ...]]] = {}
@@ -97,7 +72,7 @@ def _compress_rows(rows: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
         merged.setdefault(tuple(sub), []).append(v)
     out: list[tuple[str, ...]] = []
     for sub, values in merged.items():
-        label = "{" + _ranges(values) + "}" if len(values) > 1 else str(values[0])
+        label = "{" + fmt.ranges(values) + "}" if len(values) > 1 else str(values[0])
         out.extend(p[:i] + (label,) + p[i + 1:] for p in sub)
     return out
 
@@ -119,7 +94,7 @@ def expand_pattern(pattern: str) -> list[str]:
     """The inverse of compress_paths for one pattern."""
     out = [""]
     for i, seg in enumerate(pattern.split(".")):
-        opts = [str(v) for v in _parse_ranges(seg[1:-1])] if seg.startswith("{") else [seg]
+        opts = [str(v) for v in fmt.parse_ranges(seg[1:-1])] if seg.startswith("{") else [seg]
         out = [(f"{o}.{s}" if i else s) for o in out for s in opts]
     return out
 
@@ -241,7 +216,7 @@ def nodes_from_tree(record: ModelRecord) -> tuple[dict[str, Node], str]:
             mult = list(node.multiplicity)
             if len(members) > 1:
                 mult.append({"factor": len(members), "name": rep.name or "items"})
-            title = m.name if not folded else f"{rep.name}.{_ranges(int(x) for x in members).replace('-', '–')}"
+            title = m.name if not folded else f"{rep.name}.{fmt.ranges(int(x) for x in members).replace('-', '–')}"
             pattern = compress_paths(paths)
             nid = "|".join(pattern)
             child = Node(id=nid, parent=node.id, children=[], title=title, kind=_kind_of(m), class_name=m.class_name,
@@ -291,7 +266,7 @@ def page_names(nodes: Mapping[str, Node], root: str) -> None:
         text = pats[0] + (f"+{len(pats) - 1}" if len(pats) > 1 else "")
         if n.virtual:
             text = f"{text}+group"  # a virtual group node shares its paths with its first child
-        base = _SAFE.sub("_", text.replace("{", "").replace("}", "").replace(",", "_")).strip("._") or "node"
+        base = _SAFE.sub("_", text.replace("{", "").replace("}", "").replace("…", "to").replace(",", "_")).strip("._") or "node"
         name = base[:90]
         if name != base or name.lower() in used:
             name = f"{base[:80]}~{hashlib.sha1(nid.encode()).hexdigest()[:8]}"

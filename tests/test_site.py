@@ -15,15 +15,19 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from archviz import format as fmt
 from archviz.cli import app
 from archviz.errors import ArchvizError
 from archviz.records import (
     BIAS, WEIGHT, Call, CallSite, ModelRecord, ModuleRecord, SourceInfo, Summary, TensorRecord, Totals,
 )
 from archviz.site import (
-    MARKER, build_nodes, build_site, compress_paths, expand_pattern, page_names, render_site, squarify, treemap,
+    MARKER, Node, build_nodes, build_site, compress_paths, expand_pattern, page_names, render_site, squarify,
+    treemap,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +76,7 @@ def tiny_raw():
     [f"layers.{i}.experts.{e}.w1" for i in range(3) for e in range(5)],
     ["a.0.b.1", "a.0.b.2", "a.1.b.1"],  # not a product: split
     ["embed", "head", "layers.3.attn", "layers.7.attn", "x.y"],
+    [f"layers.{i}.attn" for i in range(3, 42, 2)] + ["layers.0.attn", "layers.1.attn", "layers.50.attn"],
     [""],
 ])
 def test_compress_paths_is_exact(paths):
@@ -85,6 +90,27 @@ def test_compress_paths_names_a_product_in_one_pattern():
     paths = [f"layers.{i}.ffn.experts.{e}.w1" for i in range(40) for e in range(384)]
     assert compress_paths(paths) == ["layers.{0-39}.ffn.experts.{0-383}.w1"]
     assert compress_paths(["layers.0.a", "layers.1.a", "layers.2.a", "layers.5.a"]) == ["layers.{0-2,5}.a"]
+
+
+def test_every_other_layer_reads_as_a_progression():
+    """Interleaved models (DeepSeek-V4: compressed and sparse attention alternate) group every other layer; the
+    pattern says so in a few characters, and the page name stays short and readable (no hash)."""
+    odd = [f"model.layers.{i}.self_attn.compressor.indexer.kv_proj" for i in range(3, 42, 2)]
+    assert compress_paths(odd) == ["model.layers.{3,5,…,41}.self_attn.compressor.indexer.kv_proj"]
+    assert compress_paths([f"l.{i}.a" for i in (0, 2, 4, 6)]) == ["l.{0,2,4,6}.a"]  # short runs stay a list
+    assert fmt.parse_ranges("0-1,3,5,…,11,20") == [0, 1, 3, 5, 7, 9, 11, 20]
+    for bad in ("3,…,9", "3,5,…", "3,5,…,10", "0-2,4,…,8"):
+        with pytest.raises(ValueError):
+            fmt.parse_ranges(bad)
+    nodes = {"root": Node("root", None, ["x"], "m", "model", "M", "", [], 0, [], 0, 0),
+             "x": Node("x", "root", [], "kv_proj", "linear", "Linear", odd[0], odd, 20, [], 1, 20)}
+    page_names(nodes, "root")
+    assert nodes["x"].file == "n/model.layers.3_5_to_41.self_attn.compressor.indexer.kv_proj.html"
+
+
+@given(st.sets(st.integers(0, 200), min_size=1, max_size=60))
+def test_ranges_read_back(values):
+    assert fmt.parse_ranges(fmt.ranges(values)) == sorted(values)
 
 
 def test_squarify_fills_the_box_in_proportion():

@@ -283,6 +283,35 @@ def test_search_and_keyboard(built, browser):
     page.close()
 
 
+def test_search_finds_a_layer_inside_an_every_other_layer_group(built, browser, tmp_path):
+    """DeepSeek-V4 alternates two kinds of attention layer: a group of every other layer shows as
+    layers.{3,5,…,13}, and the search still finds one layer of it by its raw path."""
+    from archviz.cli import app
+    from archviz.records import dumps
+
+    rec = _load("hf:deepseek_v4", {**V4_SETS, "num_hidden_layers": 16})
+    (tmp_path / "v4.json").write_text(dumps(rec))
+    site = tmp_path / "site"
+    r = CliRunner().invoke(app, ["build", str(tmp_path / "v4.json"), "-o", str(site)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    target = "model.layers.7.self_attn.o_b_proj"
+    assert rec.module(target) is not None
+    page = browser.new_page()
+    con = Console(page)
+    page.goto((site / "deepseek_v4" / "index.html").as_uri())
+    page.keyboard.press("/")
+    page.keyboard.type(target)
+    results = page.locator("#results li a")
+    results.first.wait_for()
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    codes = page.locator("code.path").all_inner_texts()
+    assert any("\u2026" in c for c in codes), codes  # the page names its layers as a progression
+    assert target in [p for c in codes for p in expand_pattern(c)], codes
+    assert con.errors == []
+    page.close()
+
+
 def test_payloads_stay_inert_in_the_browser(built, browser, tmp_path):
     from test_site import xss_site
 

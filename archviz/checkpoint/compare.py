@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from archviz.gcpause import collector_paused
 from archviz.errors import CheckpointError
+from archviz.format import ranges
 from archviz.records import ALIAS, BIAS, BUFFER, SCALE, WEIGHT, ModelRecord, TensorRecord
 
 from .records import CheckpointInventory, TensorInfo
@@ -536,19 +537,6 @@ def _label(u: _Unit, rules: Rules, ruleset: Ruleset, config: Mapping[str, Any], 
 _DIGITS = re.compile(r"\d+")
 
 
-def _ranges(values: Iterable[int]) -> str:
-    vs = sorted(set(values))
-    parts = []
-    i = 0
-    while i < len(vs):
-        j = i
-        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
-            j += 1
-        parts.append(str(vs[i]) if i == j else f"{vs[i]}-{vs[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
 def _template(name: str) -> tuple[str, tuple[int, ...]]:
     """("layers.{}.ffn.experts.{}.w1.weight", (3, 17)) for "layers.3.ffn.experts.17.w1.weight"."""
     parts = name.split(".")
@@ -575,7 +563,7 @@ def _collapse_indices(template: str, idx: list[tuple[int, ...]]) -> list[str]:
     k = len(idx[0])
     uniq = [sorted({t[i] for t in idx}) for i in range(k)]
     if math.prod(len(u) for u in uniq) == len(set(idx)):
-        return [_fill(template, [str(u[0]) if len(u) == 1 else "{" + _ranges(u) + "}" for u in uniq])]
+        return [_fill(template, [str(u[0]) if len(u) == 1 else "{" + ranges(u) + "}" for u in uniq])]
     # not a full product: split on the first index and try again
     groups: dict[int, list[tuple[int, ...]]] = {}
     for t in idx:

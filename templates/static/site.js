@@ -52,11 +52,19 @@
   var input = doc.getElementById("q"), results = doc.getElementById("results");
   var hits = [], sel = -1;
 
+  // "0-2,4" or "3,5,…,41" (archviz.format.ranges: the two numbers before an ellipsis set its step)
   function inRanges(spec, n) {
-    return spec.split(",").some(function (part) {
-      var ab = part.split("-");
-      return ab.length === 1 ? +ab[0] === n : n >= +ab[0] && n <= +ab[1];
-    });
+    var parts = spec.split(",");
+    for (var i = 0; i < parts.length; i++) {
+      if (parts[i] === "\u2026") {
+        var b = +parts[i - 1], step = b - +parts[i - 2];
+        if (step > 0 && n > b && n <= +parts[i + 1] && (n - b) % step === 0) return true;
+        continue;
+      }
+      var ab = parts[i].split("-");
+      if (ab.length === 1 ? +ab[0] === n : n >= +ab[0] && n <= +ab[1]) return true;
+    }
+    return false;
   }
   function isNum(q) { return /^\d+$/.test(q); }
   function segEq(p, q) {
