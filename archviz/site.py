@@ -252,6 +252,7 @@ def build_nodes(record: ModelRecord) -> tuple[dict[str, Node], str]:
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_REPORT_ROWS = 40  # rows per table of the overview's checkpoint report; `archviz check --json` lists them all
 
 
 def page_names(nodes: Mapping[str, Node], root: str) -> None:
@@ -1042,6 +1043,31 @@ class ModelSite:
                         "mult": _mult_text(n.multiplicity)})
         return out
 
+    def checkpoint_report(self) -> dict[str, Any]:
+        """The overview's checkpoint section: the same views as `archviz check` prints (summary rows, modules that
+        differ, checkpoint-only tensors by kind, notes), from the comparison kept in the records."""
+        from .checkpoint.report import checkpoint_only_groups, note_groups, problem_modules, summary_rows
+
+        result = self.checkpoint or {}
+        rows = [(k, v) for k, v in summary_rows(result) if k not in ("verdict", "checkpoint")] \
+            if isinstance(result.get("summary"), Mapping) else []
+        problems = problem_modules(result)
+        notes = note_groups(result)
+        return {
+            "source": str(result.get("source", "")),
+            "revision": str(result.get("revision") or "")[:12] or None,
+            "verdict": str(result.get("verdict", "")),
+            "root": checkpoint_text(self.ck_index.for_paths([""])) if self.ck_index else None,
+            "rows": rows,
+            "problems": [{**r, "model": fmt.count(r["model"]), "checkpoint": fmt.count(r["checkpoint"]),
+                          "difference": f"{r['difference']:+,}"} for r in problems[:_REPORT_ROWS]],
+            "problems_more": max(0, len(problems) - _REPORT_ROWS),
+            "only": [{**g, "tensors": fmt.count(g["tensors"]), "elements": fmt.count(g["elements"])}
+                     for g in checkpoint_only_groups(result)],
+            "notes": [(fmt.count(n), note) for note, n in notes[:_REPORT_ROWS]],
+            "notes_more": max(0, len(notes) - _REPORT_ROWS),
+        }
+
     def overview_context(self) -> dict[str, Any]:
         r = self.record
         s = r.summary
@@ -1053,12 +1079,7 @@ class ModelSite:
                   for d in sorted(set(params_by) | set(bytes_by))]
         ck = None
         if self.checkpoint:
-            summ = self.checkpoint.get("summary")
-            ck = {"source": str(self.checkpoint.get("source", "")), "verdict": str(self.checkpoint.get("verdict", "")),
-                  "summary": [(str(k), fmt.count(v) if isinstance(v, int) and not isinstance(v, bool) else
-                               (json.dumps(v, sort_keys=True, ensure_ascii=False) if not isinstance(v, str) else v))
-                              for k, v in sorted(summ.items())] if isinstance(summ, Mapping) else [],
-                  "root": checkpoint_text(self.ck_index.for_paths([""])) if self.ck_index else None}
+            ck = self.checkpoint_report()
         moe = None
         if s.moe:
             moe = {"layers": len(s.moe), "experts": "/".join(str(e) for e in sorted({m.experts for m in s.moe})),

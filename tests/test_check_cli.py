@@ -141,3 +141,32 @@ def test_check_cli_deepseek_v3_manifest(archviz_cli) -> None:
     lines = r.stdout.splitlines()
     assert not [ln for ln in lines if ln.startswith("::error")]
     assert lines[-1].startswith("::notice ") and "match: model 671,026,404,352 parameters" in lines[-1]
+
+
+def test_site_overview_carries_the_check_report(archviz_cli, minilm: Path, bad_config: Path, tmp_path: Path) -> None:
+    """`archviz build --checkpoint` puts on the model's overview what `archviz check` prints: the modules that
+    differ with both counts, the checkpoint-only tensors by kind, the notes."""
+    import html
+    import re
+
+    real = json.loads((minilm / "config.json").read_text())
+    hidden, good, bad = real["hidden_size"], real["intermediate_size"], json.loads(bad_config.read_text())[
+        "intermediate_size"]
+    site = tmp_path / "site"
+    r = archviz_cli("build", bad_config, "--checkpoint", minilm / "model.safetensors", "-o", site, "--no-shapes")
+    assert r.returncode == 0, r.stderr
+    pages = list(site.glob("*/index.html"))
+    assert len(pages) == 1
+    text = html.unescape(re.sub(r"<[^>]+>", " ", pages[0].read_text()))
+    text = " ".join(text.split())
+    assert "mismatch against" in text
+    section = text[text.index("Modules that differ"):]
+    # intermediate.dense: hidden → intermediate (weight + bias); output.dense: intermediate → hidden (+ bias)
+    up_model, up_ck = hidden * bad + bad, hidden * good + good
+    down_model, down_ck = bad * hidden + hidden, good * hidden + hidden
+    for path, model, ck in (("intermediate", up_model, up_ck), ("output", down_model, down_ck)):
+        row = re.escape(f"encoder.layer.{{0-5}}.{path}.dense") + r" (?:[^|]{0,300}? )?" + \
+            re.escape(f"mismatch {model:,} {ck:,} {model - ck:+,}")  # the notes under the module name may come between
+        assert re.search(row, section), (path, section[:1500])
+    only = text[text.index("Tensors only in the checkpoint"):]
+    assert "embeddings.position_ids (I64 [1, 512])" in only

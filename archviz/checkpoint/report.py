@@ -14,6 +14,8 @@ __all__ = ["problem_modules", "checkpoint_only_groups", "note_groups", "summary_
 
 
 def _n(v: Any) -> str:
+    if v is None:
+        return "—"
     return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
 
@@ -76,13 +78,16 @@ def note_groups(result: Mapping[str, Any]) -> list[tuple[str, int]]:
 
 
 def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
-    s = result.get("summary") or {}
-    t = s.get("tensors") or {}
-    kinds = s.get("checkpoint_only_kinds") or {}
+    def mapping(v: Any) -> Mapping[str, Any]:  # records written by hand or by another version may differ
+        return v if isinstance(v, Mapping) else {}
+
+    s = mapping(result.get("summary"))
+    t = mapping(s.get("tensors"))
+    kinds = mapping(s.get("checkpoint_only_kinds"))
     rows = [
         ("verdict", str(result.get("verdict"))),
         ("checkpoint", str(result.get("source")) + (f" @ {result['revision'][:12]}" if result.get("revision") else "")),
-        ("rules", str((result.get("rules") or {}).get("ruleset", {}).get("name"))),
+        ("rules", _n(mapping(mapping(result.get("rules")).get("ruleset")).get("name"))),
         ("model parameters", _n(s.get("model_parameters"))),
         ("checkpoint parameters", _n(s.get("checkpoint_parameters"))),
         ("matched", f"{_n(s.get('matched'))} ({_n(t.get('match', 0))} tensors)"),
@@ -90,7 +95,7 @@ def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("missing from checkpoint", f"{_n(s.get('missing'))} ({_n(t.get('missing', 0))} tensors)"),
         ("checkpoint-only", f"{_n(s.get('checkpoint_only'))} elements ({_n(t.get('checkpoint-only', 0))} tensors"
                             + (": " + ", ".join(f"{v:,} {k}" for k, v in kinds.items()) if kinds else "") + ")"),
-        ("scales paired", _n((s.get("scales") or {}).get("paired", 0))),
+        ("scales paired", _n(mapping(s.get("scales")).get("paired", 0))),
         ("notes", _n(s.get("notes_count"))),
     ]
     return rows
