@@ -531,7 +531,7 @@ def _hue(key: str) -> int:
 
 
 def treemap(nodes: Mapping[str, Node], root: str, width: float = 960, height: float = 540,
-            max_depth: int = 3) -> list[dict[str, Any]]:
+            max_depth: int = 6) -> list[dict[str, Any]]:
     """Nested rectangles of parameter totals (a node's own tensors make an 'own' cell beside its children)."""
     rects: list[dict[str, Any]] = []
 

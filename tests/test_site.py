@@ -149,6 +149,29 @@ def test_treemap_is_deterministic_and_covers_the_model(tiny):
     assert sum(float(r["w"]) * float(r["h"]) for r in top) == pytest.approx(960 * 540, rel=1e-3)
 
 
+def test_treemap_reaches_the_routed_experts_of_grouped_layers():
+    """The treemap answers where the parameters are: in a V4-style model whose layers group twice (layers ›
+    groups of 2 › kind › MoE block), it goes down to the routed experts, and their box is their share of the model
+    -- derived here from the config -- less the frames around it."""
+    import archviz
+    import transformers
+
+    sets = {"num_hidden_layers": 16, "hidden_size": 64, "vocab_size": 256, "num_attention_heads": 4,
+            "head_dim": 32, "q_lora_rank": 32, "o_lora_rank": 16, "o_groups": 2, "moe_intermediate_size": 32,
+            "n_routed_experts": 8, "num_experts_per_tok": 2, "index_n_heads": 2, "index_head_dim": 16,
+            "qk_rope_head_dim": 8}
+    rec = archviz.load("hf:deepseek_v4", overrides=sets)
+    cfg = transformers.AutoConfig.for_model("deepseek_v4", **sets)
+    nodes, root = build_nodes(rec)
+    rects = treemap(nodes, root)
+    experts = [r for r in rects if nodes[r["node"]].class_name.endswith("Experts") and not r["own"]]
+    assert experts, sorted({nodes[r["node"]].title for r in rects})
+    # gate_up [E, 2I, H] and down [E, H, I] per MoE layer, in every layer
+    routed = cfg.num_hidden_layers * cfg.n_routed_experts * 3 * cfg.moe_intermediate_size * cfg.hidden_size
+    share = sum(float(r["w"]) * float(r["h"]) for r in experts) / (960 * 540)
+    assert 0.6 * routed / rec.summary.parameters < share <= routed / rec.summary.parameters
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Pages
 
