@@ -109,7 +109,7 @@ def _print_report(result: Any) -> None:
                   title_justify="left")
     table.add_column("layer kind")
     table.add_column("layers", justify="right")
-    table.add_column("probed", justify="left")
+    table.add_column("layers run", justify="left")  # which layers of the kind the reduced copy ran
     table.add_column("modules", justify="right")
     table.add_column("confirmed", justify="right")
     table.add_column("agreement", justify="right")
