@@ -110,7 +110,12 @@ class Fuse:
 
     def target(self, name: str) -> str | None:
         m = self.regex.search(name)
-        return m.expand(self.into) if m else None
+        if m is None:
+            return None
+        # m.expand(into) parses the template anew on every call (a third of a 671B comparison); sub() caches the
+        # parsed template. It replaces the same leftmost match: cut the expansion out from between its context.
+        out = self.regex.sub(self.into, name, count=1)
+        return out[m.start():len(out) - (len(name) - m.end())]
 
 
 @dataclass(frozen=True)

@@ -389,3 +389,23 @@ def test_compare_accepts_a_spec(tmp_path: Path) -> None:
 
     with pytest.raises(CheckpointError):
         compare(record_of(Tiny), str(tmp_path / "absent.safetensors"))
+
+
+@pytest.mark.parametrize("pattern, into, name", [
+    (r"experts\.(\d+)\.(w1|w3)\.weight$", r"experts.gate_up_proj", "model.layers.3.mlp.experts.17.w1.weight"),
+    (r"layers\.(?P<layer>\d+)\.ffn\.experts\.(\d+)\.w2", r"layers.\g<layer>.ffn.experts.down[\2]",
+     "layers.42.ffn.experts.255.w2.weight"),
+    (r"(?<=model\.)layers\.(\d+)", r"blocks.\1\\x", "model.layers.7.attn.wq.weight"),  # lookbehind; escaped \
+    (r"\.(\d)(\d)\.", r".\g<2>\g<1>\n.", "a.12.b"),
+    (r"^(whole\..*)$", r"\1", "whole.name"),
+])
+def test_fuse_target_is_the_match_expanded(pattern, into, name):
+    """Fuse.target cuts the expansion out of a cached sub(); it must equal re.Match.expand of the same match."""
+    import re
+
+    from archviz.checkpoint.rules import Fuse
+
+    rx = re.compile(pattern)
+    fuse = Fuse(pattern, into, "", rx)
+    assert fuse.target(name) == rx.search(name).expand(into)
+    assert fuse.target("no match here") is None
