@@ -152,6 +152,6 @@ _SHOWN = 50
 
 
 def _ranges(xs: Any) -> str:
-    from .reduce import _ranges as ranges
+    from .format import ranges_text
 
-    return ranges(list(xs))
+    return ranges_text(xs)

@@ -64,6 +64,11 @@ def ranges(values: Iterable[int]) -> str:
     return ",".join(out)
 
 
+def ranges_text(values: Iterable[int]) -> str:
+    """:func:`ranges` for prose: [0, 1, 2, 5] -> '0–2, 5'; every other layer -> '3, 5, …, 41'."""
+    return ranges(values).replace("-", "–").replace(",", ", ")
+
+
 def parse_ranges(text: str) -> list[int]:
     """The inverse of :func:`ranges`: '0-2,4' -> [0, 1, 2, 4]; '3,5,…,11' -> [3, 5, 7, 9, 11] (the step is set by
     the two numbers before the ellipsis). ValueError on anything else."""

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from . import format as fmt
 from .records import BUFFER, ModelRecord
 
 # Config fields, by role.
@@ -467,7 +468,7 @@ def _id_lists(config: dict[str, Any], n_layers: int, n_mtp: int) -> dict[str, li
 def _layer_fields(config: dict[str, Any], total_key: str, n_layers: int, n_mtp: int, keep_mtp: int,
                   kept: list[int]) -> tuple[dict[str, Any], list[Reduction]]:
     out: dict[str, Any] = {total_key: len(kept)}
-    reds = [Reduction(total_key, n_layers, len(kept), f"layers: {_ranges(kept)} kept (every kind and its sources)")]
+    reds = [Reduction(total_key, n_layers, len(kept), f"layers: {fmt.ranges_text(kept)} kept (every kind and its sources)")]
     pos = {i: j for j, i in enumerate(kept)}
     ids = _id_lists(config, n_layers, n_mtp)
     for k, v in config.items():
@@ -504,21 +505,6 @@ def _layer_fields(config: dict[str, Any], total_key: str, n_layers: int, n_mtp: 
                 reds.append(Reduction(k, v, new, "layers: per-layer list cut to the kept layers"))
     return out, reds
 
-
-def _ranges(xs: list[int]) -> str:
-    parts = []
-    start = prev = None
-    for x in xs:
-        if start is None:
-            start = prev = x
-        elif x == prev + 1:
-            prev = x
-        else:
-            parts.append(f"{start}" if start == prev else f"{start}–{prev}")
-            start = prev = x
-    if start is not None:
-        parts.append(f"{start}" if start == prev else f"{start}–{prev}")
-    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -99,6 +99,7 @@ def test_every_other_layer_reads_as_a_progression():
     assert compress_paths(odd) == ["model.layers.{3,5,…,41}.self_attn.compressor.indexer.kv_proj"]
     assert compress_paths([f"l.{i}.a" for i in (0, 2, 4, 6)]) == ["l.{0,2,4,6}.a"]  # short runs stay a list
     assert fmt.parse_ranges("0-1,3,5,…,11,20") == [0, 1, 3, 5, 7, 9, 11, 20]
+    assert fmt.ranges_text(range(3, 42, 2)) == "3, 5, …, 41" and fmt.ranges_text([0, 1, 2, 5]) == "0–2, 5"
     for bad in ("3,…,9", "3,5,…", "3,5,…,10", "0-2,4,…,8"):
         with pytest.raises(ValueError):
             fmt.parse_ranges(bad)
