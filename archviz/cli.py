@@ -45,8 +45,9 @@ TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="refere
 WorldSizeOpt = Annotated[Optional[int], typer.Option("--world-size", help="reference: tensor-parallel world size "
                                                                          "(module global world_size)")]
 RankOpt = Annotated[Optional[int], typer.Option("--rank", help="reference: tensor-parallel rank")]
-InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forward input for the meta pass, instead "
-                                                     "of the default token ids: name=B,T,512[:dtype] (repeatable)")]
+InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forward input for the meta pass, beside "
+                                                     "the default token ids or replacing the one of its name: "
+                                                     "name=B,T,512[:dtype], name=int:5, name=none (repeatable)")]
 KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
                                                      "with @archviz.kernels.shape_rule(...)")]
 BatchOpt = Annotated[Optional[int], typer.Option("--batch", help="batch size B for the meta forward pass (default: a "

@@ -611,7 +611,8 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
             kwargs["use_cache"] = False
         return (), kwargs
     if not params:
-        raise ShapeError(f"{type(model).__name__}.forward takes no inputs archviz can guess", hint="use --no-shapes")
+        raise ShapeError(f"{type(model).__name__}.forward takes no inputs archviz can guess",
+                         hint="give them with --input name=B,T,512[:dtype], or use --no-shapes")
     args: list[Any] = [ids]
     kwargs = {}
     if "start_pos" in names[1:]:
@@ -621,12 +622,16 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
 
 def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
     """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints or the
-    symbols B and T; the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number."""
+    symbols B and T; the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
+    `name=none` passes None."""
     kwargs: dict[str, Any] = {}
     for spec in specs:
         if "=" not in spec:
             raise ShapeError(f"--input {spec!r} is not name=dims[:dtype]", hint="write e.g. --input x=B,T,512:float32")
         name, rest = spec.split("=", 1)
+        if rest.strip().lower() == "none":
+            kwargs[name] = None
+            continue
         dims_text, _, dtype_text = rest.partition(":")
         if dims_text in ("int", "float", "bool"):
             kwargs[name] = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true")}[dims_text](
@@ -647,6 +652,21 @@ def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
             raise ShapeError(f"--input {spec!r}: {dtype_text!r} is not a torch dtype", hint="e.g. float32, int64")
         kwargs[name] = torch.zeros(dims, dtype=dtype, device="meta")
     return (), kwargs
+
+
+def merge_inputs(model: Any, base: tuple[tuple, dict], given: dict[str, Any]) -> tuple[tuple, dict]:
+    """The default inputs with the given ones added, a given name replacing the default of that name -- also the
+    default token ids passed positionally to the forward's first parameter (`--input pixels=B,T,24` stands in for
+    them, `--input decoder_input_ids=B,T` comes beside them)."""
+    args, kwargs = base
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    bound = {p.name: a for p, a in zip(params, args) if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD}
+    if len(bound) == len(args) and any(name in bound for name in given):
+        return (), {**bound, **kwargs, **given}
+    return tuple(args), {**kwargs, **given}
 
 
 def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int]) -> tuple[int | str, ...]:
@@ -692,9 +712,16 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     spans = _Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display)
     tracer.on_kernel = on_kernel
-    if input_specs:
-        inputs = parse_inputs(input_specs, B, T)
-    args, kwargs = inputs if inputs is not None else default_inputs(built, B, T)
+    if inputs is not None:
+        base = inputs
+    else:
+        try:
+            base = default_inputs(built, B, T)
+        except ShapeError:
+            if not input_specs:
+                raise
+            base = ((), {})
+    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B, T)[1]) if input_specs else base
     notes: list[str] = []
     if built.kind == "hf" and hasattr(built.model, "set_experts_implementation"):
         # grouped_mm has no float32 meta kernel; batched_mm computes every expert for every token without a
@@ -738,7 +765,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         frame = _user_frame(error)
         raise ShapeError(f"the meta forward pass failed in {where or 'the model'}"
                          f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
-                         hint="run with --debug for the traceback, or --no-shapes to skip shapes") from error
+                         hint="give a missing forward input with --input name=B,T (repeatable), run with --debug "
+                              "for the traceback, or --no-shapes to skip shapes") from error
     if progress is not None:
         progress(tracer.total, tracer.total)
     routed = set(tracer.policy.policy_sizes) - {B, T, B * T}

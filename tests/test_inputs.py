@@ -26,3 +26,33 @@ def test_bad_input_spec_is_one_line_exit_2():
     p = _run("inspect", "vision:build", "--input", "pixels=B,Q,24")
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "'Q' is not an int, B or T" in p.stderr
+
+
+def test_given_inputs_come_beside_the_default_token_ids():
+    """An encoder-decoder needs decoder inputs too: `--input decoder_input_ids=B,T` adds them to the default
+    input_ids (before, --input replaced every default, and T5's encoder then had no input_ids)."""
+    import transformers
+
+    cfg = transformers.T5Config()
+    p = _run("inspect", "hf:t5", "decoder.final_layer_norm", "--input", "decoder_input_ids=B,T", "--json")
+    assert p.returncode == 0, p.stderr
+    card = json.loads(p.stdout)
+    assert card["outputs"] == [["B", "T", cfg.d_model]]
+    p = _run("inspect", "hf:t5", "encoder.final_layer_norm", "--input", "decoder_input_ids=B,T", "--json")
+    assert json.loads(p.stdout)["outputs"] == [["B", "T", cfg.d_model]]
+    p = _run("inspect", "hf:t5")  # without them: one line that names the way out
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "--input name=B,T" in p.stderr
+
+
+def test_none_drops_a_default_input():
+    """`--input input_ids=none --input inputs_embeds=B,T,64:float32`: the embeddings are given, so the embedding
+    table is never called and the first layer sees [B, T, 64]."""
+    sets = ["--set", "num_hidden_layers=1", "--set", "hidden_size=64", "--set", "intermediate_size=128",
+            "--set", "num_attention_heads=4", "--set", "num_key_value_heads=2", "--set", "vocab_size=256"]
+    given = ["--input", "input_ids=none", "--input", "inputs_embeds=B,T,64:float32", "--json"]
+    emb = json.loads(_run("inspect", "hf:llama", *sets, "model.embed_tokens", *given).stdout)
+    assert emb["called"] is False
+    norm = _run("inspect", "hf:llama", *sets, "model.layers.0.input_layernorm", *given)
+    assert norm.returncode == 0, norm.stderr
+    assert json.loads(norm.stdout)["inputs"] == [["B", "T", 64]]
