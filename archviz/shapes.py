@@ -606,6 +606,12 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     names = [p.name for p in params]
     ids = torch.zeros((B, T), dtype=torch.long, device="meta")
     if built.kind == "hf":
+        named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if named and "input_ids" not in named:  # a vision or audio model (a bare (*args, **kwargs) proves nothing)
+            first = named[0]
+            raise ShapeError(f"{type(model).__name__}.forward takes no token ids (its first input is {first})",
+                             hint=f"give its inputs with --input, e.g. --input {first}=B,3,224,224:float32, or use "
+                                  "--no-shapes")
         kwargs: dict[str, Any] = {"input_ids": ids}
         if "use_cache" in names:
             kwargs["use_cache"] = False

@@ -56,3 +56,19 @@ def test_none_drops_a_default_input():
     norm = _run("inspect", "hf:llama", *sets, "model.layers.0.input_layernorm", *given)
     assert norm.returncode == 0, norm.stderr
     assert json.loads(norm.stdout)["inputs"] == [["B", "T", 64]]
+
+
+def test_a_vision_model_asks_for_its_inputs():
+    """ViT's forward takes pixel_values, not token ids: without --input the error names the input to give; with
+    it, the pooler sees [B, patches + 1, hidden] (from ViTConfig)."""
+    import transformers
+
+    cfg = transformers.ViTConfig()
+    p = _run("inspect", "hf:vit")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "takes no token ids" in p.stderr and "--input pixel_values=" in p.stderr
+    pixels = f"pixel_values=B,{cfg.num_channels},{cfg.image_size},{cfg.image_size}"
+    p = _run("inspect", "hf:vit", "pooler", "--input", pixels, "--json")
+    assert p.returncode == 0, p.stderr
+    tokens = (cfg.image_size // cfg.patch_size) ** 2 + 1
+    assert json.loads(p.stdout)["inputs"] == [["B", tokens, cfg.hidden_size]]
