@@ -288,6 +288,11 @@ _register_commands()
 
 
 def main() -> None:
+    # transformers logs about kernels while the meta pass runs models ("`selective_scan_fn` is falling back to its
+    # reference PyTorch implementation ..."), though nothing runs for real on meta: keep its log to errors, unless
+    # the user set a level or asked for --debug.
+    if "--debug" not in sys.argv[1:]:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     app()
 
 

@@ -177,3 +177,19 @@ def test_help(results, case, words):
     assert "Usage" in r.stdout
     for w in words:
         assert w in r.stdout, w
+
+
+def test_library_log_noise_stays_out_of_the_terminal():
+    """Mamba's meta pass makes transformers log that its CUDA kernels fall back to PyTorch -- about kernels that
+    never run on meta. The command shows the tree and nothing else; --debug lets the log through."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRANSFORMERS_VERBOSITY"}
+    cmd = [sys.executable, "-m", "archviz.cli", "inspect", "hf:mamba", "--set", "num_hidden_layers=2", "--depth", "1"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "MambaForCausalLM" in p.stdout and "falling back" not in p.stderr + p.stdout, p.stderr
+    p = subprocess.run(cmd + ["--debug"], capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and "falling back" in p.stderr + p.stdout
