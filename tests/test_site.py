@@ -590,9 +590,19 @@ def test_cli_names_passthrough(tmp_path):
     names.write_text('"layers.*.attn.wo_b" = "Output projection"\n')
     r = cli("build", str(FIXTURE / "model.py"), "-o", str(tmp_path / "site"), "--no-shapes", "--names", str(names))
     assert r.exit_code == 0, r.output
-    pages = (tmp_path / "site" / "dsv41like" / "n").glob("layers.*wo_b*.html")
+    pages = list((tmp_path / "site" / "dsv41like" / "n").glob("layers.*wo_b*.html"))
     titles = [text_of(p.read_text(), "title") for p in pages]
     assert titles and set(titles) == {"Output projection"}
+    # the Code heading names the file once, then the spans where wo_b is built (from the class line, whose docstring
+    # the excerpt shows, to the end of __init__) and called (forward), found here with ast
+    import ast
+
+    tree = ast.parse((FIXTURE / "model.py").read_text())
+    attn = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Attention")
+    spans = {f.name: (f.lineno, f.end_lineno) for f in attn.body if isinstance(f, ast.FunctionDef)}
+    heading = " ".join(re.sub(r"<[^>]+>", " ", re.search(r"<h2>Code .*?</h2>", pages[0].read_text()).group(0)).split())
+    (a, b), (c, d) = (attn.lineno, spans["__init__"][1]), spans["forward"]
+    assert heading == f"Code model.py {a}–{b}, {c}–{d}", heading
 
 
 def test_cli_usage_errors_are_one_line(tmp_path):
