@@ -893,10 +893,15 @@ class ModelSite:
                              f"{fmt.count(i)}].")
             elif _logical(w) == (i, o):
                 notes.append(f"The weight is stored input by output, [in, out] = [{fmt.count(i)}, {fmt.count(o)}].")
+        stored: dict[str, list[str]] = {}  # dtype -> parameter tensors, in order: one sentence per dtype
         for t in m.tensors:
             if t.kind in (WEIGHT, BIAS) and t.dtype:
-                per = _DTYPE_BYTES.get(t.dtype)
-                notes.append(f"`{t.name}` is stored as {t.dtype}" + (f" ({per} per value)" if per else "") + ".")
+                stored.setdefault(t.dtype, []).append(f"`{t.name}`")
+        for dtype, names in stored.items():
+            per = _DTYPE_BYTES.get(dtype)
+            who = names[0] + " is" if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]} are"
+            notes.append(f"{who} stored as {dtype}" + (f" ({per} per value)" if per else "") + ".")
+        for t in m.tensors:
             if t.packing:
                 notes.append(f"`{t.name}` packs {t.packing}: stored {fmt.shape(t.shape)} holds "
                              f"{fmt.shape(_logical(t))} values.")

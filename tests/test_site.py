@@ -555,6 +555,19 @@ def test_source_url_template_and_git_remote(tiny, tmp_path):
     assert "github.com/someone" not in page(tmp_path / "git-site", "build", r"layers\.0-3\.down")
 
 
+def test_dtypes_are_said_once_per_dtype(tmp_path):
+    """gpt-oss experts hold four tensors of one dtype: one sentence names them all, not four sentences."""
+    r = cli("build", "hf:gpt_oss", "--set", "num_hidden_layers=1", "--set", "hidden_size=32", "--set",
+            "intermediate_size=16", "--set", "num_local_experts=4", "--set", "num_attention_heads=4", "--set",
+            "num_key_value_heads=2", "--set", "head_dim=8", "--set", "vocab_size=64", "--no-shapes",
+            "-o", str(tmp_path / "site"))
+    assert r.exit_code == 0, r.output
+    page = next((tmp_path / "site" / "gpt_oss" / "n").glob("*mlp.experts.html")).read_text()
+    text = " ".join(re.sub(r"<[^>]+>", "", page).split())
+    said = re.findall(r"([^.]*) (?:is|are) stored as", text)
+    assert len(said) == 1 and said[0].endswith("gate_up_proj, gate_up_proj_bias, down_proj and down_proj_bias"), said
+
+
 def test_transformers_links_pin_the_installed_version(tmp_path):
     transformers = pytest.importorskip("transformers")
     r = cli("build", "hf:llama", "--set", "num_hidden_layers=2", "--set", "hidden_size=32", "--set",
