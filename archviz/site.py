@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from . import format as fmt
+from .dims import DimNames
 from .gcpause import collector_paused
 from .errors import ArchvizError
 from .records import (
@@ -277,52 +278,6 @@ def page_names(nodes: Mapping[str, Node], root: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Shapes with named dims
-
-_SYMBOLS = {"B": "batch", "T": "positions", "S": "positions", "L": "positions", "N": "tokens", "H": "heads",
-            "E": "experts", "K": "top-k", "G": "groups", "C": "channels"}
-_NOT_DIMS = ("theta", "eps", "factor", "scale", "seed", "_id", "token", "iters", "beta", "alpha", "dropout",
-             "max_batch",
-             "init", "range", "coef", "version", "limit", "ratio")
-_WIDTH_KEYS = ("dim", "hidden_size", "d_model", "n_embd", "hidden_dim", "model_dim")
-
-
-class DimNames:
-    """Name an int dim by the config field(s) it equals, when exactly one field (or one product of two) does."""
-
-    def __init__(self, config: Mapping[str, Any]):
-        ints = {k: v for k, v in config.items() if isinstance(v, int) and not isinstance(v, bool) and v > 1
-                and not any(x in k.lower() for x in _NOT_DIMS)}
-        self.single: dict[int, list[str]] = {}
-        for k, v in sorted(ints.items()):
-            self.single.setdefault(v, []).append(k)
-        self.product: dict[int, list[str]] = {}
-        keys = sorted(ints)
-        for i, a in enumerate(keys):
-            for b in keys[i:]:
-                self.product.setdefault(ints[a] * ints[b], []).append(f"{a} × {b}")
-        self.width = next((config[k] for k in _WIDTH_KEYS if isinstance(config.get(k), int)), None)
-        self.width_key = next((k for k in _WIDTH_KEYS if isinstance(config.get(k), int)), None)
-
-    def name(self, d: int, local: Mapping[int, str] | None = None) -> str | None:
-        if local and d in local:
-            return local[d]
-        s = self.single.get(d)
-        if s:
-            return s[0] if len(s) == 1 else None
-        p = self.product.get(d)
-        return p[0] if p and len(p) == 1 else None
-
-    def dim(self, d: int | str, local: Mapping[int, str] | None = None) -> str:
-        if isinstance(d, str):
-            word = _SYMBOLS.get(d)
-            return f"{d} {word}" if word else d
-        n = self.name(d, local)
-        return f"{d} {n}" if n else str(d)
-
-    def shape(self, dims: Sequence[int | str], local: Mapping[int, str] | None = None) -> str:
-        """`local`: the module's own width names (from the expression that built it) come first."""
-        return "[" + ", ".join(self.dim(d, local) for d in dims) + "]"
-
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Source code: highlighted once per file, excerpts cut from it in the browser
