@@ -540,8 +540,23 @@ def _source_text(file: str, line: int, end_line: int, col: int | None, end_col: 
         return b[col:end_col].decode("utf-8", "replace").strip()
     first = lines[0].encode("utf-8")[col:].decode("utf-8", "replace")
     last = lines[-1].encode("utf-8")[:end_col].decode("utf-8", "replace")
-    middle = [x.strip() for x in lines[1:-1]]
-    return " ".join([first.strip(), *middle, last.strip()]).replace("( ", "(").replace(" )", ")")
+    parts = _without_comments([first.rstrip("\r\n"), *(x.rstrip("\r\n") for x in lines[1:-1]), last])
+    return " ".join(x.strip() for x in parts if x.strip()).replace("( ", "(").replace(" )", ")")
+
+
+def _without_comments(lines: list[str]) -> list[str]:
+    """The lines of a multi-line expression with their `# ...` comments cut (a comment inside the call would read
+    as if it commented out the arguments after it once the lines are joined); as they are if they do not
+    tokenize."""
+    import io
+    import tokenize
+
+    try:
+        cuts = {t.start[0] - 1: t.start[1] for t in tokenize.generate_tokens(io.StringIO("\n".join(lines)).readline)
+                if t.type == tokenize.COMMENT}
+    except (tokenize.TokenError, SyntaxError):
+        return lines
+    return [x[:cuts[i]] if i in cuts else x for i, x in enumerate(lines)]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -272,3 +272,21 @@ def test_the_memo_keeps_apart_blocks_whose_attributes_differ(tmp_path, monkeypat
     # Layers 1 and 3 are answered from layer 0, layer 4 from layer 2 (layer_idx aside): 3 hits.
     notes = record.extra("shapes")["notes"]
     assert any(n.startswith("3 calls of repeated blocks") for n in notes), notes
+
+
+def test_a_call_site_spanning_lines_reads_as_the_expression_without_its_comments():
+    """GPT-2 calls its blocks over ten lines with a comment inside the argument list; joined onto one line the
+    comment would swallow the arguments after it. The call site's code must parse as the same call as the source."""
+    import ast
+    import inspect
+
+    import transformers.models.gpt2.modeling_gpt2 as gpt2
+
+    built = build("hf:gpt2", BuildOptions(overrides={"num_hidden_layers": 2}))
+    site = trace_shapes(built, walk(built)).module("h.1").call_sites[0]
+    source = inspect.getsource(gpt2)
+    calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and n.lineno == site.line]
+    lines = source.splitlines()[calls[0].lineno - 1:calls[0].end_lineno] if len(calls) == 1 else []
+    assert any("#" in line for line in lines), "the call holds a comment"
+    assert "#" not in site.code
+    assert ast.dump(ast.parse(site.code, mode="eval").body) == ast.dump(calls[0])
