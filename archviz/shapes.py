@@ -541,7 +541,9 @@ def _source_text(file: str, line: int, end_line: int, col: int | None, end_col: 
     first = lines[0].encode("utf-8")[col:].decode("utf-8", "replace")
     last = lines[-1].encode("utf-8")[:end_col].decode("utf-8", "replace")
     parts = _without_comments([first.rstrip("\r\n"), *(x.rstrip("\r\n") for x in lines[1:-1]), last])
-    return " ".join(x.strip() for x in parts if x.strip()).replace("( ", "(").replace(" )", ")")
+    text = " ".join(x.strip() for x in parts if x.strip()).replace("( ", "(").replace(" )", ")")
+    # The span is a call: the comma a multi-line argument list ends with means nothing on one line.
+    return text[:-2] + ")" if text.endswith(",)") else text
 
 
 def _without_comments(lines: list[str]) -> list[str]:
