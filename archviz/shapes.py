@@ -20,6 +20,7 @@ model, so a dim equal to B, T or B·T is that symbol; every other dim is a fixed
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import linecache
 import math
@@ -529,6 +530,7 @@ class Tracer:
         return result
 
 
+@functools.lru_cache(maxsize=4096)  # every layer calls its sub-modules from the same lines
 def _source_text(file: str, line: int, end_line: int, col: int | None, end_col: int | None) -> str:
     lines = [linecache.getline(file, n) for n in range(line, end_line + 1)]
     if not lines or not lines[0]:
