@@ -19,8 +19,8 @@ class DimNames:
     """Name an int dim by the config field(s) it equals, when exactly one field (or one product of two) does."""
 
     def __init__(self, config: Mapping[str, Any]):
-        ints = {k: v for k, v in config.items() if isinstance(v, int) and not isinstance(v, bool) and v > 1
-                and not any(x in k.lower() for x in _NOT_DIMS)}
+        self.config_ints = {k: v for k, v in config.items() if isinstance(v, int) and not isinstance(v, bool)}
+        ints = {k: v for k, v in self.config_ints.items() if v > 1 and not any(x in k.lower() for x in _NOT_DIMS)}
         self.single: dict[int, list[str]] = {}
         for k, v in sorted(ints.items()):
             self.single.setdefault(v, []).append(k)
@@ -34,7 +34,12 @@ class DimNames:
 
     def name(self, d: int, local: Mapping[int, str] | None = None) -> str | None:
         if local and d in local:
-            return local[d]
+            own = local[d]
+            # The code's own name, unless it is a config field of another value: a shared-expert MLP built with
+            # intermediate_size=moe_intermediate_size × n_shared_experts names its 2048 `self.intermediate_size`,
+            # which would read as the config's intermediate_size (18432).
+            if self.config_ints.get(own, d) == d:
+                return own
         s = self.single.get(d)
         if s:
             return s[0] if len(s) == 1 else None
@@ -57,14 +62,12 @@ def named_dims(m: Any, config: Mapping[str, Any]) -> dict[int, str]:
     """Every int dim of a module's recorded calls that has a name: its own widths first, then the config's."""
     names = DimNames(config)
     local = dict(m.dims)
-    out = dict(local)
-    for c in m.calls:
-        for shape in (*c.inputs, *c.outputs):
-            for d in shape:
-                if isinstance(d, int) and d not in out:
-                    n = names.name(d)
-                    if n:
-                        out[d] = n
+    dims = list(local) + [d for c in m.calls for shape in (*c.inputs, *c.outputs) for d in shape if isinstance(d, int)]
+    out: dict[int, str] = {}
+    for d in dict.fromkeys(dims):
+        n = names.name(d, local)
+        if n:
+            out[d] = n
     return out
 
 

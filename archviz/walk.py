@@ -203,22 +203,33 @@ def _ctor_widths(file: str, start: int, end: int) -> dict[str, tuple[str | None,
         return b"\n".join(parts).decode("utf-8")
 
     found: dict[str, tuple[int, tuple[str | None, str | None]]] = {}
+    def widths(call: ast.Call) -> tuple[str | None, str | None]:
+        args = [segment(a) for a in call.args[:2]]
+        kw = {k.arg: segment(k.value) for k in call.keywords if k.arg}
+        return kw.get("in_features", args[0] if args else None), kw.get("out_features", args[1] if len(args) > 1
+                                                                         else None)
+
     for depth, node in _statements(tree.body):
-        if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.value, ast.Call):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
             continue
         t = node.targets[0]
         if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"):
             continue
-        call = node.value
-        args = [segment(a) for a in call.args[:2]]
-        kw = {k.arg: segment(k.value) for k in call.keywords if k.arg}
-        first = kw.get("in_features", args[0] if args else None)
-        second = kw.get("out_features", args[1] if len(args) > 1 else None)
+        value = node.value
+        if isinstance(value, ast.IfExp):  # `self.q_b_proj = (nn.Linear(a, b) if self.q_lora_rank else None)`
+            options = {widths(v) for v in (value.body, value.orelse) if isinstance(v, ast.Call)}
+            if len(options) != 1:  # two different constructors: which one ran is not in the text
+                continue
+            first, second = options.pop()
+        elif isinstance(value, ast.Call):
+            first, second = widths(value)
+        else:
+            continue
         # The least nested assignment wins, then the first: `self.x = A(...)` beside an `if ...: self.x = B(...)`
         # names A's widths.
         if t.attr not in found or depth < found[t.attr][0]:
             found[t.attr] = (depth, (first, second))
-    return {attr: widths for attr, (_, widths) in found.items()}
+    return {attr: w for attr, (_, w) in found.items()}
 
 
 def _statements(body: list[ast.stmt], depth: int = 0) -> Iterator[tuple[int, ast.stmt]]:

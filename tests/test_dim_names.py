@@ -37,3 +37,39 @@ def test_widths_without_a_constructor_name_take_the_config_field_everywhere():
     assert names[str(cfg.hidden_size)] == "hidden_size" and names[str(cfg.num_experts_per_tok)] == "num_experts_per_tok"
     p = subprocess.run(run, capture_output=True, text=True, env=env)
     assert f"[B·T, {cfg.hidden_size} hidden_size]" in p.stdout, p.stdout
+
+
+def test_a_constructor_inside_a_conditional_expression_names_its_widths():
+    """transformers' DeepSeek-V3 builds `self.q_b_proj = (nn.Linear(self.q_lora_rank, self.num_heads *
+    self.qk_head_dim, ...) if self.q_lora_rank is not None else None)`: its widths are named from that call."""
+    import inspect
+
+    import transformers
+    import transformers.models.deepseek_v3.modeling_deepseek_v3 as mod
+
+    m = re.search(r"self\.q_b_proj = \(\s*nn\.Linear\(self\.(\w+), self\.(\w+) \* self\.(\w+)", inspect.getsource(mod))
+    assert m, "transformers builds q_b_proj inside a conditional expression"
+    cfg = transformers.AutoConfig.for_model("deepseek_v3")
+    out = cfg.num_attention_heads * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim)
+    record = archviz.load("hf:deepseek_v3", overrides={"num_hidden_layers": 1})
+    assert dict(record.module("model.layers.0.self_attn.q_b_proj").dims) == {
+        cfg.q_lora_rank: m.group(1), out: f"{m.group(2)} × {m.group(3)}"}
+
+
+def test_a_code_name_that_is_a_config_field_of_another_value_gives_way_to_the_config():
+    """The shared experts' MLP is built with intermediate_size = moe_intermediate_size × n_shared_experts and names
+    its width `self.intermediate_size`; shown as 'intermediate_size' it would read as the config's (18432)."""
+    import transformers
+
+    from archviz.views import module_json
+
+    cfg = transformers.AutoConfig.for_model("deepseek_v3")
+    width = cfg.moe_intermediate_size * cfg.n_shared_experts
+    assert width != cfg.intermediate_size
+    record = archviz.load("hf:deepseek_v3", overrides={"num_hidden_layers": cfg.first_k_dense_replace + 1})
+    path = f"model.layers.{cfg.first_k_dense_replace}.mlp.shared_experts.gate_proj"
+    assert dict(record.module(path).dims)[width] == "intermediate_size"  # what the code calls it
+    names = module_json(record, path)["dim_names"]
+    assert names[str(width)] != "intermediate_size"
+    if cfg.n_shared_experts == 1:
+        assert names[str(width)] == "moe_intermediate_size"
