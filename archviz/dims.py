@@ -13,6 +13,7 @@ _NOT_DIMS = ("theta", "eps", "factor", "scale", "seed", "_id", "token", "iters",
              "max_batch",
              "init", "range", "coef", "version", "limit", "ratio")
 _WIDTH_KEYS = ("dim", "hidden_size", "d_model", "n_embd", "hidden_dim", "model_dim")
+_MIN_PRODUCT = 256  # the smallest dim named as a product of two config fields (o_groups × o_lora_rank = 8192)
 
 
 class DimNames:
@@ -43,6 +44,8 @@ class DimNames:
         s = self.single.get(d)
         if s:
             return s[0] if len(s) == 1 else None
+        if d < _MIN_PRODUCT:  # small numbers are products of two fields by chance: a rotary half-width of 32
+            return None       # is not hc_mult × o_groups (4 × 8)
         p = self.product.get(d)
         return p[0] if p and len(p) == 1 else None
 

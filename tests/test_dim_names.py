@@ -73,3 +73,22 @@ def test_a_code_name_that_is_a_config_field_of_another_value_gives_way_to_the_co
     assert names[str(width)] != "intermediate_size"
     if cfg.n_shared_experts == 1:
         assert names[str(width)] == "moe_intermediate_size"
+
+
+def test_a_small_dim_is_not_named_as_a_chance_product_of_two_fields():
+    """DeepSeek-V4-Flash's rotary tables are qk_rope_head_dim / 2 = 32 wide, which hc_mult × o_groups (4 × 8) also
+    equals by chance: such a small dim stays a number."""
+    from archviz.shapes import trace_shapes
+    from archviz.sources import BuildOptions, build
+    from archviz.views import module_json
+    from archviz.walk import walk
+
+    config = pathlib.Path(__file__).parent.parent / "examples" / "deepseek-v4-flash" / "config.json"
+    cfg = json.loads(config.read_text())
+    half = cfg["qk_rope_head_dim"] // 2
+    assert half == cfg["hc_mult"] * cfg["o_groups"], "the coincidence this test is about"
+    path = "model.layers.2.self_attn.compressor.rotary_emb"
+    built = build(str(config), BuildOptions(overrides={"num_hidden_layers": 3}))
+    record = trace_shapes(built, walk(built))
+    assert any(half in s for c in record.module(path).calls for s in c.outputs)
+    assert str(half) not in module_json(record, path)["dim_names"]
