@@ -36,6 +36,8 @@ class DimNames:
     def name(self, d: int, local: Mapping[int, str] | None = None) -> str | None:
         if local and d in local:
             own = local[d]
+            if not own:  # the code names it in terms the config does not share: no name beats a guessed one
+                return None
             # The code's own name, unless it is a config field of another value: a shared-expert MLP built with
             # intermediate_size=moe_intermediate_size × n_shared_experts names its 2048 `self.intermediate_size`,
             # which would read as the config's intermediate_size (18432).

@@ -129,7 +129,8 @@ class ModuleRecord:
     kernels: tuple[str, ...] = ()  # stubbed kernels this module's forward called
     dims: tuple[tuple[int, str], ...] = ()  # widths named by the expression that built the module, e.g.
     #                                          (8192, "n_groups × o_lora_rank") from `RowParallelLinear(self.n_groups
-    #                                          * args.o_lora_rank, self.dim)` in the parent's __init__
+    #                                          * args.o_lora_rank, self.dim)` in the parent's __init__; a name
+    #                                          is "" where the code's terms differ from the config's (unnamed)
 
     @property
     def name(self) -> str:

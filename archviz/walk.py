@@ -232,6 +232,33 @@ def _ctor_widths(file: str, start: int, end: int) -> dict[str, tuple[str | None,
     return {attr: w for attr, (_, w) in found.items()}
 
 
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _in_config_terms(dims: tuple, parent_attrs: tuple, config: dict[str, int]) -> tuple:
+    """Width names in the config's terms where the code's own differ: the DeepSeek-V4 indexer builds kv_proj as
+    `Linear(hidden_size, 2 * self.head_dim)` with `self.head_dim = index_head_dim`, so "2 × head_dim" would read as
+    the config's head_dim (512); it becomes "2 × index_head_dim" (the one field of that value whose name holds
+    "head_dim", else the one field of that value). A name the config does not have stays. One that cannot be put in
+    the config's terms becomes "" -- no name, and none guessed from the config either -- rather than a wrong one."""
+    attrs = dict(parent_attrs)
+    out = []
+    for value, label in dims:
+        for ident in dict.fromkeys(_IDENT.findall(label)):
+            own = attrs.get(ident)
+            if ident not in config or type(own) is not int or own == config[ident]:
+                continue
+            keys = [k for k, v in config.items() if v == own]
+            named = [k for k in keys if ident in k]
+            pick = named if len(named) == 1 else keys
+            if len(pick) != 1:
+                label = ""
+                break
+            label = re.sub(rf"\b{ident}\b", pick[0], label)
+        out.append((value, label))
+    return tuple(out)
+
+
 def _statements(body: list[ast.stmt], depth: int = 0) -> Iterator[tuple[int, ast.stmt]]:
     """(nesting depth in the syntax tree, statement) for every statement in `body` and the statement lists nested in
     it, in source order."""
@@ -581,6 +608,17 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
         partial.append((path, cls, tensors, class_span, init_span, forward_span, doc, _attributes(mod), dims))
         if progress is not None and i % step == 0:
             progress(i, n)
+    config_ints = {k: v for k, v in built.config.items() if type(v) is int}
+    if config_ints:
+        attrs_of = {e[0]: e[7] for e in partial}
+        renamed: dict[tuple, tuple] = {}  # every layer asks the same question
+        for j, e in enumerate(partial):
+            if e[8]:
+                key = (e[8], attrs_of.get(e[0].rpartition(".")[0], ()))
+                hit = renamed.get(key)
+                if hit is None:
+                    hit = renamed[key] = _in_config_terms(key[0], key[1], config_ints)
+                partial[j] = (*e[:8], hit)
     # Totals bottom-up: children come after their parent in pre-order, so a reverse pass sees them first.
     totals: dict[str, Totals] = {}
     for path, *_ in reversed(partial):

@@ -68,10 +68,10 @@ def test_a_code_name_that_is_a_config_field_of_another_value_gives_way_to_the_co
     assert width != cfg.intermediate_size
     record = archviz.load("hf:deepseek_v3", overrides={"num_hidden_layers": cfg.first_k_dense_replace + 1})
     path = f"model.layers.{cfg.first_k_dense_replace}.mlp.shared_experts.gate_proj"
-    assert dict(record.module(path).dims)[width] == "intermediate_size"  # what the code calls it
     names = module_json(record, path)["dim_names"]
-    assert names[str(width)] != "intermediate_size"
-    if cfg.n_shared_experts == 1:
+    assert names[str(width)] != "intermediate_size" and dict(record.module(path).dims).get(width) != \
+        "intermediate_size"
+    if cfg.n_shared_experts == 1:  # the MLP's self.intermediate_size is then the config's moe_intermediate_size
         assert names[str(width)] == "moe_intermediate_size"
 
 
@@ -92,3 +92,22 @@ def test_a_small_dim_is_not_named_as_a_chance_product_of_two_fields():
     record = trace_shapes(built, walk(built))
     assert any(half in s for c in record.module(path).calls for s in c.outputs)
     assert str(half) not in module_json(record, path)["dim_names"]
+
+
+def test_a_code_name_is_put_in_the_config_terms_of_its_module():
+    """transformers' DeepSeek-V4 indexer sets `self.head_dim = config.index_head_dim` and builds
+    `kv_proj = nn.Linear(config.hidden_size, 2 * self.head_dim)`: "2 × head_dim" would read as the config's
+    head_dim, so the width is named "2 × index_head_dim" (both facts read here from transformers' source)."""
+    import inspect
+
+    import transformers.models.deepseek_v4.modeling_deepseek_v4 as mod
+
+    src = inspect.getsource(mod.DeepseekV4Indexer.__init__)
+    assert re.search(r"self\.head_dim = config\.index_head_dim", src)
+    assert re.search(r"self\.kv_proj = nn\.Linear\(config\.hidden_size, 2 \* self\.head_dim", src)
+    config = pathlib.Path(__file__).parent.parent / "examples" / "deepseek-v4-flash" / "config.json"
+    cfg = json.loads(config.read_text())
+    assert cfg["head_dim"] != cfg["index_head_dim"]
+    record = archviz.load(str(config), overrides={"num_hidden_layers": 3})
+    dims = dict(record.module("model.layers.2.self_attn.compressor.indexer.kv_proj").dims)
+    assert dims[2 * cfg["index_head_dim"]] == "2 × index_head_dim"
