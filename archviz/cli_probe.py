@@ -13,6 +13,7 @@ from .cli import (
     ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, WorldSizeOpt, _parse_sets, app,
     emit_json, err, handled, out, progress_bar,
 )
+from .format import ranges_text
 
 try:  # the shared option, where the CLI defines it
     from .cli import KernelRulesOpt
@@ -126,7 +127,7 @@ def _print_report(result: Any) -> None:
     out.print(f"agreement: {r.confirmed}/{r.compared} module calls ({r.agreement:.1%}) — {verdict}; "
               f"{j['not_exercised']:,} modules not in the reduced copy (not exercised)")
     plan = r.plan
-    kept = f", layers {_ranges(plan.kept_layers)} of {plan.full_layers}" if plan.kept_layers is not None else ""
+    kept = f", layers {ranges_text(plan.kept_layers)} of {plan.full_layers}" if plan.kept_layers is not None else ""
     out.print(f"reduced copy: {plan.method}{kept}; about {human_bytes(r.estimate)} "
               f"(--max-memory {human_bytes(r.max_memory)})")
     for red in plan.reductions:
@@ -149,9 +150,3 @@ def _print_report(result: Any) -> None:
 
 
 _SHOWN = 50
-
-
-def _ranges(xs: Any) -> str:
-    from .format import ranges_text
-
-    return ranges_text(xs)

@@ -20,8 +20,8 @@ class DimNames:
     """Name an int dim by the config field(s) it equals, when exactly one field (or one product of two) does."""
 
     def __init__(self, config: Mapping[str, Any]):
-        self.config_ints = {k: v for k, v in config.items() if isinstance(v, int) and not isinstance(v, bool)}
-        ints = {k: v for k, v in self.config_ints.items() if v > 1 and not any(x in k.lower() for x in _NOT_DIMS)}
+        ints = {k: v for k, v in config.items() if isinstance(v, int) and not isinstance(v, bool) and v > 1
+                and not any(x in k.lower() for x in _NOT_DIMS)}
         self.single: dict[int, list[str]] = {}
         for k, v in sorted(ints.items()):
             self.single.setdefault(v, []).append(k)
@@ -34,15 +34,8 @@ class DimNames:
         self.width_key = next((k for k in _WIDTH_KEYS if isinstance(config.get(k), int)), None)
 
     def name(self, d: int, local: Mapping[int, str] | None = None) -> str | None:
-        if local and d in local:
-            own = local[d]
-            if not own:  # the code names it in terms the config does not share: no name beats a guessed one
-                return None
-            # The code's own name, unless it is a config field of another value: a shared-expert MLP built with
-            # intermediate_size=moe_intermediate_size × n_shared_experts names its 2048 `self.intermediate_size`,
-            # which would read as the config's intermediate_size (18432).
-            if self.config_ints.get(own, d) == d:
-                return own
+        if local and d in local:  # the walk put the code's name in the config's terms; "" when it could not
+            return local[d] or None  # (no name beats one guessed from the config)
         s = self.single.get(d)
         if s:
             return s[0] if len(s) == 1 else None
@@ -51,16 +44,17 @@ class DimNames:
         p = self.product.get(d)
         return p[0] if p and len(p) == 1 else None
 
-    def dim(self, d: int | str, local: Mapping[int, str] | None = None) -> str:
+    def dim(self, d: int | str, local: Mapping[int, str] | None = None, words: bool = True) -> str:
+        """`words=False` keeps symbols short: "B", not "B batch"."""
         if isinstance(d, str):
-            word = _SYMBOLS.get(d)
+            word = _SYMBOLS.get(d) if words else None
             return f"{d} {word}" if word else d
         n = self.name(d, local)
         return f"{d} {n}" if n else str(d)
 
-    def shape(self, dims: Sequence[int | str], local: Mapping[int, str] | None = None) -> str:
+    def shape(self, dims: Sequence[int | str], local: Mapping[int, str] | None = None, words: bool = True) -> str:
         """`local`: the module's own width names (from the expression that built it) come first."""
-        return "[" + ", ".join(self.dim(d, local) for d in dims) + "]"
+        return "[" + ", ".join(self.dim(d, local, words) for d in dims) + "]"
 
 
 def named_dims(m: Any, config: Mapping[str, Any]) -> dict[int, str]:

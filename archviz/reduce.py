@@ -468,7 +468,8 @@ def _id_lists(config: dict[str, Any], n_layers: int, n_mtp: int) -> dict[str, li
 def _layer_fields(config: dict[str, Any], total_key: str, n_layers: int, n_mtp: int, keep_mtp: int,
                   kept: list[int]) -> tuple[dict[str, Any], list[Reduction]]:
     out: dict[str, Any] = {total_key: len(kept)}
-    reds = [Reduction(total_key, n_layers, len(kept), f"layers: {fmt.ranges_text(kept)} kept (every kind and its sources)")]
+    reds = [Reduction(total_key, n_layers, len(kept),
+                      f"layers: {fmt.ranges_text(kept)} kept (every kind and its sources)")]
     pos = {i: j for j, i in enumerate(kept)}
     ids = _id_lists(config, n_layers, n_mtp)
     for k, v in config.items():
@@ -504,7 +505,6 @@ def _layer_fields(config: dict[str, Any], total_key: str, n_layers: int, n_mtp: 
                 out[k] = new
                 reds.append(Reduction(k, v, new, "layers: per-layer list cut to the kept layers"))
     return out, reds
-
 
 
 # ---------------------------------------------------------------------------------------------------------------------

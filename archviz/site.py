@@ -268,7 +268,8 @@ def page_names(nodes: Mapping[str, Node], root: str) -> None:
         text = pats[0] + (f"+{len(pats) - 1}" if len(pats) > 1 else "")
         if n.virtual:
             text = f"{text}+group"  # a virtual group node shares its paths with its first child
-        base = _SAFE.sub("_", text.replace("{", "").replace("}", "").replace("…", "to").replace(",", "_")).strip("._") or "node"
+        text = text.replace("{", "").replace("}", "").replace("…", "to").replace(",", "_")  # {3,5,…,41} -> 3_5_to_41
+        base = _SAFE.sub("_", text).strip("._") or "node"
         name = base[:90]
         if name != base or name.lower() in used:
             name = f"{base[:80]}~{hashlib.sha1(nid.encode()).hexdigest()[:8]}"

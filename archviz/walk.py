@@ -202,12 +202,13 @@ def _ctor_widths(file: str, start: int, end: int) -> dict[str, tuple[str | None,
         parts = [encoded[first][node.col_offset:], *encoded[first + 1:last], encoded[last][:node.end_col_offset]]
         return b"\n".join(parts).decode("utf-8")
 
-    found: dict[str, tuple[int, tuple[str | None, str | None]]] = {}
     def widths(call: ast.Call) -> tuple[str | None, str | None]:
         args = [segment(a) for a in call.args[:2]]
         kw = {k.arg: segment(k.value) for k in call.keywords if k.arg}
-        return kw.get("in_features", args[0] if args else None), kw.get("out_features", args[1] if len(args) > 1
-                                                                         else None)
+        return (kw.get("in_features", args[0] if args else None),
+                kw.get("out_features", args[1] if len(args) > 1 else None))
+
+    found: dict[str, tuple[int, tuple[str | None, str | None]]] = {}
 
     for depth, node in _statements(tree.body):
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:

@@ -140,14 +140,10 @@ def module_card(record: ModelRecord, path: str) -> Group:
     t.add_row("parameters", fmt.count(m.totals.parameters))
     for c in m.call_sites:
         t.add_row("called as", f"{c.code} · {c.file}:{c.line}")
-    names, local = DimNames(dict(record.source.config)), dict(m.dims)
-
-    def shape(dims: Any) -> str:  # widths named as on the site, symbols kept short: [B·T, 2048 hidden_size]
-        return "[" + ", ".join(d if isinstance(d, str) else names.dim(d, local) for d in dims) + "]"
-
+    names, local = DimNames(dict(record.source.config)), dict(m.dims)  # widths named as on the site
     for call in m.calls[:4]:
-        t.add_row("in", ", ".join(shape(s) for s in call.inputs))
-        t.add_row("out", ", ".join(shape(s) for s in call.outputs))
+        t.add_row("in", ", ".join(names.shape(s, local, words=False) for s in call.inputs))
+        t.add_row("out", ", ".join(names.shape(s, local, words=False) for s in call.outputs))
     for a in m.assumptions:
         t.add_row("assumed", a)
     return Group(t)
