@@ -711,10 +711,14 @@ class ModelSite:
         self.files = dict(record.source.files)  # display path -> absolute path
         self.nodes, self.root = build_nodes(record)
         page_names(self.nodes, self.root)
+        # module path -> the most specific node holding it: a layer of a periodic group is in the group's node and
+        # in its kind's node below it; the kind's node is the one that describes the layer.
         self.node_of: dict[str, str] = {}
         for nid, n in self.nodes.items():
             for p in n.paths:
-                self.node_of.setdefault(p, nid)
+                held = self.node_of.get(p)
+                if held is None or self.nodes[held].depth < n.depth:
+                    self.node_of[p] = nid
         self.names = DimNames(dict(record.source.config))
         self.upstream = Upstream(record, source_url)
         ck = record.extra("checkpoint")

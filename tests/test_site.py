@@ -173,6 +173,49 @@ def test_treemap_reaches_the_routed_experts_of_grouped_layers():
     assert 0.6 * routed / rec.summary.parameters < share <= routed / rec.summary.parameters
 
 
+def test_layer_map_of_interleaved_layers_names_each_kind_with_its_own_count(tmp_path):
+    """Layers that alternate kinds fold into a periodic group (groups of 2 layers, one of each kind). The overview's
+    layer map must still link each layer to its own kind's page and say that kind's count: the counts here are
+    torch's numel over each layer of the same model built by hand, without archviz."""
+    import archviz
+    import torch
+    import transformers
+    from archviz.grouping import group
+    from archviz.site import build_site
+
+    sets = {"num_hidden_layers": 12, "hidden_size": 64, "vocab_size": 256, "num_attention_heads": 4,
+            "head_dim": 32, "q_lora_rank": 32, "o_lora_rank": 16, "o_groups": 2, "moe_intermediate_size": 32,
+            "n_routed_experts": 8, "num_experts_per_tok": 2, "index_n_heads": 2, "index_head_dim": 16,
+            "qk_rope_head_dim": 8}
+    rec = group(archviz.load("hf:deepseek_v4", overrides=sets))
+    cfg = transformers.AutoConfig.for_model("deepseek_v4", **sets)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    per_layer = [sum(p.numel() for p in layer.parameters()) for layer in model.model.layers]
+    assert len(set(per_layer[3::2]) | set(per_layer[4::2])) == 2  # the two alternating kinds differ in size
+
+    build_site([rec], str(tmp_path / "site"))
+    model_dir = next(p for p in (tmp_path / "site").iterdir() if p.is_dir() and (p / "index.html").exists())
+    overview = (model_dir / "index.html").read_text()
+    section = overview[overview.index('id="layers"'):overview.index("</section>", overview.index('id="layers"'))]
+    cells = re.findall(r'<a role="listitem" class="cell" style="--h:(\d+)" href="([^"]+)" title="[^"]*">(\d+)</a>',
+                       section)
+    assert [int(n) for _, _, n in cells] == list(range(cfg.num_hidden_layers))
+    legend = {hue: (href, int(layers), int(count.replace(",", "")))
+              for hue, href, layers, count in re.findall(
+                  r'--h:(\d+)"></span><a href="([^"]+)">[^<]*</a> <span class="cls">[^<]*</span> · (\d+) layers? · '
+                  r'([\d,]+) parameters each', section)}
+    assert len(legend) >= 3
+    for hue, href, n in cells:
+        _, layers, count = legend[hue]
+        assert count == per_layer[int(n)], (n, count, per_layer[int(n)])
+        # the layer opens a page of its own kind (not the page of the group of two kinds around it)
+        page_html = (model_dir / href).read_text()
+        assert text_of(page_html, "per-instance").replace(",", "") == str(per_layer[int(n)]), (n, href)
+    for hue, (_, layers, _) in legend.items():
+        assert layers == sum(1 for h, _, _ in cells if h == hue)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Pages
 
