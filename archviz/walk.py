@@ -612,10 +612,15 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
     config_ints = {k: v for k, v in built.config.items() if type(v) is int}
     if config_ints:
         attrs_of = {e[0]: e[7] for e in partial}
+        int_attrs: dict[str, tuple] = {}  # the parent's int attributes: the only ones a width name can stand for
         renamed: dict[tuple, tuple] = {}  # every layer asks the same question
         for j, e in enumerate(partial):
             if e[8]:
-                key = (e[8], attrs_of.get(e[0].rpartition(".")[0], ()))
+                parent = e[0].rpartition(".")[0]
+                ints = int_attrs.get(parent)
+                if ints is None:
+                    ints = int_attrs[parent] = tuple((k, v) for k, v in attrs_of.get(parent, ()) if type(v) is int)
+                key = (e[8], ints)
                 hit = renamed.get(key)
                 if hit is None:
                     hit = renamed[key] = _in_config_terms(key[0], key[1], config_ints)

@@ -111,3 +111,25 @@ def test_a_code_name_is_put_in_the_config_terms_of_its_module():
     record = archviz.load(str(config), overrides={"num_hidden_layers": 3})
     dims = dict(record.module("model.layers.2.self_attn.compressor.indexer.kv_proj").dims)
     assert dims[2 * cfg["index_head_dim"]] == "2 × index_head_dim"
+
+
+def test_a_module_beside_list_attributes_is_walked_and_named():
+    """Bamba's Mamba mixer holds a list attribute (time_step_limit) beside its Linears: the walk once failed on it
+    ("unhashable type: 'list'"). Its out_proj is built from self.intermediate_size, which the mixer sets to
+    mamba_expand × hidden_size -- not the config's intermediate_size (the MLP's) -- so that width stays unnamed."""
+    import inspect
+
+    import transformers
+    from transformers.models.bamba import modeling_bamba
+
+    cfg = transformers.AutoConfig.for_model("bamba")
+    source = inspect.getsource(modeling_bamba.BambaMixer.__init__)
+    assert "self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size" in source
+    assert "self.time_step_limit = config.time_step_limit" in source
+    mixer_width = int(cfg.mamba_expand * cfg.hidden_size)
+    assert mixer_width != cfg.intermediate_size
+    record = archviz.load("hf:bamba", overrides={"num_hidden_layers": 1})
+    mixer = record.module("model.layers.0.mamba")
+    assert any(isinstance(v, list) for _, v in mixer.attributes)
+    dims = dict(record.module("model.layers.0.mamba.out_proj").dims)
+    assert dims == {mixer_width: "", cfg.hidden_size: "hidden_size"}
