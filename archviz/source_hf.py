@@ -61,24 +61,61 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
                               hint=suggest(model_type, list(CONFIG_MAPPING_NAMES)) or "check model_type")
         name = raw.get("_name_or_path") or os.path.basename(os.path.dirname(os.path.abspath(path))) or model_type
     config_class = type(transformers.AutoConfig.for_model(model_type))
+    top, text = _split_overrides(config_class, overrides)
+    values = {**raw, **top}
+    if text:  # a composite config (Qwen3.5, Llama 4): the text model's fields live in its text_config
+        values["text_config"] = {**(raw.get("text_config") or {}), **text}
     # Overrides go through the config's constructor, so derived fields (layer_types, ...) follow them.
     try:
-        config = config_class.from_dict({**raw, **overrides}) if raw else config_class(**overrides)
+        config = config_class.from_dict(values) if values else config_class()
     except Exception as e:  # noqa: BLE001
         raise SourceError(f"{path}: transformers rejects this {model_type} config: {e}",
                           hint="fix the field it names") from None
-    if overrides:
-        try:
-            source = inspect.getsource(config_class)
-        except (OSError, TypeError):
-            source = ""
-        for key in overrides:
-            # A field, or a legacy key the config's constructor reads (deepseek_v4: compress_ratios).
-            if not hasattr(config_class(), key) and f'"{key}"' not in source:  # `config` took any key
-                known = sorted(config_class().to_dict())
-                raise SourceError(f"--set {key}: {config_class.__name__} has no field {key!r}",
-                                  hint=suggest(key, known) or "see the config's fields")
     return config, name
+
+
+def _fields(config_class: Any) -> tuple[Any, str]:
+    try:
+        source = inspect.getsource(config_class)
+    except (OSError, TypeError):
+        source = ""
+    return config_class(), source
+
+
+def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`--set` keys of the config itself, and keys of its text_config (a composite config's text model)."""
+    if not overrides:
+        return {}, {}
+    top: dict[str, Any] = {}
+    text: dict[str, Any] = {}
+    default, source = _fields(config_class)
+    text_class = (getattr(config_class, "sub_configs", None) or {}).get("text_config")
+    text_default, text_source = _fields(text_class) if text_class is not None else (None, "")
+    for key, value in overrides.items():
+        # A field, or a legacy key the config's constructor reads (deepseek_v4: compress_ratios).
+        if hasattr(default, key) or f'"{key}"' in source:  # `config` took any key
+            top[key] = value
+        elif text_default is not None and (hasattr(text_default, key) or f'"{key}"' in text_source):
+            text[key] = value
+        else:
+            known = sorted(default.to_dict())
+            raise SourceError(f"--set {key}: {config_class.__name__} has no field {key!r}",
+                              hint=suggest(key, known) or "see the config's fields")
+    return top, text
+
+
+def _config_for(cls: Any, config: Any) -> Any:
+    """The config `cls` is built from. A causal LM of a composite model (Qwen3.5, Llama 4) takes the text config, as
+    transformers' AutoModelForCausalLM.from_config does; the parent's quantization_config goes with it."""
+    want = getattr(cls, "config_class", None)
+    text_class = (getattr(config, "sub_configs", None) or {}).get("text_config")
+    if want is None or text_class is None or want is not text_class or isinstance(config, want):
+        return config
+    text = config.get_text_config()
+    quant = getattr(config, "quantization_config", None)
+    if quant is not None:
+        text.quantization_config = quant
+    return text
 
 
 def model_class(config: Any) -> Any:
@@ -111,6 +148,7 @@ def build(spec: str, options: BuildOptions) -> Built:
     with _quiet():
         config, name = load_config(spec, options)
     cls = model_class(config)
+    config = _config_for(cls, config)
     dtype = getattr(config, "dtype", None)
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype, None)

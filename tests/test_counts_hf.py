@@ -362,3 +362,27 @@ def test_meta_build_holds_inside_a_device_context_the_code_enters():
     assert lin.weight.is_meta and extra.is_meta
     assert any("device='cuda'" in n for n in notes.items)
     assert torch.zeros(1).device.type == "cpu"  # nothing left behind
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_5", "llama4"])
+def test_composite_configs_build_their_text_model(model_type, tmp_path):
+    """Qwen3.5 and Llama 4 have composite configs (a text_config inside). Their causal LM is built from the text
+    config, as transformers' AutoModelForCausalLM.from_config does, and `--set` reaches the text config's fields.
+    The expected count is torch's numel over the model that transformers itself builds from the same config."""
+    text = {"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512, "vocab_size": 1000}
+
+    def by_transformers(config) -> int:
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(config)
+        return sum(p.numel() for p in model.parameters())  # parameters() yields a tied weight once
+
+    default = config_for(model_type)
+    assert not hasattr(default, "num_hidden_layers")  # the field is the text config's, not the composite's
+    record = archviz.load(f"hf:{model_type}", overrides=text)
+    expected = by_transformers(config_for(model_type, text_config=text))
+    assert record.summary.parameters == expected
+    assert dict(record.source.config)["num_hidden_layers"] == 2  # widths are named from the text config's fields
+    # the same through a config.json as the Hub ships it: the text model's fields nested in text_config
+    raw = {"model_type": model_type, "text_config": dict(text)}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    assert archviz.load(str(tmp_path / "config.json")).summary.parameters == expected
