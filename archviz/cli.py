@@ -79,7 +79,8 @@ def handled(debug: bool) -> Iterator[None]:
     except Exception as e:  # noqa: BLE001
         if debug:
             raise
-        err.print(f"[bold red]internal error:[/] {type(e).__name__}: {e} — rerun with --debug and report it",
+        err.print(f"[bold red]internal error:[/] {type(e).__name__}: {' '.join(str(e).split())} — rerun with --debug "
+                  "and report it",
                   highlight=False, soft_wrap=True)
         raise typer.Exit(3) from None
 

@@ -24,7 +24,10 @@ class ArchvizError(Exception):
             self.exit_code = exit_code
 
     def line(self) -> str:
-        return f"{self.message} — {self.hint}" if self.hint else self.message
+        """Message and hint as one line: a message quoting a multi-line exception (transformers' config validators)
+        has its line breaks folded."""
+        text = f"{self.message} — {self.hint}" if self.hint else self.message
+        return " ".join(text.split()) if "\n" in text or "\r" in text else text
 
 
 class SourceError(ArchvizError):

@@ -60,7 +60,9 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
             raise SourceError(f"{path}: unknown model_type {model_type!r} in transformers {transformers.__version__}",
                               hint=suggest(model_type, list(CONFIG_MAPPING_NAMES)) or "check model_type")
         name = raw.get("_name_or_path") or os.path.basename(os.path.dirname(os.path.abspath(path))) or model_type
-    config_class = type(transformers.AutoConfig.for_model(model_type))
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config_class = CONFIG_MAPPING[model_type]  # the class, without building its default (which may not validate)
     top, text = _split_overrides(config_class, overrides)
     values = {**raw, **top}
     if text:  # a composite config (Qwen3.5, Llama 4): the text model's fields live in its text_config
@@ -88,7 +90,11 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
         return {}, {}
     top: dict[str, Any] = {}
     text: dict[str, Any] = {}
-    default, source = _fields(config_class)
+    try:
+        default, source = _fields(config_class)
+    except Exception as e:  # noqa: BLE001 - transformers' own default fails its validators (gemma4_assistant)
+        raise SourceError(f"--set: transformers cannot build a default {config_class.__name__} to check the keys "
+                          f"against: {e}", hint="give a config.json with --config instead") from None
     text_class = (getattr(config_class, "sub_configs", None) or {}).get("text_config")
     text_default, text_source = _fields(text_class) if text_class is not None else (None, "")
     for key, value in overrides.items():

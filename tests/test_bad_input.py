@@ -41,6 +41,7 @@ CASES = {
     "missing_config": ["summary", BAD / "not_json" / "model.py", "--config", BAD / "no_such_config.json"],
     "not_json_reference": ["summary", BAD / "not_json"],
     "not_json_hf": ["summary", BAD / "not_json" / "config.json"],
+    "config_fails_validation": ["summary", BAD / "config_fails_validation" / "config.json"],
     "debug": ["summary", BAD / "raises_on_import", "--debug"],
     "asks_for_cuda": ["summary", "bad_factories:asks_for_cuda", "--json"],
 }
@@ -117,6 +118,13 @@ def test_model_asking_for_cuda_builds_on_meta(results):
     }
     for note in wanted:
         assert any(n.startswith(note) for n in out["notes"]), (note, out["notes"])
+
+
+def test_config_that_fails_transformers_validation_is_one_line(results):
+    """transformers' validators raise multi-line messages; they are folded into the one line."""
+    line = one_line_error(results["config_fails_validation"])
+    assert "transformers rejects this llama config" in line
+    assert "`num_hidden_layers` (2) must be equal to the number of `layer_types` (3)" in line
 
 
 def test_set_unknown_field_hf(results):
