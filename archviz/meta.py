@@ -162,6 +162,39 @@ def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
         torch.set_default_dtype(saved_dtype)
 
 
+def strays_to_meta(model: Any, notes: MetaNotes, device: str = "meta") -> None:
+    """Move tensors that a meta build left on the CPU to meta, ties kept, and note it once.
+
+    The legacy constructors (`nn.Parameter(torch.FloatTensor(d_model, n_head, d_head))`, as XLNet builds its
+    attention weights) pass by torch's factory functions, so no mode can put them on meta: they take real memory
+    and would meet meta activations in the forward pass. Attributes set on a parameter (a quantization scale) move
+    with it."""
+    import torch.nn as nn
+
+    if torch.device(device).type != "meta":
+        return
+    moved: dict[int, Any] = {}
+    keep: list[Any] = []  # the originals stay alive until the end, so no id is reused mid-way
+    for mod in model.modules():
+        for store in (mod._parameters, mod._buffers):
+            for name, t in store.items():
+                if t is None or t.is_meta:
+                    continue
+                new = moved.get(id(t))
+                if new is None:
+                    keep.append(t)
+                    if isinstance(t, nn.Parameter):
+                        new = nn.Parameter(t.detach().to("meta"), requires_grad=t.requires_grad)
+                        new.__dict__.update(t.__dict__)
+                    else:
+                        new = t.to("meta")
+                    moved[id(t)] = new
+                store[name] = new
+    if moved:
+        notes.items.append(f"{len(moved)} tensors built on the CPU by legacy constructors (torch.FloatTensor(...)) "
+                           "moved to meta")
+
+
 def user_frame(exc: BaseException, roots: tuple[str, ...]) -> str | None:
     """`file:line` of the innermost traceback frame inside one of `roots` (the user's model files)."""
     best = None

@@ -7,8 +7,11 @@ answer is recorded as an assumption on the module where it was made:
 - a boolean test on a tensor takes the common path: it holds (e.g. "the attention mask is all ones");
 - routing: `topk` indices over E choices are spread evenly, so a test `indices == e` holds for 1/E of them,
   `bincount` gives every bin numel/E, and `nonzero`/`where`/masked indexing return ceil(numel · fraction) rows:
-  every expert receives ceil(B·T·k/E) tokens (dim symbol `R`);
-- a mask with no known fraction is all true; an integer read from a tensor with no known value is 1; a float, 0.0.
+  every expert receives ceil(B·T·k/E) tokens (dim symbol `R`); a k-hot `scatter` of top-k indices holds k/E;
+- counts read with `.tolist()` that must add up (sizes for `split`, JetMoE) keep their whole total: B·T·k spread
+  as evenly as possible, the first counts one larger where it does not divide (both sizes are `R`);
+- a mask with no known fraction is all true, so its negation holds none, and masks concatenated hold the share
+  of their parts; an integer read from a tensor with no known value is 1; a float, 0.0.
 
 Stubbed kernels (modules that could not import) are answered by the rules in `archviz.kernels`; a kernel without a
 rule stops the pass with a message that names it and says how to declare one.
@@ -63,6 +66,7 @@ class _Policy:
         self.tracer = tracer
         self._prov: dict[int, tuple[weakref.ref, _Prov]] = {}
         self.policy_sizes: set[int] = set()
+        self.split_sizes: set[int] = set()  # counts spread exactly by .tolist(): routed sizes when split() takes them
 
     def get(self, t: Any) -> _Prov | None:
         if not isinstance(t, torch.Tensor):
@@ -111,6 +115,8 @@ def _key(obj: Any) -> Any:
 def _spec(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
         return ("t", tuple(out.shape), out.stride(), out.dtype) if out.device.type == "meta" else None
+    if out is None:  # a block's tuple may hold None (XLNet's layers: (output_h, None) without a query stream)
+        return ("none",)
     if isinstance(out, (tuple, list)):
         parts = [_spec(o) for o in out]
         if any(p is None for p in parts):
@@ -122,6 +128,8 @@ def _spec(out: Any) -> Any:
 def _rebuild(spec: Any) -> Any:
     if spec[0] == "t":
         return torch.empty_strided(spec[1], spec[2], dtype=spec[3], device="meta")
+    if spec[0] == "none":
+        return None
     parts = [_rebuild(p) for p in spec[1]]
     return tuple(parts) if spec[0] == "tuple" else parts
 
@@ -209,6 +217,8 @@ class _DispatchPolicy(TorchDispatchMode):
             if not (prov and prov.value is not None):
                 p.assume("repeat_interleave with unknown repeats: 1 each")
             kwargs = {**kwargs, "output_size": total}
+        if func in (aten.split_with_sizes.default, aten.split_with_sizes_copy.default) and p.split_sizes:
+            p.policy_sizes.update(set(args[1]) & p.split_sizes)
         if func in (aten._unique2.default, aten.unique_dim.default, aten.unique_consecutive.default):
             x = args[0]
             p.assume("unique: all values assumed distinct")
@@ -303,6 +313,32 @@ class _DispatchPolicy(TorchDispatchMode):
             n = out.shape[-1]
             p.set(out, _Prov(value=1.0 / n, density=1.0 / n))
             return
+        if func in (aten.scatter.value, aten.scatter_.value):
+            # zeros.scatter(dim, topk_indices, 1): a k-hot row per token (JetMoE's gates), the one-hot of top-k
+            x, dim, index, value = args[0], args[1], args[2], args[3]
+            prov = p.get(index)
+            if prov is not None and prov.range and float(value) != 0 and x.dim() == index.dim() and x.shape[dim]:
+                d = min(1.0, index.shape[dim] / x.shape[dim])
+                p.set(out, _Prov(value=d * float(value), density=d))
+            return
+        if func in (aten.logical_not.default, aten.bitwise_not.default) and isinstance(out, torch.Tensor) \
+                and out.dtype == torch.bool:
+            prov = p.get(args[0])
+            if prov is not None and prov.density is not None:
+                p.set(out, _Prov(density=1.0 - prov.density))
+            else:  # a mask of unknown fraction is taken as all true (see _rows): its negation holds none
+                p.assume("negation of a mask with no known fraction: the mask assumed all true, its negation none")
+                p.set(out, _Prov(density=0.0))
+            return
+        if func is aten.cat.default and isinstance(out, torch.Tensor) and out.dtype == torch.bool:
+            parts = [t for t in args[0] if isinstance(t, torch.Tensor) and t.numel()]
+            provs = [p.get(t) for t in parts]
+            if parts and any(q is not None and q.density is not None for q in provs):
+                # masks of unknown fraction count as all true, as _rows takes them
+                hit = sum((q.density if q is not None and q.density is not None else 1.0) * t.numel()
+                          for q, t in zip(provs, parts))
+                p.set(out, _Prov(density=hit / sum(t.numel() for t in parts)))
+            return
         if func in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.flatten.using_ints,
                     aten.clone.default, aten.contiguous.default, aten.squeeze.dim, aten.squeeze.default,
                     aten.unsqueeze.default, aten.permute.default, aten.t.default, aten.transpose.int,
@@ -356,11 +392,28 @@ class _TolistPolicy:
             v = float(prov.value) if prov and prov.value is not None else 0.0
         else:
             v = int(math.ceil(prov.value)) if prov and prov.value is not None else 1
+            if prov and prov.value is not None and t.dim() == 1:
+                exact = _exact_split(prov.value, t.shape[0])
+                if exact is not None:  # counts that must add up (sizes for split()): spread the total exactly
+                    self.p.policy_sizes.add(v)
+                    self.p.split_sizes.update(exact)  # routed sizes too once split() uses them
+                    return exact
         if not (prov and (prov.value is not None or prov.density is not None)):
             self.p.assume(f"tolist() of a tensor with no known values: each assumed {v!r}")
         elif not t.dtype.is_floating_point and t.dtype != torch.bool:
             self.p.policy_sizes.add(v)
         return _nested(v, tuple(t.shape))
+
+
+def _exact_split(per: float, n: int) -> list[int] | None:
+    """n whole counts that add up to the whole total n × per, as evenly as possible (the first ones one larger), when
+    that total is whole but per is not and every count stays at least 1; else None (each count is ceil(per))."""
+    total = per * n
+    whole = round(total)
+    if n < 2 or abs(total - whole) > 1e-6 or per == int(per) or whole < n:
+        return None
+    base, extra = divmod(whole, n)
+    return [base + 1] * extra + [base] * (n - extra)
 
 
 def _nested(v: Any, shape: tuple[int, ...]) -> Any:
