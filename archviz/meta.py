@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 import traceback
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -162,37 +162,39 @@ def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
         torch.set_default_dtype(saved_dtype)
 
 
-def strays_to_meta(model: Any, notes: MetaNotes, device: str = "meta") -> None:
-    """Move tensors that a meta build left on the CPU to meta, ties kept, and note it once.
+def strays_to_meta(modules: Iterable[Any]) -> int:
+    """Move the tensors of `modules` that are not on meta to meta; return how many moved.
 
     The legacy constructors (`nn.Parameter(torch.FloatTensor(d_model, n_head, d_head))`, as XLNet builds its
-    attention weights) pass by torch's factory functions, so no mode can put them on meta: they take real memory
-    and would meet meta activations in the forward pass. Attributes set on a parameter (a quantization scale) move
-    with it."""
+    attention weights) pass by torch's factory functions, so no mode puts them on meta: a meta build leaves them on
+    the CPU, and the meta forward pass would meet them beside meta activations. Ties are kept, and attributes set
+    on a parameter (a quantization scale) move with it."""
     import torch.nn as nn
 
-    if torch.device(device).type != "meta":
-        return
-    moved: dict[int, Any] = {}
-    keep: list[Any] = []  # the originals stay alive until the end, so no id is reused mid-way
-    for mod in model.modules():
+    strays: list[tuple[dict, str, Any]] = []
+    on_meta = False
+    for mod in modules:
         for store in (mod._parameters, mod._buffers):
-            for name, t in store.items():
-                if t is None or t.is_meta:
-                    continue
-                new = moved.get(id(t))
-                if new is None:
-                    keep.append(t)
-                    if isinstance(t, nn.Parameter):
-                        new = nn.Parameter(t.detach().to("meta"), requires_grad=t.requires_grad)
-                        new.__dict__.update(t.__dict__)
+            for name, t in store.items() if store else ():
+                if t is not None:
+                    if t.is_meta:
+                        on_meta = True
                     else:
-                        new = t.to("meta")
-                    moved[id(t)] = new
-                store[name] = new
-    if moved:
-        notes.items.append(f"{len(moved)} tensors built on the CPU by legacy constructors (torch.FloatTensor(...)) "
-                           "moved to meta")
+                        strays.append((store, name, t))
+    if not on_meta:  # not a meta build (the probe's CPU copy): nothing to move
+        return 0
+    moved: dict[int, Any] = {}
+    for store, name, t in strays:  # `strays` keeps the originals alive: no id is reused mid-way
+        new = moved.get(id(t))
+        if new is None:
+            if isinstance(t, nn.Parameter):
+                new = nn.Parameter(t.detach().to("meta"), requires_grad=t.requires_grad)
+                new.__dict__.update(t.__dict__)
+            else:
+                new = t.to("meta")
+            moved[id(t)] = new
+        store[name] = new
+    return len(moved)
 
 
 def user_frame(exc: BaseException, roots: tuple[str, ...]) -> str | None:

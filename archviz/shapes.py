@@ -38,6 +38,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import kernels, stubs
 from .gcpause import collector_paused
+from .meta import strays_to_meta
 from .errors import ShapeError
 from .records import Call, CallSite, ModelRecord, ModuleRecord
 from .sources import Built
@@ -801,6 +802,10 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
             base = ((), {})
     args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B, T)[1]) if input_specs else base
     notes: list[str] = []
+    moved = strays_to_meta(tracer.objects_by_id.values())
+    if moved:
+        notes.append(f"{moved:,} tensors the build left on the CPU (legacy constructors such as "
+                     "torch.FloatTensor(...)) moved to meta for the pass")
     if built.kind == "hf" and hasattr(built.model, "set_experts_implementation"):
         # grouped_mm has no float32 meta kernel; batched_mm computes every expert for every token without a
         # data-dependent loop (shapes are the same; 2x faster than the eager loop on meta).

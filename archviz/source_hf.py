@@ -149,7 +149,7 @@ def model_class(config: Any) -> Any:
 def build(spec: str, options: BuildOptions) -> Built:
     import torch
 
-    from .meta import is_cuda_insistence, meta_build, strays_to_meta
+    from .meta import is_cuda_insistence, meta_build
 
     with _quiet():
         config, name = load_config(spec, options)
@@ -168,7 +168,6 @@ def build(spec: str, options: BuildOptions) -> Built:
                               hint="archviz builds on the meta device") from None
         raise SourceError(f"{spec}: building {cls.__name__} raised {type(e).__name__}: {e}",
                           hint="check the config fields; run with --debug for the traceback") from e
-    strays_to_meta(model, notes, options.device)
     model.eval()
     transformers = _import_transformers()
     site = os.path.dirname(os.path.dirname(transformers.__file__))

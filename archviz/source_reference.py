@@ -330,7 +330,7 @@ def resolve_paths(spec: str, options: BuildOptions) -> tuple[str, str]:
 
 
 def build(spec: str, options: BuildOptions) -> Built:
-    from .meta import is_cuda_insistence, meta_build, strays_to_meta, user_frame
+    from .meta import is_cuda_insistence, meta_build, user_frame
 
     path, config_path = resolve_paths(spec, options)
     folder = os.path.dirname(path)
@@ -407,7 +407,6 @@ def build(spec: str, options: BuildOptions) -> Built:
                                    "torch.cuda.is_available()") from None
         raise SourceError(f"{path}: building {cls.__name__} raised {type(e).__name__} at {where}: {e}",
                           hint="check the config (run with --debug for the traceback)") from e
-    strays_to_meta(model, meta_notes, options.device)
     notes = list(meta_notes.items) + notes
     if default_dtype is None and meta_notes.final_dtype not in (None, torch.float32):
         # The constructor set a default dtype (DeepSeek-V3: torch.set_default_dtype(torch.bfloat16)); its forward

@@ -109,7 +109,7 @@ def build(spec: str, options: BuildOptions = BuildOptions()) -> Built:
 def build_factory(spec: str, options: BuildOptions) -> Built:
     import torch
 
-    from .meta import is_cuda_insistence, meta_build, strays_to_meta, user_frame
+    from .meta import is_cuda_insistence, meta_build, user_frame
 
     mod_name, attr = spec.split(":", 1)
     try:
@@ -144,7 +144,6 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     if not isinstance(model, torch.nn.Module):
         raise SourceError(f"{spec}: returned {type(model).__name__}, not a torch.nn.Module",
                           hint="the factory must return the model (an nn.Module)")
-    strays_to_meta(model, notes, options.device)
     return Built(model=model, spec=spec, kind="factory", name=attr, config={}, overrides=dict(options.overrides),
                  notes=list(notes.items), roots=(root,), display_roots=_display_roots_for(module),
                  versions=_versions())
