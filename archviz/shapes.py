@@ -699,6 +699,33 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     return tuple(args), kwargs
 
 
+# Forward inputs of other modalities, which archviz does not make up (their sizes come from a preprocessor).
+_MODALITY_INPUTS = ("pixel_values", "pixel_values_videos", "input_features", "input_values", "bbox")
+
+
+def _missing_input_hint(built: Built, given: dict) -> str | None:
+    """For a failed pass: the model's forward takes an image or audio input that was not given (CLIP, BLIP):
+    name it, with an example from the config's image size where it has one."""
+    try:
+        params = inspect.signature(built.model.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    missing = [n for n in _MODALITY_INPUTS if n in params and n not in given]
+    if not missing:
+        return None
+    first = missing[0]
+    example = "B,3,224,224:float32"
+    if first == "pixel_values":
+        vision = built.config.get("vision_config") if isinstance(built.config.get("vision_config"), dict) else {}
+        size = vision.get("image_size") or built.config.get("image_size")
+        channels = vision.get("num_channels") or built.config.get("num_channels") or 3
+        if isinstance(size, int) and isinstance(channels, int):
+            example = f"B,{channels},{size},{size}:float32"
+    return (f"{type(built.model).__name__}.forward also takes {', '.join(missing)}, which archviz does not make up: "
+            f"give {'it' if len(missing) == 1 else 'them'} with --input, e.g. --input {first}={example}; "
+            "--debug shows the traceback, --no-shapes skips shapes")
+
+
 def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
     """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints or the
     symbols B and T; the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
@@ -848,8 +875,9 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         frame = _user_frame(error)
         raise ShapeError(f"the meta forward pass failed in {where or 'the model'}"
                          f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
-                         hint="give a missing forward input with --input name=B,T (repeatable), run with --debug "
-                              "for the traceback, or --no-shapes to skip shapes") from error
+                         hint=_missing_input_hint(built, kwargs) or
+                         "give a missing forward input with --input name=B,T (repeatable), run with --debug "
+                         "for the traceback, or --no-shapes to skip shapes") from error
     if progress is not None:
         progress(tracer.total, tracer.total)
     routed = set(tracer.policy.policy_sizes) - {B, T, B * T}

@@ -72,3 +72,21 @@ def test_a_vision_model_asks_for_its_inputs():
     assert p.returncode == 0, p.stderr
     tokens = (cfg.image_size // cfg.patch_size) ** 2 + 1
     assert json.loads(p.stdout)["inputs"] == [["B", tokens, cfg.hidden_size]]
+
+
+def test_a_text_and_image_model_names_the_input_it_lacks():
+    """CLIP's forward takes token ids and pixel_values; with ids alone its vision tower fails. The one line names
+    pixel_values with the image size of CLIPConfig's vision config; given it, the vision embeddings put out
+    [B, patches + 1, vision hidden]."""
+    import transformers
+
+    vision = transformers.CLIPConfig().vision_config
+    p = _run("inspect", "hf:clip")
+    assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    example = f"--input pixel_values=B,{vision.num_channels},{vision.image_size},{vision.image_size}"
+    assert "CLIPModel.forward also takes pixel_values" in p.stderr and example in p.stderr, p.stderr
+    p = _run("inspect", "hf:clip", "vision_model.embeddings", example.split()[0], example.split()[1] + ":float32",
+             "--json")
+    assert p.returncode == 0, p.stderr
+    tokens = (vision.image_size // vision.patch_size) ** 2 + 1
+    assert json.loads(p.stdout)["outputs"] == [["B", tokens, vision.hidden_size]]
