@@ -699,13 +699,16 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     return tuple(args), kwargs
 
 
-# Forward inputs of other modalities, which archviz does not make up (their sizes come from a preprocessor).
-_MODALITY_INPUTS = ("pixel_values", "pixel_values_videos", "input_features", "input_values", "bbox")
+# Forward inputs archviz does not make up: other modalities (their sizes come from a preprocessor) and a decoder's
+# own token ids, each with an example --input.
+_MODALITY_INPUTS = {"pixel_values": "B,3,224,224:float32", "pixel_values_videos": "B,2,3,224,224:float32",
+                    "input_features": "B,80,3000:float32", "input_values": "B,16000:float32", "bbox": "B,T,4",
+                    "decoder_input_ids": "B,T"}
 
 
 def _missing_input_hint(built: Built, given: dict) -> str | None:
-    """For a failed pass: the model's forward takes an image or audio input that was not given (CLIP, BLIP):
-    name it, with an example from the config's image size where it has one."""
+    """For a failed pass: the model's forward takes an image or audio input, or decoder token ids, that were not
+    given (CLIP, BLIP, LongT5): name them, with an example (sized from the config's image size where it has one)."""
     try:
         params = inspect.signature(built.model.forward).parameters
     except (TypeError, ValueError):
@@ -714,7 +717,7 @@ def _missing_input_hint(built: Built, given: dict) -> str | None:
     if not missing:
         return None
     first = missing[0]
-    example = "B,3,224,224:float32"
+    example = _MODALITY_INPUTS[first]
     if first == "pixel_values":
         vision = built.config.get("vision_config") if isinstance(built.config.get("vision_config"), dict) else {}
         size = vision.get("image_size") or built.config.get("image_size")

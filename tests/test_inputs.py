@@ -90,3 +90,14 @@ def test_a_text_and_image_model_names_the_input_it_lacks():
     assert p.returncode == 0, p.stderr
     tokens = (vision.image_size // vision.patch_size) ** 2 + 1
     assert json.loads(p.stdout)["outputs"] == [["B", tokens, vision.hidden_size]]
+
+
+def test_an_encoder_decoder_without_decoder_ids_names_them():
+    """T5's decoder needs its own token ids: the one line says which input to give, and giving it makes the pass
+    run."""
+    sets = ["--set", "num_layers=1", "--set", "num_decoder_layers=1"]
+    p = _run("inspect", "hf:t5", *sets)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "also takes decoder_input_ids" in p.stderr and "--input decoder_input_ids=B,T" in p.stderr
+    p = _run("inspect", "hf:t5", *sets, "--input", "decoder_input_ids=B,T", "--json")
+    assert p.returncode == 0, p.stderr
