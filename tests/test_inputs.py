@@ -42,7 +42,7 @@ def test_given_inputs_come_beside_the_default_token_ids():
     assert json.loads(p.stdout)["outputs"] == [["B", "T", cfg.d_model]]
     p = _run("inspect", "hf:t5")  # without them: one line that names the way out
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert "--input name=B,T" in p.stderr
+    assert "--input decoder_input_ids=B,T" in p.stderr
 
 
 def test_none_drops_a_default_input():
