@@ -622,7 +622,11 @@ def _without_comments(lines: list[str]) -> list[str]:
 
 
 _PRIMES_B = (7, 5, 11, 3, 13, 17)
-_PRIMES_T = (13, 11, 17, 19, 23, 29, 31, 37)
+# Small first; the larger ones are there for MoE models, whose routed count R = ceil(B·T·k/E) must clear the small
+# ints the model's widths and config take (see choose_dims).
+_PRIMES_T = (13, 11, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 101, 103, 107, 109,
+             113, 127, 131, 137, 139, 149, 151, 157, 163, 167, 173, 179, 181, 191, 193, 197, 199, 211, 223, 227, 229,
+             233, 239, 241, 251)
 
 
 def _taken(record: ModelRecord) -> set[int]:
@@ -653,16 +657,26 @@ def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
             return False
         return all(math.ceil(b * t * k / e) not in (b, t, b * t) for k, e in moe)
 
+    def routed_apart(b: int, t: int) -> bool:
+        # R = ceil(B·T·k/E) of at least 2 and equal to no width: with 256 experts and few tokens R is 1, and every
+        # size-1 dim (a keepdim, an unsqueeze) would read as R.
+        return all((r := math.ceil(b * t * k / e)) >= 2 and r not in taken for k, e in moe)
+
     if batch and seq:
         return batch, seq, ok(batch, seq)
     bs = [batch] if batch else [b for b in _PRIMES_B if not max_b or b <= max_b] + (
         list(range(max_b, 1, -1)) if max_b else [])
     ts = [seq] if seq else [t for t in _PRIMES_T if not max_t or t <= max_t]
     bs = bs or [1]
-    for b in bs:
-        for t in ts:
-            if (b, t) != avoid and ok(b, t):
-                return b, t, True
+    def but_b(b: int, t: int) -> bool:  # every B the model allows is a width too: keep T, B·T and R apart
+        return b != t and t not in taken and b * t not in taken and routed_apart(b, t) and \
+            all(math.ceil(b * t * k / e) not in (b, t, b * t) for k, e in moe)
+
+    for good, clean in (((lambda b, t: ok(b, t) and routed_apart(b, t)), True), (ok, True), (but_b, False)):
+        for b in bs:
+            for t in ts:
+                if (b, t) != avoid and good(b, t):
+                    return b, t, clean
     for b in bs:
         for t in ts:
             if (b, t) != avoid and b != t:

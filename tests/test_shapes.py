@@ -354,3 +354,20 @@ def test_a_mask_padded_with_its_negation_selects_one_row_per_position(tmp_path, 
     (call,) = record.module("select").calls
     assert call.outputs == (("B", "T"),)
     assert any("negation of a mask" in a for a in record.module("select").assumptions)
+
+
+def test_a_size_one_dim_is_not_read_as_the_routed_count():
+    """With 384 experts and few tokens each expert would get ceil(B·T·k/E) = 1 token, and every size-1 dim (the
+    `weights[idx, top, None]` the experts take) would read as R. B and T are chosen so that R is at least 2 and
+    equal to no width; R here is derived from the config and the chosen B, T."""
+    cfg = json.loads((FIX / "dsv41like" / "config_flash.json").read_text())
+    built = archviz.build(str(FIX / "dsv41like" / "model.py"), config=str(FIX / "dsv41like" / "config_flash.json"))
+    record = trace_shapes(built, walk(built))
+    shapes = record.extra("shapes")
+    B, T = shapes["B"], shapes["T"]
+    R = -(-B * T * cfg["n_activated_experts"] // cfg["n_routed_experts"])
+    assert R >= 2 and R in shapes["routed_sizes"]
+    widths = {d for m in record.modules for t in m.tensors for d in t.shape}
+    assert R not in widths
+    expert = next(m for m in record.modules if m.path.endswith(".ffn.experts.0") and m.calls)
+    assert expert.calls[0].inputs == (("R", cfg["dim"]), ("R", 1))
