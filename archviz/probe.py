@@ -656,7 +656,10 @@ def probe_dims(record: ModelRecord, batch: int | None, seq: int | None) -> tuple
                       (("max_batch_size", B), ("max_seq_len", T)))
         if clean and not too_big:
             return B, T
-    return batch, seq
+    if batch and seq:
+        return batch, seq
+    B, T, _ = choose_dims(record, batch, seq, routed=False)  # few tokens rather than a routed count apart
+    return B, T
 
 
 def _check_device(device: str) -> None:

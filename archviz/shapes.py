@@ -643,9 +643,10 @@ def _taken(record: ModelRecord) -> set[int]:
 
 
 def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
-                avoid: tuple[int, int] | None = None) -> tuple[int, int, bool]:
+                avoid: tuple[int, int] | None = None, routed: bool = True) -> tuple[int, int, bool]:
     """(B, T, clean): values that collide with no width of the model (tensor dims, config ints, routed token counts)
-    when possible (`clean`), within the model's max_batch_size / max_seq_len; `avoid` excludes a pair already used."""
+    when possible (`clean`), within the model's max_batch_size / max_seq_len; `avoid` excludes a pair already used.
+    `routed=False` keeps T small rather than R apart (the probe, whose real pass costs tokens)."""
     taken = _taken(record)
     config = dict(record.source.config)
     max_b = config.get("max_batch_size") if isinstance(config.get("max_batch_size"), int) else None
@@ -672,7 +673,9 @@ def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
         return b != t and t not in taken and b * t not in taken and routed_apart(b, t) and \
             all(math.ceil(b * t * k / e) not in (b, t, b * t) for k, e in moe)
 
-    for good, clean in (((lambda b, t: ok(b, t) and routed_apart(b, t)), True), (ok, True), (but_b, False)):
+    tiers = (((lambda b, t: ok(b, t) and routed_apart(b, t)), True), (ok, True), (but_b, False)) if routed else \
+        ((ok, True),)
+    for good, clean in tiers:
         for b in bs:
             for t in ts:
                 if (b, t) != avoid and good(b, t):
