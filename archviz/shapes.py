@@ -653,15 +653,19 @@ def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
     max_t = config.get("max_seq_len") if isinstance(config.get("max_seq_len"), int) else None
     moe = [(m.top_k or 1, m.experts or 1) for m in record.summary.moe]
 
-    def ok(b: int, t: int) -> bool:
-        if b == t or b in taken or t in taken or b * t in taken:
-            return False
+    def r_not_b_t(b: int, t: int) -> bool:  # R = ceil(B·T·k/E) is none of B, T, B·T
         return all(math.ceil(b * t * k / e) not in (b, t, b * t) for k, e in moe)
 
+    def ok(b: int, t: int) -> bool:
+        return b != t and b not in taken and t not in taken and b * t not in taken and r_not_b_t(b, t)
+
     def routed_apart(b: int, t: int) -> bool:
-        # R = ceil(B·T·k/E) of at least 2 and equal to no width: with 256 experts and few tokens R is 1, and every
-        # size-1 dim (a keepdim, an unsqueeze) would read as R.
+        # R of at least 2 and equal to no width: with 256 experts and few tokens R is 1, and every size-1 dim (a
+        # keepdim, an unsqueeze) would read as R.
         return all((r := math.ceil(b * t * k / e)) >= 2 and r not in taken for k, e in moe)
+
+    def but_b(b: int, t: int) -> bool:  # every B the model allows is a width too: keep T, B·T and R apart
+        return b != t and t not in taken and b * t not in taken and r_not_b_t(b, t) and routed_apart(b, t)
 
     if batch and seq:
         return batch, seq, ok(batch, seq)
@@ -669,10 +673,6 @@ def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
         list(range(max_b, 1, -1)) if max_b else [])
     ts = [seq] if seq else [t for t in _PRIMES_T if not max_t or t <= max_t]
     bs = bs or [1]
-    def but_b(b: int, t: int) -> bool:  # every B the model allows is a width too: keep T, B·T and R apart
-        return b != t and t not in taken and b * t not in taken and routed_apart(b, t) and \
-            all(math.ceil(b * t * k / e) not in (b, t, b * t) for k, e in moe)
-
     tiers = (((lambda b, t: ok(b, t) and routed_apart(b, t)), True), (ok, True), (but_b, False)) if routed else \
         ((ok, True),)
     for good, clean in tiers:
