@@ -12,7 +12,7 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 import typer
 from rich.console import Console
 
-from .errors import ArchvizError
+from .errors import ArchvizError, one_line
 
 app = typer.Typer(
     name="archviz",
@@ -79,7 +79,7 @@ def handled(debug: bool) -> Iterator[None]:
     except Exception as e:  # noqa: BLE001
         if debug:
             raise
-        err.print(f"[bold red]internal error:[/] {type(e).__name__}: {' '.join(str(e).split())} — rerun with --debug "
+        err.print(f"[bold red]internal error:[/] {type(e).__name__}: {one_line(str(e))} — rerun with --debug "
                   "and report it",
                   highlight=False, soft_wrap=True)
         raise typer.Exit(3) from None

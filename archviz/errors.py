@@ -24,10 +24,14 @@ class ArchvizError(Exception):
             self.exit_code = exit_code
 
     def line(self) -> str:
-        """Message and hint as one line: a message quoting a multi-line exception (transformers' config validators)
-        has its line breaks folded."""
-        text = f"{self.message} — {self.hint}" if self.hint else self.message
-        return " ".join(text.split()) if "\n" in text or "\r" in text else text
+        """Message and hint as one line."""
+        return one_line(f"{self.message} — {self.hint}" if self.hint else self.message)
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks folded: a message may quote a multi-line exception (transformers' config
+    validators), and the CLI promises one line."""
+    return " ".join(text.split()) if "\n" in text or "\r" in text else text
 
 
 class SourceError(ArchvizError):

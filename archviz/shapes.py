@@ -700,8 +700,8 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
         if named and "input_ids" not in named:  # a vision or audio model (a bare (*args, **kwargs) proves nothing)
             first = named[0]
             raise ShapeError(f"{type(model).__name__}.forward takes no token ids (its first input is {first})",
-                             hint=f"give its inputs with --input, e.g. --input {first}=B,3,224,224:float32, or use "
-                                  "--no-shapes")
+                             hint=f"give its inputs with --input, e.g. --input {first}={_input_example(built, first)}"
+                                  ", or use --no-shapes")
         kwargs: dict[str, Any] = {"input_ids": ids}
         if "use_cache" in names:
             kwargs["use_cache"] = False
@@ -734,16 +734,21 @@ def _missing_input_hint(built: Built, given: dict) -> str | None:
     if not missing:
         return None
     first = missing[0]
-    example = _MODALITY_INPUTS[first]
-    if first == "pixel_values":
+    return (f"{type(built.model).__name__}.forward also takes {', '.join(missing)}, which archviz does not make up: "
+            f"give {'it' if len(missing) == 1 else 'them'} with --input, e.g. --input {first}="
+            f"{_input_example(built, first)}; --debug shows the traceback, --no-shapes skips shapes")
+
+
+def _input_example(built: Built, name: str) -> str:
+    """An --input value for a forward input archviz does not make up; pixel_values sized from the config's image
+    size and channels where it has them."""
+    if name == "pixel_values":
         vision = built.config.get("vision_config") if isinstance(built.config.get("vision_config"), dict) else {}
         size = vision.get("image_size") or built.config.get("image_size")
         channels = vision.get("num_channels") or built.config.get("num_channels") or 3
         if isinstance(size, int) and isinstance(channels, int):
-            example = f"B,{channels},{size},{size}:float32"
-    return (f"{type(built.model).__name__}.forward also takes {', '.join(missing)}, which archviz does not make up: "
-            f"give {'it' if len(missing) == 1 else 'them'} with --input, e.g. --input {first}={example}; "
-            "--debug shows the traceback, --no-shapes skips shapes")
+            return f"B,{channels},{size},{size}:float32"
+    return _MODALITY_INPUTS.get(name, "B,3,224,224:float32")
 
 
 def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:

@@ -90,13 +90,13 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
         return {}, {}
     top: dict[str, Any] = {}
     text: dict[str, Any] = {}
+    text_class = (getattr(config_class, "sub_configs", None) or {}).get("text_config")
     try:
         default, source = _fields(config_class)
+        text_default, text_source = _fields(text_class) if text_class is not None else (None, "")
     except Exception as e:  # noqa: BLE001 - transformers' own default fails its validators (gemma4_assistant)
         raise SourceError(f"--set: transformers cannot build a default {config_class.__name__} to check the keys "
                           f"against: {e}", hint="give a config.json with --config instead") from None
-    text_class = (getattr(config_class, "sub_configs", None) or {}).get("text_config")
-    text_default, text_source = _fields(text_class) if text_class is not None else (None, "")
     for key, value in overrides.items():
         # A field, or a legacy key the config's constructor reads (deepseek_v4: compress_ratios).
         if hasattr(default, key) or f'"{key}"' in source:  # `config` took any key
