@@ -174,7 +174,22 @@ def build(spec: str, options: BuildOptions) -> Built:
     cfg = json.loads(json.dumps({k: v for k, v in config.to_dict().items() if _jsonable(v)}))
     return Built(model=model, spec=spec, kind="hf", name=name, config=cfg, overrides=dict(options.overrides),
                  notes=list(notes.items), roots=(os.path.dirname(transformers.__file__),),
-                 display_roots=((site, ""),), args=config, versions=_versions("transformers"))
+                 display_roots=((site, ""),), args=config, versions=_versions("transformers"),
+                 loading=loading_facts(model))
+
+
+def loading_facts(model: Any) -> dict[str, Any]:
+    """What `from_pretrained` consults to put checkpoint names on this model, as JSON-able facts: the base-model
+    prefix, the sub-models whose conversion mappings apply (path, class, model_type, custom code) and the patterns
+    of unexpected keys it ignores. The mappings themselves are looked up when a checkpoint is compared
+    (`archviz.checkpoint.hf_live`): building transformers' table of them costs more than a small model's walk."""
+    from transformers import PreTrainedModel
+
+    subs = [[path, type(m).__name__, getattr(m.config, "model_type", None) or None, bool(m.is_custom_code())]
+            for path, m in model.named_modules() if isinstance(m, PreTrainedModel)]
+    ignore = getattr(model, "_keys_to_ignore_on_load_unexpected", None) or ()
+    return {"base_model_prefix": getattr(model, "base_model_prefix", "") or "", "submodels": subs,
+            "ignore_unexpected": sorted(ignore)}
 
 
 def _jsonable(v: Any) -> bool:

@@ -57,6 +57,7 @@ class Built:
     stubs: StubRegistry | None = None
     versions: dict[str, str] = field(default_factory=dict)
     default_dtype: str | None = None  # reference: the default dtype its launcher sets (build and forward run under it)
+    loading: dict[str, Any] | None = None  # hf: what from_pretrained consults to name checkpoint tensors (JSON-able)
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -651,7 +651,8 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
         stubbed_imports=tuple(built.stubbed_imports), notes=tuple(built.notes), world_size=built.world_size,
         rank=built.rank, files=tuple(sorted(spans.files.items())), versions=tuple(sorted(built.versions.items())),
     )
-    return ModelRecord(source=source, modules=records, summary=summary)
+    extras = (("transformers_loading", built.loading),) if built.loading else ()
+    return ModelRecord(source=source, modules=records, summary=summary, extras=extras)
 
 
 def summarize(records: tuple[ModuleRecord, ...], moe: tuple[MoELayer, ...], moe_notes: list[str],

@@ -6,7 +6,9 @@
     'match'
 
 How a checkpoint tensor finds its model tensor (see ``rules.py``): the renames of the best-scoring ruleset, then the
-prefix step; failing that a fuse rule (per-expert tensors → one stacked tensor, compared by sums). Quantization scales
+prefix step; failing that a fuse rule (per-expert tensors → one stacked tensor, compared by sums). For a transformers
+model one candidate ruleset is transformers' own (``hf_live.py``): its conversions join tensors (compared by sums) or
+split one into several model tensors (compared with their sum). Quantization scales
 pair with their weight by name (``X.weight_scale_inv`` / ``X.scale`` → ``X.weight``) and travel with it; each is
 checked against the weight's shape and the block size. fp4 values packed two per byte in ``I8`` count twice.
 A dtype difference (bf16 on disk, fp32 in the model; fp8 on disk dequantized at load) is a note, never a mismatch.
@@ -34,6 +36,7 @@ from archviz.format import ranges
 from archviz.records import ALIAS, BIAS, BUFFER, SCALE, WEIGHT, ModelRecord, TensorRecord
 
 from .records import CheckpointInventory, TensorInfo
+from .hf_live import FACTS_KEY, live_ruleset
 from .rules import IDENTITY, Fuse, Rules, Ruleset, load_rules, renamer
 
 __all__ = ["EXTRA_KEY", "CK_TO_TORCH", "compare", "check", "compress_names"]
@@ -70,6 +73,7 @@ class _Unit:
     mapped: str = ""  # name after the renames
     target: str | None = None  # the model tensor it lands on
     fuse: Fuse | None = None
+    split: tuple[str, ...] = ()  # the other model tensors a splitting conversion fills from this one
     assigned: bool = False
 
     @property
@@ -216,12 +220,19 @@ def _map(units: Iterable[_Unit], ruleset: Ruleset, user: Ruleset | None, resolve
     hits = 0
     fuse = (user.fuse if user else ()) + ruleset.fuse
     rename = renamer(user, ruleset)
+    mapper = ruleset.mapper
     resolve = resolver.resolve
     for u in units:
         name = rename(u.info.name)
-        target = resolve(name)
         via: Fuse | None = None
+        split: tuple[str, ...] = ()
+        if mapper is not None:
+            name, via, others = mapper(name)
+            if others:
+                split = tuple(resolve(o) or "" for o in others)
+        target = resolve(name)
         if target is None:
+            via = None
             for f in fuse:
                 t = f.target(name)
                 if t is not None:
@@ -233,6 +244,7 @@ def _map(units: Iterable[_Unit], ruleset: Ruleset, user: Ruleset | None, resolve
             hits += 1
         if write:
             u.mapped, u.target, u.fuse = name, target, via
+            u.split = split if target is not None and split and all(split) else ()
     return hits
 
 
@@ -241,17 +253,18 @@ def _relevant(rs: Ruleset, sample: Sequence[_Unit], config: Mapping[str, Any]) -
     rename = renamer(rs)
     for u in sample:
         n = u.name
-        if rename(n) != n:
+        if rename(n) != n or (rs.mapper is not None and rs.mapper(n)[0] != n):
             return True
         if any(x.regex.search(n) for x in rs.explain) or any(x.matches(n, config) for x in rs.ignore):
             return True
     return False
 
 
-def _choose(units: list[_Unit], rules: Rules, record: ModelRecord, resolver: _Resolver
-            ) -> tuple[Ruleset, dict[str, int]]:
+def _choose(units: list[_Unit], rules: Rules, record: ModelRecord, resolver: _Resolver,
+            extra: tuple[Ruleset, ...] = ()) -> tuple[Ruleset, dict[str, int]]:
     """The ruleset that maps the most of an even sample of the checkpoint's tensors; ties go to a user's ruleset,
-    then one made for the config's model_type, then one whose rules apply to these names at all, then file order."""
+    then one made for the config's model_type whose rules apply to these names, then any whose rules apply, then
+    file order (the hand-written rulesets, then transformers' own conversions)."""
     config = dict(record.source.config)
     model_type = config.get("model_type")
     sample = units
@@ -260,16 +273,20 @@ def _choose(units: list[_Unit], rules: Rules, record: ModelRecord, resolver: _Re
         sample = [sample[int(i * step)] for i in range(3000)]
     scores: dict[str, int] = {}
     tried: list[tuple[int, int, Ruleset]] = []
-    for order, rs in enumerate((IDENTITY,) + rules.rulesets):
+    for order, rs in enumerate((IDENTITY,) + rules.rulesets + extra):
         if rs.source_kinds and record.source.kind not in rs.source_kinds:
             continue
         hits = _map(sample, rs, rules.user, resolver, write=False)
         scores[rs.name] = hits
         tried.append((hits, order, rs))
     top = max(h for h, _, _ in tried)
-    best = max((t for t in tried if t[0] == top),
-               key=lambda t: (t[2].name in rules.user_rulesets, bool(model_type and model_type in t[2].model_types),
-                              _relevant(t[2], sample, config), -t[1]))
+
+    def preference(t: tuple[int, int, Ruleset]) -> tuple[bool, bool, bool, int]:
+        relevant = _relevant(t[2], sample, config)  # a ruleset that changes nothing here is identity by another name
+        return (t[2].name in rules.user_rulesets, relevant and bool(model_type and model_type in t[2].model_types),
+                relevant, -t[1])
+
+    best = max((t for t in tried if t[0] == top), key=preference)
     return best[2], scores
 
 
@@ -476,6 +493,8 @@ def _fused(mt: _ModelTensor, units: list[_Unit], block: tuple[int, int], rules: 
     verdict = "match" if total == t.elements else "mismatch"
     abouts = sorted({u.fuse.about for u in units if u.fuse is not None and u.fuse.about})
     head = f"fused from {len(units):,} checkpoint tensors, compared by sums"
+    if len(units) == 1:
+        head = "converted at load from 1 checkpoint tensor, compared by counts"
     if abouts:
         head += f" ({'; '.join(abouts)})"
     if verdict == "mismatch":
@@ -507,6 +526,39 @@ def _fused(mt: _ModelTensor, units: list[_Unit], block: tuple[int, int], rules: 
     return _Entry(mt.name, mt.module, compress_names(n for u in units for n in u.names), verdict, t.kind, t.elements,
                   total, t.kind in (WEIGHT, BIAS), tuple(t.logical_shape or t.shape) if verdict != "match" else None,
                   None, t.dtype, dtypes, "; ".join(notes), tag, fused=len(units))
+
+
+def _split(mts: list[_ModelTensor], units: list[_Unit], rules: Rules) -> list[_Entry]:
+    """Model tensors a conversion fills by splitting checkpoint tensors (a fused qkv into q, k, v): one entry each,
+    with the group's verdict by sums; each shows its share of the checkpoint's elements (its own count when the sums
+    agree, else in proportion)."""
+    model_total = sum(mt.rec.elements for mt in mts)
+    ck_total = sum(u.elements for u in units)
+    verdict = "match" if model_total == ck_total else "mismatch"
+    abouts = sorted({u.fuse.about for u in units if u.fuse is not None and u.fuse.about})
+    head = (f"split at load from {len(units):,} checkpoint tensor{'s' if len(units) != 1 else ''} into "
+            f"{len(mts)} model tensors ({', '.join(mt.name.rsplit('.', 2)[-2] for mt in mts)}), compared by sums"
+            + (f" ({'; '.join(abouts)})" if abouts else ""))
+    notes = [head] if verdict == "match" else [f"model sum {model_total:,} over {len(mts)} tensors, checkpoint "
+                                               f"{ck_total:,}", head]
+    names = compress_names(n for u in units for n in u.names)
+    dtypes = "/".join(sorted({u.info.dtype for u in units}))
+    out: list[_Entry] = []
+    given = 0
+    for i, mt in enumerate(mts):
+        t = mt.rec
+        if verdict == "match":
+            share = t.elements
+        else:
+            share = ck_total - given if i == len(mts) - 1 else ck_total * t.elements // max(model_total, 1)
+        given += share
+        dnote, dtag = _dtype_note(t.dtype, units, None)
+        note = "; ".join(notes + ([dnote] if dnote else []))
+        tag = notes[0] if verdict == "mismatch" else "split at load (by sums)" + (f"; {dtag}" if dtag else "")
+        out.append(_Entry(mt.name, mt.module, names, verdict, t.kind, t.elements, share, t.kind in (WEIGHT, BIAS),
+                          tuple(t.logical_shape or t.shape) if verdict != "match" else None, None, t.dtype, dtypes,
+                          note, tag, fused=len(units)))
+    return out
 
 
 def _label(u: _Unit, rules: Rules, ruleset: Ruleset, config: Mapping[str, Any], others: Mapping[str, _ModelTensor]
@@ -717,12 +769,18 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
     units = _units(inventory, rules)
     all_names = set(targets) | set(aliases) | set(others)
     resolver = _Resolver(all_names, rules.prefixes)
-    ruleset, scores = _choose(units, rules, record, resolver)
+    live, live_note = (None, None)
+    if record.source.kind == "hf":
+        live, live_note = live_ruleset(record.extra(FACTS_KEY), config.get("model_type"), all_names,
+                                       (u.name for u in units))
+    ruleset, scores = _choose(units, rules, record, resolver, (live,) if live is not None else ())
     resolver = _Resolver(all_names, rules.prefixes)
     _map(units, ruleset, rules.user, resolver, write=True)
 
     # Targets: model name → units. Aliases land on the counted tensor; a second copy is a tied copy.
     by_target: dict[str, list[_Unit]] = {}
+    splits: dict[tuple[str, ...], list[_Unit]] = {}  # model tensors filled together by splitting conversions
+    split_of: dict[str, tuple[str, ...]] = {}
     leftovers: list[tuple[_Unit, str | None]] = []  # (unit, label override)
     for u in units:
         tgt = u.target
@@ -738,10 +796,24 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
         if tgt not in targets:
             leftovers.append((u, None))
             continue
+        if u.split and all(s in targets for s in u.split):
+            group = (tgt,) + u.split
+            for member in group:
+                split_of[member] = group
+            splits.setdefault(group, []).append(u)
+            continue
         by_target.setdefault(tgt, []).append(u)
 
     entries: list[_Entry] = []
     for name, mt in targets.items():
+        group = split_of.get(name)
+        if group is not None:
+            if name == group[0]:  # the whole group at its first member
+                us = splits[group] + [u for m in group for u in by_target.get(m, ())]
+                entries.extend(_split([targets[m] for m in group], us, rules))
+                for u in us:
+                    u.assigned = True
+            continue
         us = by_target.get(name)
         t = mt.rec
         if not us:
@@ -787,8 +859,10 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
                         "elements": u.elements, "explained": explained,
                         **({"scales": [s.name for s in u.scales]} if u.scales else {})})
 
-    return record.with_extra(EXTRA_KEY, _result(record, inventory, entries, ck_only, ruleset, scores, rules, units,
-                                                  block, compact))
+    result = _result(record, inventory, entries, ck_only, ruleset, scores, rules, units, block, compact)
+    if live_note:
+        result["rules"]["notes"] = [live_note]
+    return record.with_extra(EXTRA_KEY, result)
 
 
 def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[_Entry], ck_only: list[dict[str, Any]],

@@ -188,10 +188,16 @@ class Ruleset:
     fuse: tuple[Fuse, ...] = ()
     ignore: tuple[Label, ...] = ()
     explain: tuple[Explain, ...] = ()
+    # A name mapper run after the renames: name -> (model name, the conversion that joins it, or None, the other
+    # model names a splitting conversion fills). transformers' own conversions come this way (hf_live.py).
+    mapper: Callable[[str], tuple[str, "Fuse | None", tuple[str, ...]]] | None = field(
+        default=None, repr=False, compare=False)
 
     def rename(self, name: str) -> str:
         for r in self.renames:
             name = r.apply(name)
+        if self.mapper is not None:
+            name = self.mapper(name)[0]
         return name
 
 
