@@ -175,18 +175,20 @@ def build(spec: str, options: BuildOptions) -> Built:
     return Built(model=model, spec=spec, kind="hf", name=name, config=cfg, overrides=dict(options.overrides),
                  notes=list(notes.items), roots=(os.path.dirname(transformers.__file__),),
                  display_roots=((site, ""),), args=config, versions=_versions("transformers"),
-                 loading=loading_facts(model))
+                 loading=loading_facts)
 
 
-def loading_facts(model: Any) -> dict[str, Any]:
-    """What `from_pretrained` consults to put checkpoint names on this model, as JSON-able facts: the base-model
-    prefix, the sub-models whose conversion mappings apply (path, class, model_type, custom code) and the patterns
-    of unexpected keys it ignores. The mappings themselves are looked up when a checkpoint is compared
-    (`archviz.checkpoint.hf_live`): building transformers' table of them costs more than a small model's walk."""
+def loading_facts(modules: list[tuple[str, Any]]) -> dict[str, Any]:
+    """What `from_pretrained` consults to put checkpoint names on this model (`modules`: (path, module) in pre-order,
+    the root first, as the walk lists them), as JSON-able facts: the base-model prefix, the sub-models whose
+    conversion mappings apply (path, class, model_type, custom code) and the patterns of unexpected keys it ignores.
+    The mappings themselves are looked up when a checkpoint is compared (`archviz.checkpoint.hf_live`): building
+    transformers' table of them costs more than a small model's walk."""
     from transformers import PreTrainedModel
 
+    model = modules[0][1]
     subs = [[path, type(m).__name__, getattr(m.config, "model_type", None) or None, bool(m.is_custom_code())]
-            for path, m in model.named_modules() if isinstance(m, PreTrainedModel)]
+            for path, m in modules if isinstance(m, PreTrainedModel)]
     ignore = getattr(model, "_keys_to_ignore_on_load_unexpected", None) or ()
     return {"base_model_prefix": getattr(model, "base_model_prefix", "") or "", "submodels": subs,
             "ignore_unexpected": sorted(ignore)}

@@ -18,7 +18,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .errors import SourceError
 from .stubs import StubRegistry
@@ -57,7 +57,8 @@ class Built:
     stubs: StubRegistry | None = None
     versions: dict[str, str] = field(default_factory=dict)
     default_dtype: str | None = None  # reference: the default dtype its launcher sets (build and forward run under it)
-    loading: dict[str, Any] | None = None  # hf: what from_pretrained consults to name checkpoint tensors (JSON-able)
+    # hf: (path, module) pairs -> what from_pretrained consults to name checkpoint tensors (JSON-able)
+    loading: Callable[[list[tuple[str, Any]]], dict[str, Any]] | None = None
 
 
 def parse_override(text: str) -> tuple[str, Any]:

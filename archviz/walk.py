@@ -651,7 +651,7 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
         stubbed_imports=tuple(built.stubbed_imports), notes=tuple(built.notes), world_size=built.world_size,
         rank=built.rank, files=tuple(sorted(spans.files.items())), versions=tuple(sorted(built.versions.items())),
     )
-    extras = (("transformers_loading", built.loading),) if built.loading else ()
+    extras = (("transformers_loading", built.loading(entries)),) if built.loading is not None else ()
     return ModelRecord(source=source, modules=records, summary=summary, extras=extras)
 
 
