@@ -87,7 +87,9 @@ class LiveMapper:
 
     def __init__(self, transforms: list[Any], base_model_prefix: str, model_names: Collection[str],
                  checkpoint_names: Iterable[str]):
-        from transformers.core_model_loading import GroupWeightRename, WeightConverter, dot_natural_key
+        from transformers.core_model_loading import (
+            GroupWeightRename, WeightConverter, apply_renamings, dot_natural_key,
+        )
 
         self.renamings = [t for t in transforms if not isinstance(t, WeightConverter)]
         self.converters = [t for t in transforms if isinstance(t, WeightConverter)]
@@ -99,8 +101,6 @@ class LiveMapper:
             for n in sorted(checkpoint_names, key=dot_natural_key):
                 for g in groups:
                     g.rename_source_key(n)
-        from transformers.core_model_loading import apply_renamings
-
         self._apply_renamings = apply_renamings
 
     def _fuse(self, conv: Any) -> Fuse:
