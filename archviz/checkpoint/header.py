@@ -21,10 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from itertools import chain, repeat
 from math import prod
-from operator import itemgetter, mul, sub
+from operator import floordiv, getitem, itemgetter, mul, sub
 from typing import Any
 
 from archviz.errors import CheckpointError
@@ -118,12 +119,15 @@ def _duplicate_key(header: bytes) -> str | None:
     return None
 
 
-def _decode(header: bytes, where: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """JSON-decode header bytes; split off and check ``__metadata__``."""
+def _text(header: bytes, where: str) -> str:
     try:
-        text = header.decode("utf-8")
+        return header.decode("utf-8")
     except UnicodeDecodeError as e:
         raise _bad(where, f"header is not valid UTF-8 (byte {PREFIX_BYTES + e.start} of the file)") from None
+
+
+def _decode(text: str, where: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """JSON-decode the header text; split off and check ``__metadata__``."""
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
@@ -136,9 +140,7 @@ def _decode(header: bytes, where: str) -> tuple[dict[str, Any], dict[str, str]]:
         raise _bad(where, f"header must be a JSON object, not {type(obj).__name__}")
     metadata: dict[str, str] = {}
     if "__metadata__" in obj:
-        meta = obj.pop("__metadata__")
-        if meta is None:  # the safetensors library reads null as "no metadata"
-            meta = {}
+        meta = _metadata(obj.pop("__metadata__"))
         if type(meta) is not dict:
             raise _bad(where, f"__metadata__ must be an object of strings, not {type(meta).__name__}")
         for k, v in meta.items():
@@ -146,6 +148,11 @@ def _decode(header: bytes, where: str) -> tuple[dict[str, Any], dict[str, str]]:
                 raise _bad(where, f"__metadata__[{_short(k)}] must be a string, not {type(v).__name__}")
         metadata = meta
     return obj, metadata
+
+
+def _metadata(meta: Any) -> Any:
+    """``__metadata__`` as read: null means none (as the safetensors library reads it)."""
+    return {} if meta is None else meta
 
 
 def parse_header(
@@ -157,10 +164,17 @@ def parse_header(
     minus prefix and header); ``where`` names the file in messages. Returns the tensors in header order and the
     ``__metadata__`` dict (empty if absent).
 
-    Valid headers take a bulk path (whole-column checks in C-level builtins); anything it rejects is re-checked
-    entry by entry by :func:`check_entries`, which names the first offending tensor.
+    Headers in the layout the safetensors writers produce take a fast path (:func:`_canonical_tensors`: a split
+    on the entries' fixed punctuation instead of a JSON parse); every other header is JSON-decoded. Both then take
+    the same whole-column checks (:func:`_build`); anything those reject is re-checked entry by entry by
+    :func:`check_entries`, which names the first offending tensor. All paths accept exactly the same headers and
+    read them to the same tensors (the fuzz tests hold them to that).
     """
-    obj, metadata = _decode(header, where)
+    text = _text(header, where)
+    fast = _canonical_tensors(header, text, shard, data_bytes)
+    if fast is not None:
+        return fast
+    obj, metadata = _decode(text, where)
     tensors = _fast_tensors(obj, shard, data_bytes)
     if tensors is None:
         dup = _duplicate_key(header)
@@ -168,6 +182,94 @@ def parse_header(
             raise _bad(where, f"tensor {_short(dup)} is listed twice in the header")
         check_entries(obj, data_bytes, where)
         raise _bad(where, "header failed validation")  # pragma: no cover - check_entries always names the fault
+    return tensors, metadata
+
+
+# One tensor entry as the safetensors writers lay it out: no whitespace, keys in this order. Five groups: the
+# name, the dtype, the shape's digits and commas, the begin's digits, the end's digits (each to be checked).
+_ENTRY = re.compile(
+    r'"([^"]*)":\{"dtype":"([^"]*)","shape":\[([0-9,]*)\],"data_offsets":\[([0-9]+),([0-9]+)\]\}'
+)
+_GROUPS = 5
+_MAX_FAST_RANK = 64  # longer shapes take the entry checker, which stops at the first overflow
+# Up to 64 JSON integers (no sign, no leading zero) below 2**64; anything else takes the JSON path.
+_NUM = r"(?:0|[1-9][0-9]{0,18})"
+_SHAPE_TEXT = re.compile(rf"(?:{_NUM}(?:,{_NUM}){{0,{_MAX_FAST_RANK - 1}}})?")
+# Bytes no JSON string holds unescaped (control characters), and the escape character: a header without them has
+# no escapes, so every '"' in it delimits a string.
+_CONTROL_OR_ESCAPE = bytes(range(0x20)) + b"\\"
+_JSON_SPACE = " \t\n\r"
+_META_HEAD = '{"__metadata__":'
+_COMMA = {","}
+
+
+def _whole_bytes(nbits: int) -> int | None:
+    return None if nbits & 7 else nbits >> 3
+
+
+def _canonical_tensors(
+    header: bytes, text: str, shard: str, data_bytes: int
+) -> tuple[dict[str, TensorInfo], dict[str, str]] | None:
+    """Tensors and metadata of a header in the writers' layout, or ``None`` to take the JSON path.
+
+    Accepts only text without escapes or control characters of the form ``{`` [``"__metadata__":`` M ``,``]
+    E ``,`` E ... ``}`` (JSON whitespace around it), each E an :data:`_ENTRY` whose shape is up to 64 JSON
+    integers and whose offsets are two, M a JSON object of strings, with distinct names, none ``__metadata__``,
+    that pass :func:`_build`. ``json.loads`` reads exactly such text as a header, and to the same result (a name
+    without escapes is its own text). Anything else returns ``None``, and the JSON path decides and explains.
+    """
+    if len(header.translate(None, _CONTROL_OR_ESCAPE)) != len(header):
+        return None
+    parts = _ENTRY.split(text)
+    n = len(parts) // (_GROUPS + 1)
+    if n == 0:
+        return None
+    step = _GROUPS + 1
+    gaps = parts[0::step]  # the text around the entries: "{" [metadata ","], then ",", ..., then "}"
+    if gaps[-1].rstrip(_JSON_SPACE) != "}" or (n > 1 and set(gaps[1:-1]) != _COMMA):
+        return None
+    head = gaps[0].lstrip(_JSON_SPACE)
+    metadata: dict[str, str] = {}
+    if head != "{":
+        if not (head.startswith(_META_HEAD) and head.endswith(",")):
+            return None
+        try:  # the head closed by "}" instead of ",": valid JSON exactly when the whole text is
+            obj = json.loads(head[:-1] + "}")
+        except (ValueError, RecursionError):
+            return None
+        meta = _metadata(obj.get("__metadata__")) if type(obj) is dict and len(obj) == 1 else None
+        if type(meta) is not dict or set(map(type, meta.values())) - {str}:
+            return None
+        metadata = meta
+    try:
+        dtypes = list(map(_DTYPE_NAME.__getitem__, parts[2::step]))
+    except KeyError:
+        return None
+    shape_text = parts[3::step]
+    canon: dict[str, tuple[int, ...]] = {}
+    for s in set(shape_text):
+        if _SHAPE_TEXT.fullmatch(s) is None:
+            return None
+        canon[s] = tuple(map(int, s.split(","))) if s else ()
+    try:  # digits only (the pattern says so); JSON refuses leading zeros
+        begins = json.loads(f"[{','.join(parts[4::step])}]")
+        ends = json.loads(f"[{','.join(parts[5::step])}]")
+    except ValueError:
+        return None
+    # The bytes each (dtype, shape) needs, from a small table: None where they are not whole.
+    need = {d: {s: _whole_bytes(prod(t) * DTYPE_BITS[d]) for s, t in canon.items()} for d in set(dtypes)}
+    tensors = _build(
+        parts[1::step],
+        dtypes,
+        list(map(canon.__getitem__, shape_text)),
+        list(map(getitem, map(need.__getitem__, dtypes), shape_text)),
+        begins,
+        ends,
+        shard,
+        data_bytes,
+    )
+    if tensors is None or len(tensors) != n or "__metadata__" in tensors:
+        return None  # a name listed twice, or a tensor called __metadata__: the JSON path says what is wrong
     return tensors, metadata
 
 
@@ -179,7 +281,6 @@ _TYPES_DICT = {dict}
 _TYPES_LIST = {list}
 _TYPES_INT = {int}
 _SIZE_2 = {2}
-_MAX_FAST_RANK = 64
 _NUMEL_SAFE_BYTES = _MAX_NUMEL * min(DTYPE_BITS.values()) // 8
 _new_tuple = tuple.__new__  # map(_new_tuple, repeat(TensorInfo), rows): TensorInfo(*row) without a Python call
 
@@ -199,7 +300,6 @@ def _fast_tensors(obj: dict[str, Any], shard: str, data_bytes: int) -> dict[str,
         dtypes = list(map(_DTYPE_NAME.__getitem__, map(_DTYPE, entries)))  # KeyError: unknown; TypeError: unhashable
         shapes = list(map(_SHAPE, entries))
         offsets = list(map(_OFFSETS, entries))
-        bits = list(map(DTYPE_BITS.__getitem__, dtypes))
     except (KeyError, TypeError):
         return None
     if set(map(type, shapes)) != _TYPES_LIST or set(map(type, offsets)) != _TYPES_LIST:
@@ -214,23 +314,42 @@ def _fast_tensors(obj: dict[str, Any], shard: str, data_bytes: int) -> dict[str,
     flat = list(chain.from_iterable(offsets))
     if set(map(type, flat)) != _TYPES_INT:
         return None
-    begins = flat[0::2]
-    ends = flat[1::2]
-    sizes = list(map(sub, ends, begins))
     # One shape tuple per distinct shape (all dims are ints here, so equal tuples are equal shapes).
     t_shapes = list(map(tuple, shapes))
     canon: dict[tuple[int, ...], tuple[int, ...]] = {}
     t_shapes = list(map(canon.setdefault, t_shapes, t_shapes))
-    numels = list(map(prod, t_shapes))
-    # numel * bits == 8 * (end - begin): whole bytes, the right size, and begin <= end (numel, bits >= 0).
-    if list(map(mul, numels, bits)) != list(map(mul, sizes, repeat(8))):
+    nbits = list(map(mul, map(prod, t_shapes), map(DTYPE_BITS.__getitem__, dtypes)))
+    nbytes = list(map(floordiv, nbits, repeat(8)))
+    if list(map(mul, nbytes, repeat(8))) != nbits:  # some tensor does not fill whole bytes
+        return None
+    return _build(list(obj), dtypes, t_shapes, nbytes, flat[0::2], flat[1::2], shard, data_bytes)
+
+
+def _build(
+    names: list[str],
+    dtypes: list[str],
+    shapes: list[tuple[int, ...]],
+    nbytes: list[int | None],
+    begins: list[int],
+    ends: list[int],
+    shard: str,
+    data_bytes: int,
+) -> dict[str, TensorInfo] | None:
+    """The checks both fast paths share, on columns of known dtype codes, shapes of non-negative ints (rank at
+    most 64), the bytes each shape needs in its dtype (None where it does not fill whole bytes) and integer offsets;
+    ``None`` when a size or the byte layout is off."""
+    sizes = list(map(sub, ends, begins))
+    # end - begin == the bytes the shape needs (never None, and >= 0): whole bytes, the right size, begin <= end.
+    if sizes != nbytes:
         return None
     # Past the layout check below, each size <= data_bytes, so numel <= 8 * data_bytes / (fewest bits): the 2**64
     # element limit can only bind for a data region over _NUMEL_SAFE_BYTES (2**61 bytes).
-    if data_bytes > _NUMEL_SAFE_BYTES and max(numels) > _MAX_NUMEL:
+    if data_bytes > _NUMEL_SAFE_BYTES and max(map(prod, shapes)) > _MAX_NUMEL:
         return None
-    n = len(begins)
-    if min(sizes) > 0:
+    if begins[0] == 0 and ends[-1] == data_bytes and begins[1:] == ends[:-1]:
+        pass  # the usual case: the data in header order, each tensor where the one before it ends
+    elif min(sizes) > 0:
+        n = len(begins)
         # With every size > 0, the spans [b, e) tile [0, D) exactly iff the n begins are distinct and
         # {begins} | {D} == {ends} | {0}. "Only if" is plain. "If": let S be that set; each end is above its
         # begin. (1) No begin is negative and no end is <= 0: such a value v would be an end (S minus {0} is the
@@ -254,8 +373,8 @@ def _fast_tensors(obj: dict[str, Any], shard: str, data_bytes: int) -> dict[str,
             return None
         if list(map(_FIRST, spans[1:])) != list(map(_SECOND, spans[:-1])):
             return None
-    infos = map(_new_tuple, repeat(TensorInfo), zip(obj, dtypes, t_shapes, repeat(shard), zip(begins, ends)))
-    return dict(zip(obj, infos))
+    infos = map(_new_tuple, repeat(TensorInfo), zip(names, dtypes, shapes, repeat(shard), zip(begins, ends)))
+    return dict(zip(names, infos))
 
 
 _FIRST = itemgetter(0)

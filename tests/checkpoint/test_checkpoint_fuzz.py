@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from archviz.checkpoint.header import (
     ParsedShard,
+    _canonical_tensors,
     _fast_tensors,
     check_entries,
     parse_header,
@@ -95,6 +96,24 @@ def _parse(prefix: bytes, header: bytes, file_bytes: int) -> ParsedShard | None:
         assert time.perf_counter() - t0 < SLOW_S
 
 
+def _same_reading(body: bytes, data_bytes: int) -> bool:
+    """Where the canonical-layout path accepts a header, ``json.loads`` and the column checks read it to the same
+    tensors (in the same order) and metadata. Returns whether the canonical path accepted it."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    fast = _canonical_tensors(body, text, "s", data_bytes)
+    if fast is None:
+        return False
+    obj = json.loads(text)
+    meta = obj.pop("__metadata__", None) or {}
+    slow = _fast_tensors(obj, "s", data_bytes)
+    assert slow is not None, body[:200]
+    assert fast == (slow, meta) and list(fast[0]) == list(slow), body[:200]
+    return True
+
+
 def _agree(obj: dict, data_bytes: int) -> None:
     """The bulk path accepts a header iff the entry checker does."""
     body = {k: v for k, v in obj.items() if k != "__metadata__"}
@@ -115,15 +134,19 @@ def test_random_headers(obj: dict, meta: object, data_bytes: int, with_meta: boo
     body = json.dumps(obj).encode()
     _agree(obj, data_bytes)
     _parse(len(body).to_bytes(8, "little"), body, 8 + len(body) + data_bytes)
+    _same_reading(json.dumps(obj, separators=(",", ":")).encode(), data_bytes)
 
 
 @settings(FUZZ, max_examples=300)
 @given(valid_headers())
 def test_valid_headers_parse_and_round_trip(case: tuple[dict, int]) -> None:
     header, data_bytes = case
-    body = json.dumps(header, separators=(",", ":")).encode()
+    body = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
     parsed = _parse(len(body).to_bytes(8, "little"), body, 8 + len(body) + data_bytes)
     assert parsed is not None
+    # The writers' layout takes the canonical path unless a name needs escapes.
+    escaped = any(c in '"\\' or c < " " for name in header for c in name)
+    assert _same_reading(body, data_bytes) == (bool(header) and not escaped)
     assert list(parsed.tensors) == list(header)
     for name, t in parsed.tensors.items():
         assert (t.dtype, list(t.shape), list(t.data_offsets or ())) == (
@@ -193,7 +216,7 @@ def test_mutated_real_headers(v3_manifest_path: Path, minilm_safetensors: Path) 
     for head, size in seeds:  # the seeds themselves are valid
         assert _parse(head[:8], head[8:], size) is not None
     budget = time.perf_counter() + 12.0
-    done = ok = 0
+    done = ok = canonical = 0
     counts = [2000, 600, 250]  # small, MiniLM, DeepSeek shard: cost grows with header size
     for (head, size), count in zip(sorted(seeds, key=lambda s: len(s[0])), counts, strict=False):
         for _ in range(count):
@@ -202,11 +225,13 @@ def test_mutated_real_headers(v3_manifest_path: Path, minilm_safetensors: Path) 
                 mutated = (len(mutated) - 8).to_bytes(8, "little") + mutated[8:]
             result = _parse(mutated[:8], mutated[8:], size + len(mutated) - len(head))
             ok += result is not None
+            canonical += _same_reading(mutated[8:], size - len(head))
             done += 1
             if time.perf_counter() > budget:
                 break
     assert done >= 1000
     assert ok < done  # mutations do break headers...
+    assert canonical > 0  # ...and some (a digit nudged in a name, say) keep the canonical layout
 
 
 def test_fuzzed_files_on_disk(tmp_path: Path) -> None:
@@ -312,3 +337,66 @@ def test_audit_paths_agree(listed: dict, sort_by_shard: bool) -> None:
     if fast is not None:
         assert fast == slow and list(fast[0]) == list(slow[0])
         assert all(type(d) is int for t in fast[0].values() for d in t.shape)
+
+
+_E = '{"dtype":"F32","shape":[2],"data_offsets":[%d,%d]}'
+
+
+@pytest.mark.parametrize(
+    ("body", "canonical"),
+    [
+        ('{"a":%s,"b":%s}' % (_E % (0, 8), _E % (8, 16)), True),
+        ('{"__metadata__":{"format":"pt"},"a":%s}' % (_E % (0, 8)), True),
+        ('{"__metadata__":null,"a":%s}' % (_E % (0, 8)), True),
+        ('  {"a":%s}        ' % (_E % (0, 8)), True),  # writers pad the header with spaces
+        ('{"b":%s,"a":%s}' % (_E % (8, 16), _E % (0, 8)), True),  # data order differs from header order
+        ('{"a,b:{c}":%s}' % (_E % (0, 8)), True),  # punctuation inside a name
+        ('{"a\\"b":%s}' % (_E % (0, 8)), False),  # escapes: the JSON path
+        ('{"\\u0061":%s}' % (_E % (0, 8)), False),
+        ('{"a": %s}' % (_E % (0, 8)), False),  # whitespace inside
+        ('{"a":{"shape":[2],"dtype":"F32","data_offsets":[0,8]}}', False),  # another key order
+        ('{"a":%s,"__metadata__":{"format":"pt"}}' % (_E % (0, 8)), False),  # metadata last
+        ('{"a":%s,"a":%s}' % (_E % (0, 8), _E % (8, 16)), False),  # a name twice
+        ('{"a":%s,"b":%s}' % (_E % (0, 8), _E % (0, 8)), False),  # overlap
+        ('{"a":{"dtype":"F32","shape":[02],"data_offsets":[0,8]}}', False),  # not JSON: leading zero
+        ('{"a":{"dtype":"F32","shape":[2],"data_offsets":[00,8]}}', False),
+        ('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8,9]}}', False),
+        ('{"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}}', False),
+        ('{"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}', False),
+        ('{"a":{"dtype":"F99","shape":[2],"data_offsets":[0,8]}}', False),
+        ('{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}', False),  # half a byte left over
+        ('{"a":{"dtype":"F4","shape":[3],"data_offsets":[1,0]}}', False),
+        ('{"a":{"dtype":"F32","shape":[%s,0],"data_offsets":[0,0]}}' % ("9" * 30), False),  # empty, dim past 2**64
+        ('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,%s]}}' % ("9" * 5000), False),
+        ('{"__metadata__":%s}' % (_E % (0, 8)), False),  # a tensor called __metadata__
+        ('{"__metadata__":{"n":1},"a":%s}' % (_E % (0, 8)), False),  # metadata values must be strings
+        ('{"a\x01":%s}' % (_E % (0, 8)), False),  # a raw control character: not JSON
+        ('{"a":%s,,"b":%s}' % (_E % (0, 8), _E % (8, 16)), False),
+        ('{"a":%s}}' % (_E % (0, 8)), False),
+        ('["a":%s}' % (_E % (0, 8)), False),
+    ],
+)
+def test_canonical_path_reads_what_json_reads(body: str, canonical: bool) -> None:
+    """Headers in the writers' layout skip the JSON parse; any other text takes it. Either way the reading (or the
+    error) is the one ``json.loads`` gives."""
+    raw = body.encode()
+    data_bytes = 16 if '"b"' in body else 8
+    assert (_canonical_tensors(raw, body, "s", data_bytes) is not None) == canonical
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        obj = None
+    try:
+        got = parse_header(raw, shard="s", data_bytes=data_bytes, where="fuzz")
+    except CheckpointError:
+        got = None
+    if obj is None or not isinstance(obj, dict):
+        assert got is None
+        return
+    meta = obj.pop("__metadata__", None) or {}
+    strings = isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())
+    expected = _fast_tensors(obj, "s", data_bytes) if strings else None
+    if expected is None:
+        assert got is None
+    else:
+        assert got == (expected, meta)
