@@ -207,6 +207,33 @@ def _whole_bytes(nbits: int) -> int | None:
     return None if nbits & 7 else nbits >> 3
 
 
+def column_kinds(
+    dtype_text: list[str], shape_text: list[str]
+) -> tuple[list[str], list[tuple[int, ...]], list[int | None]] | None:
+    """Dtype codes, shapes and data bytes of columns of dtype text and shape text (a shape's digits and commas, as
+    a compact JSON list holds them); ``None`` if a dtype is unknown or a shape is not up to 64 JSON integers below
+    2**64. A (dtype, shape) that does not fill whole bytes gets ``None`` bytes.
+
+    A checkpoint has few distinct dtypes and shapes (V3: 91,991 tensors, a few hundred shapes): each is checked
+    once, every tensor of a shape shares one tuple, and bytes come from a small (dtype, shape) table.
+    """
+    try:
+        dtypes = list(map(_DTYPE_NAME.__getitem__, dtype_text))
+    except KeyError:
+        return None
+    canon: dict[str, tuple[int, ...]] = {}
+    for s in set(shape_text):
+        if _SHAPE_TEXT.fullmatch(s) is None:
+            return None
+        canon[s] = tuple(map(int, s.split(","))) if s else ()
+    need = {d: {s: _whole_bytes(prod(t) * DTYPE_BITS[d]) for s, t in canon.items()} for d in set(dtypes)}
+    return (
+        dtypes,
+        list(map(canon.__getitem__, shape_text)),
+        list(map(getitem, map(need.__getitem__, dtypes), shape_text)),
+    )
+
+
 def _canonical_tensors(
     header: bytes, text: str, shard: str, data_bytes: int
 ) -> tuple[dict[str, TensorInfo], dict[str, str]] | None:
@@ -241,28 +268,20 @@ def _canonical_tensors(
         if type(meta) is not dict or set(map(type, meta.values())) - {str}:
             return None
         metadata = meta
-    try:
-        dtypes = list(map(_DTYPE_NAME.__getitem__, parts[2::step]))
-    except KeyError:
+    kinds = column_kinds(parts[2::step], parts[3::step])
+    if kinds is None:
         return None
-    shape_text = parts[3::step]
-    canon: dict[str, tuple[int, ...]] = {}
-    for s in set(shape_text):
-        if _SHAPE_TEXT.fullmatch(s) is None:
-            return None
-        canon[s] = tuple(map(int, s.split(","))) if s else ()
+    dtypes, shapes, nbytes = kinds
     try:  # digits only (the pattern says so); JSON refuses leading zeros
         begins = json.loads(f"[{','.join(parts[4::step])}]")
         ends = json.loads(f"[{','.join(parts[5::step])}]")
     except ValueError:
         return None
-    # The bytes each (dtype, shape) needs, from a small table: None where they are not whole.
-    need = {d: {s: _whole_bytes(prod(t) * DTYPE_BITS[d]) for s, t in canon.items()} for d in set(dtypes)}
     tensors = _build(
         parts[1::step],
         dtypes,
-        list(map(canon.__getitem__, shape_text)),
-        list(map(getitem, map(need.__getitem__, dtypes), shape_text)),
+        shapes,
+        nbytes,
         begins,
         ends,
         shard,

@@ -41,6 +41,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from itertools import accumulate, chain, compress, repeat
 from math import prod
@@ -49,6 +50,7 @@ from typing import Any
 
 from archviz.errors import CheckpointError
 
+from .header import column_kinds
 from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, dtype_nbytes
 
 __all__ = [
@@ -65,8 +67,8 @@ _FORMAT_PREFIX = "archviz-manifest/"
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def load_json_file(path: str | os.PathLike[str]) -> Any:
-    """Load a JSON file, gunzipping it first when it starts with the gzip magic bytes."""
+def read_json_bytes(path: str | os.PathLike[str]) -> bytes:
+    """A JSON file's bytes, gunzipped first when it starts with the gzip magic bytes."""
     where = os.fspath(path)
     try:
         with open(where, "rb") as f:
@@ -80,10 +82,19 @@ def load_json_file(path: str | os.PathLike[str]) -> Any:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, gzip.BadGzipFile) as e:
             raise CheckpointError(f"{where}: damaged gzip data ({e})", hint="copy the file again") from None
+    return raw
+
+
+def decode_json_text(raw: bytes, where: str) -> str:
     try:
-        return json.loads(raw.decode("utf-8"))
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CheckpointError(f"{where}: not valid UTF-8 (byte {e.start})", hint="copy the file again") from None
+
+
+def parse_json_text(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise CheckpointError(
             f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})", hint="copy the file again"
@@ -92,6 +103,12 @@ def load_json_file(path: str | os.PathLike[str]) -> Any:
         raise CheckpointError(f"{where}: not valid JSON (nested too deeply)") from None
     except ValueError as e:  # e.g. an integer literal beyond Python's 4300-digit limit
         raise CheckpointError(f"{where}: not valid JSON ({e})", hint="copy the file again") from None
+
+
+def load_json_file(path: str | os.PathLike[str]) -> Any:
+    """Load a JSON file, gunzipping it first when it starts with the gzip magic bytes."""
+    where = os.fspath(path)
+    return parse_json_text(decode_json_text(read_json_bytes(where), where), where)
 
 
 def _bad(where: str, what: str) -> CheckpointError:
@@ -349,8 +366,14 @@ def _audit_tensors_fast(listed: dict[str, Any], by_name: dict[str, ShardInfo], w
     nbits = list(map(mul, map(prod, t_shapes), bits))
     if any(map(and_, nbits, repeat(7))):
         return None
-    # Consecutive layout per shard, in listed order.
-    sizes = list(map(rshift, nbits, repeat(3)))
+    return _audit_layout(list(listed), dtypes, t_shapes, list(map(rshift, nbits, repeat(3))), shards, by_name)
+
+
+def _audit_layout(names: list[str], dtypes: list[str], t_shapes: list[tuple[int, ...]], sizes: list[int],
+                  shards: list[str], by_name: Mapping[str, ShardInfo]
+                  ) -> tuple[dict[str, TensorInfo], dict[str, int]]:
+    """Tensors from checked columns, each shard's data laid out consecutively in listed order; and each shard's
+    end of data (its cursor). ``shards`` holds one str object per shard (runs are found by identity)."""
     cursor = dict.fromkeys(by_name, 0)
     n = len(shards)
     starts = [0, *compress(range(1, n), map(is_not, shards[1:], shards[:-1])), n]
@@ -374,8 +397,8 @@ def _audit_tensors_fast(listed: dict[str, Any], by_name: dict[str, ShardInfo], w
             begin = cursor[shard]
             end = cursor[shard] = begin + size
             append((begin, end))
-    infos = map(_new_tuple, repeat(TensorInfo), zip(listed, dtypes, t_shapes, shards, offsets))
-    return dict(zip(listed, infos)), cursor
+    infos = map(_new_tuple, repeat(TensorInfo), zip(names, dtypes, t_shapes, shards, offsets))
+    return dict(zip(names, infos)), cursor
 
 
 def _from_audit(obj: dict[str, Any], source: str, where: str) -> CheckpointInventory:
@@ -389,8 +412,13 @@ def _from_audit(obj: dict[str, Any], source: str, where: str) -> CheckpointInven
         tensors, cursor = fast
     else:
         tensors, cursor = _audit_tensors(listed, by_name, where)
+    return _audit_inventory(obj, source, shards, tensors, cursor)
+
+
+def _audit_inventory(obj: dict[str, Any], source: str, shards: list[ShardInfo], tensors: dict[str, TensorInfo],
+                     cursor: dict[str, int]) -> CheckpointInventory:
     # Offsets are only derived facts when the consecutive layout fills each shard exactly.
-    inexact = {n for n, s in by_name.items() if cursor[n] != s.data_bytes}
+    inexact = {s.name for s in shards if cursor[s.name] != s.data_bytes}
     if inexact:
         tensors = {
             n: (TensorInfo(n, t.dtype, t.shape, t.shard, None) if t.shard in inexact else t) for n, t in tensors.items()
@@ -411,6 +439,136 @@ def _from_audit(obj: dict[str, Any], source: str, where: str) -> CheckpointInven
         tensors=tensors,
         metadata=meta,
     )
+
+
+# -- manifests as their writers lay them out, read without a JSON parse of the tensor list ---------------------------
+#
+# A manifest's bulk is its tensor list; writers lay it out compactly (archviz: one row per line; header-audit: one
+# object). Such text is split with one regular expression into columns, and only the rest of the document (the
+# text with the list emptied) goes to ``json.loads``. Anything else takes the JSON path, which decides and explains.
+
+# header-audit: "<name>":{"dtype":"<dtype>","shape":[<dims>],"shard":"<shard>"}
+_AUDIT_ENTRY = re.compile(r'"([^"]*)":\{"dtype":"([^"]*)","shape":\[([0-9,]*)\],"shard":"([^"]*)"\}')
+# archviz-manifest/1, a 4-item row: ["<name>","<dtype>",[<dims>],<shard index>]
+_ARCHVIZ_ROW = re.compile(r'\["([^"]*)","([^"]*)",\[([0-9,]*)\],([0-9]+)\]')
+_OPENS = {"{": re.compile(r'"tensors"[ \t\n\r]*:[ \t\n\r]*\{[ \t\n\r]*\Z'),
+          "[": re.compile(r'"tensors"[ \t\n\r]*:[ \t\n\r]*\[[ \t\n\r]*\Z')}
+_JSON_SPACE = " \t\n\r"
+_ARCHVIZ_HEAD = '{"format":"archviz-manifest/'  # how write_manifest starts
+# The escape character and control characters other than JSON whitespace: text without them has no escapes, and
+# its only control characters lie outside strings unless a column holds one (checked).
+_ESCAPE_OR_CONTROL = bytes(c for c in range(0x20) if c not in b"\t\n\r") + b"\\"
+
+
+def _split_list(raw: bytes, text: str, entry: re.Pattern[str], groups: int, opener: str
+                ) -> tuple[dict[str, Any], list[list[str]]] | None:
+    """``(document with an empty "tensors", columns of the entries' groups)`` when ``text`` is a JSON object
+    whose top-level ``"tensors"`` opens with ``opener`` and holds only ``entry`` matches separated by commas;
+    else ``None``. Text without escapes: every '"' delimits a string, and a string without control characters
+    is valid JSON and its own text. The callers check what else JSON requires (integers without leading zeros)
+    before anything that can raise, so invalid JSON never gets an error other than the JSON path's."""
+    if len(raw.translate(None, _ESCAPE_OR_CONTROL)) != len(raw):
+        return None
+    parts = entry.split(text)
+    step = groups + 1
+    n = len(parts) // step
+    if n == 0:
+        return None
+    gaps = parts[0::step]
+    head, tail = gaps[0], gaps[-1]
+    if n > 1 and {g.strip(_JSON_SPACE) for g in set(gaps[1:-1])} != {","}:
+        return None
+    closer = "}" if opener == "{" else "]"
+    if _OPENS[opener].search(head) is None or not tail.lstrip(_JSON_SPACE).startswith(closer):
+        return None
+    emptied = head + tail  # the document with its tensor list emptied
+    if emptied.count('"tensors"') != 1:
+        return None
+    try:
+        obj = json.loads(emptied)
+    except (ValueError, RecursionError):
+        return None
+    if type(obj) is not dict or obj.get("tensors") != ({} if opener == "{" else []):
+        return None
+    columns = [parts[i::step] for i in range(1, step)]
+    # Whitespace control characters inside a string make the text invalid JSON: none in any column (the names
+    # joined; the other columns hold few distinct values).
+    strings = "".join(columns[0]) + "".join(chain.from_iterable(map(set, columns[1:])))
+    if "\n" in strings or "\t" in strings or "\r" in strings:
+        return None
+    return obj, columns
+
+
+def _audit_canonical(raw: bytes, text: str, source: str, where: str) -> CheckpointInventory | None:
+    split = _split_list(raw, text, _AUDIT_ENTRY, 4, "{")
+    if split is None:
+        return None
+    obj, (names, dtype_text, shape_text, shard_text) = split
+    fmt = obj.get("format")
+    if not isinstance(obj.get("shards"), list) or (isinstance(fmt, str) and fmt.startswith(_FORMAT_PREFIX)):
+        return None
+    kinds = column_kinds(dtype_text, shape_text)
+    if kinds is None:
+        return None
+    dtypes, t_shapes, sizes = kinds
+    shards = _check_shards(where, obj["shards"], audit=True)  # the JSON path's first check, and error
+    by_name = {s.name: s for s in shards}
+    own = {name: name for name in by_name}
+    try:
+        shard_names = list(map(own.__getitem__, shard_text))
+    except KeyError:
+        return None
+    if None in sizes:
+        return None
+    tensors, cursor = _audit_layout(names, dtypes, t_shapes, sizes, shard_names, by_name)  # type: ignore[arg-type]
+    if len(tensors) != len(names):
+        return None  # a name listed twice: JSON keeps the last, and the JSON path lays the shard out without it
+    return _audit_inventory(obj, source, shards, tensors, cursor)
+
+
+def _archviz_canonical(raw: bytes, text: str, source: str, where: str) -> CheckpointInventory | None:
+    split = _split_list(raw, text, _ARCHVIZ_ROW, 4, "[")
+    if split is None:
+        return None
+    obj, (names, dtype_text, shape_text, index_text) = split
+    if obj.get("format") != ARCHVIZ_MANIFEST_FORMAT:
+        return None
+    kinds = column_kinds(dtype_text, shape_text)
+    if kinds is None:
+        return None
+    dtypes, t_shapes, sizes = kinds
+    try:  # digits only (the pattern says so); JSON refuses leading zeros
+        sis = json.loads(f"[{','.join(index_text)}]")
+    except ValueError:
+        return None
+    shards = _check_shards(where, obj.get("shards"), audit=False)  # the JSON path's first check, and error
+    if max(sis) >= len(shards) or None in sizes or len(set(names)) != len(names):
+        return None
+    by_name = {sh.name: sh for sh in shards}
+    shard_names = [sh.name for sh in shards]
+    tensors, cursor = _audit_layout(names, dtypes, t_shapes, sizes, list(map(shard_names.__getitem__, sis)),
+                                    by_name)  # type: ignore[arg-type]
+    if any(cursor[sh.name] != sh.data_bytes for sh in shards):
+        return None  # the row loop checks the coverage and says what is wrong
+    return _archviz_inventory(obj, source, where, shards, tensors)
+
+
+def canonical_manifest(raw: bytes, text: str, *, source: str, where: str | None = None
+                       ) -> CheckpointInventory | None:
+    """The inventory of a manifest laid out as its writers lay it out (``raw`` its bytes, ``text`` their UTF-8
+    text), read without a JSON parse of its tensor list; ``None`` for any other text, to be read with
+    :func:`inventory_from_manifest`, which reads these to the same inventory."""
+    where = where or source
+    fast = _archviz_canonical if text.startswith(_ARCHVIZ_HEAD) else _audit_canonical
+    return fast(raw, text, source, where)
+
+
+def manifest_from_bytes(raw: bytes, *, source: str, where: str | None = None) -> CheckpointInventory:
+    """Build an inventory from a manifest file's (gunzipped) bytes, of either format."""
+    where = where or source
+    text = decode_json_text(raw, where)
+    inv = canonical_manifest(raw, text, source=source, where=where)
+    return inv if inv is not None else inventory_from_manifest(parse_json_text(text, where), source=source, where=where)
 
 
 def inventory_from_manifest(obj: Any, *, source: str, where: str | None = None) -> CheckpointInventory:
@@ -437,7 +595,7 @@ def inventory_from_manifest(obj: Any, *, source: str, where: str | None = None) 
 def read_manifest(path: str | os.PathLike[str]) -> CheckpointInventory:
     """Open a manifest file of either format (plain or gzip'd JSON)."""
     where = os.fspath(path)
-    return inventory_from_manifest(load_json_file(where), source=where)
+    return manifest_from_bytes(read_json_bytes(where), source=where)
 
 
 def _dump(v: Any) -> str:
