@@ -2,7 +2,9 @@
 
 `meta_build()` is a context manager under which every tensor factory creates meta tensors, even when the code names a
 device (`device="cuda"`, `.cuda()`, `.to("cuda")`, `torch.set_default_device("cuda")`); each such request is
-neutralised and noted once with the file:line that made it. Weights are never allocated.
+neutralised and noted once with the file:line that made it. Weights are never allocated. One exception: a small
+tensor (at most `SMALL_CPU_NUMEL` elements) that the code asks for on the CPU by name is made there, with its values,
+because such code reads them (`.item()`, `.tolist()`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from torch.utils._device import _device_constructors
 from .gcpause import collector_paused
 
 _META = torch.device("meta")
+#: Largest tensor a meta build makes for real on the CPU when the code names the CPU (1 Mi elements: 8 MB at most).
+SMALL_CPU_NUMEL = 1 << 20
 
 
 def _caller(skip_dirs: tuple[str, ...]) -> str:
@@ -43,11 +47,20 @@ class _MetaMode(TorchFunctionMode):
         kwargs = dict(kwargs or {})
         if func in self.constructors:
             dev = kwargs.get("device")
-            if dev is not None and torch.device(dev).type not in ("meta", "cpu"):
+            asked = torch.device(dev).type if dev is not None else None
+            if asked not in (None, "meta", "cpu"):
                 self.notes.neutralised(f"device={str(dev)!r}")
             kwargs["device"] = self.device
             kwargs.pop("pin_memory", None)
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            if asked == "cpu" and self.device.type == "meta" and isinstance(out, torch.Tensor) \
+                    and out.numel() <= SMALL_CPU_NUMEL:
+                # Code that names the CPU wants values, as in transformers' vision models:
+                # `[x.item() for x in torch.linspace(0, rate, depth, device="cpu")]`. A small tensor is made for real
+                # (torch's own meta context honours the device too); strays_to_meta moves any that a module keeps.
+                kwargs["device"] = dev
+                out = func(*args, **kwargs)
+            return out
         if func is torch.Tensor.cuda:
             self.notes.neutralised(".cuda()")
             return args[0]

@@ -364,6 +364,42 @@ def test_meta_build_holds_inside_a_device_context_the_code_enters():
     assert torch.zeros(1).device.type == "cpu"  # nothing left behind
 
 
+def test_meta_build_makes_small_tensors_the_code_asks_for_on_the_cpu():
+    """Code that names the CPU reads the values (transformers' vision models: `x.item() for x in torch.linspace(...,
+    device="cpu")`): a small such tensor is real, a large one stays on meta, and unnamed ones are meta as always."""
+    import torch
+
+    from archviz.meta import SMALL_CPU_NUMEL, meta_build
+
+    with meta_build() as notes:
+        rates = [x.item() for x in torch.linspace(0, 0.3, 4, device="cpu")]
+        index = torch.arange(6, device=torch.device("cpu")).view(2, 3)
+        big = torch.zeros(SMALL_CPU_NUMEL + 1, device="cpu")
+        plain = torch.linspace(0, 1, 4)
+        lin = torch.nn.Linear(3, 4, device="cpu")  # a module's weights: never real, even when named
+    assert rates == pytest.approx([0.0, 0.1, 0.2, 0.3])
+    assert index.device.type == "cpu" and index.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert big.is_meta and plain.is_meta
+    assert lin.weight.numel() == 12 and not notes.items  # naming the CPU is nothing to neutralise
+
+
+@pytest.mark.parametrize("model_type", ["swinv2", "convnext", "cvt", "data2vec-vision", "donut-swin"])
+def test_vision_models_that_read_drop_path_rates_build(model_type):
+    """These read stochastic-depth rates from a CPU tensor in __init__ (`.item()` / `.tolist()`): they build, and
+    the count is torch's numel over the model transformers builds for real on the CPU from the same small config."""
+    small = {"swinv2": {"embed_dim": 16, "depths": [1, 1], "num_heads": [2, 2]},
+             "convnext": {"hidden_sizes": [8, 16], "depths": [1, 1], "num_stages": 2},
+             "cvt": {},  # its per-stage lists are many: the default (CvT-13, 20M parameters) is small enough
+             "data2vec-vision": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+                                 "intermediate_size": 64},
+             "donut-swin": {"embed_dim": 16, "depths": [1, 1], "num_heads": [2, 2]}}[model_type]
+    config = config_for(model_type, **small)
+    model = transformers.AutoModel.from_config(config)  # real weights on the CPU: small
+    expected = sum(p.numel() for p in model.parameters())
+    record = archviz.load(f"hf:{model_type}", overrides=small)
+    assert record.summary.parameters == expected
+
+
 @pytest.mark.parametrize("model_type", ["qwen3_5", "llama4"])
 def test_composite_configs_build_their_text_model(model_type, tmp_path):
     """Qwen3.5 and Llama 4 have composite configs (a text_config inside). Their causal LM is built from the text
