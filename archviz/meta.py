@@ -3,8 +3,9 @@
 `meta_build()` is a context manager under which every tensor factory creates meta tensors, even when the code names a
 device (`device="cuda"`, `.cuda()`, `.to("cuda")`, `torch.set_default_device("cuda")`); each such request is
 neutralised and noted once with the file:line that made it. Weights are never allocated. One exception: a small
-tensor (at most `SMALL_CPU_NUMEL` elements) that the code asks for on the CPU by name is made there, with its values,
-because such code reads them (`.item()`, `.tolist()`).
+tensor of defined values (`linspace`, `arange`, `tensor`, `zeros`, ...; at most `SMALL_CPU_NUMEL` elements, and
+`CPU_BUDGET_NUMEL` in all) that the code asks for on the CPU by name is made there, because such code reads its values
+(`.item()`, `.tolist()`). `torch.empty`, which nn.Linear and its kin use for weights, always gives meta.
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ from torch.utils._device import _device_constructors
 from .gcpause import collector_paused
 
 _META = torch.device("meta")
-#: Largest tensor a meta build makes for real on the CPU when the code names the CPU (1 Mi elements: 8 MB at most).
+#: Largest tensor a meta build makes for real on the CPU when the code asks for values there by name (1 Mi elements,
+#: 8 MB at most), and the most elements it makes so in one build.
 SMALL_CPU_NUMEL = 1 << 20
+CPU_BUDGET_NUMEL = 1 << 24
+# Factories whose values are defined by their arguments (not `empty`, nor random ones): what code reads back.
+_VALUE_CONSTRUCTORS = frozenset(
+    getattr(torch, name) for name in ("arange", "as_tensor", "asarray", "eye", "full", "linspace", "logspace", "ones",
+                                      "range", "scalar_tensor", "tensor", "tril_indices", "triu_indices", "zeros")
+    if hasattr(torch, name))
 
 
 def _caller(skip_dirs: tuple[str, ...]) -> str:
@@ -42,6 +50,7 @@ class _MetaMode(TorchFunctionMode):
         self.notes = notes
         self.device = device
         self.constructors = _device_constructors()
+        self.cpu_budget = CPU_BUDGET_NUMEL
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -53,11 +62,13 @@ class _MetaMode(TorchFunctionMode):
             kwargs["device"] = self.device
             kwargs.pop("pin_memory", None)
             out = func(*args, **kwargs)
-            if asked == "cpu" and self.device.type == "meta" and isinstance(out, torch.Tensor) \
-                    and out.numel() <= SMALL_CPU_NUMEL:
-                # Code that names the CPU wants values, as in transformers' vision models:
-                # `[x.item() for x in torch.linspace(0, rate, depth, device="cpu")]`. A small tensor is made for real
-                # (torch's own meta context honours the device too); strays_to_meta moves any that a module keeps.
+            if asked == "cpu" and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
+                    and isinstance(out, torch.Tensor) and out.numel() <= min(SMALL_CPU_NUMEL, self.cpu_budget):
+                # Code that names the CPU for values reads them, as transformers' vision models do:
+                # `[x.item() for x in torch.linspace(0, rate, depth, device="cpu")]`. Such a small tensor is made
+                # for real (torch's own meta context honours the device too), within a budget for the whole build;
+                # strays_to_meta moves any that a module keeps to meta before the shape pass.
+                self.cpu_budget -= out.numel()
                 kwargs["device"] = dev
                 out = func(*args, **kwargs)
             return out

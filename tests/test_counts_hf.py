@@ -369,18 +369,22 @@ def test_meta_build_makes_small_tensors_the_code_asks_for_on_the_cpu():
     device="cpu")`): a small such tensor is real, a large one stays on meta, and unnamed ones are meta as always."""
     import torch
 
-    from archviz.meta import SMALL_CPU_NUMEL, meta_build
+    from archviz.meta import CPU_BUDGET_NUMEL, SMALL_CPU_NUMEL, meta_build
 
     with meta_build() as notes:
         rates = [x.item() for x in torch.linspace(0, 0.3, 4, device="cpu")]
         index = torch.arange(6, device=torch.device("cpu")).view(2, 3)
         big = torch.zeros(SMALL_CPU_NUMEL + 1, device="cpu")
         plain = torch.linspace(0, 1, 4)
-        lin = torch.nn.Linear(3, 4, device="cpu")  # a module's weights: never real, even when named
+        lin = torch.nn.Linear(3, 4, device="cpu")  # weights come from torch.empty: never real, even when named
+        spare = torch.empty(3, device="cpu")
+        budget = [torch.ones(SMALL_CPU_NUMEL, device="cpu") for _ in range(CPU_BUDGET_NUMEL // SMALL_CPU_NUMEL + 2)]
     assert rates == pytest.approx([0.0, 0.1, 0.2, 0.3])
     assert index.device.type == "cpu" and index.tolist() == [[0, 1, 2], [3, 4, 5]]
-    assert big.is_meta and plain.is_meta
-    assert lin.weight.numel() == 12 and not notes.items  # naming the CPU is nothing to neutralise
+    assert big.is_meta and plain.is_meta and lin.weight.is_meta and spare.is_meta
+    assert sum(not t.is_meta for t in budget) == CPU_BUDGET_NUMEL // SMALL_CPU_NUMEL - 1  # 16 Mi elements at most
+    assert budget[-1].is_meta
+    assert not notes.items  # naming the CPU is nothing to neutralise
 
 
 @pytest.mark.parametrize("model_type", ["swinv2", "convnext", "cvt", "data2vec-vision", "donut-swin"])
