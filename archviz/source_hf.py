@@ -142,8 +142,43 @@ def model_class(config: Any) -> Any:
         return getattr(transformers, base)
     if causal:
         return getattr(transformers, causal)
+    own = _own_model_class(type(config))
+    if isinstance(own, type):
+        return own
+    hint = f"it could be one of {', '.join(own)}: " if own else ""
     raise SourceError(f"no transformers model class for model_type {config.model_type!r}",
-                      hint="set \"architectures\" in the config")
+                      hint=hint + "set \"architectures\" in the config")
+
+
+def _own_model_class(config_class: type) -> type | list[str]:
+    """The model class of a config that transformers' Auto mappings leave out (a sub-model such as
+    `clvp_encoder` or `owlvit_vision_model`): the class in the config's modeling module that declares this config
+    class and is not a task head (`...For...`). Where several do, the one named after the config (`ClvpEncoderConfig`
+    -> `ClvpEncoder` or `ClvpEncoderModel`); else the names found, for the message."""
+    import importlib
+    import inspect
+
+    from transformers import PreTrainedModel
+
+    name = config_class.__module__.replace(".configuration_", ".modeling_")
+    if name == config_class.__module__:
+        return []
+    try:
+        module = importlib.import_module(name)
+    except Exception:  # an optional dependency missing, or no such module
+        return []
+    found = [v for k, v in vars(module).items()
+             if inspect.isclass(v) and issubclass(v, PreTrainedModel) and v.__module__ == module.__name__
+             and getattr(v, "config_class", None) is config_class and "For" not in k
+             and not k.endswith("PreTrainedModel")]
+    if len(found) == 1:
+        return found[0]
+    base = config_class.__name__.removesuffix("Config")
+    for wanted in (f"{base}Model", base):
+        for cls in found:
+            if cls.__name__ == wanted:
+                return cls
+    return sorted(cls.__name__ for cls in found)
 
 
 def build(spec: str, options: BuildOptions) -> Built:

@@ -426,3 +426,22 @@ def test_composite_configs_build_their_text_model(model_type, tmp_path):
     raw = {"model_type": model_type, "text_config": dict(text)}
     (tmp_path / "config.json").write_text(json.dumps(raw))
     assert archviz.load(str(tmp_path / "config.json")).summary.parameters == expected
+
+
+@pytest.mark.parametrize(("model_type", "class_name", "small"), [
+    ("clvp_encoder", "ClvpEncoder", {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                                     "intermediate_size": 128, "projection_dim": 32}),
+    ("owlvit_vision_model", "OwlViTVisionModel", {"hidden_size": 64, "num_hidden_layers": 2,
+                                                  "num_attention_heads": 2, "intermediate_size": 128}),
+    ("altclip_text_model", "AltCLIPTextModel", {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                                                "intermediate_size": 128, "vocab_size": 1000, "project_dim": 32}),
+])
+def test_sub_model_types_without_an_auto_class_build(model_type, class_name, small):
+    """transformers' Auto mappings leave sub-model types out (an encoder, a vision tower): the class comes from the
+    config's own modeling module, named after the config where several declare it. The count is torch's numel over
+    that class as transformers builds it for real from the same small config."""
+    config = config_for(model_type, **small)
+    expected = sum(p.numel() for p in getattr(transformers, class_name)(config).parameters())
+    record = archviz.load(f"hf:{model_type}", overrides=small)
+    assert record.modules[0].class_name == class_name
+    assert record.summary.parameters == expected
