@@ -6,6 +6,7 @@ import contextlib
 import inspect
 import json
 import os
+import re
 import warnings
 from typing import Any, Iterator
 
@@ -150,11 +151,15 @@ def model_class(config: Any) -> Any:
                       hint=hint + "set \"architectures\" in the config")
 
 
+_TASK_HEAD = re.compile(r"For[A-Z]")  # ...ForCausalLM, ...ForDepthEstimation; not ...QFormerModel
+
+
 def _own_model_class(config_class: type) -> type | list[str]:
     """The model class of a config that transformers' Auto mappings leave out (a sub-model such as
     `clvp_encoder` or `owlvit_vision_model`): the class in the config's modeling module that declares this config
-    class and is not a task head (`...For...`). Where several do, the one named after the config (`ClvpEncoderConfig`
-    -> `ClvpEncoder` or `ClvpEncoderModel`); else the names found, for the message."""
+    class and is not a task head (`...For...`), or the task model when it is the only class. Where several do, the
+    one named after the config (`ClvpEncoderConfig` -> `ClvpEncoder` or `ClvpEncoderModel`); else the names found,
+    for the message."""
     import importlib
     import inspect
 
@@ -167,10 +172,12 @@ def _own_model_class(config_class: type) -> type | list[str]:
         module = importlib.import_module(name)
     except Exception:  # an optional dependency missing, or no such module
         return []
-    found = [v for k, v in vars(module).items()
-             if inspect.isclass(v) and issubclass(v, PreTrainedModel) and v.__module__ == module.__name__
-             and getattr(v, "config_class", None) is config_class and "For" not in k
-             and not k.endswith("PreTrainedModel")]
+    declared = [v for k, v in vars(module).items()
+                if inspect.isclass(v) and issubclass(v, PreTrainedModel) and v.__module__ == module.__name__
+                and getattr(v, "config_class", None) is config_class and not k.endswith("PreTrainedModel")]
+    found = [v for v in declared if not _TASK_HEAD.search(v.__name__)]
+    if not found and len(declared) == 1:  # a model type that has only its task model (depth_anything, vitpose)
+        return declared[0]
     if len(found) == 1:
         return found[0]
     base = config_class.__name__.removesuffix("Config")

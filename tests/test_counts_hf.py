@@ -435,11 +435,15 @@ def test_composite_configs_build_their_text_model(model_type, tmp_path):
                                                   "num_attention_heads": 2, "intermediate_size": 128}),
     ("altclip_text_model", "AltCLIPTextModel", {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
                                                 "intermediate_size": 128, "vocab_size": 1000, "project_dim": 32}),
+    ("instructblip_qformer", "InstructBlipQFormerModel", {"hidden_size": 64, "num_hidden_layers": 2,
+                                                          "num_attention_heads": 2, "intermediate_size": 128,
+                                                          "encoder_hidden_size": 48, "vocab_size": 1000}),
+    ("depth_anything", "DepthAnythingForDepthEstimation", {}),  # only a task model: the one class is it
 ])
 def test_sub_model_types_without_an_auto_class_build(model_type, class_name, small):
-    """transformers' Auto mappings leave sub-model types out (an encoder, a vision tower): the class comes from the
-    config's own modeling module, named after the config where several declare it. The count is torch's numel over
-    that class as transformers builds it for real from the same small config."""
+    """transformers' Auto mappings leave sub-model types out (an encoder, a vision tower) and types that have only a
+    task model: the class comes from the config's own modeling module, named after the config where several declare
+    it. The count is torch's numel over that class as transformers builds it for real from the same small config."""
     config = config_for(model_type, **small)
     expected = sum(p.numel() for p in getattr(transformers, class_name)(config).parameters())
     record = archviz.load(f"hf:{model_type}", overrides=small)
