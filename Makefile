@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU build of torch lies on this machine's disk; an unpinned torch would fetch a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: install install-test site test bench clean
+.PHONY: install install-test site test bench sweep clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ test: install-test
 
 bench: install-test
 	$(BIN)/python bench/run.py
+
+# archviz check over every transformers model type, against the layout save_pretrained writes (~30 min; not in test)
+sweep: install-test
+	$(BIN)/python bench/sweep_checkpoints.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,124 @@
+"""Sweep `archviz check` over every transformers model type, against the checkpoint layout transformers itself writes.
+
+For each model type (all of transformers' config types by default): build it with archviz on meta (2 layers where
+the config has `num_hidden_layers`, else its defaults), take the state dict `save_pretrained` would write (keys it
+ignores on save dropped, tied weights removed, then `revert_weight_conversion`: the original-format names), describe
+it as a checkpoint inventory (dtypes and shapes only) and compare. A type whose model transformers loads back from
+its own checkpoint should match; anything else is an archviz bug or a transformers one, to be told apart by hand
+(known on transformers 5.23: deepseek_v4, whose loader renames the final norm it saves; maskformer, whose default
+in-memory config names its backbone `swin` where a saved config.json says `maskformer-swin`).
+
+    python bench/sweep_checkpoints.py                  # every type, 2 at a time, one JSON line each, then a summary
+    python bench/sweep_checkpoints.py --types llama,bert --jobs 4
+    python bench/sweep_checkpoints.py --one llama     # one type in this process (what each worker runs)
+
+Each type runs in its own subprocess (a fresh import of its modeling code; a crash or hang costs one line). A full
+sweep takes about half an hour on two cores. It is not part of `make test`: it measures transformers' whole zoo, whose
+defaults fail to build for some types on their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import subprocess
+import sys
+import warnings
+from collections import Counter
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _dtype_code(dtype: Any) -> str:
+    import torch
+
+    return {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16", torch.float64: "F64",
+            torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+            torch.bool: "BOOL"}.get(dtype, "F32")
+
+
+def check_one(model_type: str) -> dict[str, Any]:
+    """The sweep's verdict for one model type (a dict, JSON-ready)."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore")
+    sys.path.insert(0, ROOT)
+    import archviz
+    from archviz.checkpoint import CheckpointInventory, ShardInfo, TensorInfo, compare
+    from archviz.errors import ArchvizError
+    from archviz.walk import walk
+
+    try:
+        try:
+            built = archviz.build(f"hf:{model_type}", overrides={"num_hidden_layers": 2})
+        except ArchvizError:
+            built = archviz.build(f"hf:{model_type}")
+    except ArchvizError as e:
+        return {"type": model_type, "verdict": "no build", "error": e.line()}
+    from transformers.core_model_loading import revert_weight_conversion
+    from transformers.modeling_utils import remove_tied_weights_from_state_dict
+
+    model = built.model
+    state = model.state_dict()
+    for key in getattr(model, "_keys_to_ignore_on_save", None) or ():
+        state.pop(key, None)
+    state = remove_tied_weights_from_state_dict(state, model)
+    state = revert_weight_conversion(model, state)
+    shard = "model.safetensors"
+    tensors = {k: TensorInfo(k, _dtype_code(v.dtype), tuple(v.shape), shard) for k, v in state.items()}
+    inventory = CheckpointInventory("save_pretrained (meta)", None, (ShardInfo(shard, 0, 0),), tensors)
+    result = compare(walk(built), inventory).extra("checkpoint")
+    summary = result["summary"]
+    out: dict[str, Any] = {"type": model_type, "verdict": result["verdict"], "class": type(model).__name__,
+                           "matched": summary["matched"], "parameters": summary["model_parameters"],
+                           "ruleset": result["rules"]["ruleset"]["name"]}
+    if result["verdict"] != "match":
+        out["differences"] = [{k: t.get(k) for k in ("model", "checkpoint", "verdict", "note")}
+                              for t in result["tensors"] if t.get("verdict") in ("mismatch", "missing")][:5]
+        out["unexplained_checkpoint_only"] = [c["name"] for c in result["checkpoint_only"]
+                                              if not c.get("explained")][:5]
+    return out
+
+
+def _worker(model_type: str, timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", model_type]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"type": model_type, "verdict": "no build", "error": f"timed out after {timeout:.0f} s"}
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    tail = (p.stderr or p.stdout).strip().splitlines()
+    return {"type": model_type, "verdict": "no build", "error": tail[-1][:300] if tail else f"exit {p.returncode}"}
+
+
+def all_types() -> list[str]:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return sorted(CONFIG_MAPPING_NAMES)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--one", help="check one model type in this process")
+    parser.add_argument("--types", help="comma-separated model types (default: all of transformers')")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per type")
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(check_one(args.one)))
+        return
+    types = args.types.split(",") if args.types else all_types()
+    counts: Counter[str] = Counter()
+    with cf.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for row in pool.map(lambda t: _worker(t, args.timeout), types):
+            counts[row["verdict"]] += 1
+            print(json.dumps(row), flush=True)
+    print(json.dumps({"summary": dict(counts), "types": len(types)}))
+
+
+if __name__ == "__main__":
+    main()
