@@ -146,9 +146,10 @@ def model_class(config: Any) -> Any:
     own = _own_model_class(type(config))
     if isinstance(own, type):
         return own
-    hint = f"it could be one of {', '.join(own)}: " if own else ""
+    example = own[0] if own else "<ModelClass>"
+    hint = f"it could be one of {', '.join(own)}; " if own else ""
     raise SourceError(f"no transformers model class for model_type {config.model_type!r}",
-                      hint=hint + "set \"architectures\" in the config")
+                      hint=hint + f'name the class in a config.json ("architectures": ["{example}"]) and pass that')
 
 
 _TASK_HEAD = re.compile(r"For[A-Z]")  # ...ForCausalLM, ...ForDepthEstimation; not ...QFormerModel
@@ -161,7 +162,6 @@ def _own_model_class(config_class: type) -> type | list[str]:
     one named after the config (`ClvpEncoderConfig` -> `ClvpEncoder` or `ClvpEncoderModel`); else the names found,
     for the message."""
     import importlib
-    import inspect
 
     from transformers import PreTrainedModel
 
@@ -185,7 +185,7 @@ def _own_model_class(config_class: type) -> type | list[str]:
         for cls in found:
             if cls.__name__ == wanted:
                 return cls
-    return sorted(cls.__name__ for cls in found)
+    return sorted(cls.__name__ for cls in found or declared)
 
 
 def build(spec: str, options: BuildOptions) -> Built:

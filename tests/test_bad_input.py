@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 
 TESTS = Path(__file__).resolve().parent
 BAD = TESTS / "data" / "bad"
@@ -44,6 +45,7 @@ CASES = {
     "config_fails_validation": ["summary", BAD / "config_fails_validation" / "config.json"],
     "debug": ["summary", BAD / "raises_on_import", "--debug"],
     "asks_for_cuda": ["summary", "bad_factories:asks_for_cuda", "--json"],
+    "two_model_classes": ["summary", "hf:lw_detr_vit"],
 }
 
 
@@ -66,6 +68,23 @@ def one_line_error(r) -> str:
 def test_unknown_model_type(results):
     line = one_line_error(results["unknown_type"])
     assert "unknown model type 'nope_model'" in line
+
+
+def test_type_with_two_candidate_classes_names_them(results, archviz_cli, tmp_path):
+    """lw_detr_vit has no Auto class, and its modeling module declares two for its config: the line names both and
+    how to choose; doing what it says builds."""
+    import transformers.models.lw_detr.modeling_lw_detr as modeling
+
+    line = one_line_error(results["two_model_classes"])
+    candidates = sorted(k for k, v in vars(modeling).items() if isinstance(v, type) and issubclass(
+        v, transformers.PreTrainedModel) and getattr(v, "config_class", None) is transformers.LwDetrViTConfig
+        and not k.endswith("PreTrainedModel"))
+    assert len(candidates) == 2
+    assert f"it could be one of {', '.join(candidates)}" in line
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "lw_detr_vit", "architectures": [candidates[0]]}))
+    r = archviz_cli("summary", tmp_path / "config.json", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["model_class"].endswith(f".{candidates[0]}")
 
 
 def test_config_missing_a_required_field(results):
