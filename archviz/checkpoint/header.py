@@ -198,9 +198,26 @@ _SHAPE_TEXT = re.compile(rf"(?:{_NUM}(?:,{_NUM}){{0,{_MAX_FAST_RANK - 1}}})?")
 # Bytes no JSON string holds unescaped (control characters), and the escape character: a header without them has
 # no escapes, so every '"' in it delimits a string.
 _CONTROL_OR_ESCAPE = bytes(range(0x20)) + b"\\"
-_JSON_SPACE = " \t\n\r"
+#: JSON's whitespace characters.
+JSON_SPACE = " \t\n\r"
 _META_HEAD = '{"__metadata__":'
 _COMMA = {","}
+
+
+def split_entries(text: str, entry: re.Pattern[str], groups: int
+                  ) -> tuple[str, str, list[list[str]]] | None:
+    """``(text before the first entry, text after the last, each of the pattern's groups as a column)`` when
+    ``text`` holds at least one ``entry`` and only commas (JSON whitespace around them) between entries; else
+    ``None``. What the text around the entries must be is the caller's to check."""
+    parts = entry.split(text)
+    step = groups + 1
+    n = len(parts) // step
+    if n == 0:
+        return None
+    gaps = parts[0::step]
+    if n > 1 and {g.strip(JSON_SPACE) for g in set(gaps[1:-1])} != _COMMA:
+        return None
+    return gaps[0], gaps[-1], [parts[i::step] for i in range(1, step)]
 
 
 def _whole_bytes(nbits: int) -> int | None:
@@ -240,22 +257,21 @@ def _canonical_tensors(
     """Tensors and metadata of a header in the writers' layout, or ``None`` to take the JSON path.
 
     Accepts only text without escapes or control characters of the form ``{`` [``"__metadata__":`` M ``,``]
-    E ``,`` E ... ``}`` (JSON whitespace around it), each E an :data:`_ENTRY` whose shape is up to 64 JSON
+    E ``,`` E ... ``}`` (spaces around it and its commas), each E an :data:`_ENTRY` whose shape is up to 64 JSON
     integers and whose offsets are two, M a JSON object of strings, with distinct names, none ``__metadata__``,
     that pass :func:`_build`. ``json.loads`` reads exactly such text as a header, and to the same result (a name
     without escapes is its own text). Anything else returns ``None``, and the JSON path decides and explains.
     """
     if len(header.translate(None, _CONTROL_OR_ESCAPE)) != len(header):
         return None
-    parts = _ENTRY.split(text)
-    n = len(parts) // (_GROUPS + 1)
-    if n == 0:
+    split = split_entries(text, _ENTRY, _GROUPS)
+    if split is None:
         return None
-    step = _GROUPS + 1
-    gaps = parts[0::step]  # the text around the entries: "{" [metadata ","], then ",", ..., then "}"
-    if gaps[-1].rstrip(_JSON_SPACE) != "}" or (n > 1 and set(gaps[1:-1]) != _COMMA):
+    head, tail, (names, dtype_text, shape_text, begin_text, end_text) = split
+    n = len(names)
+    if tail.rstrip(JSON_SPACE) != "}":
         return None
-    head = gaps[0].lstrip(_JSON_SPACE)
+    head = head.lstrip(JSON_SPACE)
     metadata: dict[str, str] = {}
     if head != "{":
         if not (head.startswith(_META_HEAD) and head.endswith(",")):
@@ -268,17 +284,17 @@ def _canonical_tensors(
         if type(meta) is not dict or set(map(type, meta.values())) - {str}:
             return None
         metadata = meta
-    kinds = column_kinds(parts[2::step], parts[3::step])
+    kinds = column_kinds(dtype_text, shape_text)
     if kinds is None:
         return None
     dtypes, shapes, nbytes = kinds
     try:  # digits only (the pattern says so); JSON refuses leading zeros
-        begins = json.loads(f"[{','.join(parts[4::step])}]")
-        ends = json.loads(f"[{','.join(parts[5::step])}]")
+        begins = json.loads(f"[{','.join(begin_text)}]")
+        ends = json.loads(f"[{','.join(end_text)}]")
     except ValueError:
         return None
     tensors = _build(
-        parts[1::step],
+        names,
         dtypes,
         shapes,
         nbytes,

@@ -50,7 +50,7 @@ from typing import Any
 
 from archviz.errors import CheckpointError
 
-from .header import column_kinds
+from .header import JSON_SPACE, column_kinds, split_entries
 from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, dtype_nbytes
 
 __all__ = [
@@ -453,7 +453,6 @@ _AUDIT_ENTRY = re.compile(r'"([^"]*)":\{"dtype":"([^"]*)","shape":\[([0-9,]*)\],
 _ARCHVIZ_ROW = re.compile(r'\["([^"]*)","([^"]*)",\[([0-9,]*)\],([0-9]+)\]')
 _OPENS = {"{": re.compile(r'"tensors"[ \t\n\r]*:[ \t\n\r]*\{[ \t\n\r]*\Z'),
           "[": re.compile(r'"tensors"[ \t\n\r]*:[ \t\n\r]*\[[ \t\n\r]*\Z')}
-_JSON_SPACE = " \t\n\r"
 _ARCHVIZ_HEAD = '{"format":"archviz-manifest/'  # how write_manifest starts
 # The escape character and control characters other than JSON whitespace: text without them has no escapes, and
 # its only control characters lie outside strings unless a column holds one (checked).
@@ -469,17 +468,12 @@ def _split_list(raw: bytes, text: str, entry: re.Pattern[str], groups: int, open
     before anything that can raise, so invalid JSON never gets an error other than the JSON path's."""
     if len(raw.translate(None, _ESCAPE_OR_CONTROL)) != len(raw):
         return None
-    parts = entry.split(text)
-    step = groups + 1
-    n = len(parts) // step
-    if n == 0:
+    split = split_entries(text, entry, groups)
+    if split is None:
         return None
-    gaps = parts[0::step]
-    head, tail = gaps[0], gaps[-1]
-    if n > 1 and {g.strip(_JSON_SPACE) for g in set(gaps[1:-1])} != {","}:
-        return None
+    head, tail, columns = split
     closer = "}" if opener == "{" else "]"
-    if _OPENS[opener].search(head) is None or not tail.lstrip(_JSON_SPACE).startswith(closer):
+    if _OPENS[opener].search(head) is None or not tail.lstrip(JSON_SPACE).startswith(closer):
         return None
     emptied = head + tail  # the document with its tensor list emptied
     if emptied.count('"tensors"') != 1:
@@ -490,7 +484,6 @@ def _split_list(raw: bytes, text: str, entry: re.Pattern[str], groups: int, open
         return None
     if type(obj) is not dict or obj.get("tensors") != ({} if opener == "{" else []):
         return None
-    columns = [parts[i::step] for i in range(1, step)]
     # Whitespace control characters inside a string make the text invalid JSON: none in any column (the names
     # joined; the other columns hold few distinct values).
     strings = "".join(columns[0]) + "".join(chain.from_iterable(map(set, columns[1:])))
