@@ -223,7 +223,7 @@ def inspect(
 ) -> None:
     """A module's tree with per-module counts, shapes and call sites: `archviz inspect hf:deepseek_v3 layer 3`."""
     from .layers import resolve_target
-    from .render.terminal import grouped_tree, module_card, module_tree
+    from .render.terminal import grouped_tree, module_card, module_tree, run_notes
     from .views import module_json
 
     with handled(debug):
@@ -237,6 +237,9 @@ def inspect(
         if path:
             out.print(module_card(record, path))
         out.print(module_tree(record, path, depth) if flat else grouped_tree(record, path, depth))
+        notes = run_notes(record) if not path else None
+        if notes is not None:
+            out.print(notes)
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 from typing import Annotated, Any, Optional
@@ -9,8 +10,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .cli import (
-    BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, JsonOpt, ModelClassOpt, RankOpt, SeqOpt, SetOpt, TokenizerOpt, WorldSizeOpt, app,
-    emit_json, err, handled, load_record, progress_bar, spinner,
+    BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, RankOpt, SeqOpt,
+    SetOpt, TokenizerOpt, WorldSizeOpt, app, emit_json, err, handled, load_record, progress_bar, spinner,
 )
 from .errors import ArchvizError, ShapeError
 
@@ -86,21 +87,25 @@ def _compare(record: Any, checkpoint: str) -> Any:
 
 def _load(source: str, config: str | None, sets: list[str] | None, model_class: str | None, tokenizer: str | None,
           world_size: int | None, rank: int | None, shapes: bool, batch: int | None, seq: int | None, names: str | None,
-          every_block: bool = False) -> Any:
+          every_block: bool = False, kernel_rules: str | None = None, inputs: list[str] | None = None) -> Any:
     if _is_records_file(source):
-        if config or sets or model_class or tokenizer or world_size is not None or rank is not None:
+        if config or sets or model_class or tokenizer or world_size is not None or rank is not None or kernel_rules \
+                or inputs:
             raise ArchvizError(f"{source}: a records file is already built",
-                               hint="build options (--config, --set, ...) apply to model sources only")
+                               hint="build options (--config, --set, --input, ...) apply to model sources only")
         return _group(_read_records(source), names)
-    want = shapes
     try:
-        record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=want,
-                             batch=batch, seq=seq, grouping=False, every_block=every_block)
+        record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
+                             batch=batch, seq=seq, grouping=False, every_block=every_block,
+                             kernel_rules=kernel_rules, inputs=inputs)
     except ShapeError as e:
         err.print(f"warning: {source}: no shapes ({e.line()}); the pages show counts and code only",
                   highlight=False, markup=False, soft_wrap=True)
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=False,
                              grouping=False)
+        # The overview says why its pages have no shapes.
+        record = dataclasses.replace(record, source=dataclasses.replace(
+            record.source, notes=(*record.source.notes, f"no shapes: {e.line()}")))
     return _group(record, names)
 
 
@@ -120,6 +125,8 @@ def build(
     batch: BatchOpt = None,
     seq: SeqOpt = None,
     every_block: EveryBlockOpt = False,
+    kernel_rules: KernelRulesOpt = None,
+    input_: InputOpt = None,
     annotations: Annotated[Optional[str], typer.Option("--annotations", help="TOML of node titles, descriptions and "
                                                                             "claims checked against the code")] = None,
     source_url: Annotated[Optional[str], typer.Option("--source-url", help="link template for the model's own code: "
@@ -148,7 +155,7 @@ def build(
         records = []
         for s in sources:
             record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names,
-                           every_block)
+                           every_block, kernel_rules, input_)
             if checkpoint:
                 record = _compare(record, checkpoint)
             records.append(record)

@@ -14,7 +14,8 @@ import contextlib
 import os
 import sys
 import traceback
-from typing import Any, Iterable, Iterator
+import warnings
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -149,6 +150,29 @@ class MetaNotes:
             self._seen.add(note)
             self.items.append(note)
 
+    def warned(self, text: str) -> None:
+        self.items.append(f"warning while building: {text}")
+
+
+@contextlib.contextmanager
+def warnings_noted(note: Callable[[str], None]) -> Iterator[None]:
+    """Warnings raised inside become calls of `note` (one line each, once per message and place) instead of lines on
+    stderr: the library never prints. The filters stay as the user has them, so what is noted is what Python would
+    have shown (DeprecationWarnings from library code stay hidden)."""
+    seen: set[tuple] = set()
+
+    def show(message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        text = " ".join(str(message).split())
+        key = (category, text, filename, lineno)
+        if key not in seen:
+            seen.add(key)
+            note(f"{category.__name__}: {text[:300]}{'…' if len(text) > 300 else ''} "
+                 f"({os.path.basename(filename)}:{lineno})")
+
+    with warnings.catch_warnings():  # restores showwarning and the filters on the way out
+        warnings.showwarning = show
+        yield
+
 
 @contextlib.contextmanager
 def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
@@ -176,7 +200,7 @@ def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
         # `mode` puts every constructor on `target` itself: no torch.device(target) context under it (a second Python
         # mode on every torch call: a fifth of a transformers build). Code that enters `with torch.device("cuda")`
         # still builds on meta: the mode stays above that context.
-        with collector_paused(), mode, \
+        with collector_paused(), warnings_noted(notes.warned), mode, \
                 (_initialisers_skipped() if target.type == "meta" else contextlib.nullcontext()):
             yield notes
     finally:
@@ -239,4 +263,4 @@ def is_cuda_insistence(exc: BaseException) -> bool:
     return any(s in text for s in ("CUDA", "cuda", "NVIDIA driver", "compiled with CUDA"))
 
 
-__all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence"]
+__all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence", "warnings_noted"]

@@ -38,7 +38,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import kernels, stubs
 from .gcpause import collector_paused
-from .meta import strays_to_meta
+from .meta import strays_to_meta, warnings_noted
 from .errors import ShapeError
 from .records import Call, CallSite, ModelRecord, ModuleRecord
 from .sources import Built
@@ -839,7 +839,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                   progress: Callable[[int, int], None] | None) -> ModelRecord:
     from .walk import _Spans
 
-    B, T, _clean = choose_dims(record, batch, seq)
+    B, T, clean = choose_dims(record, batch, seq)
     spans = _Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display)
     tracer.on_kernel = on_kernel
@@ -881,7 +881,12 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         experts = _BlockMemo(tracer, record) if memo else None
         if compute is not None:
             torch.set_default_dtype(compute)
-        with torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy), _TolistPolicy(tracer.policy), \
+
+        def warned(text: str) -> None:
+            notes.append(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'}: {text}")
+
+        with warnings_noted(warned), torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy), \
+                _TolistPolicy(tracer.policy), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
                                  lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
             built.model(*args, **kwargs)
@@ -946,7 +951,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     if experts is not None and experts.hits:
         notes.append(f"{experts.hits:,} calls of repeated blocks (layers, MoE blocks, experts) answered from an "
                      "identical one's shapes (taken as pure functions of their input shapes)")
-    shapes_info = {"B": B, "T": T, "notes": notes, "routed_symbol": ROUTED, "routed_sizes": sorted(routed),
+    shapes_info = {"B": B, "T": T, "clean": clean, "notes": notes, "routed_symbol": ROUTED,
+                   "routed_sizes": sorted(routed),
                    "policy": "see archviz/shapes.py: boolean tests hold; routing spreads B·T·k tokens evenly over E "
                              "experts (R = ceil(B·T·k/E))"}
     return dataclasses.replace(record, modules=tuple(modules), source=source).with_extra("shapes", shapes_info)

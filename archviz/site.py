@@ -1073,6 +1073,7 @@ class ModelSite:
                        for k, v in sorted(src.config)][:400],
             "overrides": [(k, json.dumps(v, ensure_ascii=False)) for k, v in src.overrides],
             "versions": [f"{k} {v}" for k, v in sorted(src.versions)], "shapes": any(m.calls for m in r.modules),
+            "shapes_pass": _shapes_pass(r.extra("shapes")),
             "excerpts": self.code_excerpts(rootn, self.index[rootn.representative])
             if rootn.representative in self.index else [],
         }
@@ -1084,6 +1085,14 @@ class ModelSite:
             out.append([model_index, title, n.class_name, f"{self.slug}/{n.file}", n.total,
                         n.patterns[:16]])
         return out
+
+
+def _shapes_pass(info: Any) -> dict[str, Any] | None:
+    """The meta forward pass's facts, for the overview: B, T, its notes (memo answers, the model's warnings)."""
+    if not isinstance(info, dict) or "B" not in info:
+        return None
+    return {"B": info["B"], "T": info["T"], "clean": info.get("clean", True),
+            "notes": [str(n) for n in info.get("notes") or ()]}
 
 
 # ---------------------------------------------------------------------------------------------------------------------

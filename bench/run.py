@@ -225,7 +225,7 @@ GROUPS = [
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--case")
-    ap.add_argument("--only", help="substring of case names to run")
+    ap.add_argument("--only", help="substring of case names (or of a group title) to run; prints, writes no file")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each case; the fastest is reported")
     args = ap.parse_args()
     if args.case:
@@ -235,9 +235,11 @@ def main() -> None:
     extra_groups = []
     for mod_name in ("bench_checkpoint", "bench_probe"):
         try:
-            extra_groups.append(__import__(f"bench.{mod_name}", fromlist=["run"]))
+            mod = __import__(f"bench.{mod_name}", fromlist=["run"])
         except ImportError:
-            pass
+            continue
+        if not args.only or args.only in getattr(mod, "TITLE", mod_name):
+            extra_groups.append(mod)
     names = [n for n in dict.fromkeys(n for _, ns, _ in GROUPS for n in ns) if not args.only or args.only in n]
 
     def once(name: str) -> dict:
@@ -301,6 +303,8 @@ def main() -> None:
                          f"{'—' if ratio is None else f'{ratio:.2f}×'} | {row.get('peak_rss_mb', float('nan')):.0f} |")
             print(f"{row['name']:58s} {row['seconds']:8.3f} s  ratio {ratio}")
         lines.append("")
+    if args.only:  # a partial run would overwrite the full table with a part of it
+        return
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("wrote BENCHMARKS.md")

@@ -51,6 +51,17 @@ def summary_table(record: ModelRecord) -> Group:
     return Group(*parts)
 
 
+def run_notes(record: ModelRecord) -> Group | None:
+    """What the build and the meta forward pass noted (neutralised devices, the model's own warnings, the pass's
+    B and T and what it answered from memo), one dim line each; None when there is nothing to say."""
+    parts: list[Any] = [Text(f"note: {n}", style="dim") for n in record.source.notes]
+    shapes = record.extra("shapes")
+    if shapes:
+        parts.append(Text(f"meta pass: B = {shapes.get('B')} (batch), T = {shapes.get('T')} (positions)", style="dim"))
+        parts += [Text(f"meta pass: {n}", style="dim") for n in shapes.get("notes") or ()]
+    return Group(*parts) if parts else None
+
+
 def _signature(index: dict[str, ModuleRecord], path: str) -> tuple:
     m = index[path]
     return (m.class_name, m.totals, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors), len(m.children))

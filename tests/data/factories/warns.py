@@ -1,0 +1,28 @@
+"""A model whose code warns: once while it is built, and from a sub-module's forward (called twice) in the pass."""
+
+import warnings
+
+import torch
+from torch import nn
+
+
+class Noisy(nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        warnings.warn("Noisy.forward: this projection is deprecated", UserWarning)
+        warnings.warn("hidden by the default filters", DeprecationWarning)
+        return super().forward(x)
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        warnings.warn(f"Model.__init__: dim={dim} is small", UserWarning)
+        self.proj = Noisy(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        return self.proj(h)
+
+
+def model() -> Model:
+    return Model()
