@@ -57,9 +57,29 @@ def resolve_target(record: ModelRecord, target: list[str]) -> str:
     path = target[0]
     index = record.index()
     if path not in index:
-        import difflib
-        close = difflib.get_close_matches(path, list(index), n=3)
-        raise ArchvizError(f"no module {path!r} in this model",
-                           hint=("did you mean " + ", ".join(close) + "?") if close else
-                           "list the tree with `archviz inspect SOURCE`")
+        raise ArchvizError(f"no module {path!r} in this model", hint=_path_hint(path, index))
     return path
+
+
+def _path_hint(path: str, index: dict) -> str:
+    """What the user most likely meant: the same path under a prefix they left out (`layers.0.mlp` for
+    `model.layers.0.mlp`), else a child of the deepest part of the path that exists, else the closest paths."""
+    import difflib
+
+    under = [p for p in index if p.endswith("." + path)]
+    if under:
+        return "did you mean " + ", ".join(sorted(under, key=len)[:3]) + "?"
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        parent = ".".join(parts[:cut])
+        if parent in index:
+            children = [c.rsplit(".", 1)[-1] for c in index[parent].children]
+            close = difflib.get_close_matches(parts[cut], children, n=3, cutoff=0.5)
+            if close:
+                return "did you mean " + ", ".join(f"{parent}.{c}" for c in close) + "?"
+            if not children:
+                return f"{parent} has no sub-modules"
+            shown = ", ".join(children[:8]) + (f", … ({len(children)} in all)" if len(children) > 8 else "")
+            return f"{parent} has: {shown}"
+    close = difflib.get_close_matches(path, list(index), n=3)
+    return ("did you mean " + ", ".join(close) + "?") if close else "list the tree with `archviz inspect SOURCE`"

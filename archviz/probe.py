@@ -20,7 +20,8 @@ from typing import Any, Callable
 import torch
 
 from . import kernels, stubs
-from .errors import EXIT_USAGE, ArchvizError
+from .errors import EXIT_USAGE, ArchvizError, ShapeError
+from .meta import warnings_noted
 from .records import ModelRecord
 from .sources import Built
 from .shapes import ROUTED, ImportsInForward, Tracer
@@ -108,10 +109,11 @@ def _random_like(p: torch.Tensor, name: str, cls: str, experts: int, g: torch.Ge
 
 def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
                progress: Callable[[int, int], None] | None = None,
-               device: str = "cpu") -> tuple[Tracer, dict[str, list[str]]]:
+               device: str = "cpu", note: Callable[[str], None] | None = None) -> tuple[Tracer, dict[str, list[str]]]:
     """Run `built` (built on `device`) on random token ids [B, T]; returns the tracer (calls per path) and the
     kernels run (qualname -> the implementation of each call). Stubbed kernels run the torch implementations in
-    `archviz.kernels`; modules imported inside forward that are not installed are stubbed the same way."""
+    `archviz.kernels`; modules imported inside forward that are not installed are stubbed the same way. Warnings the
+    model's code raises go to `note` (with the module that raised them), never to stderr."""
     from .walk import _Spans
 
     spans = _Spans(built.display_roots)
@@ -121,8 +123,6 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
     def stub_call(qualname: str, args: tuple, kwargs: dict) -> Any:
         hit = kernels.lookup(qualname, meta=False)
         if hit is None:
-            from .errors import ShapeError
-
             raise ShapeError(f"{qualname} has no implementation to run", hint="declare one with "
                              "@archviz.kernels.shape_rule and --kernel-rules FILE")
         fn, impl = hit
@@ -156,8 +156,13 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
     try:
         if built.default_dtype:
             torch.set_default_dtype(getattr(torch, built.default_dtype))
-        with torch.no_grad(), ImportsInForward(registry, built.roots if built.kind != "hf" else ()), \
-                kernels.dequantized_once():
+        def warned(text: str) -> None:
+            if note is not None:
+                note(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'} in the real pass: "
+                     f"{text}")
+
+        with warnings_noted(warned), torch.no_grad(), \
+                ImportsInForward(registry, built.roots if built.kind != "hf" else ()), kernels.dequantized_once():
             built.model(*args, **kwargs)
     finally:
         stubs.set_call_handler(previous)
@@ -575,8 +580,17 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
 
         batch, seq = probe_dims(record, batch, seq)
         meta_kernels: dict[tuple[str, str], list[tuple]] = {}
-        record = trace_shapes(built, record, batch=batch, seq=seq, on_kernel=kernel_call_logger(meta_kernels),
-                              progress=stage("meta forward pass"))
+        try:
+            record = trace_shapes(built, record, batch=batch, seq=seq, on_kernel=kernel_call_logger(meta_kernels),
+                                  progress=stage("meta forward pass"))
+        except ShapeError as e:
+            if "--input" not in (e.hint or ""):
+                raise
+            # The probe runs both passes on token ids [B, T] only: the hint about --input and --no-shapes that
+            # inspect gives does not apply here.
+            raise ShapeError(e.message, hint="the probe feeds token ids [B, T] only, so a model whose forward takes "
+                             "other inputs cannot be probed; `archviz inspect SOURCE --input name=B,T,...` shows "
+                             "its meta shapes", exit_code=e.exit_code) from e
         shapes = record.extra("shapes")
         B, T = shapes["B"], shapes["T"]
         eager = built.kind == "hf" and any("experts_implementation='eager'" in n for n in shapes.get("notes", ()))
@@ -593,7 +607,8 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
         stage("random weights")
         init_random(real.model, real.config, seed=seed)
         try:
-            tracer, ran = real_calls(real, B, T, seed=seed, progress=stage("real forward pass"), device=device)
+            tracer, ran = real_calls(real, B, T, seed=seed, progress=stage("real forward pass"), device=device,
+                                     note=notes.append)
         except ArchvizError:
             raise
         except Exception as e:  # noqa: BLE001 - the model's own code raised on real tensors

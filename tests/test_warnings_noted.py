@@ -36,6 +36,8 @@ def runs(archviz_cli, tmp_path_factory):
         "walk": ["walk", "warns:model", "--shapes", "--input", "x=B,T,8", "-o", d / "r.json"],
         "site": ["build", "warns:model", "--input", "x=B,T,8", "-o", d / "site"],
         "site_no_input": ["build", "warns:model", "-o", d / "site2"],
+        "probe": ["probe", "warns:token_model", "--json"],
+        "probe_not_ids": ["probe", "warns:model"],
     })
 
 
@@ -60,10 +62,11 @@ def test_records_hold_each_warning_once(runs):
     assert [n for n in shapes["notes"] if n.startswith("warning")] == [PASS_NOTE]  # proj runs twice, noted once
     # the pass really ran proj twice (two call sites in Model.forward): the note is deduplicated, not the calls
     proj = next(m for m in rec["modules"] if m["path"] == "proj")
-    forward = FACTORY.read_text().splitlines()
+    lines = FACTORY.read_text().splitlines()
+    first, last = lines.index("class Model(nn.Module):"), lines.index("def model() -> Model:")
     assert [(s["line"], s["code"]) for s in proj["call_sites"]] == [
-        (n, line.split("= ", 1)[-1].strip().removeprefix("return ")) for n, line in enumerate(forward, 1)
-        if "self.proj(" in line]
+        (n, line.split("= ", 1)[-1].strip().removeprefix("return ")) for n, line in enumerate(lines, 1)
+        if first < n <= last and "self.proj(" in line]
 
 
 def test_site_overview_says_how_shapes_were_made(runs):
@@ -112,3 +115,23 @@ def test_library_calls_leave_filters_and_showwarning_as_they_were():
         assert pass_notes[1].startswith("warning from proj: DeprecationWarning: hidden by the default filters")
     finally:
         sys.path.remove(str(FACTORY.parent))
+
+
+def test_probe_notes_the_real_pass_warnings(runs):
+    _, r = runs
+    res = r["probe"]
+    assert res.returncode == 0, res.stderr
+    assert "Warning" not in res.stderr
+    out = json.loads(res.stdout)
+    assert out["ok"] and out["agreement"] == 1.0
+    assert out["notes"] == [PASS_NOTE.replace("warning from proj:", "warning from proj in the real pass:")]
+
+
+def test_probe_of_a_model_not_on_token_ids_says_what_applies(runs):
+    _, r = runs
+    res = r["probe_not_ids"]
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr
+    assert "the meta forward pass failed in proj" in lines[0]
+    assert "the probe feeds token ids [B, T] only" in lines[0] and "--no-shapes" not in lines[0]

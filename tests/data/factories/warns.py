@@ -26,3 +26,19 @@ class Model(nn.Module):
 
 def model() -> Model:
     return Model()
+
+
+class TokenModel(nn.Module):
+    """The same warning layer behind an embedding: a forward on token ids, which the probe can run for real."""
+
+    def __init__(self, vocab: int = 16, dim: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.proj = Noisy(dim, dim)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.embed(ids))
+
+
+def token_model() -> TokenModel:
+    return TokenModel()
