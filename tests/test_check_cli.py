@@ -57,6 +57,7 @@ def test_check_cli(archviz_cli, minilm: Path, bad_config: Path, tmp_path: Path) 
     assert "checkpoint check: match" in r.stdout
     assert "22,713,216" in r.stdout
     assert "embeddings.position_ids (I64 [1, 512])" in r.stdout and "buffer" in r.stdout
+    assert "512 elements (1 tensor: 1 buffer)" in r.stdout  # one tensor in the real file, said in the singular
 
     r = runs["bad"]
     assert r.returncode == 1, r.stderr

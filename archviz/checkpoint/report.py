@@ -77,6 +77,10 @@ def note_groups(result: Mapping[str, Any]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: -kv[1])
 
 
+def _tensors(n: Any) -> str:
+    return f"{_n(n)} tensor{'' if n == 1 else 's'}"
+
+
 def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     def mapping(v: Any) -> Mapping[str, Any]:  # records written by hand or by another version may differ
         return v if isinstance(v, Mapping) else {}
@@ -90,10 +94,10 @@ def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("rules", _n(mapping(mapping(result.get("rules")).get("ruleset")).get("name"))),
         ("model parameters", _n(s.get("model_parameters"))),
         ("checkpoint parameters", _n(s.get("checkpoint_parameters"))),
-        ("matched", f"{_n(s.get('matched'))} ({_n(t.get('match', 0))} tensors)"),
-        ("mismatched", f"{_n(s.get('mismatched'))} ({_n(t.get('mismatch', 0))} tensors)"),
-        ("missing from checkpoint", f"{_n(s.get('missing'))} ({_n(t.get('missing', 0))} tensors)"),
-        ("checkpoint-only", f"{_n(s.get('checkpoint_only'))} elements ({_n(t.get('checkpoint-only', 0))} tensors"
+        ("matched", f"{_n(s.get('matched'))} ({_tensors(t.get('match', 0))})"),
+        ("mismatched", f"{_n(s.get('mismatched'))} ({_tensors(t.get('mismatch', 0))})"),
+        ("missing from checkpoint", f"{_n(s.get('missing'))} ({_tensors(t.get('missing', 0))})"),
+        ("checkpoint-only", f"{_n(s.get('checkpoint_only'))} elements ({_tensors(t.get('checkpoint-only', 0))}"
                             + (": " + ", ".join(f"{v:,} {k}" for k, v in kinds.items()) if kinds else "") + ")"),
         ("scales paired", _n(mapping(s.get("scales")).get("paired", 0))),
         ("notes", _n(s.get("notes_count"))),
