@@ -94,10 +94,17 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
             raise ArchvizError(f"{source}: a records file is already built",
                                hint="build options (--config, --set, --input, ...) apply to model sources only")
         return _group(_read_records(source), names)
+    if shapes and kernel_rules:  # a bad option is an error, not a reason to render without shapes
+        from .kernels import load_rules_file
+
+        load_rules_file(kernel_rules)
+    if shapes and inputs:
+        from .shapes import parse_inputs
+
+        parse_inputs(inputs, 2, 3)
     try:
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
-                             batch=batch, seq=seq, grouping=False, every_block=every_block,
-                             kernel_rules=kernel_rules, inputs=inputs)
+                             batch=batch, seq=seq, grouping=False, every_block=every_block, inputs=inputs)
     except ShapeError as e:
         err.print(f"warning: {source}: no shapes ({e.line()}); the pages show counts and code only",
                   highlight=False, markup=False, soft_wrap=True)
