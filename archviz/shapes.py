@@ -739,6 +739,48 @@ def _missing_input_hint(built: Built, given: dict) -> str | None:
             f"{_input_example(built, first)}; --debug shows the traceback, --no-shapes skips shapes")
 
 
+_CONFIG_NAMES = "config|args|params"
+
+
+def _none_hint(error: BaseException, built: Built) -> str | None:
+    """For a pass that died on a None (`topk(): argument 'k' must be int, not NoneType`): the config field left unset
+    that the value comes from, found in the failing line (`self.top_k`, `config.x`) and in the __init__ that set the
+    attribute (`self.top_k = config.num_experts_per_tok`)."""
+    import re
+    import traceback
+
+    if not isinstance(error, (TypeError, AttributeError)) or "NoneType" not in str(error):
+        return None
+    frame = lineno = None
+    for f, n in traceback.walk_tb(error.__traceback__):
+        if not f.f_code.co_filename.startswith((_TORCH_DIR, _ARCHVIZ_DIR)):
+            frame, lineno = f, n
+    config = built.config if isinstance(built.config, dict) else {}
+
+    def unset(field: str) -> bool:
+        return field in config and config[field] is None
+
+    if frame is not None:
+        text = linecache.getline(frame.f_code.co_filename, lineno or 0)
+        owner = frame.f_locals.get("self")
+        for attr in dict.fromkeys(re.findall(r"\bself\.(\w+)", text)):
+            if owner is None or getattr(owner, attr, 0) is not None:
+                continue
+            try:
+                init = inspect.getsource(type(owner).__init__)
+            except (OSError, TypeError):
+                init = ""
+            m = re.search(rf"self\.{attr}\s*=\s*(?:self\.)?({_CONFIG_NAMES})\.(\w+)\s*$", init, re.M)
+            if m and unset(m.group(2)):
+                return (f"self.{attr} is None: {type(owner).__name__}.__init__ takes it from {m.group(1)}.{m.group(2)}, "
+                        f"which this config leaves unset; give it with --set {m.group(2)}=VALUE")
+        for name, field in dict.fromkeys(re.findall(rf"\b({_CONFIG_NAMES})\.(\w+)", text)):
+            if unset(field):
+                return f"{name}.{field} is None in this config; give it with --set {field}=VALUE"
+    return ("a value the forward reads is None, often a config field left unset: give it with --set FIELD=VALUE; "
+            "--debug shows the traceback")
+
+
 def _input_example(built: Built, name: str) -> str:
     """An --input value for a forward input archviz does not make up; pixel_values sized from the config's image
     size and channels where it has them."""
@@ -905,7 +947,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         frame = _user_frame(error)
         raise ShapeError(f"the meta forward pass failed in {where or 'the model'}"
                          f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
-                         hint=_missing_input_hint(built, kwargs) or
+                         hint=_missing_input_hint(built, kwargs) or _none_hint(error, built) or
                          "give a missing forward input with --input name=B,T (repeatable), run with --debug "
                          "for the traceback, or --no-shapes to skip shapes") from error
     if progress is not None:
@@ -949,7 +991,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     stubbed = tuple(sorted(set(record.source.stubbed_imports) | set(registry.taken())))
     source = dataclasses.replace(record.source, files=tuple(sorted(files.items())), stubbed_imports=stubbed)
     if experts is not None and experts.hits:
-        notes.append(f"{experts.hits:,} calls of repeated blocks (layers, MoE blocks, experts) answered from an "
+        notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
+                     "experts) answered from an "
                      "identical one's shapes (taken as pure functions of their input shapes)")
     shapes_info = {"B": B, "T": T, "clean": clean, "notes": notes, "routed_symbol": ROUTED,
                    "routed_sizes": sorted(routed),

@@ -46,6 +46,7 @@ CASES = {
     "debug": ["summary", BAD / "raises_on_import", "--debug"],
     "asks_for_cuda": ["summary", "bad_factories:asks_for_cuda", "--json"],
     "two_model_classes": ["summary", "hf:lw_detr_vit"],
+    "config_field_null": ["inspect", DSV3, "--set", "n_layers=2", "--set", "n_activated_experts=null"],
 }
 
 
@@ -185,3 +186,14 @@ def test_debug_shows_the_traceback(results):
     assert "Traceback (most recent call last)" in r.stderr
     assert 'raise RuntimeError("boom")' in r.stderr  # the user's own frame is in it
     assert "RuntimeError: boom" in r.stderr
+
+
+def test_a_config_field_left_null_is_named_when_the_pass_dies_on_it(results):
+    """The gate's `self.topk = args.n_activated_experts` is None, so the meta pass dies in torch.topk: the line names
+    the field to set, found from the gate's own __init__ (read here from the fixture's source)."""
+    model = DSV3 / "model.py"
+    line = one_line_error(results["config_field_null"])
+    assert f"model.py:{line_of(model, 'scores.topk(self.topk, dim=-1)')}" in line, line
+    assert ("self.topk is None: Gate.__init__ takes it from args.n_activated_experts, which this config leaves unset; "
+            "give it with --set n_activated_experts=VALUE") in line
+    assert f"model.py:{line_of(model, 'self.topk = args.n_activated_experts')}" not in line  # the use, not the set
