@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
+from contextlib import nullcontext
 from typing import Any, Callable
 
 import torch
@@ -24,7 +25,7 @@ from .errors import EXIT_USAGE, ArchvizError, ShapeError
 from .meta import warnings_noted
 from .records import ModelRecord
 from .sources import Built
-from .shapes import ROUTED, ImportsInForward, Tracer
+from .shapes import ROUTED, ImportsInForward, Tracer, cache_off
 
 _NORM_HINTS = ("norm", "ln", "layernorm")
 
@@ -161,7 +162,7 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
                 note(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'} in the real pass: "
                      f"{text}")
 
-        with warnings_noted(warned), torch.no_grad(), \
+        with warnings_noted(warned), torch.no_grad(), cache_off(built.model) if built.kind == "hf" else nullcontext(), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else ()), kernels.dequantized_once():
             built.model(*args, **kwargs)
     finally:

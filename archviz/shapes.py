@@ -22,6 +22,7 @@ model, so a dim equal to B, T or B·T is that symbol; every other dim is a fixed
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -31,7 +32,8 @@ import operator
 import os
 import sys
 import weakref
-from typing import Any, Callable
+from contextlib import nullcontext
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -687,6 +689,26 @@ def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
     return bs[0], ts[0], False
 
 
+@contextlib.contextmanager
+def cache_off(model: Any) -> Iterator[None]:
+    """transformers models whose top forward takes `use_cache` only through **kwargs read it from their config
+    (`merge_with_config_defaults`): one pass needs no KV cache, and some models cannot build one for their default
+    layers (granitemoehybrid's all-Mamba default dies in `get_seq_length`), so every config the modules hold says
+    `use_cache=False` for the pass, and what it said before afterwards."""
+    saved: dict[int, tuple[Any, Any]] = {}
+    for mod in model.modules():
+        cfg = getattr(mod, "config", None)
+        if cfg is not None and id(cfg) not in saved and getattr(cfg, "use_cache", None) is not None:
+            saved[id(cfg)] = (cfg, cfg.use_cache)
+    try:
+        for cfg, _ in saved.values():
+            cfg.use_cache = False
+        yield
+    finally:
+        for cfg, value in saved.values():
+            cfg.use_cache = value
+
+
 def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     model = built.model
     try:
@@ -928,7 +950,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
             notes.append(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'}: {text}")
 
         with warnings_noted(warned), torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy), \
-                _TolistPolicy(tracer.policy), \
+                _TolistPolicy(tracer.policy), cache_off(built.model) if built.kind == "hf" else nullcontext(), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
                                  lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
             built.model(*args, **kwargs)
