@@ -928,7 +928,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         for impl in ("batched_mm", "eager"):
             try:
                 built.model.set_experts_implementation(impl)
-                notes.append(f"transformers experts traced with experts_implementation={impl!r}")
+                if record.summary.moe or impl != "batched_mm":  # every transformers model takes it; say it for MoE
+                    notes.append(f"transformers experts traced with experts_implementation={impl!r}")
                 break
             except Exception:  # noqa: BLE001 - models without fused experts refuse; nothing to change then
                 continue

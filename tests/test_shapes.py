@@ -382,3 +382,12 @@ def test_a_size_one_dim_is_not_read_as_the_routed_count():
     assert R not in widths
     expert = next(m for m in record.modules if m.path.endswith(".ffn.experts.0") and m.calls)
     assert expert.calls[0].inputs == (("R", cfg["dim"]), ("R", 1))
+
+
+def test_the_experts_implementation_is_noted_for_moe_models_only():
+    """Every transformers model takes set_experts_implementation; the pass says which it used where there are
+    experts (mixtral), and says nothing of it for a dense model (llama)."""
+    _, dense = _meta("hf:llama", None, TINY["llama"])
+    _, moe = _meta("hf:mixtral", None, TINY["mixtral"])
+    assert not any("experts_implementation" in n for n in dense.extra("shapes")["notes"])
+    assert "transformers experts traced with experts_implementation='batched_mm'" in moe.extra("shapes")["notes"]
