@@ -45,6 +45,9 @@ TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="refere
 WorldSizeOpt = Annotated[Optional[int], typer.Option("--world-size", help="reference: tensor-parallel world size "
                                                                          "(module global world_size)")]
 RankOpt = Annotated[Optional[int], typer.Option("--rank", help="reference: tensor-parallel rank")]
+TrustRemoteCodeOpt = Annotated[bool, typer.Option("--trust-remote-code", help="transformers folder: import and run the "
+                                                  ".py files its config.json's auto_map names (the model's own code) "
+                                                  "instead of transformers' class")]
 InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forward input for the meta pass, beside "
                                                      "the default token ids or replacing the one of its name: "
                                                      "name=B,T,512[:dtype], name=int:5, name=none (repeatable)")]
@@ -122,13 +125,13 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                 tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool = False,
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
                 kernel_rules: str | None = None, names: str | None = None,
-                inputs: list[str] | None = None, every_block: bool = False) -> Any:
+                inputs: list[str] | None = None, every_block: bool = False, trust_remote_code: bool = False) -> Any:
     from . import build
     from .walk import walk
 
     with spinner(f"building {source} on meta"):
         built = build(source, config=config, overrides=_parse_sets(sets), model_class=model_class,
-                      tokenizer=tokenizer, world_size=world_size, rank=rank)
+                      tokenizer=tokenizer, world_size=world_size, rank=rank, trust_remote_code=trust_remote_code)
     with progress_bar("walking modules") as cb:
         record = walk(built, progress=cb)
     if shapes:
@@ -180,6 +183,7 @@ def summary(
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -188,7 +192,8 @@ def summary(
     from .views import summary_json
 
     with handled(debug):
-        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False)
+        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
+                             trust_remote_code=trust_remote_code)
         if json_:
             emit_json(summary_json(record))
         else:
@@ -207,6 +212,7 @@ def inspect(
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
     depth: Annotated[int, typer.Option("--depth", "-d", help="tree levels to show")] = 3,
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="run the meta forward pass for in/out "
                                                                       "shapes and call sites")] = True,
@@ -229,7 +235,8 @@ def inspect(
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, batch=batch, seq=seq, grouping=not flat,
-                             kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block)
+                             kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
+                             trust_remote_code=trust_remote_code)
         path = resolve_target(record, target or [])
         if json_:
             emit_json(module_json(record, path))
@@ -252,6 +259,7 @@ def walk(
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="include in/out shapes and call sites")]
     = False,
     kernel_rules: KernelRulesOpt = None,
@@ -266,7 +274,7 @@ def walk(
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
-                             inputs=input_, every_block=every_block)
+                             inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code)
         text = dumps(record)
         if output == "-":
             sys.stdout.write(text + "\n")

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .cli import (
-    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, SourceArg, TokenizerOpt, WorldSizeOpt, app,
+    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, SourceArg, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt,
+    app,
     atomic_write, emit_json, err, handled, load_record, out, progress_bar, spinner,
 )
 from .errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
@@ -39,7 +40,7 @@ def _records_file(source: str) -> bool:
 
 
 def _load_source(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
-                 tokenizer: str | None, world_size: int | None, rank: int | None) -> Any:
+                 tokenizer: str | None, world_size: int | None, rank: int | None, trust_remote_code: bool = False) -> Any:
     if _records_file(source) and not config and not sets:
         from .records import loads
 
@@ -49,7 +50,8 @@ def _load_source(source: str, config: str | None, sets: list[str] | None, model_
             except (ValueError, KeyError, TypeError) as e:
                 raise ArchvizError(f"{source}: not a usable records file ({e})",
                                    hint="write one with `archviz walk SOURCE -o records.json`") from None
-    return load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False)
+    return load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False,
+                       trust_remote_code=trust_remote_code)
 
 
 @app.command()
@@ -62,6 +64,7 @@ def check(
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
     rules: RulesOpt = None,
     format_: FormatOpt = "table",
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write the records, with the "
@@ -90,7 +93,7 @@ def check(
 
         with progress_bar(f"reading {checkpoint}") as cb:
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)))
-        record = _load_source(source, config, set_, model_class, tokenizer, world_size, rank)
+        record = _load_source(source, config, set_, model_class, tokenizer, world_size, rank, trust_remote_code)
         with spinner("comparing"):
             record = compare(record, inventory, rule_set)
         result = record.extra(EXTRA_KEY)

@@ -10,7 +10,8 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from .cli import (
-    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, WorldSizeOpt, _parse_sets, app,
+    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt,
+    _parse_sets, app,
     emit_json, err, handled, out, progress_bar,
 )
 from .format import ranges_text
@@ -52,6 +53,7 @@ def probe(
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
     device: Annotated[str, typer.Option("--device", help="cpu | cuda: where the reduced copy runs")] = "cpu",
     max_memory: Annotated[Optional[str], typer.Option(
         "--max-memory", help="refuse when the reduced copy would need more (e.g. 8GB; default: half the RAM)")]
@@ -80,7 +82,8 @@ def probe(
         try:
             result = run_probe(source, config=config, overrides=_parse_sets(set_), model_class=model_class,
                                tokenizer=tokenizer, world_size=world_size, rank=rank, device=device,
-                               max_memory=limit, batch=batch, seq=seq, progress=bars)
+                               max_memory=limit, batch=batch, seq=seq, progress=bars,
+                               trust_remote_code=trust_remote_code)
         finally:
             bars.close()
         if output:

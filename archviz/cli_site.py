@@ -11,7 +11,7 @@ import typer
 
 from .cli import (
     BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, RankOpt, SeqOpt,
-    SetOpt, TokenizerOpt, WorldSizeOpt, app, emit_json, err, handled, load_record, progress_bar, spinner,
+    SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, app, emit_json, err, handled, load_record, progress_bar, spinner,
 )
 from .errors import ArchvizError, ShapeError
 
@@ -87,7 +87,8 @@ def _compare(record: Any, checkpoint: str) -> Any:
 
 def _load(source: str, config: str | None, sets: list[str] | None, model_class: str | None, tokenizer: str | None,
           world_size: int | None, rank: int | None, shapes: bool, batch: int | None, seq: int | None, names: str | None,
-          every_block: bool = False, kernel_rules: str | None = None, inputs: list[str] | None = None) -> Any:
+          every_block: bool = False, kernel_rules: str | None = None, inputs: list[str] | None = None,
+          trust_remote_code: bool = False) -> Any:
     if _is_records_file(source):
         if config or sets or model_class or tokenizer or world_size is not None or rank is not None or kernel_rules \
                 or inputs:
@@ -104,12 +105,13 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
         parse_inputs(inputs, 2, 3)
     try:
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
-                             batch=batch, seq=seq, grouping=False, every_block=every_block, inputs=inputs)
+                             batch=batch, seq=seq, grouping=False, every_block=every_block, inputs=inputs,
+                             trust_remote_code=trust_remote_code)
     except ShapeError as e:
         err.print(f"warning: {source}: no shapes ({e.line()}); the pages show counts and code only",
                   highlight=False, markup=False, soft_wrap=True)
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=False,
-                             grouping=False)
+                             grouping=False, trust_remote_code=trust_remote_code)
         # The overview says why its pages have no shapes.
         record = dataclasses.replace(record, source=dataclasses.replace(
             record.source, notes=(*record.source.notes, f"no shapes: {e.line()}")))
@@ -127,6 +129,7 @@ def build(
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="run the meta forward pass for in/out shapes "
                                                                       "and call sites")] = True,
     batch: BatchOpt = None,
@@ -162,7 +165,7 @@ def build(
         records = []
         for s in sources:
             record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names,
-                           every_block, kernel_rules, input_)
+                           every_block, kernel_rules, input_, trust_remote_code)
             if checkpoint:
                 record = _compare(record, checkpoint)
             records.append(record)

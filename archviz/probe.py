@@ -506,7 +506,7 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
               model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
               rank: int | None = None, default_dtype: str | None = None, device: str = "cpu",
               max_memory: int | None = None, batch: int | None = None, seq: int | None = None, seed: int = 0,
-              limits: Any = None, progress: Stage | None = None) -> ProbeResult:
+              limits: Any = None, progress: Stage | None = None, trust_remote_code: bool = False) -> ProbeResult:
     """Build SOURCE on meta, walk it and trace its shapes; build a reduced copy (see `archviz.reduce`) on `device`
     with random weights, run it on random token ids, and compare every module call's shapes with the meta walk.
 
@@ -538,7 +538,8 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
 
     user = dict(overrides or {})
     opts = BuildOptions(config=config, overrides=tuple(user.items()), model_class=model_class, tokenizer=tokenizer,
-                        world_size=world_size, rank=rank, default_dtype=default_dtype)
+                        world_size=world_size, rank=rank, default_dtype=default_dtype,
+                        trust_remote_code=trust_remote_code)
     stage("building on meta")
     built = build(spec, opts)
     record = walk(built, progress=stage("walking modules"))
@@ -711,7 +712,18 @@ def _reduced_source(spec: str, built: Built | None, opts: Any, plan: Any, device
     if kind == "hf":
         cfg = dict(built.config if built is not None else record.source.config)  # type: ignore[union-attr]
         cfg.update(plan.overrides)
-        path = os.path.join(tmp, f"config-{plan.method.replace(' ', '-')}.json")
+        name = f"config-{plan.method.replace(' ', '-')}.json"
+        if cfg.get("auto_map") and opts.trust_remote_code:  # the folder's own code goes beside the reduced config
+            import shutil
+
+            src = os.path.dirname(os.path.abspath(os.path.join(spec, "config.json") if os.path.isdir(spec) else spec))
+            tmp = os.path.join(tmp, plan.method.replace(" ", "-"))
+            os.makedirs(tmp, exist_ok=True)
+            for file in os.listdir(src):
+                if file.endswith(".py"):
+                    shutil.copy2(os.path.join(src, file), os.path.join(tmp, file))
+            name = "config.json"
+        path = os.path.join(tmp, name)
         with open(path, "w", encoding="utf-8") as f:
             json.dump(cfg, f)
         return path, dataclasses.replace(opts, overrides=(), device=device)

@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import re
+import sys
 import warnings
 from typing import Any, Iterator
 
@@ -57,13 +58,20 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
         model_type = raw.get("model_type")
         if not model_type:
             raise SourceError(f"{path}: no model_type field", hint="add \"model_type\" (e.g. \"llama\") to the config")
-        if model_type not in CONFIG_MAPPING_NAMES:
+        code = auto_map(raw)
+        if model_type not in CONFIG_MAPPING_NAMES and not (code.get("AutoConfig") and options.trust_remote_code):
+            if code:
+                raise SourceError(f"{path}: model_type {model_type!r} is the folder's own code (auto_map: "
+                                  f"{', '.join(sorted(set(code.values())))}), not transformers'",
+                                  hint="pass --trust-remote-code to import and run the folder's .py files")
             raise SourceError(f"{path}: unknown model_type {model_type!r} in transformers {transformers.__version__}",
                               hint=suggest(model_type, list(CONFIG_MAPPING_NAMES)) or "check model_type")
         name = raw.get("_name_or_path") or os.path.basename(os.path.dirname(os.path.abspath(path))) or model_type
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    config_class = CONFIG_MAPPING[model_type]  # the class, without building its default (which may not validate)
+    remote = auto_map(raw).get("AutoConfig") if options.trust_remote_code else None
+    # the class, without building its default (which may not validate)
+    config_class = remote_class(remote, path) if remote else CONFIG_MAPPING[model_type]
     top, text = _split_overrides(config_class, overrides)
     values = {**raw, **top}
     if text:  # a composite config (Qwen3.5, Llama 4): the text model's fields live in its text_config
@@ -75,6 +83,53 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
         raise SourceError(f"{path}: transformers rejects this {model_type} config: {e}",
                           hint="fix the field it names") from None
     return config, name
+
+
+def auto_map(raw: dict[str, Any]) -> dict[str, str]:
+    """config.json's `auto_map` (Auto class -> `module.Class` in the model's folder), its single-class entries."""
+    found = raw.get("auto_map")
+    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
+
+
+# Auto classes whose auto_map entry is the model to build, in order of preference (as AutoModelForCausalLM would).
+_REMOTE_MODEL_KEYS = ("AutoModelForCausalLM", "AutoModel")
+
+
+def remote_class(ref: str, path: str) -> Any:
+    """The class `ref` (`modeling_x.MyModel`) from the .py files beside `path` (a config.json), imported the way
+    transformers' trust_remote_code does (copied into its modules cache, relative imports included), offline."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if "--" in ref:
+        raise SourceError(f"{path}: auto_map points at code in another repository ({ref.split('--')[0]})",
+                          hint="put that repository's .py files beside config.json and name them in auto_map")
+    module_file = ref.split(".", 1)[0] + ".py"
+    if not os.path.isfile(os.path.join(folder, module_file)):
+        raise SourceError(f"{path}: auto_map names {ref}, but there is no {module_file} in {folder}",
+                          hint="put the model's .py files beside its config.json")
+    _import_transformers()
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    try:
+        with _quiet():
+            return get_class_from_dynamic_module(ref, folder, local_files_only=True)
+    except ImportError as e:
+        raise SourceError(f"{path}: {module_file} cannot be imported: {e}",
+                          hint="install the packages it names, or guard those imports in the file") from None
+    except Exception as e:  # noqa: BLE001 - the folder's own code raised while importing
+        raise SourceError(f"{path}: importing {module_file} raised {type(e).__name__}: {e}",
+                          hint="fix the module so that it imports; --debug shows the traceback") from e
+
+
+def _remote_model_class(config: Any, path: str) -> Any:
+    """With --trust-remote-code: the model class config.json's auto_map names (the causal LM, else one of its
+    `architectures`, else the base model), or None when auto_map names no model."""
+    code = auto_map({"auto_map": getattr(config, "auto_map", None)})
+    archs = set(getattr(config, "architectures", None) or ())
+    ref = next((code[k] for k in _REMOTE_MODEL_KEYS[:1] if k in code), None) \
+        or next((v for k, v in sorted(code.items()) if k.startswith("AutoModel") and v.rsplit(".", 1)[-1] in archs),
+                None) \
+        or code.get("AutoModel")
+    return remote_class(ref, path) if ref else None
 
 
 def _fields(config_class: Any) -> tuple[Any, str]:
@@ -195,7 +250,16 @@ def build(spec: str, options: BuildOptions) -> Built:
 
     with _quiet():
         config, name = load_config(spec, options)
-    cls = model_class(config)
+    path = "" if spec.startswith("hf:") else os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
+    code = auto_map({"auto_map": getattr(config, "auto_map", None)}) if path else {}
+    cls = _remote_model_class(config, path) if code and options.trust_remote_code else None
+    code_notes: list[str] = []
+    if cls is None:
+        cls = model_class(config)
+        if code:
+            code_notes.append(f"config.json names its own code (auto_map: {', '.join(sorted(set(code.values())))}); "
+                              f"built with transformers' own {cls.__name__}; pass --trust-remote-code to build the "
+                              "folder's classes instead")
     config = _config_for(cls, config)
     dtype = getattr(config, "dtype", None)
     if isinstance(dtype, str):
@@ -214,9 +278,16 @@ def build(spec: str, options: BuildOptions) -> Built:
     transformers = _import_transformers()
     site = os.path.dirname(os.path.dirname(transformers.__file__))
     cfg = json.loads(json.dumps({k: v for k, v in config.to_dict().items() if _jsonable(v)}))
+    roots: tuple[str, ...] = (os.path.dirname(transformers.__file__),)
+    display: tuple[tuple[str, str], ...] = ((site, ""),)
+    own = sys.modules.get(cls.__module__)
+    if own is not None and getattr(own, "__file__", None) and not own.__file__.startswith(site):
+        # the folder's own code (--trust-remote-code), run from transformers' modules cache: named by its file name
+        roots += (os.path.dirname(own.__file__),)
+        display = ((os.path.dirname(own.__file__), ""),) + display
     return Built(model=model, spec=spec, kind="hf", name=name, config=cfg, overrides=dict(options.overrides),
-                 notes=list(notes.items), roots=(os.path.dirname(transformers.__file__),),
-                 display_roots=((site, ""),), args=config, versions=_versions("transformers"),
+                 notes=code_notes + list(notes.items), roots=roots,
+                 display_roots=display, args=config, versions=_versions("transformers"),
                  loading=loading_facts)
 
 
