@@ -60,6 +60,9 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
             raise SourceError(f"{path}: no model_type field", hint="add \"model_type\" (e.g. \"llama\") to the config")
         code = auto_map(raw)
         if model_type not in CONFIG_MAPPING_NAMES and not (code.get("AutoConfig") and options.trust_remote_code):
+            if code and options.trust_remote_code:
+                raise SourceError(f"{path}: auto_map names no AutoConfig for model_type {model_type!r}",
+                                  hint='add "AutoConfig": "configuration_x.MyConfig" to auto_map')
             if code:
                 raise SourceError(f"{path}: model_type {model_type!r} is the folder's own code (auto_map: "
                                   f"{', '.join(sorted(set(code.values())))}), not transformers'",
@@ -89,10 +92,6 @@ def auto_map(raw: dict[str, Any]) -> dict[str, str]:
     """config.json's `auto_map` (Auto class -> `module.Class` in the model's folder), its single-class entries."""
     found = raw.get("auto_map")
     return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
-
-
-# Auto classes whose auto_map entry is the model to build, in order of preference (as AutoModelForCausalLM would).
-_REMOTE_MODEL_KEYS = ("AutoModelForCausalLM", "AutoModel")
 
 
 def remote_class(ref: str, path: str) -> Any:
@@ -125,10 +124,8 @@ def _remote_model_class(config: Any, path: str) -> Any:
     `architectures`, else the base model), or None when auto_map names no model."""
     code = auto_map({"auto_map": getattr(config, "auto_map", None)})
     archs = set(getattr(config, "architectures", None) or ())
-    ref = next((code[k] for k in _REMOTE_MODEL_KEYS[:1] if k in code), None) \
-        or next((v for k, v in sorted(code.items()) if k.startswith("AutoModel") and v.rsplit(".", 1)[-1] in archs),
-                None) \
-        or code.get("AutoModel")
+    named = [v for k, v in sorted(code.items()) if k.startswith("AutoModel") and v.rsplit(".", 1)[-1] in archs]
+    ref = code.get("AutoModelForCausalLM") or (named[0] if named else None) or code.get("AutoModel")
     return remote_class(ref, path) if ref else None
 
 
