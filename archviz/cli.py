@@ -32,6 +32,33 @@ class State:
     debug = False
 
 
+def _version(value: bool) -> None:
+    if not value:
+        return
+    import importlib.metadata
+
+    from . import __version__
+
+    parts = []
+    for pkg in ("torch", "transformers", "safetensors"):
+        try:
+            parts.append(f"{pkg} {importlib.metadata.version(pkg)}")
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{pkg} not installed")
+    out.print(f"archviz {__version__} ({', '.join(parts)})", highlight=False)
+    raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", help="print the versions of archviz, torch, "
+                                                                  "transformers and safetensors, and exit",
+                                                callback=_version, is_eager=True)] = False) -> None:
+    """Model-architecture introspection and exact parameter accounting for PyTorch models, built on meta.
+
+    SOURCE is hf:<model_type>, a config.json or Hugging Face model folder, a reference model.py (with --config), or
+    package.module:callable."""
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Shared options
 

@@ -37,6 +37,7 @@ def results(archviz_cli, out_dir):
         "walk_shapes": ["walk", DSV3, "--shapes", "-o", out_dir / "shapes.json"],
         "walk_every_block": ["walk", DSV3, "--shapes", "--every-block", "-o", out_dir / "every.json"],
         "help": ["--help"],
+        "version": ["--version"],
         "help_summary": ["summary", "--help"],
         "help_inspect": ["inspect", "--help"],
         "help_walk": ["walk", "--help"],
@@ -193,3 +194,13 @@ def test_library_log_noise_stays_out_of_the_terminal():
     assert "MambaForCausalLM" in p.stdout and "falling back" not in p.stderr + p.stdout, p.stderr
     p = subprocess.run(cmd + ["--debug"], capture_output=True, text=True, env=env)
     assert p.returncode == 0 and "falling back" in p.stderr + p.stdout
+
+
+def test_version_names_archviz_and_what_it_builds_with(results):
+    import importlib.metadata
+
+    import archviz
+
+    r = ok(results["version"])
+    parts = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in ("torch", "transformers", "safetensors"))
+    assert r.stdout.strip() == f"archviz {archviz.__version__} ({parts})"
