@@ -140,6 +140,24 @@ def _rebuild(spec: Any) -> Any:
 _NOT_MEMO = {aten.empty.memory_format, aten.empty_strided.default}
 
 
+# Ops whose result depends on values, which the policy answers for meta tensors.
+_POLICY_OPS = frozenset(op for op in (
+    aten._local_scalar_dense.default, aten.nonzero.default, aten.argwhere.default, aten.nonzero_numpy.default,
+    aten.where.default, aten.masked_select.default, aten.bincount.default, aten.index.Tensor,
+    aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default, aten.repeat_interleave.Tensor,
+    aten._unique2.default, aten.unique_dim.default, aten.unique_consecutive.default))
+
+
+def _any_meta(args: Any) -> bool:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a.is_meta:
+                return True
+        elif isinstance(a, (list, tuple)) and _any_meta(a):
+            return True
+    return False
+
+
 class _DispatchPolicy(TorchDispatchMode):
     def __init__(self, policy: _Policy):
         super().__init__()
@@ -168,6 +186,10 @@ class _DispatchPolicy(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         p = self.p
+        if func in _POLICY_OPS and not _any_meta(args):
+            # Real tensors have real values: `torch.div(seq_len, window, rounding_mode="trunc") - 1` (LED's chunk
+            # count, a CPU scalar) is read for what it is, never answered by the policy.
+            return func(*args, **kwargs)
         if func is aten._local_scalar_dense.default:
             return self._scalar(args[0])
         if func in (aten.nonzero.default, aten.argwhere.default):

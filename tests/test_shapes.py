@@ -391,3 +391,25 @@ def test_the_experts_implementation_is_noted_for_moe_models_only():
     _, moe = _meta("hf:mixtral", None, TINY["mixtral"])
     assert not any("experts_implementation" in n for n in dense.extra("shapes")["notes"])
     assert "transformers experts traced with experts_implementation='batched_mm'" in moe.extra("shapes")["notes"]
+
+
+def test_a_real_cpu_scalar_is_read_not_answered_by_the_policy():
+    """The policy answers value reads of meta tensors only; a count computed on the CPU from Python ints has its real
+    value, so the padded length is T + T // window + 1, as a real run of the same module gives."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "data" / "factories"))
+    try:
+        import cpu_scalars
+
+        built = archviz.build("cpu_scalars:model")
+        record = trace_shapes(built, walk(built), input_specs=["x=B,T,8"])
+        shapes = record.extra("shapes")
+        B, T, window = shapes["B"], shapes["T"], cpu_scalars.Chunked().window
+        proj = record.module("proj")
+        assert proj.calls[0].inputs == (("B", T + T // window + 1, 8),)
+        assert not any("integer read" in a for m in record.modules for a in m.assumptions)
+        real = cpu_scalars.Chunked()(torch.zeros(B, T, 8))
+        assert tuple(real.shape) == (B, T + T // window + 1, 8)
+    finally:
+        sys.path.remove(str(ROOT / "data" / "factories"))
