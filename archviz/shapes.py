@@ -821,8 +821,8 @@ def _none_hint(error: BaseException, built: Built) -> str | None:
         for name, field in dict.fromkeys(re.findall(rf"\b({_CONFIG_NAMES})\.(\w+)", text)):
             if unset(field):
                 return f"{name}.{field} is None in this config; give it with --set {field}=VALUE"
-    return ("a value the forward reads is None, often a config field left unset: give it with --set FIELD=VALUE; "
-            "--debug shows the traceback")
+    return ("a value the forward reads is None: a forward input not given (--input name=B,T,...) or a config field "
+            "left unset (--set FIELD=VALUE); --debug shows the traceback")
 
 
 def _input_example(built: Built, name: str) -> str:
