@@ -11,7 +11,9 @@ answer is recorded as an assumption on the module where it was made:
 - counts read with `.tolist()` that must add up (sizes for `split`, JetMoE) keep their whole total: B·T·k spread
   as evenly as possible, the first counts one larger where it does not divide (both sizes are `R`);
 - a mask with no known fraction is all true, so its negation holds none, and masks concatenated hold the share
-  of their parts; an integer read from a tensor with no known value is 1; a float, 0.0.
+  of their parts; an integer read from a tensor with no known value is 1; a float, 0.0; integers of unknown value
+  summed count 1 each (so a total of durations agrees with repeat_interleave's 1 each), and the max or min of equal
+  values is that value.
 
 Stubbed kernels (modules that could not import) are answered by the rules in `archviz.kernels`; a kernel without a
 rule stops the pass with a message that names it and says how to declare one.
@@ -328,11 +330,26 @@ class _DispatchPolicy(TorchDispatchMode):
                     aten.count_nonzero.default):
             x = args[0]
             prov = p.get(x)
-            if prov is not None and isinstance(out, torch.Tensor):
+            if not isinstance(out, torch.Tensor) or not isinstance(x, torch.Tensor) or not x.is_meta:
+                return
+            per = None
+            if prov is not None:
                 per = prov.density if prov.density is not None else prov.value
-                if per is not None:
-                    reduced = x.numel() / max(1, out.numel())
-                    p.set(out, _Prov(value=per * reduced))
+            if per is None and not x.dtype.is_floating_point and not x.dtype.is_complex:
+                # Counts of unknown value (durations, lengths) are each taken as 1, as a single integer read is, so
+                # a total agrees with what repeat_interleave makes of the same counts (1 each).
+                p.assume("integers of unknown value summed as ones")
+                per = 1.0
+            if per is not None:
+                reduced = x.numel() / max(1, out.numel())
+                p.set(out, _Prov(value=per * reduced))
+            return
+        if func in (aten.max.default, aten.min.default, aten.amax.default, aten.amin.default,
+                    aten.max.dim, aten.min.dim):
+            prov = p.get(args[0])
+            first = out[0] if isinstance(out, tuple) else out
+            if prov is not None and prov.value is not None and isinstance(first, torch.Tensor):
+                p.set(first, _Prov(value=prov.value))  # the extreme of equal values is that value
             return
         if func is aten.one_hot.default:
             n = out.shape[-1]

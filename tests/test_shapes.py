@@ -413,3 +413,21 @@ def test_a_real_cpu_scalar_is_read_not_answered_by_the_policy():
         assert tuple(real.shape) == (B, T + T // window + 1, 8)
     finally:
         sys.path.remove(str(ROOT / "data" / "factories"))
+
+
+def test_a_length_regulator_gets_one_consistent_answer():
+    """FastSpeech 2's length regulator sizes its output by the total of predicted durations, then fills it with
+    repeat_interleave of those durations. Both are policy answers, and they must agree: durations of unknown value
+    count 1 each in the total (recorded where the sum is taken) as in repeat_interleave, so the decoder reads T
+    frames."""
+    import inspect as pyinspect
+
+    import transformers.models.fastspeech2_conformer.modeling_fastspeech2_conformer as fs
+
+    built, record = _meta("hf:fastspeech2_conformer", None, {})
+    hidden = built.model.config.hidden_size
+    assert record.module("decoder").calls[0].inputs[0] == ("B", "T", hidden)
+    lines, start = pyinspect.getsourcelines(fs.length_regulator)
+    line = start + next(i for i, text in enumerate(lines) if "if duration_labels.sum() == 0" in text)
+    assert f"integers of unknown value summed as ones (transformers/models/fastspeech2_conformer/" \
+           f"modeling_fastspeech2_conformer.py:{line})" in record.module("").assumptions
