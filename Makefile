@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU build of torch lies on this machine's disk; an unpinned torch would fetch a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: install install-test site test bench sweep clean
+.PHONY: install install-test site test bench sweep sweep-shapes clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ bench: install-test
 # archviz check over every transformers model type, against the layout save_pretrained writes (~30 min; not in test)
 sweep: install-test
 	$(BIN)/python bench/sweep_checkpoints.py
+
+# the meta pass over every causal LM of transformers (~15 min; not in test)
+sweep-shapes: install-test
+	$(BIN)/python bench/sweep_checkpoints.py --shapes --causal
 
 clean:
 	rm -rf $(VENV) build *.egg-info

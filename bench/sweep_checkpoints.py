@@ -11,6 +11,11 @@ in-memory config names its backbone `swin` where a saved config.json says `maskf
     python bench/sweep_checkpoints.py                  # every type, 2 at a time, one JSON line each, then a summary
     python bench/sweep_checkpoints.py --types llama,bert --jobs 4
     python bench/sweep_checkpoints.py --one llama     # one type in this process (what each worker runs)
+    python bench/sweep_checkpoints.py --shapes --causal   # the meta pass instead: which causal LMs get shapes
+
+With `--shapes` each type is built the same way and run through the meta forward pass on its default inputs
+(verdict `shapes`, or `no shapes` with the one-line error: most non-causal types need an image or audio input given
+with --input, and some of transformers' default configs leave a field unset that the forward needs).
 
 Each type runs in its own subprocess (a fresh import of its modeling code; a crash or hang costs one line). A full
 sweep takes about half an hour on two cores. It is not part of `make test`: it measures transformers' whole zoo, whose
@@ -82,8 +87,33 @@ def check_one(model_type: str) -> dict[str, Any]:
     return out
 
 
-def _worker(model_type: str, timeout: float) -> dict[str, Any]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", model_type]
+def shapes_one(model_type: str) -> dict[str, Any]:
+    """The meta pass on one model type's default inputs: called modules, or the error line."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore")
+    sys.path.insert(0, ROOT)
+    import archviz
+    from archviz.errors import ArchvizError
+    from archviz.shapes import trace_shapes
+    from archviz.walk import walk
+
+    try:
+        try:
+            built = archviz.build(f"hf:{model_type}", overrides={"num_hidden_layers": 2})
+        except ArchvizError:
+            built = archviz.build(f"hf:{model_type}")
+    except ArchvizError as e:
+        return {"type": model_type, "verdict": "no build", "error": e.line()[:300]}
+    try:
+        record = trace_shapes(built, walk(built))
+    except ArchvizError as e:
+        return {"type": model_type, "verdict": "no shapes", "error": e.line()[:300]}
+    return {"type": model_type, "verdict": "shapes", "class": type(built.model).__name__,
+            "called": sum(1 for m in record.modules if m.called), "modules": len(record.modules)}
+
+
+def _worker(model_type: str, timeout: float, shapes: bool = False) -> dict[str, Any]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", model_type] + (["--shapes"] if shapes else [])
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -95,10 +125,11 @@ def _worker(model_type: str, timeout: float) -> dict[str, Any]:
     return {"type": model_type, "verdict": "no build", "error": tail[-1][:300] if tail else f"exit {p.returncode}"}
 
 
-def all_types() -> list[str]:
+def all_types(causal: bool = False) -> list[str]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    return sorted(CONFIG_MAPPING_NAMES)
+    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if causal else CONFIG_MAPPING_NAMES)
 
 
 def main() -> None:
@@ -107,14 +138,16 @@ def main() -> None:
     parser.add_argument("--types", help="comma-separated model types (default: all of transformers')")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per type")
+    parser.add_argument("--shapes", action="store_true", help="run the meta pass instead of the checkpoint check")
+    parser.add_argument("--causal", action="store_true", help="only the types with a causal-LM class")
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(check_one(args.one)))
+        print(json.dumps(shapes_one(args.one) if args.shapes else check_one(args.one)))
         return
-    types = args.types.split(",") if args.types else all_types()
+    types = args.types.split(",") if args.types else all_types(args.causal)
     counts: Counter[str] = Counter()
     with cf.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        for row in pool.map(lambda t: _worker(t, args.timeout), types):
+        for row in pool.map(lambda t: _worker(t, args.timeout, args.shapes), types):
             counts[row["verdict"]] += 1
             print(json.dumps(row), flush=True)
     print(json.dumps({"summary": dict(counts), "types": len(types)}))
