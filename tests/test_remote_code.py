@@ -93,3 +93,22 @@ def test_a_known_type_with_its_own_code_says_which_class_was_built(cache, tmp_pa
     assert out["model_class"].endswith("LlamaForCausalLM")
     assert any("config.json names its own code" in n and "LlamaForCausalLM" in n and "--trust-remote-code" in n
                for n in out["notes"]), out["notes"]
+
+
+def test_check_against_the_checkpoint_transformers_writes(cache, tmp_path):
+    """transformers, trusting the folder, saves the model (its .py files copied beside the weights); archviz checks
+    that folder's code against that real model.safetensors: every parameter matched."""
+    out = tmp_path / "saved"
+    code = ("import transformers as t\n"
+            f"c = t.AutoConfig.from_pretrained({str(FOLDER)!r}, trust_remote_code=True)\n"
+            "m = t.AutoModelForCausalLM.from_config(c, trust_remote_code=True)\n"
+            f"m.save_pretrained({str(out)!r})")
+    saved = subprocess.run([sys.executable, "-c", code], env={**os.environ, "HF_MODULES_CACHE": str(cache)},
+                           capture_output=True, text=True, timeout=300)
+    assert saved.returncode == 0, saved.stderr
+    assert (out / "modeling_tiny.py").is_file() and (out / "model.safetensors").is_file()
+    r = run(cache, "check", out, "--trust-remote-code", "--checkpoint", out / "model.safetensors", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["verdict"] == "match"
+    assert data["summary"]["matched"] == expected_parameters()
