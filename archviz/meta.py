@@ -258,9 +258,54 @@ def user_frame(exc: BaseException, roots: tuple[str, ...]) -> str | None:
     return best
 
 
+_CONFIG_NAMES = "config|args|params"
+
+
+def unset_field_hint(error: BaseException, config: dict[str, Any]) -> str | None:
+    """For code that died on a None (`topk(): argument 'k' must be int, not NoneType`, `'NoneType' object is not
+    subscriptable`): the config field left unset it comes from, found in the failing line of the model's code
+    (`self.top_k`, `config.x`) and, for an attribute, in the __init__ that set it (`self.top_k =
+    config.num_experts_per_tok`). None when the error is not about a None or no unset field explains it."""
+    import inspect
+    import linecache
+    import re
+
+    if not isinstance(error, (TypeError, AttributeError)) or "NoneType" not in str(error):
+        return None
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
+    frame = lineno = None
+    for f, n in traceback.walk_tb(error.__traceback__):
+        if not f.f_code.co_filename.startswith(skip):
+            frame, lineno = f, n
+    if frame is None:
+        return None
+
+    def unset(field: str) -> bool:
+        return field in config and config[field] is None
+
+    text = linecache.getline(frame.f_code.co_filename, lineno or 0)
+    owner = frame.f_locals.get("self")
+    for attr in dict.fromkeys(re.findall(r"\bself\.(\w+)", text)):
+        if owner is None or getattr(owner, attr, 0) is not None:
+            continue
+        try:
+            init = inspect.getsource(type(owner).__init__)
+        except (OSError, TypeError):
+            init = ""
+        m = re.search(rf"self\.{attr}\s*=\s*(?:self\.)?({_CONFIG_NAMES})\.(\w+)\s*$", init, re.M) or \
+            re.search(rf"self\.{attr}\s*=\s*getattr\(\s*(?:self\.)?({_CONFIG_NAMES}),\s*[\"'](\w+)[\"']", init)
+        if m and unset(m.group(2)):
+            return (f"self.{attr} is None: {type(owner).__name__}.__init__ takes it from {m.group(1)}.{m.group(2)}, "
+                    f"which this config leaves unset; give it with --set {m.group(2)}=VALUE")
+    for name, field in dict.fromkeys(re.findall(rf"\b({_CONFIG_NAMES})\.(\w+)", text)):
+        if unset(field):
+            return f"{name}.{field} is None in this config; give it with --set {field}=VALUE"
+    return None
+
+
 def is_cuda_insistence(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}"
     return any(s in text for s in ("CUDA", "cuda", "NVIDIA driver", "compiled with CUDA"))
 
 
-__all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence", "warnings_noted"]
+__all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence", "unset_field_hint", "warnings_noted"]

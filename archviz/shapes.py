@@ -42,7 +42,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import kernels, stubs
 from .gcpause import collector_paused
-from .meta import strays_to_meta, warnings_noted
+from .meta import strays_to_meta, unset_field_hint, warnings_noted
 from .errors import ShapeError
 from .records import Call, CallSite, ModelRecord, ModuleRecord
 from .sources import Built
@@ -800,46 +800,15 @@ def _missing_input_hint(built: Built, given: dict) -> str | None:
             f"{_input_example(built, first)}; --debug shows the traceback, --no-shapes skips shapes")
 
 
-_CONFIG_NAMES = "config|args|params"
-
-
 def _none_hint(error: BaseException, built: Built) -> str | None:
-    """For a pass that died on a None (`topk(): argument 'k' must be int, not NoneType`): the config field left unset
-    that the value comes from, found in the failing line (`self.top_k`, `config.x`) and in the __init__ that set the
-    attribute (`self.top_k = config.num_experts_per_tok`)."""
-    import re
-    import traceback
-
+    """For a pass that died on a None: the config field left unset that it comes from (see `unset_field_hint`),
+    else both likely causes."""
+    config = built.config if isinstance(built.config, dict) else {}
     if not isinstance(error, (TypeError, AttributeError)) or "NoneType" not in str(error):
         return None
-    frame = lineno = None
-    for f, n in traceback.walk_tb(error.__traceback__):
-        if not f.f_code.co_filename.startswith((_TORCH_DIR, _ARCHVIZ_DIR)):
-            frame, lineno = f, n
-    config = built.config if isinstance(built.config, dict) else {}
-
-    def unset(field: str) -> bool:
-        return field in config and config[field] is None
-
-    if frame is not None:
-        text = linecache.getline(frame.f_code.co_filename, lineno or 0)
-        owner = frame.f_locals.get("self")
-        for attr in dict.fromkeys(re.findall(r"\bself\.(\w+)", text)):
-            if owner is None or getattr(owner, attr, 0) is not None:
-                continue
-            try:
-                init = inspect.getsource(type(owner).__init__)
-            except (OSError, TypeError):
-                init = ""
-            m = re.search(rf"self\.{attr}\s*=\s*(?:self\.)?({_CONFIG_NAMES})\.(\w+)\s*$", init, re.M)
-            if m and unset(m.group(2)):
-                return (f"self.{attr} is None: {type(owner).__name__}.__init__ takes it from {m.group(1)}.{m.group(2)}, "
-                        f"which this config leaves unset; give it with --set {m.group(2)}=VALUE")
-        for name, field in dict.fromkeys(re.findall(rf"\b({_CONFIG_NAMES})\.(\w+)", text)):
-            if unset(field):
-                return f"{name}.{field} is None in this config; give it with --set {field}=VALUE"
-    return ("a value the forward reads is None: a forward input not given (--input name=B,T,...) or a config field "
-            "left unset (--set FIELD=VALUE); --debug shows the traceback")
+    return unset_field_hint(error, config) or (
+        "a value the forward reads is None: a forward input not given (--input name=B,T,...) or a config field "
+        "left unset (--set FIELD=VALUE); --debug shows the traceback")
 
 
 def _input_example(built: Built, name: str) -> str:

@@ -243,7 +243,7 @@ def _own_model_class(config_class: type) -> type | list[str]:
 def build(spec: str, options: BuildOptions) -> Built:
     import torch
 
-    from .meta import is_cuda_insistence, meta_build
+    from .meta import is_cuda_insistence, meta_build, unset_field_hint
 
     with _quiet():
         config, name = load_config(spec, options)
@@ -269,8 +269,10 @@ def build(spec: str, options: BuildOptions) -> Built:
         if is_cuda_insistence(e):
             raise SourceError(f"{spec}: {cls.__name__} insists on CUDA: {e}",
                               hint="archviz builds on the meta device") from None
+        fields = {k: v for k, v in config.to_dict().items() if isinstance(k, str)}
         raise SourceError(f"{spec}: building {cls.__name__} raised {type(e).__name__}: {e}",
-                          hint="check the config fields; run with --debug for the traceback") from e
+                          hint=unset_field_hint(e, fields) or "check the config fields; run with --debug for the "
+                          "traceback") from e
     model.eval()
     transformers = _import_transformers()
     site = os.path.dirname(os.path.dirname(transformers.__file__))

@@ -330,7 +330,7 @@ def resolve_paths(spec: str, options: BuildOptions) -> tuple[str, str]:
 
 
 def build(spec: str, options: BuildOptions) -> Built:
-    from .meta import is_cuda_insistence, meta_build, user_frame
+    from .meta import is_cuda_insistence, meta_build, unset_field_hint, user_frame
 
     path, config_path = resolve_paths(spec, options)
     folder = os.path.dirname(path)
@@ -398,7 +398,8 @@ def build(spec: str, options: BuildOptions) -> Built:
             raise SourceError(f"{config_path}: the model reads args.{e.name} at {where}, which "
                               f"{args_cls.__name__} lacks", hint=f"add {e.name!r} to ModelArgs or the config") from None
         raise SourceError(f"{path}: building {cls.__name__} raised AttributeError at {where}: {e}",
-                          hint="run with --debug for the traceback") from e
+                          hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
+                          or "run with --debug for the traceback") from e
     except Exception as e:  # noqa: BLE001
         where = user_frame(e, (folder,)) or os.path.basename(path)
         if is_cuda_insistence(e):
@@ -406,7 +407,8 @@ def build(spec: str, options: BuildOptions) -> Built:
                               hint="archviz builds on the meta device; guard the CUDA call with "
                                    "torch.cuda.is_available()") from None
         raise SourceError(f"{path}: building {cls.__name__} raised {type(e).__name__} at {where}: {e}",
-                          hint="check the config (run with --debug for the traceback)") from e
+                          hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
+                          or "check the config (run with --debug for the traceback)") from e
     notes = list(meta_notes.items) + notes
     if default_dtype is None and meta_notes.final_dtype not in (None, torch.float32):
         # The constructor set a default dtype (DeepSeek-V3: torch.set_default_dtype(torch.bfloat16)); its forward

@@ -47,6 +47,8 @@ CASES = {
     "asks_for_cuda": ["summary", "bad_factories:asks_for_cuda", "--json"],
     "two_model_classes": ["summary", "hf:lw_detr_vit"],
     "config_field_null": ["inspect", DSV3, "--set", "n_layers=2", "--set", "n_activated_experts=null"],
+    "build_field_null_reference": ["summary", DSV3, "--set", "kv_lora_rank=null"],
+    "build_field_null_hf": ["summary", "hf:ministral", "--set", "num_hidden_layers=1", "--set", "head_dim=null"],
 }
 
 
@@ -197,3 +199,20 @@ def test_a_config_field_left_null_is_named_when_the_pass_dies_on_it(results):
     assert ("self.topk is None: Gate.__init__ takes it from args.n_activated_experts, which this config leaves unset; "
             "give it with --set n_activated_experts=VALUE") in line
     assert f"model.py:{line_of(model, 'self.topk = args.n_activated_experts')}" not in line  # the use, not the set
+
+
+def test_a_config_field_left_null_is_named_when_the_build_dies_on_it(results):
+    """Built with a field set to null, the constructor dies on arithmetic with None: the line names the field, read
+    from the __init__ that copied it (the fixture's MLA; transformers' MinistralAttention via getattr)."""
+    import inspect
+
+    from transformers.models.ministral.modeling_ministral import MinistralAttention
+
+    line = one_line_error(results["build_field_null_reference"])
+    assert f"model.py:{line_of(DSV3 / 'model.py', 'self.kv_lora_rank + self.qk_rope_head_dim')}" in line, line
+    assert ("self.kv_lora_rank is None: MLA.__init__ takes it from args.kv_lora_rank, which this config leaves "
+            "unset; give it with --set kv_lora_rank=VALUE") in line
+    line = one_line_error(results["build_field_null_hf"])
+    assert 'self.head_dim = getattr(config, "head_dim"' in inspect.getsource(MinistralAttention.__init__)
+    assert ("self.head_dim is None: MinistralAttention.__init__ takes it from config.head_dim, which this config "
+            "leaves unset; give it with --set head_dim=VALUE") in line
