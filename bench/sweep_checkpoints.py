@@ -45,23 +45,31 @@ def _dtype_code(dtype: Any) -> str:
             torch.bool: "BOOL"}.get(dtype, "F32")
 
 
-def check_one(model_type: str) -> dict[str, Any]:
-    """The sweep's verdict for one model type (a dict, JSON-ready)."""
+def _build(model_type: str) -> Any:
+    """The model type built on meta with 2 layers where it takes `num_hidden_layers` (else its defaults), or the
+    sweep's `no build` row."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     warnings.filterwarnings("ignore")
     sys.path.insert(0, ROOT)
     import archviz
-    from archviz.checkpoint import CheckpointInventory, ShardInfo, TensorInfo, compare
     from archviz.errors import ArchvizError
-    from archviz.walk import walk
 
     try:
         try:
-            built = archviz.build(f"hf:{model_type}", overrides={"num_hidden_layers": 2})
+            return archviz.build(f"hf:{model_type}", overrides={"num_hidden_layers": 2})
         except ArchvizError:
-            built = archviz.build(f"hf:{model_type}")
+            return archviz.build(f"hf:{model_type}")
     except ArchvizError as e:
-        return {"type": model_type, "verdict": "no build", "error": e.line()}
+        return {"type": model_type, "verdict": "no build", "error": e.line()[:300]}
+
+
+def check_one(model_type: str) -> dict[str, Any]:
+    """The sweep's verdict for one model type (a dict, JSON-ready)."""
+    built = _build(model_type)
+    if isinstance(built, dict):
+        return built
+    from archviz.checkpoint import CheckpointInventory, ShardInfo, TensorInfo, compare
+    from archviz.walk import walk
     from transformers.core_model_loading import revert_weight_conversion
     from transformers.modeling_utils import remove_tied_weights_from_state_dict
 
@@ -89,21 +97,13 @@ def check_one(model_type: str) -> dict[str, Any]:
 
 def shapes_one(model_type: str) -> dict[str, Any]:
     """The meta pass on one model type's default inputs: called modules, or the error line."""
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    warnings.filterwarnings("ignore")
-    sys.path.insert(0, ROOT)
-    import archviz
+    built = _build(model_type)
+    if isinstance(built, dict):
+        return built
     from archviz.errors import ArchvizError
     from archviz.shapes import trace_shapes
     from archviz.walk import walk
 
-    try:
-        try:
-            built = archviz.build(f"hf:{model_type}", overrides={"num_hidden_layers": 2})
-        except ArchvizError:
-            built = archviz.build(f"hf:{model_type}")
-    except ArchvizError as e:
-        return {"type": model_type, "verdict": "no build", "error": e.line()[:300]}
     try:
         record = trace_shapes(built, walk(built))
     except ArchvizError as e:
