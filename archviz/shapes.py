@@ -784,16 +784,27 @@ _MODALITY_INPUTS = {"pixel_values": "B,3,224,224:float32", "pixel_values_videos"
                     "decoder_input_ids": "B,T"}
 
 
-def _missing_input_hint(built: Built, given: dict) -> str | None:
+def _missing_input_hint(built: Built, given: dict, error: BaseException | None = None) -> str | None:
     """For a failed pass: the model's forward takes an image or audio input, or decoder token ids, that were not
-    given (CLIP, BLIP, LongT5): name them, with an example (sized from the config's image size where it has one)."""
+    given (CLIP, BLIP, LongT5): name them, with an example (sized from the config's image size where it has one).
+    Else the forward's inputs the error names that were not given (LXMERT: "`visual_feats` cannot be `None`")."""
+    import re
+
     try:
         params = inspect.signature(built.model.forward).parameters
     except (TypeError, ValueError):
         return None
     missing = [n for n in _MODALITY_INPUTS if n in params and n not in given]
     if not missing:
-        return None
+        text = str(error) if error is not None else ""
+        asks = re.search(r"none|missing|required|specify|provide|must (?:be )?pass", text, re.I)
+        named = set(re.findall(r"\w+", text)) if asks else set()
+        asked = [n for n in params if n in named and n not in given and n not in ("self", "args", "kwargs")]
+        if not asked:
+            return None
+        return (f"{type(built.model).__name__}.forward's {', '.join(asked)} {'was' if len(asked) == 1 else 'were'} "
+                f"not given: give {'it' if len(asked) == 1 else 'them'} with --input name=dims[:dtype] (dims are "
+                f"ints, B or T; e.g. --input {asked[0]}=B,T,64:float32); --debug shows the traceback")
     first = missing[0]
     return (f"{type(built.model).__name__}.forward also takes {', '.join(missing)}, which archviz does not make up: "
             f"give {'it' if len(missing) == 1 else 'them'} with --input, e.g. --input {first}="
@@ -978,7 +989,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         frame = _user_frame(error)
         raise ShapeError(f"the meta forward pass failed in {where or 'the model'}"
                          f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
-                         hint=_missing_input_hint(built, kwargs) or _none_hint(error, built) or
+                         hint=_missing_input_hint(built, kwargs, error) or _none_hint(error, built) or
                          "give a missing forward input with --input name=B,T (repeatable), run with --debug "
                          "for the traceback, or --no-shapes to skip shapes") from error
     if progress is not None:

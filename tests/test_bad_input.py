@@ -48,6 +48,8 @@ CASES = {
     "two_model_classes": ["summary", "hf:lw_detr_vit"],
     "config_field_null": ["inspect", DSV3, "--set", "n_layers=2", "--set", "n_activated_experts=null"],
     "build_field_null_reference": ["summary", DSV3, "--set", "kv_lora_rank=null"],
+    "forward_input_named": ["inspect", "needs_input:model"],
+    "forward_input_given": ["inspect", "needs_input:model", "--input", "features=B,T,8:float32", "mix", "--json"],
     "build_field_null_hf": ["summary", "hf:ministral", "--set", "num_hidden_layers=1", "--set", "head_dim=null"],
 }
 
@@ -216,3 +218,15 @@ def test_a_config_field_left_null_is_named_when_the_build_dies_on_it(results):
     assert 'self.head_dim = getattr(config, "head_dim"' in inspect.getsource(MinistralAttention.__init__)
     assert ("self.head_dim is None: MinistralAttention.__init__ takes it from config.head_dim, which this config "
             "leaves unset; give it with --set head_dim=VALUE") in line
+
+
+def test_a_forward_input_the_error_names_is_named_in_the_hint(results):
+    """The model's forward raises naming its missing input: the line says which input to give and how, and doing
+    what it says traces (the mixer then reads twice the width: token embedding and features side by side)."""
+    line = one_line_error(results["forward_input_named"])
+    assert "ValueError: `features` cannot be `None`" in line
+    assert "TwoInputs.forward's features was not given: give it with --input name=dims[:dtype]" in line
+    r = results["forward_input_given"]
+    assert r.returncode == 0, r.stderr
+    mix = json.loads(r.stdout)
+    assert mix["inputs"] == [["B", "T", 16]] and mix["outputs"] == [["B", "T", 8]]
