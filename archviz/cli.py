@@ -148,11 +148,49 @@ def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
     return dict(parse_override(s) for s in (sets or []))
 
 
+def is_records_file(path: str) -> bool:
+    """A records JSON written by `archviz walk` (its first key is the schema)."""
+    if not path.endswith(".json") or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and b'"schema"' in head and b"archviz.records/" in head
+
+
+def read_records(path: str) -> Any:
+    from .records import loads
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return loads(f.read())
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ArchvizError(f"{path}: not a readable records file ({e})",
+                           hint="write one with `archviz walk SOURCE -o records.json`") from None
+
+
 def load_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
                 tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool = False,
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
                 kernel_rules: str | None = None, names: str | None = None,
                 inputs: list[str] | None = None, every_block: bool = False, trust_remote_code: bool = False) -> Any:
+    if is_records_file(source):  # already built (by `archviz walk -o`, maybe elsewhere): read, group if asked
+        options = {"--config": config, "--set": sets, "--model-class": model_class, "--tokenizer": tokenizer,
+                   "--world-size": world_size, "--rank": rank, "--batch": batch, "--seq": seq,
+                   "--kernel-rules": kernel_rules, "--input": inputs, "--every-block": every_block,
+                   "--trust-remote-code": trust_remote_code}
+        given = [flag for flag, value in options.items() if value not in (None, False, [], ())]
+        if given:
+            raise ArchvizError(f"{source}: a records file is already built, so {', '.join(given)} cannot apply",
+                               hint="give the model source to build it again with them, or drop them")
+        record = read_records(source)
+        if grouping and record.extra("grouping") is None:
+            from .grouping import group, load_names
+
+            record = group(record, names=load_names(names) if names else None)
+        return record
     from . import build
     from .walk import walk
 

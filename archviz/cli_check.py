@@ -27,29 +27,9 @@ RulesOpt = Annotated[Optional[str], typer.Option("--rules", help="a rules file (
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | github (workflow annotations) | json")]
 
 
-def _records_file(source: str) -> bool:
-    """A records JSON written by `archviz walk` (it starts with the schema key)."""
-    if not source.endswith(".json") or not os.path.isfile(source):
-        return False
-    try:
-        with open(source, "rb") as f:
-            head = f.read(64)
-    except OSError:
-        return False
-    return head.lstrip().startswith(b'{') and b'"schema"' in head and b"archviz.records" in head
-
-
 def _load_source(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
                  tokenizer: str | None, world_size: int | None, rank: int | None, trust_remote_code: bool = False) -> Any:
-    if _records_file(source) and not config and not sets:
-        from .records import loads
-
-        with open(source, encoding="utf-8") as f:
-            try:
-                return loads(f.read())
-            except (ValueError, KeyError, TypeError) as e:
-                raise ArchvizError(f"{source}: not a usable records file ({e})",
-                                   hint="write one with `archviz walk SOURCE -o records.json`") from None
+    # a model source is built; a records file from `archviz walk -o` is read as it is
     return load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False,
                        trust_remote_code=trust_remote_code)
 

@@ -11,32 +11,10 @@ import typer
 
 from .cli import (
     BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, RankOpt, SeqOpt,
-    SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, app, emit_json, err, handled, load_record, progress_bar, spinner,
+    SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, app, emit_json, err, handled, is_records_file, load_record,
+    progress_bar, spinner,
 )
 from .errors import ArchvizError, ShapeError
-
-
-def _is_records_file(path: str) -> bool:
-    """A records JSON written by `archviz walk` (its first key is the schema)."""
-    if not path.endswith(".json") or not os.path.isfile(path):
-        return False
-    try:
-        with open(path, encoding="utf-8") as f:
-            head = f.read(256)
-    except (OSError, UnicodeDecodeError):
-        return False
-    return '"schema": "archviz.records/' in head or '"schema":"archviz.records/' in head
-
-
-def _read_records(path: str) -> Any:
-    from .records import loads
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return loads(f.read())
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ArchvizError(f"{path}: not a readable records file ({e})",
-                           hint="write it with `archviz walk SOURCE -o FILE`") from None
 
 
 def _grouper() -> Any:
@@ -89,12 +67,10 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
           world_size: int | None, rank: int | None, shapes: bool, batch: int | None, seq: int | None, names: str | None,
           every_block: bool = False, kernel_rules: str | None = None, inputs: list[str] | None = None,
           trust_remote_code: bool = False) -> Any:
-    if _is_records_file(source):
-        if config or sets or model_class or tokenizer or world_size is not None or rank is not None or kernel_rules \
-                or inputs:
-            raise ArchvizError(f"{source}: a records file is already built",
-                               hint="build options (--config, --set, --input, ...) apply to model sources only")
-        return _group(_read_records(source), names)
+    if is_records_file(source):  # load_record says which build options cannot apply to it
+        return _group(load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False,
+                                  kernel_rules=kernel_rules, inputs=inputs, trust_remote_code=trust_remote_code),
+                      names)
     if shapes and kernel_rules:  # a bad option is an error, not a reason to render without shapes
         from .kernels import load_rules_file
 

@@ -204,3 +204,28 @@ def test_version_names_archviz_and_what_it_builds_with(results):
     r = ok(results["version"])
     parts = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in ("torch", "transformers", "safetensors"))
     assert r.stdout.strip() == f"archviz {archviz.__version__} ({parts})"
+
+
+def test_summary_and_inspect_read_a_records_file(results, out_dir, archviz_cli):
+    """Records written by `archviz walk --shapes -o` answer `summary` and `inspect` without a rebuild, with the same
+    figures, shapes and call sites as the model source gives; build options cannot apply to them (exit 2)."""
+    ok(results["walk_shapes"])
+    records = out_dir / "shapes.json"
+    c = json.loads((DSV3 / "config.json").read_text())
+    path = f"layers.{c['n_dense_layers']}.attn.wo"
+    runs = archviz_cli.many({
+        "summary_records": ["summary", records, "--json"],
+        "summary_source": ["summary", DSV3, "--json"],
+        "inspect_records": ["inspect", records, path, "--json"],
+        "inspect_source": ["inspect", DSV3, path, "--json"],
+        "records_with_set": ["inspect", records, "--set", "n_layers=2"],
+    })
+    assert json.loads(ok(runs["summary_records"]).stdout) == json.loads(ok(runs["summary_source"]).stdout)
+    from_records = json.loads(ok(runs["inspect_records"]).stdout)
+    assert from_records == json.loads(ok(runs["inspect_source"]).stdout)
+    assert from_records["inputs"] == [["B", "T", c["n_heads"] * c["v_head_dim"]]]
+    bad = runs["records_with_set"]
+    assert bad.returncode == 2 and bad.stdout == "" and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines() == [
+        f"error: {records}: a records file is already built, so --set cannot apply — give the model source to build "
+        "it again with them, or drop them"]
