@@ -10,7 +10,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from .cli import (
-    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt,
+    ConfigOpt, DebugOpt, InputOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt,
     _parse_sets, app,
     emit_json, err, handled, out, progress_bar,
 )
@@ -61,13 +61,14 @@ def probe(
     batch: Annotated[Optional[int], typer.Option("--batch", help="batch size B of both passes")] = None,
     seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T of both passes")] = None,
     kernel_rules: KernelRulesOpt = None,
+    input_: InputOpt = None,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write the records, with each "
                                                                        "module's verdict, to this JSON file")] = None,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Build a reduced copy (every width and every kind of layer kept; layers, routed experts, vocabularies and
-    n-gram tables cut, each cut recorded), fill it with random weights, run it on random tokens, and compare every
+    n-gram tables cut, each cut recorded), fill it with random weights, run it on random tokens (and the --input ones), and compare every
     module call's shapes with the meta walk of the full model. Kernels that cannot import run as plain torch.
     With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
     from .probe import parse_size, run_probe
@@ -83,7 +84,7 @@ def probe(
             result = run_probe(source, config=config, overrides=_parse_sets(set_), model_class=model_class,
                                tokenizer=tokenizer, world_size=world_size, rank=rank, device=device,
                                max_memory=limit, batch=batch, seq=seq, progress=bars,
-                               trust_remote_code=trust_remote_code)
+                               trust_remote_code=trust_remote_code, input_specs=input_)
         finally:
             bars.close()
         if output:

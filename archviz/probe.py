@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
+import re
 from contextlib import nullcontext
 from typing import Any, Callable
 
@@ -110,8 +111,9 @@ def _random_like(p: torch.Tensor, name: str, cls: str, experts: int, g: torch.Ge
 
 def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
                progress: Callable[[int, int], None] | None = None,
-               device: str = "cpu", note: Callable[[str], None] | None = None) -> tuple[Tracer, dict[str, list[str]]]:
-    """Run `built` (built on `device`) on random token ids [B, T]; returns the tracer (calls per path) and the
+               device: str = "cpu", note: Callable[[str], None] | None = None,
+               input_specs: list[str] | None = None) -> tuple[Tracer, dict[str, list[str]]]:
+    """Run `built` (built on `device`) on random token ids [B, T] (and `input_specs`, as the meta pass took them); returns the tracer (calls per path) and the
     kernels run (qualname -> the implementation of each call). Stubbed kernels run the torch implementations in
     `archviz.kernels`; modules imported inside forward that are not installed are stubbed the same way. Warnings the
     model's code raises go to `note` (with the module that raised them), never to stderr."""
@@ -142,13 +144,21 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
 
     if built.kind == "hf":
         args: tuple = ()
-        kwargs: dict[str, Any] = {"input_ids": ids}
-        if "use_cache" in inspect.signature(built.model.forward).parameters:
+        params = inspect.signature(built.model.forward).parameters
+        named = [p.name for p in params.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        # as the meta pass: token ids unless the forward names other inputs first (a vision model, its --input)
+        kwargs: dict[str, Any] = {"input_ids": ids} if not named or "input_ids" in named else {}
+        if "use_cache" in params:
             kwargs["use_cache"] = False
     else:
         names = list(inspect.signature(built.model.forward).parameters)
         args = (ids,)
         kwargs = {"start_pos": 0} if "start_pos" in names[1:] else {}
+    if input_specs:  # the meta pass's --input, made real: random floats, zero integers, true masks
+        from .shapes import merge_inputs, parse_inputs
+
+        given = {k: _real_input(v, g, device) for k, v in parse_inputs(input_specs, B, T)[1].items()}
+        args, kwargs = merge_inputs(built.model, (args, kwargs), given)
     registry = built.stubs or stubs.StubRegistry()
     tracer.install()
     tracer.progress = progress
@@ -170,6 +180,18 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
         tracer.remove()
         torch.set_default_dtype(saved)
     return tracer, ran
+
+
+def _real_input(value: Any, g: torch.Generator, device: str) -> Any:
+    """A `--input` value (a meta tensor of its shape and dtype, or a number / None) as a real one."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    shape, dtype = tuple(value.shape), value.dtype
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype).to(device)
+    if dtype == torch.bool:
+        return torch.ones(shape, dtype=dtype, device=device)
+    return torch.zeros(shape, dtype=dtype, device=device)  # indices and ids: 0 is valid in every table
 
 
 def _shapes_of(obj: Any, out: list, depth: int = 0) -> list:
@@ -506,9 +528,10 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
               model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
               rank: int | None = None, default_dtype: str | None = None, device: str = "cpu",
               max_memory: int | None = None, batch: int | None = None, seq: int | None = None, seed: int = 0,
-              limits: Any = None, progress: Stage | None = None, trust_remote_code: bool = False) -> ProbeResult:
+              limits: Any = None, progress: Stage | None = None, trust_remote_code: bool = False,
+              input_specs: list[str] | None = None) -> ProbeResult:
     """Build SOURCE on meta, walk it and trace its shapes; build a reduced copy (see `archviz.reduce`) on `device`
-    with random weights, run it on random token ids, and compare every module call's shapes with the meta walk.
+    with random weights, run it on random token ids (and `input_specs`), and compare every module call's shapes with the meta walk.
 
     `progress(stage, done, total)` is told each stage (total 0: no count). Raises `ProbeError` (exit 2) when the
     reduced copy would not fit in `max_memory` bytes (default: half the machine's memory), before allocating it."""
@@ -584,15 +607,13 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
         meta_kernels: dict[tuple[str, str], list[tuple]] = {}
         try:
             record = trace_shapes(built, record, batch=batch, seq=seq, on_kernel=kernel_call_logger(meta_kernels),
-                                  progress=stage("meta forward pass"))
+                                  progress=stage("meta forward pass"), input_specs=input_specs)
         except ShapeError as e:
-            if "--input" not in (e.hint or ""):
+            if "--no-shapes" not in (e.hint or ""):
                 raise
-            # The probe runs both passes on token ids [B, T] only: the hint about --input and --no-shapes that
-            # inspect gives does not apply here.
-            raise ShapeError(e.message, hint="the probe feeds token ids [B, T] only, so a model whose forward takes "
-                             "other inputs cannot be probed; `archviz inspect SOURCE --input name=B,T,...` shows "
-                             "its meta shapes", exit_code=e.exit_code) from e
+            # The probe takes --input as inspect does, but it has no --no-shapes: its hint says what applies here.
+            hint = re.sub(r"(,|;)? (or use |or )?--no-shapes (to skip|skips) shapes|, or use --no-shapes", "", e.hint)
+            raise ShapeError(e.message, hint=hint, exit_code=e.exit_code) from e
         shapes = record.extra("shapes")
         B, T = shapes["B"], shapes["T"]
         eager = built.kind == "hf" and any("experts_implementation='eager'" in n for n in shapes.get("notes", ()))
@@ -610,7 +631,7 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
         init_random(real.model, real.config, seed=seed)
         try:
             tracer, ran = real_calls(real, B, T, seed=seed, progress=stage("real forward pass"), device=device,
-                                     note=notes.append)
+                                     note=notes.append, input_specs=input_specs)
         except ArchvizError:
             raise
         except Exception as e:  # noqa: BLE001 - the model's own code raised on real tensors

@@ -211,3 +211,16 @@ def test_sizes_and_bad_input():
         parse_size("lots")
     res = CliRunner().invoke(app, ["probe", "hf:llama", "--device", "tpu"])
     assert res.exit_code == 2
+
+
+def test_a_vision_model_probes_on_the_input_given():
+    """A model whose forward takes pixel_values (ViT) runs both passes on `--input pixel_values=...`: random floats
+    for real, the same shape on meta; every module call agrees, the patch embedding's output included."""
+    cfg = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=32,
+               patch_size=8, num_channels=3)
+    result = run_probe("hf:vit", overrides=cfg, input_specs=["pixel_values=B,3,32,32:float32"])
+    _assert_all_agree(result)
+    patches = (cfg["image_size"] // cfg["patch_size"]) ** 2
+    proj = result.record.module("embeddings.patch_embeddings.projection")
+    assert proj.calls[0].outputs == (("B", cfg["hidden_size"], 32 // 8, 32 // 8),)
+    assert result.record.module("layers.0").calls[0].inputs[0] == ("B", patches + 1, cfg["hidden_size"])  # + CLS

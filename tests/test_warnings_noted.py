@@ -128,10 +128,19 @@ def test_probe_notes_the_real_pass_warnings(runs):
 
 
 def test_probe_of_a_model_not_on_token_ids_says_what_applies(runs):
+    """The probe takes --input as inspect does, but has no --no-shapes: its hint leaves that out."""
     _, r = runs
     res = r["probe_not_ids"]
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in res.stderr
     assert "the meta forward pass failed in proj" in lines[0]
-    assert "the probe feeds token ids [B, T] only" in lines[0] and "--no-shapes" not in lines[0]
+    assert "give a missing forward input with --input name=B,T (repeatable)" in lines[0]
+    assert "--no-shapes" not in lines[0]
+
+
+def test_probe_with_the_input_runs_both_passes_on_it(archviz_cli):
+    res = archviz_cli("probe", "warns:model", "--input", "x=B,T,8", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["ok"] and out["agreement"] == 1.0 and out["modules_compared"] == 2  # the model and proj
