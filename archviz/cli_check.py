@@ -12,8 +12,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .cli import (
-    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, SourceArg, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt,
-    app,
+    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, SourceArg, TokenizerOpt, TrustRemoteCodeOpt,
+    WorldSizeOpt, app,
     atomic_write, emit_json, err, handled, load_record, out, progress_bar, spinner,
 )
 from .errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
@@ -28,7 +28,8 @@ FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | github (
 
 
 def _load_source(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
-                 tokenizer: str | None, world_size: int | None, rank: int | None, trust_remote_code: bool = False) -> Any:
+                 tokenizer: str | None, world_size: int | None, rank: int | None,
+                 trust_remote_code: bool = False) -> Any:
     # a model source is built; a records file from `archviz walk -o` is read as it is
     return load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False,
                        trust_remote_code=trust_remote_code)

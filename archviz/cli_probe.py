@@ -10,8 +10,8 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from .cli import (
-    ConfigOpt, DebugOpt, InputOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt,
-    _parse_sets, app,
+    ConfigOpt, DebugOpt, InputOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt,
+    WorldSizeOpt, _parse_sets, app,
     emit_json, err, handled, out, progress_bar,
 )
 from .format import ranges_text
@@ -68,8 +68,9 @@ def probe(
     debug: DebugOpt = False,
 ) -> None:
     """Build a reduced copy (every width and every kind of layer kept; layers, routed experts, vocabularies and
-    n-gram tables cut, each cut recorded), fill it with random weights, run it on random tokens (and the --input ones), and compare every
-    module call's shapes with the meta walk of the full model. Kernels that cannot import run as plain torch.
+    n-gram tables cut, each cut recorded), fill it with random weights, run it on random tokens (and the --input
+    ones), and compare every module call's shapes with the meta walk of the full model. Kernels that cannot import
+    run as plain torch.
     With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
     from .probe import parse_size, run_probe
 

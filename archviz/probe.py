@@ -113,10 +113,11 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
                progress: Callable[[int, int], None] | None = None,
                device: str = "cpu", note: Callable[[str], None] | None = None,
                input_specs: list[str] | None = None) -> tuple[Tracer, dict[str, list[str]]]:
-    """Run `built` (built on `device`) on random token ids [B, T] (and `input_specs`, as the meta pass took them); returns the tracer (calls per path) and the
-    kernels run (qualname -> the implementation of each call). Stubbed kernels run the torch implementations in
-    `archviz.kernels`; modules imported inside forward that are not installed are stubbed the same way. Warnings the
-    model's code raises go to `note` (with the module that raised them), never to stderr."""
+    """Run `built` (built on `device`) on random token ids [B, T] (and `input_specs`, as the meta pass took them);
+    returns the tracer (calls per path) and the kernels run (qualname -> the implementation of each call). Stubbed
+    kernels run the torch implementations in `archviz.kernels`; modules imported inside forward that are not
+    installed are stubbed the same way. Warnings the model's code raises go to `note` (with the module that raised
+    them), never to stderr."""
     from .walk import _Spans
 
     spans = _Spans(built.display_roots)
@@ -531,7 +532,8 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
               limits: Any = None, progress: Stage | None = None, trust_remote_code: bool = False,
               input_specs: list[str] | None = None) -> ProbeResult:
     """Build SOURCE on meta, walk it and trace its shapes; build a reduced copy (see `archviz.reduce`) on `device`
-    with random weights, run it on random token ids (and `input_specs`), and compare every module call's shapes with the meta walk.
+    with random weights, run it on random token ids (and `input_specs`), and compare every module call's shapes with
+    the meta walk.
 
     `progress(stage, done, total)` is told each stage (total 0: no count). Raises `ProbeError` (exit 2) when the
     reduced copy would not fit in `max_memory` bytes (default: half the machine's memory), before allocating it."""

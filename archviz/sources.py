@@ -34,7 +34,7 @@ class BuildOptions:
     rank: int | None = None  # reference: module global `rank`
     default_dtype: str | None = None  # reference: default dtype to build and run under (else found in its launcher)
     device: str = "meta"  # "cpu" only for the execution probe's small copies
-    trust_remote_code: bool = False  # transformers folder: import and run the .py files its config.json's auto_map names
+    trust_remote_code: bool = False  # transformers folder: import and run the .py files config.json's auto_map names
 
 
 @dataclass
