@@ -112,8 +112,17 @@ def remote_class(ref: str, path: str) -> Any:
         with _quiet():
             return get_class_from_dynamic_module(ref, folder, local_files_only=True)
     except ImportError as e:
-        raise SourceError(f"{path}: {module_file} cannot be imported: {e}",
-                          hint="install the packages it names, or guard those imports in the file") from None
+        import transformers
+
+        if getattr(e, "name", None) and str(e.name).startswith("transformers") or "from 'transformers" in str(e):
+            # code written for another transformers (the Hub's DeepSeek-V3 modeling file imports
+            # is_torch_fx_available, gone in transformers 5)
+            hint = (f"{module_file} was written for another transformers than this {transformers.__version__}: run "
+                    "archviz where that version is installed, or build transformers' own class of the model type "
+                    "(without --trust-remote-code)")
+        else:
+            hint = "install the packages it names, or guard those imports in the file"
+        raise SourceError(f"{path}: {module_file} cannot be imported: {e}", hint=hint) from None
     except Exception as e:  # noqa: BLE001 - the folder's own code raised while importing
         raise SourceError(f"{path}: importing {module_file} raised {type(e).__name__}: {e}",
                           hint="fix the module so that it imports; --debug shows the traceback") from e

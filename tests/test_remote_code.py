@@ -112,3 +112,15 @@ def test_check_against_the_checkpoint_transformers_writes(cache, tmp_path):
     data = json.loads(r.stdout)
     assert data["verdict"] == "match"
     assert data["summary"]["matched"] == expected_parameters()
+
+
+def test_code_written_for_another_transformers_says_so(cache):
+    import transformers
+
+    r = run(cache, "summary", TESTS / "data" / "remote_code_old", "--trust-remote-code")
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "modeling_old.py cannot be imported: cannot import name 'a_helper_this_transformers_does_not_have'" \
+        in lines[0]
+    assert f"was written for another transformers than this {transformers.__version__}" in lines[0]
