@@ -188,7 +188,9 @@ def _config_for(cls: Any, config: Any) -> Any:
 
 def model_class(config: Any) -> Any:
     transformers = _import_transformers()
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES, MODEL_MAPPING_NAMES,
+    )
 
     for arch in getattr(config, "architectures", None) or ():
         cls = getattr(transformers, arch, None)
@@ -197,6 +199,12 @@ def model_class(config: Any) -> Any:
     causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
     if causal and "ForCausalLM" in causal:
         return getattr(transformers, causal)
+    # A vision-language model is released as its image-text-to-text class (the base model and the LM head that its
+    # checkpoint holds), as AutoModelForImageTextToText loads it.
+    vlm = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(config.model_type)
+    cls = getattr(transformers, vlm, None) if isinstance(vlm, str) else None
+    if cls is not None and getattr(cls, "config_class", None) is type(config):  # its own class, not a relative's
+        return cls
     base = MODEL_MAPPING_NAMES.get(config.model_type)
     if isinstance(base, (tuple, list)):
         base = base[0]

@@ -449,3 +449,28 @@ def test_sub_model_types_without_an_auto_class_build(model_type, class_name, sma
     record = archviz.load(f"hf:{model_type}", overrides=small)
     assert record.modules[0].class_name == class_name
     assert record.summary.parameters == expected
+
+
+@pytest.mark.parametrize(("model_type", "small"), [
+    ("qwen2_5_vl", {"text_config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000},
+                    "vision_config": {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                                      "out_hidden_size": 64}}),
+    ("llava", {"text_config": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+                               "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000},
+               "vision_config": {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                                 "num_hidden_layers": 2, "num_attention_heads": 2}}),
+])
+def test_vision_language_types_build_the_released_class_with_its_head(model_type, small, tmp_path):
+    """A vision-language type has no causal-LM class; `hf:<type>`, or a config.json that names no `architectures`,
+    builds what AutoModelForImageTextToText loads (the base model and the LM head its checkpoint holds), counted as
+    torch counts that class built for real."""
+    cfg = transformers.AutoConfig.for_model(model_type, **small)
+    real = transformers.AutoModelForImageTextToText.from_config(cfg)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({k: v for k, v in cfg.to_dict().items() if k != "architectures"}))
+    record = archviz.load(str(path))
+    base = type(transformers.AutoModel.from_config(cfg)).__name__
+    assert record.modules[0].class_name == type(real).__name__ != base
+    assert record.summary.parameters == sum(p.numel() for p in real.parameters())
+    assert any(m.path == "lm_head" for m in record.modules)
