@@ -202,9 +202,11 @@ def model_class(config: Any) -> Any:
     # A vision-language model is released as its image-text-to-text class (the base model and the LM head that its
     # checkpoint holds), as AutoModelForImageTextToText loads it.
     vlm = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(config.model_type)
-    cls = getattr(transformers, vlm, None) if isinstance(vlm, str) else None
-    if cls is not None and getattr(cls, "config_class", None) is type(config):  # its own class, not a relative's
-        return cls
+    relative = getattr(transformers, vlm, None) if isinstance(vlm, str) else None
+    if relative is not None and getattr(relative, "config_class", None) is type(config):
+        return relative
+    # A relative's class (ShieldGemma 2 -> Gemma 3's) is kept for a type that has no class of its own
+    # (PP-Chart2Table -> GOT-OCR2's), as AutoModelForImageTextToText loads it.
     base = MODEL_MAPPING_NAMES.get(config.model_type)
     if isinstance(base, (tuple, list)):
         base = base[0]
@@ -215,6 +217,8 @@ def model_class(config: Any) -> Any:
     own = _own_model_class(type(config))
     if isinstance(own, type):
         return own
+    if relative is not None:
+        return relative
     example = own[0] if own else "<ModelClass>"
     hint = f"it could be one of {', '.join(own)}; " if own else ""
     raise SourceError(f"no transformers model class for model_type {config.model_type!r}",

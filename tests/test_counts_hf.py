@@ -474,3 +474,21 @@ def test_vision_language_types_build_the_released_class_with_its_head(model_type
     assert record.modules[0].class_name == type(real).__name__ != base
     assert record.summary.parameters == sum(p.numel() for p in real.parameters())
     assert any(m.path == "lm_head" for m in record.modules)
+
+
+def test_a_vision_language_type_with_only_a_relatives_class_builds_that_one():
+    """PP-Chart2Table has no class of its own: AutoModelForImageTextToText loads it as GOT-OCR2's, and so does
+    archviz. ShieldGemma 2, whose image-text-to-text entry is also a relative's (Gemma 3's), keeps its own class.
+    Counts: torch's numel over each class as transformers builds it on meta from the same default config."""
+    cfg = transformers.AutoConfig.for_model("pp_chart2table")
+    with torch.device("meta"):
+        real = transformers.AutoModelForImageTextToText.from_config(cfg)
+    record = archviz.load("hf:pp_chart2table")
+    assert record.modules[0].class_name == type(real).__name__ == "GotOcr2ForConditionalGeneration"
+    assert record.summary.parameters == sum(p.numel() for p in real.parameters())
+    cfg = transformers.AutoConfig.for_model("shieldgemma2")
+    with torch.device("meta"):
+        own = transformers.ShieldGemma2ForImageClassification(cfg)
+    record = archviz.load("hf:shieldgemma2")
+    assert record.modules[0].class_name == "ShieldGemma2ForImageClassification"
+    assert record.summary.parameters == sum(p.numel() for p in own.parameters())
