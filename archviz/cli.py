@@ -12,7 +12,7 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 import typer
 from rich.console import Console
 
-from .errors import ArchvizError, one_line
+from .errors import ArchvizError, ShapeError, one_line
 
 app = typer.Typer(
     name="archviz",
@@ -53,10 +53,7 @@ def _version(value: bool) -> None:
 def _root(version: Annotated[bool, typer.Option("--version", help="print the versions of archviz, torch, "
                                                                   "transformers and safetensors, and exit",
                                                 callback=_version, is_eager=True)] = False) -> None:
-    """Model-architecture introspection and exact parameter accounting for PyTorch models, built on meta.
-
-    SOURCE is hf:<model_type>, a config.json or Hugging Face model folder, a reference model.py (with --config), or
-    package.module:callable."""
+    pass  # the help text is the app's
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -206,9 +203,13 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
             from .kernels import load_rules_file
 
             load_rules_file(kernel_rules)
-        with progress_bar("meta forward pass") as cb:
-            record = trace_shapes(built, record, batch=batch, seq=seq, input_specs=inputs, memo=not every_block,
-                                  progress=cb)
+        try:
+            with progress_bar("meta forward pass") as cb:
+                record = trace_shapes(built, record, batch=batch, seq=seq, input_specs=inputs, memo=not every_block,
+                                      progress=cb)
+        except ShapeError as e:  # the commands that run the pass here all have --no-shapes
+            e.hint = f"{e.hint}; --no-shapes skips shapes" if e.hint else "--no-shapes skips shapes"
+            raise
     if grouping:
         from .grouping import group, load_names
 

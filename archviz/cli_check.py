@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -25,14 +25,6 @@ RulesOpt = Annotated[Optional[str], typer.Option("--rules", help="a rules file (
                                                                  "renames, fuse, ignore, explain; see "
                                                                  "archviz/checkpoint/rules/")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | github (workflow annotations) | json")]
-
-
-def _load_source(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
-                 tokenizer: str | None, world_size: int | None, rank: int | None,
-                 trust_remote_code: bool = False) -> Any:
-    # a model source is built; a records file from `archviz walk -o` is read as it is
-    return load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False,
-                       trust_remote_code=trust_remote_code)
 
 
 @app.command()
@@ -74,7 +66,9 @@ def check(
 
         with progress_bar(f"reading {checkpoint}") as cb:
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)))
-        record = _load_source(source, config, set_, model_class, tokenizer, world_size, rank, trust_remote_code)
+        # a model source is built; a records file from `archviz walk -o` is read as it is
+        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
+                             trust_remote_code=trust_remote_code)
         with spinner("comparing"):
             record = compare(record, inventory, rule_set)
         result = record.extra(EXTRA_KEY)

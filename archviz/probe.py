@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
-import re
 from contextlib import nullcontext
 from typing import Any, Callable
 
@@ -607,15 +606,8 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
 
         batch, seq = probe_dims(record, batch, seq)
         meta_kernels: dict[tuple[str, str], list[tuple]] = {}
-        try:
-            record = trace_shapes(built, record, batch=batch, seq=seq, on_kernel=kernel_call_logger(meta_kernels),
-                                  progress=stage("meta forward pass"), input_specs=input_specs)
-        except ShapeError as e:
-            if "--no-shapes" not in (e.hint or ""):
-                raise
-            # The probe takes --input as inspect does, but it has no --no-shapes: its hint says what applies here.
-            hint = re.sub(r"(,|;)? (or use |or )?--no-shapes (to skip|skips) shapes|, or use --no-shapes", "", e.hint)
-            raise ShapeError(e.message, hint=hint, exit_code=e.exit_code) from e
+        record = trace_shapes(built, record, batch=batch, seq=seq, on_kernel=kernel_call_logger(meta_kernels),
+                              progress=stage("meta forward pass"), input_specs=input_specs)
         shapes = record.extra("shapes")
         B, T = shapes["B"], shapes["T"]
         eager = built.kind == "hf" and any("experts_implementation='eager'" in n for n in shapes.get("notes", ()))

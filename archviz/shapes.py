@@ -761,15 +761,14 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
         if named and "input_ids" not in named:  # a vision or audio model (a bare (*args, **kwargs) proves nothing)
             first = named[0]
             raise ShapeError(f"{type(model).__name__}.forward takes no token ids (its first input is {first})",
-                             hint=f"give its inputs with --input, e.g. --input {first}={_input_example(built, first)}"
-                                  ", or use --no-shapes")
+                             hint=f"give its inputs with --input, e.g. --input {first}={_input_example(built, first)}")
         kwargs: dict[str, Any] = {"input_ids": ids}
         if "use_cache" in names:
             kwargs["use_cache"] = False
         return (), kwargs
     if not params:
         raise ShapeError(f"{type(model).__name__}.forward takes no inputs archviz can guess",
-                         hint="give them with --input name=B,T,512[:dtype], or use --no-shapes")
+                         hint="give them with --input name=B,T,512[:dtype]")
     args: list[Any] = [ids]
     kwargs = {}
     if "start_pos" in names[1:]:
@@ -808,7 +807,7 @@ def _missing_input_hint(built: Built, given: dict, error: BaseException | None =
     first = missing[0]
     return (f"{type(built.model).__name__}.forward also takes {', '.join(missing)}, which archviz does not make up: "
             f"give {'it' if len(missing) == 1 else 'them'} with --input, e.g. --input {first}="
-            f"{_input_example(built, first)}; --debug shows the traceback, --no-shapes skips shapes")
+            f"{_input_example(built, first)}; --debug shows the traceback")
 
 
 def _none_hint(error: BaseException, built: Built) -> str | None:
@@ -991,7 +990,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                          f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
                          hint=_missing_input_hint(built, kwargs, error) or _none_hint(error, built) or
                          "give a missing forward input with --input name=B,T (repeatable), run with --debug "
-                         "for the traceback, or --no-shapes to skip shapes") from error
+                         "for the traceback") from error
     if progress is not None:
         progress(tracer.total, tracer.total)
     routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
