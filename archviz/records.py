@@ -223,6 +223,35 @@ class ModelRecord:
             for t in m.tensors:
                 yield (f"{m.path}.{t.name}" if m.path else t.name), t
 
+    def aliases(self) -> tuple["Alias", ...]:
+        """Every second name of a tensor counted elsewhere (tied weights, shared buffers), in module order, with
+        the kind and element count of the tensor it names: what the totals leave out, so that a reader can see it."""
+        found = [(path, t) for path, t in self.iter_tensors() if t.kind == ALIAS and t.alias_of]
+        if not found:
+            return ()
+        index = self.index()
+        out = []
+        for path, t in found:
+            owner, _, name = t.alias_of.rpartition(".")
+            target = next((x for x in index[owner].tensors if x.name == name), None) if owner in index else None
+            kind = target.kind if target is not None else BUFFER if t.persistent is not None else WEIGHT
+            out.append(Alias(path, t.alias_of, kind, target.elements if target is not None else t.storage_elements))
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """A second name of a counted tensor (``ModelRecord.aliases``): derived from the records, never stored."""
+
+    path: str  # the second name, e.g. "lm_head.weight"
+    of: str  # the name it is counted under, e.g. "model.embed_tokens.weight"
+    kind: str  # the counted tensor's kind: WEIGHT/BIAS for tied parameters, BUFFER for a shared buffer, ...
+    elements: int  # the counted tensor's logical elements, which the totals do not add again
+
+    @property
+    def is_parameter(self) -> bool:
+        return self.kind in PARAMETER_KINDS
+
 
 # ---------------------------------------------------------------------------------------------------------------------
 # JSON export / import
@@ -405,5 +434,5 @@ def loads(text: str) -> ModelRecord:
 __all__ = [
     "SCHEMA", "KINDS", "WEIGHT", "BIAS", "SCALE", "TABLE", "BUFFER", "ALIAS", "PARAMETER_KINDS",
     "TensorRecord", "SourceSpan", "CallSite", "Call", "Totals", "ModuleRecord", "MoELayer", "Summary",
-    "SourceInfo", "ModelRecord", "to_json_dict", "dumps", "loads", "from_json_dict",
+    "SourceInfo", "ModelRecord", "Alias", "to_json_dict", "dumps", "loads", "from_json_dict",
 ]

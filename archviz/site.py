@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import format as fmt
 from .dims import DimNames
 from .gcpause import collector_paused
+from .views import tied_text
 from .errors import ArchvizError
 from .records import (
     ALIAS, BIAS, BUFFER, SCALE, TABLE, WEIGHT, CallSite, ModelRecord, ModuleRecord, SourceSpan, TensorRecord,
@@ -1061,6 +1062,7 @@ class ModelSite:
             "active_human": fmt.human(s.active_parameters), "bytes": fmt.count(s.bytes),
             "bytes_human": fmt.nbytes(s.bytes), "scales": fmt.count(s.scale_elements),
             "tables": fmt.count(s.table_elements), "buffers": fmt.count(s.buffer_elements),
+            "tied": tied_text(r),
             "modules": fmt.count(s.modules), "nodes": len(self.nodes),
             "all_ranks": fmt.count(s.parameters * src.world_size) if src.world_size > 1 else None,
             "layer_map": self.layer_map(), "treemap": treemap(self.nodes, self.root),

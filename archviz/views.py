@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import format as fmt
 from .dims import named_dims
 from .records import ModelRecord, ModuleRecord, to_json_dict
+
+
+def tied_text(record: ModelRecord) -> tuple[str, str] | None:
+    """(count, what) of the parameters reachable under a second name (tied weights), which the totals count once;
+    None when there are none. Shared by the terminal summary and the site's totals."""
+    tied = [a for a in record.aliases() if a.is_parameter]
+    if not tied:
+        return None
+    what = (f"{tied[0].path} = {tied[0].of}, counted once" if len(tied) == 1
+            else f"{len(tied):,} second names of counted weights, e.g. {tied[0].path} = {tied[0].of}")
+    return fmt.count(sum(a.elements for a in tied)), what
 
 
 def summary_json(record: ModelRecord) -> dict[str, Any]:
@@ -32,6 +44,9 @@ def summary_json(record: ModelRecord) -> dict[str, Any]:
         "world_size": src.world_size,
         "rank": src.rank,
     }
+    aliases = record.aliases()
+    out["tied_parameters"] = sum(a.elements for a in aliases if a.is_parameter)  # counted once, under `of`
+    out["aliases"] = [{"path": a.path, "of": a.of, "kind": a.kind, "elements": a.elements} for a in aliases]
     if src.world_size > 1:
         out["parameters_all_ranks"] = s.parameters * src.world_size
     return out

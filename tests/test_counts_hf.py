@@ -215,6 +215,43 @@ def test_tied_embeddings_count_once():
     assert rec.module("lm_head").totals.parameters == 0
 
 
+def test_tied_weights_are_shown_apart_in_summary_json_terminal_and_site(tmp_path):
+    """The totals count a tied head once; every view says what was left out, and under which name it counts."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from archviz.grouping import group
+    from archviz.render.terminal import summary_table
+    from archviz.site import build_site
+    from archviz.views import summary_json
+
+    def table_text(rec) -> str:
+        console = Console(file=io.StringIO(), width=160, color_system=None)
+        console.print(summary_table(rec))
+        return console.file.getvalue()
+
+    overrides = {"num_hidden_layers": 1, "tie_word_embeddings": True}
+    c = config_for("llama", **overrides)
+    vh = c.vocab_size * c.hidden_size
+    rec = archviz.load("hf:llama", overrides=overrides)
+    out = summary_json(rec)
+    assert out["tied_parameters"] == vh
+    assert out["aliases"] == [{"path": "lm_head.weight", "of": "model.embed_tokens.weight", "kind": "weight",
+                               "elements": vh}]
+    row = [line for line in table_text(rec).splitlines() if "tied weights" in line]
+    assert len(row) == 1 and f"{vh:,}" in row[0] and "lm_head.weight = model.embed_tokens.weight" in row[0]
+    build_site([group(rec)], str(tmp_path / "site"))
+    html = (tmp_path / "site" / rec.source.name / "index.html").read_text()
+    shown = re.search(r'id="tied-parameters"[^>]*>([^<]*)<', html)
+    assert shown and shown.group(1) == f"{vh:,}"
+
+    untied = archviz.load("hf:llama", overrides={"num_hidden_layers": 1})
+    assert summary_json(untied)["tied_parameters"] == 0 and summary_json(untied)["aliases"] == []
+    assert "tied weights" not in table_text(untied)
+
+
 def test_deepseek_v3_dense_and_moe_layers():
     overrides = {"num_hidden_layers": 4}
     c = config_for("deepseek_v3", **overrides)

@@ -272,6 +272,13 @@ def test_shared_embed_and_head_are_aliases(v41_tiny):
         # them where first seen (the backbone), so the MTP block holds exactly that much less
         want = v41_tiny.figures["module"][f"mtp.{j}"]["params"] - 2 * c["vocab_size"] * c["dim"]
         assert rec.module(f"mtp.{j}").totals.parameters == want
+    # the summary says what the totals left out, and where each is counted
+    vd = c["vocab_size"] * c["dim"]
+    out = summary_json(rec)
+    assert out["tied_parameters"] == 2 * c["n_mtp_layers"] * vd
+    assert [(a["path"], a["of"], a["kind"], a["elements"]) for a in out["aliases"]] == [
+        (f"mtp.{j}.{name}.weight", f"{name}.weight", "weight", vd)
+        for j in range(c["n_mtp_layers"]) for name in ("embed", "head")]
     # counted once in the whole model
     assert rec.summary.parameters == v41_tiny.figures["params"]
     assert rec.module("embed").totals.parameters == c["vocab_size"] * c["dim"]

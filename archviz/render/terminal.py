@@ -11,6 +11,7 @@ from rich.tree import Tree
 
 from .. import format as fmt
 from ..dims import DimNames
+from ..views import tied_text
 from ..records import ModelRecord, ModuleRecord
 
 
@@ -30,6 +31,9 @@ def summary_table(record: ModelRecord) -> Group:
     if s.table_elements:
         t.add_row("integer tables", fmt.count(s.table_elements), "not parameters")
     t.add_row("buffers", fmt.count(s.buffer_elements), f"{fmt.count(s.persistent_buffer_elements)} persistent")
+    tied = tied_text(record)
+    if tied:
+        t.add_row("tied weights", *tied)
     t.add_row("stored bytes", fmt.count(s.bytes), fmt.nbytes(s.bytes))
     for dtype, n in s.bytes_by_dtype:
         t.add_row(f"  {dtype}", fmt.count(n), fmt.nbytes(n))
