@@ -11,6 +11,7 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from .errors import ArchvizError, ShapeError, one_line
 
@@ -24,8 +25,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-out = Console(soft_wrap=False)
-err = Console(stderr=True)
+# Everything printed is data (module paths, file names, error lines that echo what the user typed): never rich markup
+# ("[bold]") or emoji codes (hf:llama: read as ":llama:"). Styles are given as Text styles.
+out = Console(soft_wrap=False, markup=False, emoji=False)
+err = Console(stderr=True, markup=False, emoji=False)
 
 
 class State:
@@ -98,7 +101,7 @@ def handled(debug: bool) -> Iterator[None]:
     except ArchvizError as e:
         if debug:
             raise
-        err.print(f"[bold red]error:[/] {e.line()}", highlight=False, markup=True, soft_wrap=True)
+        err.print(Text.assemble(("error:", "bold red"), f" {e.line()}"), highlight=False, soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -106,9 +109,8 @@ def handled(debug: bool) -> Iterator[None]:
     except Exception as e:  # noqa: BLE001
         if debug:
             raise
-        err.print(f"[bold red]internal error:[/] {type(e).__name__}: {one_line(str(e))} — rerun with --debug "
-                  "and report it",
-                  highlight=False, soft_wrap=True)
+        err.print(Text.assemble(("internal error:", "bold red"), f" {type(e).__name__}: {one_line(str(e))} — rerun "
+                                "with --debug and report it"), highlight=False, soft_wrap=True)
         raise typer.Exit(3) from None
 
 
@@ -120,7 +122,7 @@ def progress_bar(label: str, enabled: bool = True) -> Iterator[Callable[[int, in
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as p:
         task = p.add_task(label, total=None)
 

@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from typing import Annotated, Any, Callable, Optional
 
 import typer
+from rich.text import Text
 
 from .cli import (
     ConfigOpt, DebugOpt, InputOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt,
@@ -128,9 +129,9 @@ def _print_report(result: Any) -> None:
         table.add_row(k["kind"], str(k["layers"]) if k["layers"] else "", probed, str(k["compared"]),
                       str(k["confirmed"]), agree, style=style)
     out.print(table)
-    verdict = "[green]all agree[/]" if r.ok else f"[red]{len(r.disagreements)} disagree[/]"
-    out.print(f"agreement: {r.confirmed}/{r.compared} module calls ({r.agreement:.1%}) — {verdict}; "
-              f"{j['not_exercised']:,} modules not in the reduced copy (not exercised)")
+    verdict = ("all agree", "green") if r.ok else (f"{len(r.disagreements)} disagree", "red")
+    out.print(Text.assemble(f"agreement: {r.confirmed}/{r.compared} module calls ({r.agreement:.1%}) — ", verdict,
+                            f"; {j['not_exercised']:,} modules not in the reduced copy (not exercised)"))
     plan = r.plan
     kept = f", layers {ranges_text(plan.kept_layers)} of {plan.full_layers}" if plan.kept_layers is not None else ""
     out.print(f"reduced copy: {plan.method}{kept}; about {human_bytes(r.estimate)} "

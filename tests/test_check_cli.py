@@ -33,6 +33,24 @@ def bad_config(minilm: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def test_check_prints_dtype_differences_as_notes(archviz_cli, minilm: Path, tmp_path: Path) -> None:
+    """A model kept in bfloat16 against the real float32 file: a match, and every float tensor noted once."""
+    from safetensors import safe_open
+
+    cfg = json.loads((minilm / "config.json").read_text())
+    cfg["torch_dtype"] = cfg["dtype"] = "bfloat16"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with safe_open(str(minilm / "model.safetensors"), framework="numpy") as f:
+        floats = sum(1 for k in f.keys() if f.get_slice(k).get_dtype() == "F32")
+    r = archviz_cli("check", path, "--checkpoint", minilm / "model.safetensors")
+    assert r.returncode == 0, r.stderr
+    assert "checkpoint check: match" in r.stdout
+    lines = r.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "notes (matching tensors; not mismatches)" in ln)
+    assert any(f"{floats:,}" in ln and "stored F32, bfloat16 in the model" in ln for ln in lines[at:])
+
+
 def one_line_error(r) -> str:
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

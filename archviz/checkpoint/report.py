@@ -147,9 +147,11 @@ def github_lines(result: Mapping[str, Any], file: str | None = None, limit: int 
 
 def summary_table(result: Mapping[str, Any]) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     ok = result.get("verdict") == "match"
-    t = Table(title=f"checkpoint check: [{'green' if ok else 'red'}]{result.get('verdict')}[/]", show_header=False,
+    t = Table(title=Text.assemble("checkpoint check: ", (str(result.get("verdict")), "green" if ok else "red")),
+              show_header=False,
               title_justify="left")
     t.add_column("", style="bold", no_wrap=True)
     t.add_column("", justify="left", overflow="fold")
@@ -160,6 +162,7 @@ def summary_table(result: Mapping[str, Any]) -> Any:
 
 def problems_table(rows: Sequence[Mapping[str, Any]], limit: int = 40) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title="modules that differ", title_justify="left")
     t.add_column("module / notes", overflow="fold", ratio=1)
@@ -168,10 +171,10 @@ def problems_table(rows: Sequence[Mapping[str, Any]], limit: int = 40) -> Any:
     t.add_column("checkpoint", justify="right", no_wrap=True)
     t.add_column("model − ckpt", justify="right", no_wrap=True)
     for r in rows[:limit]:
-        t.add_row(r["module"], f"[red]{r['verdict']}[/]", _n(r["model"]), _n(r["checkpoint"]),
+        t.add_row(Text(r["module"]), Text(r["verdict"], style="red"), _n(r["model"]), _n(r["checkpoint"]),
                   f"{r['difference']:+,}")
         for note in r["notes"][:3]:
-            t.add_row(f"[dim]  {note}[/]", "", "", "", "")
+            t.add_row(Text(f"  {note}", style="dim"), "", "", "", "")
     if len(rows) > limit:
         t.add_row(f"… {len(rows) - limit} more (--json lists them all)", "", "", "", "")
     return t
@@ -179,25 +182,27 @@ def problems_table(rows: Sequence[Mapping[str, Any]], limit: int = 40) -> Any:
 
 def checkpoint_only_table(groups: Sequence[Mapping[str, Any]]) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title="checkpoint-only tensors", title_justify="left")
     for col, j in (("kind", "left"), ("tensors", "right"), ("elements", "right"), ("explained", "left"),
                    ("examples", "left")):
         t.add_column(col, justify=j, overflow="fold")
     for g in groups:
-        t.add_row(g["kind"], _n(g["tensors"]), _n(g["elements"]), "yes" if g["explained"] else "[red]no[/]",
-                  "\n".join(g["examples"]))
+        t.add_row(g["kind"], _n(g["tensors"]), _n(g["elements"]), Text("yes") if g["explained"] else Text("no", "red"),
+                  Text("\n".join(g["examples"])))
     return t
 
 
 def notes_table(notes: Sequence[tuple[str, int]], limit: int = 12) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title="notes (matching tensors; not mismatches)", title_justify="left")
     t.add_column("tensors", justify="right")
     t.add_column("note", overflow="fold")
     for note, n in notes[:limit]:
-        t.add_row(_n(n), note)
+        t.add_row(_n(n), Text(note))
     if len(notes) > limit:
         t.add_row("", f"… {len(notes) - limit} more distinct notes (--json lists every tensor)")
     return t

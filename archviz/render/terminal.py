@@ -18,7 +18,9 @@ from ..records import ModelRecord, ModuleRecord
 def summary_table(record: ModelRecord) -> Group:
     s = record.summary
     src = record.source
-    t = Table(title=f"{src.name} · {src.model_class.rsplit('.', 1)[-1]}", show_header=False, title_justify="left")
+    # Data goes in as Text, never as a markup string: a name or a line of code may hold "[...]" (rich markup)
+    t = Table(title=Text(f"{src.name} · {src.model_class.rsplit('.', 1)[-1]}"), show_header=False,
+              title_justify="left")
     t.add_column("what", style="bold")
     t.add_column("value", justify="right")
     t.add_column("", style="dim")
@@ -33,7 +35,7 @@ def summary_table(record: ModelRecord) -> Group:
     t.add_row("buffers", fmt.count(s.buffer_elements), f"{fmt.count(s.persistent_buffer_elements)} persistent")
     tied = tied_text(record)
     if tied:
-        t.add_row("tied weights", *tied)
+        t.add_row("tied weights", tied[0], Text(tied[1]))
     t.add_row("stored bytes", fmt.count(s.bytes), fmt.nbytes(s.bytes))
     for dtype, n in s.bytes_by_dtype:
         t.add_row(f"  {dtype}", fmt.count(n), fmt.nbytes(n))
@@ -144,23 +146,27 @@ def _tensor_label(t: Any) -> Text:
 def module_card(record: ModelRecord, path: str) -> Group:
     """One module in full: class, source lines, tensors, shapes, call sites."""
     m = record.module(path)
-    t = Table(show_header=False, title=path or "(model)", title_justify="left")
+    t = Table(show_header=False, title=Text(path or "(model)"), title_justify="left")
     t.add_column("k", style="bold")
     t.add_column("v")
-    t.add_row("class", f"{m.class_name} ({m.class_module})")
+
+    def row(key: str, value: str) -> None:
+        t.add_row(key, Text(value))  # code, paths and shapes hold "[...]": never read as rich markup
+
+    row("class", f"{m.class_name} ({m.class_module})")
     if m.class_span:
-        t.add_row("source", f"{m.class_span.file}:{m.class_span.start}–{m.class_span.end}")
+        row("source", f"{m.class_span.file}:{m.class_span.start}–{m.class_span.end}")
     if m.forward_span:
-        t.add_row("forward", f"{m.forward_span.file}:{m.forward_span.start}–{m.forward_span.end}")
-    t.add_row("parameters", fmt.count(m.totals.parameters))
+        row("forward", f"{m.forward_span.file}:{m.forward_span.start}–{m.forward_span.end}")
+    row("parameters", fmt.count(m.totals.parameters))
     for c in m.call_sites:
-        t.add_row("called as", f"{c.code} · {c.file}:{c.line}")
+        row("called as", f"{c.code} · {c.file}:{c.line}")
     names, local = DimNames(dict(record.source.config)), dict(m.dims)  # widths named as on the site
     for call in m.calls[:4]:
-        t.add_row("in", ", ".join(names.shape(s, local, words=False) for s in call.inputs))
-        t.add_row("out", ", ".join(names.shape(s, local, words=False) for s in call.outputs))
+        row("in", ", ".join(names.shape(s, local, words=False) for s in call.inputs))
+        row("out", ", ".join(names.shape(s, local, words=False) for s in call.outputs))
     for a in m.assumptions:
-        t.add_row("assumed", a)
+        row("assumed", a)
     return Group(t)
 
 
