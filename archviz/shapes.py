@@ -51,6 +51,8 @@ aten = torch.ops.aten
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _ARCHVIZ_DIR = os.path.dirname(__file__)
+# torch.nn.Module's call machinery: frames whose `self` is the module being called, never a parent calling a child
+_CALL_MACHINERY = frozenset(("_call_impl", "_wrapped_call_impl", "inner", "_fn", "__call__"))
 _MAX_CALLS = 8  # distinct call signatures kept per module
 
 ROUTED = "R"
@@ -539,14 +541,17 @@ class Tracer:
         f = sys._getframe(3)
         fallback = None
         while f is not None:
-            fn = f.f_code.co_filename
-            if fn.startswith(_TORCH_DIR) or fn.startswith(_ARCHVIZ_DIR):
+            code = f.f_code
+            fn = code.co_filename
+            if fn.startswith(_ARCHVIZ_DIR) or (fn.startswith(_TORCH_DIR) and (
+                    parent is None or code.co_name in _CALL_MACHINERY or "self" not in code.co_varnames)):
                 f = f.f_back
                 continue
-            if fallback is None:
-                fallback = f
+            # A parent whose forward is torch's own (TransformerEncoderLayer, Sequential) calls its children there
             if parent is not None and f.f_locals.get("self") is parent:
                 return self._site(f)
+            if fallback is None and not fn.startswith(_TORCH_DIR):
+                fallback = f
             f = f.f_back
         return self._site(fallback) if fallback is not None else None
 

@@ -98,8 +98,28 @@ def classify(spec: str, options: BuildOptions) -> str:
                       hint="check the path, or write hf:llama for transformers' llama")
 
 
+# Build options that only one kind of source reads: given to another, they would be ignored without a word.
+_ONLY_FOR = {"--config": "reference", "--model-class": "reference", "--tokenizer": "reference",
+             "--world-size": "reference", "--rank": "reference", "--trust-remote-code": "hf"}
+_KIND_WORDS = {"reference": "a reference model.py", "hf": "a transformers model (hf:<type>, config.json or folder)",
+               "factory": "a package.module:callable"}
+
+
+def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
+    given = {"--config": options.config, "--model-class": options.model_class, "--tokenizer": options.tokenizer,
+             "--world-size": options.world_size, "--rank": options.rank,
+             "--trust-remote-code": options.trust_remote_code or None}
+    unused = [flag for flag, value in given.items() if value is not None and _ONLY_FOR[flag] != kind]
+    if unused:
+        owners = sorted({_ONLY_FOR[f] for f in unused})
+        raise SourceError(f"{spec}: {', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to "
+                          f"{' or '.join(_KIND_WORDS[o] for o in owners)}, and this is {_KIND_WORDS[kind]}",
+                          hint=f"drop {', '.join(unused)}")
+
+
 def build(spec: str, options: BuildOptions = BuildOptions()) -> Built:
     kind = classify(spec, options)
+    _refuse_unused(spec, kind, options)
     if kind == "hf":
         from . import source_hf
         return source_hf.build(spec, options)
@@ -133,11 +153,16 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     if not callable(fn):
         raise SourceError(f"{spec}: {attr} is not callable", hint="point at a function or class that returns a module")
     root = os.path.dirname(getattr(module, "__file__", "") or "")
+    kwargs = dict(options.overrides)
     try:
         with meta_build(options.device) as notes:
-            model = fn()
+            model = fn(**kwargs)  # --set key=value: the factory's keyword arguments
     except Exception as e:  # noqa: BLE001
         where = user_frame(e, (root,)) or spec
+        if isinstance(e, TypeError) and kwargs and "argument" in str(e):
+            raise SourceError(f"{spec}: {attr} does not take {', '.join(kwargs)} ({e})",
+                              hint="--set key=value passes keyword arguments to a factory: give only the ones "
+                                   "it takes") from None
         if is_cuda_insistence(e):
             raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}",
                               hint="archviz builds on the meta device; remove the hard CUDA requirement "
@@ -147,7 +172,9 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     if not isinstance(model, torch.nn.Module):
         raise SourceError(f"{spec}: returned {type(model).__name__}, not a torch.nn.Module",
                           hint="the factory must return the model (an nn.Module)")
-    return Built(model=model, spec=spec, kind="factory", name=attr, config={}, overrides=dict(options.overrides),
+    # The keyword arguments are the factory's config: they name dims (`64` -> `d`), as a config.json's fields do.
+    config = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list)) or v is None}
+    return Built(model=model, spec=spec, kind="factory", name=attr, config=config, overrides=kwargs,
                  notes=list(notes.items), roots=(root,), display_roots=_display_roots_for(module),
                  versions=_versions())
 
