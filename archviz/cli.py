@@ -170,6 +170,19 @@ def read_records(path: str) -> Any:
                            hint="write one with `archviz walk SOURCE -o records.json`") from None
 
 
+def refuse_pass_options(*, batch: int | None = None, seq: int | None = None, kernel_rules: str | None = None,
+                        inputs: list[str] | None = None, every_block: bool = False) -> None:
+    """Options of the meta forward pass given to a run without it would be ignored: say so instead."""
+    given = [flag for flag, value in (("--batch", batch), ("--seq", seq), ("--kernel-rules", kernel_rules),
+                                      ("--input", inputs), ("--every-block", every_block))
+             if value not in (None, False, [], ())]
+    if given:
+        raise ArchvizError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the meta forward pass, "
+                           "which this run skips",
+                           hint=f"run the pass (walk --shapes; inspect and build run it unless --no-shapes), or drop "
+                                f"{', '.join(given)}")
+
+
 def load_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
                 tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool = False,
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
@@ -190,6 +203,8 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
 
             record = group(record, names=load_names(names) if names else None)
         return record
+    if not shapes:
+        refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block)
     from . import build
     from .walk import walk
 

@@ -12,7 +12,7 @@ import typer
 from .cli import (
     BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, RankOpt, SeqOpt,
     SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, app, emit_json, err, handled, is_records_file, load_record,
-    progress_bar, spinner,
+    progress_bar, refuse_pass_options, spinner,
 )
 from .errors import ArchvizError, ShapeError
 
@@ -71,6 +71,8 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
         return _group(load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False,
                                   kernel_rules=kernel_rules, inputs=inputs, trust_remote_code=trust_remote_code),
                       names)
+    if not shapes:
+        refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block)
     if shapes and kernel_rules:  # a bad option is an error, not a reason to render without shapes
         from .kernels import load_rules_file
 

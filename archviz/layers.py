@@ -14,7 +14,7 @@ def main_layer_list(record: ModelRecord) -> ModuleRecord:
     index = record.index()
     best: tuple | None = None
     for m in record.modules:
-        if m.class_name not in ("ModuleList", "Sequential") or len(m.children) < 2:
+        if m.class_name not in ("ModuleList", "Sequential") or not m.children:
             continue
         if "expert" in m.name.lower():
             continue
@@ -22,7 +22,8 @@ def main_layer_list(record: ModelRecord) -> ModuleRecord:
         if not any(i.children for i in items):
             continue
         depth = m.path.count(".") if m.path else 0
-        key = (m.name in _PREFERRED, m.totals.parameters, -depth)
+        # a list of one block counts only where none holds more (a model cut to one layer with --set)
+        key = (len(m.children) > 1, m.name in _PREFERRED, m.totals.parameters, -depth)
         if best is None or key > best[0]:
             best = (key, m)
     if best is None:
@@ -36,9 +37,10 @@ def layer_path(record: ModelRecord, n: int) -> str:
     for c in children:
         if c.rsplit(".", 1)[-1] == str(n):
             return c
-    raise ArchvizError(f"layer {n}: {lst.path or 'the layer list'} has {len(children)} layers "
-                       f"({children[0].rsplit('.', 1)[-1]}–{children[-1].rsplit('.', 1)[-1]})",
-                       hint="give a layer number in that range")
+    first, last = children[0].rsplit(".", 1)[-1], children[-1].rsplit(".", 1)[-1]
+    held = f"1 layer ({first})" if len(children) == 1 else f"{len(children)} layers ({first}–{last})"
+    raise ArchvizError(f"layer {n}: {lst.path or 'the layer list'} has {held}",
+                       hint="give a layer number in that range" if len(children) > 1 else f"give layer {first}")
 
 
 def resolve_target(record: ModelRecord, target: list[str]) -> str:

@@ -8,6 +8,7 @@ searching the offending file for the offending statement.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,9 @@ CASES = {
     "forward_input_named": ["inspect", "needs_input:model"],
     "forward_input_given": ["inspect", "needs_input:model", "--input", "features=B,T,8:float32", "mix", "--json"],
     "build_field_null_hf": ["summary", "hf:ministral", "--set", "num_hidden_layers=1", "--set", "head_dim=null"],
+    "pass_option_walk": ["walk", DSV3, "--input", "x=B,T", "-o", Path(tempfile.gettempdir()) / "archviz-unused.json"],
+    "pass_options_no_shapes": ["inspect", DSV3, "--no-shapes", "--batch", "3", "--every-block"],
+    "pass_option_build": ["build", DSV3, "--no-shapes", "--kernel-rules", "rules.py", "-o", Path(tempfile.gettempdir()) / "archviz-unused-site"],
 }
 
 
@@ -230,3 +234,13 @@ def test_a_forward_input_the_error_names_is_named_in_the_hint(results):
     assert r.returncode == 0, r.stderr
     mix = json.loads(r.stdout)
     assert mix["inputs"] == [["B", "T", 16]] and mix["outputs"] == [["B", "T", 8]]
+
+
+@pytest.mark.parametrize("case, flags", [("pass_option_walk", "--input applies"),
+                                         ("pass_options_no_shapes", "--batch, --every-block apply"),
+                                         ("pass_option_build", "--kernel-rules applies")])
+def test_options_of_the_meta_pass_without_the_pass_are_refused(results, case, flags):
+    """Given to a run that skips the meta pass, they would change nothing: the line says so and how to run it."""
+    line = one_line_error(results[case])
+    assert line.startswith(f"error: {flags} to the meta forward pass, which this run skips")
+    assert "walk --shapes" in line and "--no-shapes" in line

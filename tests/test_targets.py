@@ -47,3 +47,28 @@ def test_a_misspelt_child_is_named_from_its_parent():
 def test_an_unknown_child_lists_the_parents_children():
     assert hint("model.layers.0.router") == "model.layers.0 has: attn, mlp"
     assert hint("lm_head.weight") == "lm_head has no sub-modules"
+
+
+ONE_LAYER = hand_record([
+    ("", "Top", {}, []),
+    ("model", "Body", {}, []),
+    ("model.layers", "ModuleList", {}, []),
+    ("model.layers.0", "Block", {}, []),
+    ("model.layers.0.attn", "Attn", {}, [("weight", (4, 4))]),
+    ("mtp", "ModuleList", {}, []),
+    ("mtp.0", "Block", {}, []),
+    ("mtp.0.attn", "Attn", {}, [("weight", (8, 8))]),  # more parameters, but not the model's layer list by name
+    ("head", "Linear", {}, [("weight", (16, 4))]),
+])
+
+
+def test_a_model_cut_to_one_layer_still_has_layer_0():
+    """`--set num_hidden_layers=1` leaves a list of one block: `layer 0` is it, and `layer 1` names what there is."""
+    assert resolve_target(ONE_LAYER, ["layer", "0"]) == "model.layers.0"
+    with pytest.raises(ArchvizError) as e:
+        resolve_target(ONE_LAYER, ["layer", "1"])
+    assert e.value.message == "layer 1: model.layers has 1 layer (0)" and e.value.hint == "give layer 0"
+    assert resolve_target(REC, ["layer", "1"]) == "model.layers.1"
+    with pytest.raises(ArchvizError) as e:
+        resolve_target(REC, ["layer", "2"])
+    assert e.value.message == "layer 2: model.layers has 2 layers (0–1)"
