@@ -261,6 +261,23 @@ def _own_model_class(config_class: type) -> type | list[str]:
     return sorted(cls.__name__ for cls in found or declared)
 
 
+def _quantization_note(config: Any) -> str | None:
+    """A config.json's quantization_config is what from_pretrained applies when it loads the weights (on a GPU; on a
+    CPU it dequantizes): from_config, like archviz, builds the unquantized modules. Say so, so that no one reads the
+    dtypes and stored bytes as the checkpoint's."""
+    q = getattr(config, "quantization_config", None)
+    if q is None:
+        return None
+    q = q.to_dict() if hasattr(q, "to_dict") else q
+    if not isinstance(q, dict):
+        return None
+    shown = ", ".join(f"{k} {json.dumps(q[k])}" for k in ("quant_method", "fmt", "bits", "weight_block_size",
+                                                             "group_size") if q.get(k) is not None)
+    return (f"config.json's quantization_config ({shown or 'given'}) is not applied: modules are built as "
+            "from_config builds them, unquantized, and the dtypes and stored bytes are theirs; archviz check pairs "
+            "a checkpoint's quantized weights with their scales")
+
+
 def build(spec: str, options: BuildOptions) -> Built:
     import torch
 
@@ -279,6 +296,9 @@ def build(spec: str, options: BuildOptions) -> Built:
                               f"built with transformers' own {cls.__name__}; pass --trust-remote-code to build the "
                               "folder's classes instead")
     config = _config_for(cls, config)
+    quant = _quantization_note(config)
+    if quant:
+        code_notes.append(quant)
     dtype = getattr(config, "dtype", None)
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype, None)

@@ -529,3 +529,24 @@ def test_a_vision_language_type_with_only_a_relatives_class_builds_that_one():
     record = archviz.load("hf:shieldgemma2")
     assert record.modules[0].class_name == "ShieldGemma2ForImageClassification"
     assert record.summary.parameters == sum(p.numel() for p in own.parameters())
+
+
+def test_a_quantization_config_is_named_as_not_applied(tmp_path):
+    """from_config (and so archviz) builds the unquantized modules; a Hub config.json's quantization_config is what
+    from_pretrained applies on a GPU. The build says so; the counts are the same as without it."""
+    c = config_for("llama", num_hidden_layers=1).to_dict()
+    c["architectures"] = ["LlamaForCausalLM"]
+    plain = tmp_path / "plain" / "config.json"
+    plain.parent.mkdir()
+    plain.write_text(json.dumps(c))
+    c["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                "weight_block_size": [128, 128]}
+    quant = tmp_path / "fp8" / "config.json"
+    quant.parent.mkdir()
+    quant.write_text(json.dumps(c))
+    a, b = archviz.load(str(plain)), archviz.load(str(quant))
+    assert a.summary.parameters == b.summary.parameters and a.summary.bytes == b.summary.bytes
+    assert not [n for n in a.source.notes if "quantization_config" in n]
+    said = [n for n in b.source.notes if "quantization_config" in n]
+    assert len(said) == 1 and 'quant_method "fp8"' in said[0] and "weight_block_size [128, 128]" in said[0]
+    assert "not applied" in said[0]
