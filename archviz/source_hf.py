@@ -158,7 +158,8 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
         text_default, text_source = _fields(text_class) if text_class is not None else (None, "")
     except Exception as e:  # noqa: BLE001 - transformers' own default fails its validators (gemma4_assistant)
         raise SourceError(f"--set: transformers cannot build a default {config_class.__name__} to check the keys "
-                          f"against: {e}", hint="give a config.json with --config instead") from None
+                          f"against: {e}", hint="write the fields into a config.json and give its path as the source, "
+                          "instead of hf:<type> with --set") from None
     for key, value in overrides.items():
         # A field, or a legacy key the config's constructor reads (deepseek_v4: compress_ratios).
         if hasattr(default, key) or f'"{key}"' in source:  # `config` took any key
