@@ -1041,7 +1041,8 @@ def layer_membership(record: ModelRecord, path: str) -> str | None:
     entry = g["by_path"].get(path)
     kind = next((k["name"] for k in layers["kinds"] if n in k["layers"]), None)
     where = entry.get("group") if entry else None
-    text = f"layer {n} belongs to {where or 'the layer list'}"
+    count = len({i for k in layers["kinds"] for i in k["layers"]})
+    text = f"layer {n} is the model's only layer" if count == 1 else f"layer {n} belongs to {where or 'the layer list'}"
     if kind:
         text += f" (kind {kind})"
     return text

@@ -554,3 +554,13 @@ def test_trees_count_the_children_they_cut():
     for tree in (module_tree(rec, "", 1), grouped_tree(rec, "", 1)):
         lines = [line.strip("│├└─ ") for line in render(tree).splitlines()]
         assert "… 1 child" in lines and "… 3 children" in lines
+
+
+def test_the_only_layer_of_a_model_cut_to_one_says_so():
+    import archviz
+    from archviz.grouping import group, layer_membership
+
+    one = group(archviz.load("hf:llama", overrides={"num_hidden_layers": 1}))
+    assert layer_membership(one, "model.layers.0").startswith("layer 0 is the model's only layer")
+    two = group(archviz.load("hf:llama", overrides={"num_hidden_layers": 2}))
+    assert layer_membership(two, "model.layers.1").startswith("layer 1 belongs to 2 layers")
