@@ -31,6 +31,11 @@ out = Console(soft_wrap=False, markup=False, emoji=False)
 err = Console(stderr=True, markup=False, emoji=False)
 
 
+def flag(*names: str, **kw: Any) -> Any:
+    """A bool option: no value follows it, so its help shows no `<bool>` type."""
+    return typer.Option(*names, metavar="", **kw)
+
+
 class State:
     debug = False
 
@@ -53,7 +58,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", help="print the versions of archviz, torch, "
+def _root(version: Annotated[bool, flag("--version", help="print the versions of archviz, torch, "
                                                                   "transformers and safetensors, and exit",
                                                 callback=_version, is_eager=True)] = False) -> None:
     pass  # the help text is the app's
@@ -72,7 +77,7 @@ TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="refere
 WorldSizeOpt = Annotated[Optional[int], typer.Option("--world-size", help="reference: tensor-parallel world size "
                                                                          "(module global world_size)")]
 RankOpt = Annotated[Optional[int], typer.Option("--rank", help="reference: tensor-parallel rank")]
-TrustRemoteCodeOpt = Annotated[bool, typer.Option("--trust-remote-code", help="transformers folder: import and run the "
+TrustRemoteCodeOpt = Annotated[bool, flag("--trust-remote-code", help="transformers folder: import and run the "
                                                   ".py files its config.json's auto_map names (the model's own code) "
                                                   "instead of transformers' class")]
 InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forward input for the meta pass, beside "
@@ -83,12 +88,12 @@ KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a
 BatchOpt = Annotated[Optional[int], typer.Option("--batch", help="batch size B for the meta forward pass (default: a "
                                                  "value no width of the model equals)")]
 SeqOpt = Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")]
-EveryBlockOpt = Annotated[bool, typer.Option("--every-block", help="run every repeated layer, MoE block and expert in "
+EveryBlockOpt = Annotated[bool, flag("--every-block", help="run every repeated layer, MoE block and expert in "
                                                 "the meta pass instead of answering identical ones from the first "
                                                 "that ran (slower; for blocks that differ in what their classes, "
                                                 "tensors and attributes do not show)")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="show tracebacks")]
+JsonOpt = Annotated[bool, flag("--json", help="print JSON instead of tables")]
+DebugOpt = Annotated[bool, flag("--debug", help="show tracebacks")]
 
 
 @contextmanager
@@ -297,9 +302,9 @@ def inspect(
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
     depth: Annotated[int, typer.Option("--depth", "-d", help="tree levels to show")] = 3,
-    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="run the meta forward pass for in/out "
+    shapes: Annotated[bool, flag("--shapes/--no-shapes", help="run the meta forward pass for in/out "
                                                                       "shapes and call sites")] = True,
-    flat: Annotated[bool, typer.Option("--flat", help="the raw module tree, identical siblings not grouped")] = False,
+    flat: Annotated[bool, flag("--flat", help="the raw module tree, identical siblings not grouped")] = False,
     batch: BatchOpt = None,
     seq: SeqOpt = None,
     kernel_rules: KernelRulesOpt = None,
@@ -343,7 +348,7 @@ def walk(
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
-    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="include in/out shapes and call sites")]
+    shapes: Annotated[bool, flag("--shapes/--no-shapes", help="include in/out shapes and call sites")]
     = False,
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,

@@ -11,8 +11,8 @@ import typer
 
 from .cli import (
     BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, RankOpt, SeqOpt,
-    SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, app, emit_json, err, handled, is_records_file, load_record,
-    progress_bar, refuse_pass_options, spinner,
+    SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, app, emit_json, err, flag, handled, is_records_file,
+    load_record, progress_bar, refuse_pass_options, spinner,
 )
 from .errors import ArchvizError, ShapeError
 
@@ -108,7 +108,7 @@ def build(
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
-    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="run the meta forward pass for in/out shapes "
+    shapes: Annotated[bool, flag("--shapes/--no-shapes", help="run the meta forward pass for in/out shapes "
                                                                       "and call sites")] = True,
     batch: BatchOpt = None,
     seq: SeqOpt = None,

@@ -178,6 +178,9 @@ def test_help(results, case, words):
     assert "Usage" in r.stdout
     for w in words:
         assert w in r.stdout, w
+    # a flag takes no value: its row shows no type, unlike --set <list[str]>
+    flags = [ln for ln in r.stdout.splitlines() if "--json" in ln or "--debug" in ln or "--no-shapes" in ln]
+    assert all("<bool>" not in ln for ln in flags), flags
 
 
 def test_library_log_noise_stays_out_of_the_terminal():
