@@ -80,6 +80,9 @@ RankOpt = Annotated[Optional[int], typer.Option("--rank", help="reference: tenso
 TrustRemoteCodeOpt = Annotated[bool, flag("--trust-remote-code", help="transformers folder: import and run the "
                                                   ".py files its config.json's auto_map names (the model's own code) "
                                                   "instead of transformers' class")]
+QuantizedOpt = Annotated[bool, flag("--quantized", help="transformers: lay the modules out as config.json's "
+                                    "quantization_config says, as from_pretrained does on a GPU (fp8 weights with "
+                                    "their scales), instead of the unquantized modules from_config builds")]
 InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forward input for the meta pass, beside "
                                                      "the default token ids or replacing the one of its name: "
                                                      "name=B,T,512[:dtype], name=int:5, name=none (repeatable)")]
@@ -192,12 +195,13 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                 tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool = False,
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
                 kernel_rules: str | None = None, names: str | None = None,
-                inputs: list[str] | None = None, every_block: bool = False, trust_remote_code: bool = False) -> Any:
+                inputs: list[str] | None = None, every_block: bool = False, trust_remote_code: bool = False,
+                quantized: bool = False) -> Any:
     if is_records_file(source):  # already built (by `archviz walk -o`, maybe elsewhere): read, group if asked
         options = {"--config": config, "--set": sets, "--model-class": model_class, "--tokenizer": tokenizer,
                    "--world-size": world_size, "--rank": rank, "--batch": batch, "--seq": seq,
                    "--kernel-rules": kernel_rules, "--input": inputs, "--every-block": every_block,
-                   "--trust-remote-code": trust_remote_code}
+                   "--trust-remote-code": trust_remote_code, "--quantized": quantized}
         given = [flag for flag, value in options.items() if value not in (None, False, [], ())]
         if given:
             raise ArchvizError(f"{source}: a records file is already built, so {', '.join(given)} cannot apply",
@@ -215,7 +219,8 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
 
     with spinner(f"building {source} on meta"):
         built = build(source, config=config, overrides=_parse_sets(sets), model_class=model_class,
-                      tokenizer=tokenizer, world_size=world_size, rank=rank, trust_remote_code=trust_remote_code)
+                      tokenizer=tokenizer, world_size=world_size, rank=rank, trust_remote_code=trust_remote_code,
+                      quantized=quantized)
     with progress_bar("walking modules") as cb:
         record = walk(built, progress=cb)
     if shapes:
@@ -272,6 +277,7 @@ def summary(
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -281,7 +287,7 @@ def summary(
 
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
-                             trust_remote_code=trust_remote_code)
+                             trust_remote_code=trust_remote_code, quantized=quantized)
         if json_:
             emit_json(summary_json(record))
         else:
@@ -301,6 +307,7 @@ def inspect(
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
     depth: Annotated[int, typer.Option("--depth", "-d", help="tree levels to show")] = 3,
     shapes: Annotated[bool, flag("--shapes/--no-shapes", help="run the meta forward pass for in/out "
                                                                       "shapes and call sites")] = True,
@@ -324,7 +331,7 @@ def inspect(
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, batch=batch, seq=seq, grouping=not flat,
                              kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
-                             trust_remote_code=trust_remote_code)
+                             trust_remote_code=trust_remote_code, quantized=quantized)
         path = resolve_target(record, target or [])
         if json_:
             emit_json(module_json(record, path))
@@ -348,6 +355,7 @@ def walk(
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
     shapes: Annotated[bool, flag("--shapes/--no-shapes", help="include in/out shapes and call sites")]
     = False,
     kernel_rules: KernelRulesOpt = None,
@@ -362,7 +370,8 @@ def walk(
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
-                             inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code)
+                             inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,
+                             quantized=quantized)
         text = dumps(record)
         if output == "-":
             sys.stdout.write(text + "\n")

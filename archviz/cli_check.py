@@ -12,8 +12,8 @@ from typing import Annotated, Optional
 import typer
 
 from .cli import (
-    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, SourceArg, TokenizerOpt, TrustRemoteCodeOpt,
-    WorldSizeOpt, app,
+    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, QuantizedOpt, RankOpt, SetOpt, SourceArg, TokenizerOpt,
+    TrustRemoteCodeOpt, WorldSizeOpt, app,
     atomic_write, emit_json, err, handled, load_record, out, progress_bar, spinner,
 )
 from .errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
@@ -38,6 +38,7 @@ def check(
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
     rules: RulesOpt = None,
     format_: FormatOpt = "table",
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write the records, with the "
@@ -68,7 +69,7 @@ def check(
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)))
         # a model source is built; a records file from `archviz walk -o` is read as it is
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
-                             trust_remote_code=trust_remote_code)
+                             trust_remote_code=trust_remote_code, quantized=quantized)
         with spinner("comparing"):
             record = compare(record, inventory, rule_set)
         result = record.extra(EXTRA_KEY)

@@ -11,8 +11,8 @@ import typer
 
 from .cli import (
     BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, RankOpt, SeqOpt,
-    SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, app, emit_json, err, flag, handled, is_records_file,
-    load_record, progress_bar, refuse_pass_options, spinner,
+    QuantizedOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, app, emit_json, err, flag, handled,
+    is_records_file, load_record, progress_bar, refuse_pass_options, spinner,
 )
 from .errors import ArchvizError, ShapeError
 
@@ -66,11 +66,11 @@ def _compare(record: Any, checkpoint: str) -> Any:
 def _load(source: str, config: str | None, sets: list[str] | None, model_class: str | None, tokenizer: str | None,
           world_size: int | None, rank: int | None, shapes: bool, batch: int | None, seq: int | None, names: str | None,
           every_block: bool = False, kernel_rules: str | None = None, inputs: list[str] | None = None,
-          trust_remote_code: bool = False) -> Any:
+          trust_remote_code: bool = False, quantized: bool = False) -> Any:
     if is_records_file(source):  # load_record says which build options cannot apply to it
         return _group(load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False,
-                                  kernel_rules=kernel_rules, inputs=inputs, trust_remote_code=trust_remote_code),
-                      names)
+                                  kernel_rules=kernel_rules, inputs=inputs, trust_remote_code=trust_remote_code,
+                                  quantized=quantized), names)
     if not shapes:
         refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block)
     if shapes and kernel_rules:  # a bad option is an error, not a reason to render without shapes
@@ -84,12 +84,12 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
     try:
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
                              batch=batch, seq=seq, grouping=False, every_block=every_block, inputs=inputs,
-                             trust_remote_code=trust_remote_code)
+                             trust_remote_code=trust_remote_code, quantized=quantized)
     except ShapeError as e:
         err.print(f"warning: {source}: no shapes ({e.line()}); the pages show counts and code only",
                   highlight=False, markup=False, soft_wrap=True)
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=False,
-                             grouping=False, trust_remote_code=trust_remote_code)
+                             grouping=False, trust_remote_code=trust_remote_code, quantized=quantized)
         # The overview says why its pages have no shapes.
         record = dataclasses.replace(record, source=dataclasses.replace(
             record.source, notes=(*record.source.notes, f"no shapes: {e.line()}")))
@@ -108,6 +108,7 @@ def build(
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
     shapes: Annotated[bool, flag("--shapes/--no-shapes", help="run the meta forward pass for in/out shapes "
                                                                       "and call sites")] = True,
     batch: BatchOpt = None,
@@ -143,7 +144,7 @@ def build(
         records = []
         for s in sources:
             record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names,
-                           every_block, kernel_rules, input_, trust_remote_code)
+                           every_block, kernel_rules, input_, trust_remote_code, quantized)
             if checkpoint:
                 record = _compare(record, checkpoint)
             records.append(record)

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import warnings
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import SourceError
 from .sources import BuildOptions, Built, _versions, read_json_config, suggest
@@ -262,10 +262,10 @@ def _own_model_class(config_class: type) -> type | list[str]:
     return sorted(cls.__name__ for cls in found or declared)
 
 
-def _quantization_note(config: Any) -> str | None:
+def _quantization_note(config: Any, applied: bool = False) -> str | None:
     """A config.json's quantization_config is what from_pretrained applies when it loads the weights (on a GPU; on a
-    CPU it dequantizes): from_config, like archviz, builds the unquantized modules. Say so, so that no one reads the
-    dtypes and stored bytes as the checkpoint's."""
+    CPU it dequantizes): from_config, like archviz by default, builds the unquantized modules. Say which was built,
+    so that no one reads the dtypes and stored bytes as the checkpoint's when they are not."""
     q = getattr(config, "quantization_config", None)
     if q is None:
         return None
@@ -274,9 +274,54 @@ def _quantization_note(config: Any) -> str | None:
         return None
     shown = ", ".join(f"{k} {json.dumps(q[k])}" for k in ("quant_method", "fmt", "bits", "weight_block_size",
                                                              "group_size") if q.get(k) is not None)
+    if applied:
+        return (f"laid out as config.json's quantization_config says ({shown or 'given'}; --quantized): the modules "
+                "transformers' quantizer puts in before from_pretrained loads the weights, so dtypes, scales and "
+                "stored bytes are the checkpoint's; the meta pass runs through the unquantized modules they replace")
     return (f"config.json's quantization_config ({shown or 'given'}) is not applied: modules are built as "
-            "from_config builds them, unquantized, and the dtypes and stored bytes are theirs; archviz check pairs "
-            "a checkpoint's quantized weights with their scales")
+            "from_config builds them, unquantized, and the dtypes and stored bytes are theirs (--quantized lays "
+            "them out as it says); archviz check pairs a checkpoint's quantized weights with their scales")
+
+
+def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], Any]:
+    """Replace modules as transformers' quantizer for config.quantization_config does before from_pretrained loads
+    weights (on meta: no weights, no kernels). Returns a context manager factory under which the replaced modules
+    are back in place, for the meta pass (quantized modules call kernels meta cannot run; shapes are the same)."""
+    import torch
+
+    q = config.quantization_config
+    method = (q.get("quant_method") if isinstance(q, dict) else getattr(q, "quant_method", None)) or "?"
+    before = dict(model.named_modules())
+    try:
+        from transformers.quantizers import AutoHfQuantizer
+
+        quantizer = AutoHfQuantizer.from_config(q, pre_quantized=True)
+        with torch.device("meta"), _quiet():
+            quantizer.preprocess_model(model=model, dtype=dtype, device_map=None, checkpoint_files=None,
+                                       use_kernels=False)
+    except Exception as e:  # noqa: BLE001 - a quantizer that needs a package, or refuses this model
+        raise SourceError(f"{spec}: --quantized: transformers' {method!r} quantizer cannot lay out this model "
+                          f"({type(e).__name__}: {str(e)[:300]})",
+                          hint="drop --quantized to document the unquantized modules") from None
+    after = dict(model.named_modules())
+    replaced = sorted(p for p, m in after.items() if p and before.get(p) is not None and before[p] is not m)
+    top = [p for p in replaced if not any(p.startswith(r + ".") for r in replaced if r != p)]
+    if not top:
+        raise SourceError(f"{spec}: --quantized: transformers' {method!r} quantizer replaced no module of this model",
+                          hint="drop --quantized: the unquantized build is the same")
+    swaps = [(p, before[p], after[p]) for p in top]
+
+    @contextlib.contextmanager
+    def unquantized() -> Any:
+        for path, old, _ in swaps:
+            model.set_submodule(path, old)
+        try:
+            yield
+        finally:
+            for path, _, new in swaps:
+                model.set_submodule(path, new)
+
+    return unquantized
 
 
 def build(spec: str, options: BuildOptions) -> Built:
@@ -297,9 +342,12 @@ def build(spec: str, options: BuildOptions) -> Built:
                               f"built with transformers' own {cls.__name__}; pass --trust-remote-code to build the "
                               "folder's classes instead")
     config = _config_for(cls, config)
-    quant = _quantization_note(config)
+    quant = _quantization_note(config, options.quantized)
     if quant:
         code_notes.append(quant)
+    elif options.quantized:
+        raise SourceError(f"{spec}: --quantized, but this config has no quantization_config",
+                          hint="drop --quantized: it lays out the modules as a config.json's quantization_config says")
     dtype = getattr(config, "dtype", None)
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype, None)
@@ -316,6 +364,7 @@ def build(spec: str, options: BuildOptions) -> Built:
                           hint=unset_field_hint(e, fields) or "check the config fields; run with --debug for the "
                           "traceback") from e
     model.eval()
+    unquantized = _quantize(model, config, spec, kwargs.get("dtype")) if options.quantized else None
     transformers = _import_transformers()
     site = os.path.dirname(os.path.dirname(transformers.__file__))
     cfg = json.loads(json.dumps({k: v for k, v in config.to_dict().items() if _jsonable(v)}))
@@ -329,7 +378,7 @@ def build(spec: str, options: BuildOptions) -> Built:
     return Built(model=model, spec=spec, kind="hf", name=name, config=cfg, overrides=dict(options.overrides),
                  notes=code_notes + list(notes.items), roots=roots,
                  display_roots=display, args=config, versions=_versions("transformers"),
-                 loading=loading_facts)
+                 loading=loading_facts, unquantized=unquantized)
 
 
 def loading_facts(modules: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ class BuildOptions:
     default_dtype: str | None = None  # reference: default dtype to build and run under (else found in its launcher)
     device: str = "meta"  # "cpu" only for the execution probe's small copies
     trust_remote_code: bool = False  # transformers folder: import and run the .py files config.json's auto_map names
+    quantized: bool = False  # transformers: lay out the modules as config.json's quantization_config says
 
 
 @dataclass
@@ -58,6 +59,8 @@ class Built:
     stubs: StubRegistry | None = None
     versions: dict[str, str] = field(default_factory=dict)
     default_dtype: str | None = None  # reference: the default dtype its launcher sets (build and forward run under it)
+    # hf --quantized: a context in which the modules the quantizer replaced are back (the meta pass runs there)
+    unquantized: Callable[[], Any] | None = None
     # hf: (path, module) pairs -> what from_pretrained consults to name checkpoint tensors (JSON-able)
     loading: Callable[[list[tuple[str, Any]]], dict[str, Any]] | None = None
 
@@ -100,7 +103,7 @@ def classify(spec: str, options: BuildOptions) -> str:
 
 # Build options that only one kind of source reads: given to another, they would be ignored without a word.
 _ONLY_FOR = {"--config": "reference", "--model-class": "reference", "--tokenizer": "reference",
-             "--world-size": "reference", "--rank": "reference", "--trust-remote-code": "hf"}
+             "--world-size": "reference", "--rank": "reference", "--trust-remote-code": "hf", "--quantized": "hf"}
 _KIND_WORDS = {"reference": "a reference model.py", "hf": "a transformers model (hf:<type>, config.json or folder)",
                "factory": "a package.module:callable"}
 
@@ -108,7 +111,7 @@ _KIND_WORDS = {"reference": "a reference model.py", "hf": "a transformers model 
 def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
     given = {"--config": options.config, "--model-class": options.model_class, "--tokenizer": options.tokenizer,
              "--world-size": options.world_size, "--rank": options.rank,
-             "--trust-remote-code": options.trust_remote_code or None}
+             "--trust-remote-code": options.trust_remote_code or None, "--quantized": options.quantized or None}
     unused = [flag for flag, value in given.items() if value is not None and _ONLY_FOR[flag] != kind]
     if unused:
         owners = sorted({_ONLY_FOR[f] for f in unused})
