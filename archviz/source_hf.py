@@ -276,8 +276,9 @@ def _quantization_note(config: Any, applied: bool = False) -> str | None:
                                                              "group_size") if q.get(k) is not None)
     if applied:
         return (f"laid out as config.json's quantization_config says ({shown or 'given'}; --quantized): the modules "
-                "transformers' quantizer puts in before from_pretrained loads the weights, so dtypes, scales and "
-                "stored bytes are the checkpoint's; the meta pass runs through the unquantized modules they replace")
+                "transformers' quantizer puts in before from_pretrained loads the weights, whose dtypes, scales and "
+                "stored bytes are shown (archviz check compares them with a checkpoint's); the meta pass runs "
+                "through the unquantized modules they replace")
     return (f"config.json's quantization_config ({shown or 'given'}) is not applied: modules are built as "
             "from_config builds them, unquantized, and the dtypes and stored bytes are theirs (--quantized lays "
             "them out as it says); archviz check pairs a checkpoint's quantized weights with their scales")
