@@ -305,8 +305,9 @@ def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], An
                           f"({type(e).__name__}: {str(e)[:300]})",
                           hint="drop --quantized to document the unquantized modules") from None
     after = dict(model.named_modules())
-    replaced = sorted(p for p, m in after.items() if p and before.get(p) is not None and before[p] is not m)
-    top = [p for p in replaced if not any(p.startswith(r + ".") for r in replaced if r != p)]
+    replaced = {p for p, m in after.items() if p and before.get(p) is not None and before[p] is not m}
+    parts = {p: p.split(".") for p in replaced}  # keep the outermost: children of a new module are new too
+    top = sorted(p for p in replaced if not any(".".join(parts[p][:i]) in replaced for i in range(1, len(parts[p]))))
     if not top:
         raise SourceError(f"{spec}: --quantized: transformers' {method!r} quantizer replaced no module of this model",
                           hint="drop --quantized: the unquantized build is the same")
