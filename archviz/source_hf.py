@@ -309,8 +309,10 @@ def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], An
     parts = {p: p.split(".") for p in replaced}  # keep the outermost: children of a new module are new too
     top = sorted(p for p in replaced if not any(".".join(parts[p][:i]) in replaced for i in range(1, len(parts[p]))))
     if not top:
-        raise SourceError(f"{spec}: --quantized: transformers' {method!r} quantizer replaced no module of this model",
-                          hint="drop --quantized: the unquantized build is the same")
+        why = ("dequantizes on a machine without its GPU kernels, as from_pretrained would here"
+               if getattr(quantizer.quantization_config, "dequantize", False) else "replaced no module of this model")
+        raise SourceError(f"{spec}: --quantized: transformers' {method!r} quantizer {why}",
+                          hint="drop --quantized: the unquantized build is what there is to show")
     swaps = [(p, before[p], after[p]) for p in top]
 
     @contextlib.contextmanager

@@ -90,3 +90,18 @@ def test_quantized_needs_a_quantization_config_and_a_transformers_source():
     with pytest.raises(SourceError) as e:
         archviz.build(str(fixture / "model.py"), config=str(fixture / "config.json"), quantized=True)
     assert "--quantized applies to a transformers model" in str(e.value)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="on a GPU the mxfp4 quantizer wants its kernels")
+def test_a_quantizer_that_dequantizes_here_says_so(tmp_path):
+    """gpt-oss's mxfp4 quantizer dequantizes on a machine without its GPU kernels, as from_pretrained does there:
+    --quantized has nothing to lay out, and says why instead of building the same model again."""
+    c = transformers.AutoConfig.for_model("gpt_oss", num_hidden_layers=2).to_dict()
+    c["architectures"] = ["GptOssForCausalLM"]
+    c["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn",
+                                "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    (tmp_path / "config.json").write_text(json.dumps(c))
+    with pytest.raises(SourceError) as e:
+        archviz.build(str(tmp_path / "config.json"), quantized=True)
+    assert "'mxfp4' quantizer dequantizes on a machine without its GPU kernels" in str(e.value)
+    assert archviz.load(str(tmp_path / "config.json")).summary.scale_elements == 0  # without the flag: builds
