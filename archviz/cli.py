@@ -181,7 +181,7 @@ def read_records(path: str) -> Any:
 def refuse_pass_options(*, batch: int | None = None, seq: int | None = None, kernel_rules: str | None = None,
                         inputs: list[str] | None = None, every_block: bool = False) -> None:
     """Options of the meta forward pass given to a run without it would be ignored: say so instead."""
-    given = [flag for flag, value in (("--batch", batch), ("--seq", seq), ("--kernel-rules", kernel_rules),
+    given = [name for name, value in (("--batch", batch), ("--seq", seq), ("--kernel-rules", kernel_rules),
                                       ("--input", inputs), ("--every-block", every_block))
              if value not in (None, False, [], ())]
     if given:
@@ -202,7 +202,7 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                    "--world-size": world_size, "--rank": rank, "--batch": batch, "--seq": seq,
                    "--kernel-rules": kernel_rules, "--input": inputs, "--every-block": every_block,
                    "--trust-remote-code": trust_remote_code, "--quantized": quantized}
-        given = [flag for flag, value in options.items() if value not in (None, False, [], ())]
+        given = [name for name, value in options.items() if value not in (None, False, [], ())]
         if given:
             raise ArchvizError(f"{source}: a records file is already built, so {', '.join(given)} cannot apply",
                                hint="give the model source to build it again with them, or drop them")
