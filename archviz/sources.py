@@ -162,8 +162,9 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
             model = fn(**kwargs)  # --set key=value: the factory's keyword arguments
     except Exception as e:  # noqa: BLE001
         where = user_frame(e, (root,)) or spec
-        lacked = [k for k in kwargs if f"unexpected keyword argument '{k}'" in str(e)] if isinstance(e, TypeError) else []
-        if lacked:  # the factory's own signature refused it, not a TypeError from deeper in its code
+        # the factory's own signature refused an argument (not a TypeError from deeper in its code)
+        lacked = [k for k in kwargs if isinstance(e, TypeError) and f"unexpected keyword argument '{k}'" in str(e)]
+        if lacked:
             raise SourceError(f"{spec}: {attr} does not take {', '.join(lacked)} ({e})",
                               hint="--set key=value passes keyword arguments to a factory: give only the ones "
                                    "it takes") from None
