@@ -178,12 +178,16 @@ def read_records(path: str) -> Any:
                            hint="write one with `archviz walk SOURCE -o records.json`") from None
 
 
+def _given(options: dict[str, Any]) -> list[str]:
+    """The flags of `options` (flag -> value) that the user gave."""
+    return [name for name, value in options.items() if value not in (None, False, [], ())]
+
+
 def refuse_pass_options(*, batch: int | None = None, seq: int | None = None, kernel_rules: str | None = None,
                         inputs: list[str] | None = None, every_block: bool = False) -> None:
     """Options of the meta forward pass given to a run without it would be ignored: say so instead."""
-    given = [name for name, value in (("--batch", batch), ("--seq", seq), ("--kernel-rules", kernel_rules),
-                                      ("--input", inputs), ("--every-block", every_block))
-             if value not in (None, False, [], ())]
+    given = _given({"--batch": batch, "--seq": seq, "--kernel-rules": kernel_rules, "--input": inputs,
+                    "--every-block": every_block})
     if given:
         raise ArchvizError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the meta forward pass, "
                            "which this run skips",
@@ -202,7 +206,7 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                    "--world-size": world_size, "--rank": rank, "--batch": batch, "--seq": seq,
                    "--kernel-rules": kernel_rules, "--input": inputs, "--every-block": every_block,
                    "--trust-remote-code": trust_remote_code, "--quantized": quantized}
-        given = [name for name, value in options.items() if value not in (None, False, [], ())]
+        given = _given(options)
         if given:
             raise ArchvizError(f"{source}: a records file is already built, so {', '.join(given)} cannot apply",
                                hint="give the model source to build it again with them, or drop them")

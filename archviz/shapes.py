@@ -915,25 +915,24 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
                  progress: Callable[[int, int], None] | None = None) -> ModelRecord:
     """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
     # The pass makes many short-lived meta tensors and records, but no cycles worth a rescan of the model's heap.
-    with collector_paused():
-        return _trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, input_specs=input_specs,
-                             on_kernel=on_kernel, memo=memo, progress=progress)
+    # --quantized: its modules call kernels meta cannot run; the unquantized ones they replaced are put back for it.
+    with collector_paused(), built.unquantized() if built.unquantized is not None else nullcontext():
+        traced = _trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, input_specs=input_specs,
+                               on_kernel=on_kernel, memo=memo, progress=progress)
+    if built.unquantized is not None:
+        info = traced.extra("shapes")
+        traced = traced.with_extra("shapes", {**info, "notes": [
+            *info["notes"], "traced through the unquantized modules that --quantized replaced (a quantized linear "
+            "or expert block computes the same shapes)"]})
+    return traced
 
 
 def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: int | None,
                   inputs: tuple[tuple, dict] | None, input_specs: list[str] | None,
                   on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool,
-                  progress: Callable[[int, int], None] | None, layout_swapped: bool = False) -> ModelRecord:
+                  progress: Callable[[int, int], None] | None) -> ModelRecord:
     from .walk import _Spans
 
-    if built.unquantized is not None and not layout_swapped:  # --quantized: its modules call kernels meta cannot run
-        with built.unquantized():
-            traced = _trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, input_specs=input_specs,
-                                   on_kernel=on_kernel, memo=memo, progress=progress, layout_swapped=True)
-        shapes_info = dict(traced.extra("shapes"))
-        shapes_info["notes"] = [*shapes_info["notes"], "traced through the unquantized modules that --quantized "
-                                "replaced (a quantized linear or expert block computes the same shapes)"]
-        return traced.with_extra("shapes", shapes_info)
     B, T, clean = choose_dims(record, batch, seq)
     spans = _Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display)
