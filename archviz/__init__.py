@@ -13,8 +13,15 @@ __version__ = "0.1.0"
 
 from typing import Any, Callable, Mapping
 
+from . import _moved
 from .errors import ArchvizError, CheckpointError, ShapeError, SourceError
 from .records import ModelRecord
+
+_moved.install()  # the import paths from before the stage packages (archviz.kernels, archviz.grouping, ...)
+
+
+def __getattr__(name: str) -> Any:
+    return _moved.moved(name)
 
 
 def build(source: str, *, config: str | None = None, overrides: Mapping[str, Any] | None = None,

@@ -158,7 +158,7 @@ def grouping_fixture() -> dict:
     built = archviz.build(V3_FIXTURE[0], config=V3_FIXTURE[1])
     walk_s, rec = _timed(lambda: walk(built))
     try:
-        from archviz.grouping import group
+        from archviz.group import group
     except ImportError:
         return {"seconds": walk_s, "note": "grouping not available"}
     group_s, _ = _timed(lambda: group(rec))
@@ -170,9 +170,9 @@ def grouping_fixture() -> dict:
 
 def _site(spec: str, config: str | None) -> dict:
     import archviz
-    from archviz.grouping import group
+    from archviz.group import group
     from archviz.shapes import trace_shapes
-    from archviz.site import build_site
+    from archviz.render.site import build_site
     from archviz.walk import walk
 
     t0 = time.perf_counter()

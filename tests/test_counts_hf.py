@@ -222,10 +222,10 @@ def test_tied_weights_are_shown_apart_in_summary_json_terminal_and_site(tmp_path
 
     from rich.console import Console
 
-    from archviz.grouping import group
+    from archviz.group import group
     from archviz.render.terminal import summary_table
-    from archviz.site import build_site
-    from archviz.views import summary_json
+    from archviz.render.site.pages import build_site
+    from archviz.render.views import summary_json
 
     def table_text(rec) -> str:
         console = Console(file=io.StringIO(), width=160, color_system=None)
@@ -364,7 +364,7 @@ def test_meta_build_skips_initialisers_and_puts_them_back():
     original function again afterwards."""
     import torch
 
-    from archviz.meta import meta_build
+    from archviz.sources.meta import meta_build
 
     original = torch.nn.init.kaiming_uniform_
     calls = []
@@ -390,7 +390,7 @@ def test_meta_build_skips_initialisers_and_puts_them_back():
 def test_meta_build_holds_inside_a_device_context_the_code_enters():
     import torch
 
-    from archviz.meta import meta_build
+    from archviz.sources.meta import meta_build
 
     with meta_build() as notes:
         with torch.device("cuda"):  # a model's own code may do this; no CUDA is touched
@@ -406,7 +406,7 @@ def test_meta_build_makes_small_tensors_the_code_asks_for_on_the_cpu():
     device="cpu")`): a small such tensor is real, a large one stays on meta, and unnamed ones are meta as always."""
     import torch
 
-    from archviz.meta import CPU_BUDGET_NUMEL, SMALL_CPU_NUMEL, meta_build
+    from archviz.sources.meta import CPU_BUDGET_NUMEL, SMALL_CPU_NUMEL, meta_build
 
     with meta_build() as notes:
         rates = [x.item() for x in torch.linspace(0, 0.3, 4, device="cpu")]

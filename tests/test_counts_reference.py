@@ -16,7 +16,7 @@ import pytest
 
 import archviz
 from archviz.records import ALIAS, SCALE, TABLE, WEIGHT
-from archviz.views import summary_json
+from archviz.render.views import summary_json
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DSV3 = FIXTURES / "dsv3like"

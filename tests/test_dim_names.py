@@ -61,7 +61,7 @@ def test_a_code_name_that_is_a_config_field_of_another_value_gives_way_to_the_co
     its width `self.intermediate_size`; shown as 'intermediate_size' it would read as the config's (18432)."""
     import transformers
 
-    from archviz.views import module_json
+    from archviz.render.views import module_json
 
     cfg = transformers.AutoConfig.for_model("deepseek_v3")
     width = cfg.moe_intermediate_size * cfg.n_shared_experts
@@ -80,7 +80,7 @@ def test_a_small_dim_is_not_named_as_a_chance_product_of_two_fields():
     equals by chance: such a small dim stays a number."""
     from archviz.shapes import trace_shapes
     from archviz.sources import BuildOptions, build
-    from archviz.views import module_json
+    from archviz.render.views import module_json
     from archviz.walk import walk
 
     config = pathlib.Path(__file__).parent.parent / "examples" / "deepseek-v4-flash" / "config.json"

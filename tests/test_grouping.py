@@ -16,7 +16,8 @@ from rich.console import Console
 
 import archviz
 from helpers import hand_record
-from archviz.grouping import _decompose, _rle, group, layer_membership, load_names, multiplicity_text
+from archviz.group.tree import _decompose, _rle
+from archviz.group import group, layer_membership, load_names, multiplicity_text
 from archviz.records import ModelRecord, dumps, loads
 
 ROOT = Path(__file__).resolve().parent
@@ -403,7 +404,7 @@ def test_grouped_tree_renders(dsv41_seed):
 
 
 def test_module_json_multiplicity(dsv41_seed):
-    from archviz.views import module_json
+    from archviz.render.views import module_json
 
     j = module_json(dsv41_seed, "layers.3.attn.wo_b")
     assert j["multiplicity"] == [{"factor": 2, "name": "groups"}, {"factor": 5, "name": "layers"}]
@@ -558,7 +559,7 @@ def test_trees_count_the_children_they_cut():
 
 def test_the_only_layer_of_a_model_cut_to_one_says_so():
     import archviz
-    from archviz.grouping import group, layer_membership
+    from archviz.group import group, layer_membership
 
     one = group(archviz.load("hf:llama", overrides={"num_hidden_layers": 1}))
     assert layer_membership(one, "model.layers.0").startswith("layer 0 is the model's only layer")

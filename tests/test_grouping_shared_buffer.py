@@ -2,7 +2,7 @@
 import pathlib
 
 import archviz
-from archviz.grouping import group
+from archviz.group import group
 
 
 def test_layers_sharing_a_cached_buffer_are_one_kind(monkeypatch):

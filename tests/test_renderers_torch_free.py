@@ -4,7 +4,7 @@ import sys
 
 CODE = """
 import sys
-import archviz.records, archviz.views, archviz.grouping, archviz.site, archviz.render.terminal, archviz.render.grouped
+import archviz.records, archviz.render.views, archviz.group, archviz.render.site, archviz.render.terminal, archviz.render.grouped
 from archviz.records import loads
 assert "torch" not in sys.modules, "a renderer imported torch"
 print("ok")

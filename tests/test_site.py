@@ -25,7 +25,7 @@ from archviz.errors import ArchvizError
 from archviz.records import (
     BIAS, WEIGHT, Call, CallSite, ModelRecord, ModuleRecord, SourceInfo, Summary, TensorRecord, Totals,
 )
-from archviz.site import (
+from archviz.render.site.pages import (
     MARKER, Node, build_nodes, build_site, compress_paths, expand_pattern, page_names, render_site, squarify,
     treemap,
 )
@@ -57,7 +57,7 @@ def tiny_record(**kw):
 
 @pytest.fixture(scope="module")
 def tiny():
-    from archviz.grouping import group
+    from archviz.group import group
 
     return group(tiny_record())
 
@@ -180,8 +180,8 @@ def test_layer_map_of_interleaved_layers_names_each_kind_with_its_own_count(tmp_
     import archviz
     import torch
     import transformers
-    from archviz.grouping import group
-    from archviz.site import build_site
+    from archviz.group import group
+    from archviz.render.site.pages import build_site
 
     sets = {"num_hidden_layers": 12, "hidden_size": 64, "vocab_size": 256, "num_attention_heads": 4,
             "head_dim": 32, "q_lora_rank": 32, "o_lora_rank": 16, "o_groups": 2, "moe_intermediate_size": 32,
@@ -469,7 +469,7 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
     out = tmp_path / "site"
     build_site([tiny], str(out))
     before = tree_bytes(out)
-    import archviz.site as site
+    import archviz.render.site.pages as site
 
     calls = {"n": 0}
     real = site.ModelSite.node_context
@@ -506,8 +506,8 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
 KILLED_BUILD = textwrap.dedent('''
     import sys, time
     sys.path.insert(0, {ann!r})
-    import archviz, archviz.site as site
-    from archviz.grouping import group
+    import archviz, archviz.render.site.pages as site
+    from archviz.group import group
     rec = group(archviz.load("tiny_model:build"))
     real = site._write_file
     def slow(folder, rel, data):
@@ -731,7 +731,7 @@ def big_record(layers: int = 40, experts: int = 480) -> ModelRecord:
 
 
 def _calc_rows_add_up(rec: ModelRecord) -> int:
-    from archviz.site import CodeBank, ModelSite
+    from archviz.render.site.pages import CodeBank, ModelSite
 
     ms = ModelSite(rec, "m", CodeBank(), None, None)
     checked = 0
@@ -746,7 +746,7 @@ def _calc_rows_add_up(rec: ModelRecord) -> int:
 
 
 def test_calculation_tables_add_up(tiny, tiny_raw):
-    from archviz.grouping import group
+    from archviz.group import group
 
     rec = big_record(layers=8, experts=6)
     for r in (tiny, tiny_raw, rec, group(rec)):
@@ -759,7 +759,7 @@ def test_sixty_thousand_modules_render_small_and_fast(tmp_path):
     rec = big_record()
     assert rec.summary.modules >= 60_000
     try:
-        from archviz.grouping import group
+        from archviz.group import group
     except ImportError:
         group = None
     for r in ([group(rec)] if group else []) + [rec]:  # grouped, and the fallback tree

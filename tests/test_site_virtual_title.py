@@ -3,8 +3,8 @@ import re
 from pathlib import Path
 
 import archviz
-from archviz.grouping import group, load_names
-from archviz.site import build_site
+from archviz.group import group, load_names
+from archviz.render.site.pages import build_site
 
 ROOT = Path(__file__).parent
 FIX = ROOT / "fixtures" / "dsv41like"

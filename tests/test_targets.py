@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from archviz.errors import ArchvizError
-from archviz.layers import resolve_target
+from archviz.group import resolve_target
 from helpers import hand_record
 
 REC = hand_record([

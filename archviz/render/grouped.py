@@ -6,7 +6,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .. import format as fmt
-from ..grouping import grouping, layer_membership
+from ..group import grouping, layer_membership
 from ..records import ModelRecord
 
 

@@ -11,7 +11,7 @@ from rich.tree import Tree
 
 from .. import format as fmt
 from ..dims import DimNames
-from ..views import tied_text
+from .views import tied_text
 from ..records import ModelRecord, ModuleRecord
 
 

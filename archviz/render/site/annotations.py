@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .errors import ArchvizError
+from ...errors import ArchvizError
 
 _NODE_KEYS = {"path", "node", "class", "model", "title", "description", "claim"}
 _CLAIM_KEYS = {"id", "file", "lines", "quote", "text"}

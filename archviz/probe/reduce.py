@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from . import format as fmt
-from .records import BUFFER, ModelRecord
+from .. import format as fmt
+from ..records import BUFFER, ModelRecord
 
 # Config fields, by role.
 _TOTAL_LAYER_FIELDS = ("n_layers", "num_hidden_layers", "num_layers", "n_layer", "n_layers_total")
@@ -187,7 +187,7 @@ def layer_kinds(record: ModelRecord) -> tuple[str | None, list[list[int]]]:
     """(path of the main layer list, each kind's layer indices), from `archviz.grouping` when it is there, else from
     structural signatures (class and tensor shapes of the subtree, numbers of layers left out)."""
     try:
-        from .grouping import group
+        from ..group import group
     except ImportError:
         group = None  # type: ignore[assignment]
     if group is not None:

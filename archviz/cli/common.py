@@ -1,4 +1,6 @@
-"""The `archviz` command line: one thin command per library call. Only this module talks to the terminal."""
+"""What every command shares: the consoles, the options, error handling, progress, and loading a record.
+
+Only the `archviz.cli` package talks to the terminal; its modules hold one command family each."""
 
 from __future__ import annotations
 
@@ -13,17 +15,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .errors import ArchvizError, ShapeError, one_line
+from ..errors import ArchvizError, ShapeError, one_line
 
-app = typer.Typer(
-    name="archviz",
-    help="Model-architecture introspection and exact parameter accounting for PyTorch models, built on meta.\n\n"
-         "SOURCE is hf:<model_type>, a config.json or Hugging Face model folder, a reference model.py (with "
-         "--config), or package.module:callable.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
 # Everything printed is data (module paths, file names, error lines that echo what the user typed): never rich markup
 # ("[bold]") or emoji codes (hf:llama: read as ":llama:"). Styles are given as Text styles.
@@ -38,30 +31,6 @@ def flag(*names: str, **kw: Any) -> Any:
 
 class State:
     debug = False
-
-
-def _version(value: bool) -> None:
-    if not value:
-        return
-    import importlib.metadata
-
-    from . import __version__
-
-    parts = []
-    for pkg in ("torch", "transformers", "safetensors"):
-        try:
-            parts.append(f"{pkg} {importlib.metadata.version(pkg)}")
-        except importlib.metadata.PackageNotFoundError:
-            parts.append(f"{pkg} not installed")
-    out.print(f"archviz {__version__} ({', '.join(parts)})", highlight=False)
-    raise typer.Exit()
-
-
-@app.callback()
-def _root(version: Annotated[bool, flag("--version", help="print the versions of archviz, torch, "
-                                                                  "transformers and safetensors, and exit",
-                                                callback=_version, is_eager=True)] = False) -> None:
-    pass  # the help text is the app's
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -150,7 +119,7 @@ def spinner(label: str) -> Iterator[None]:
 
 
 def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
-    from .sources import parse_override
+    from ..sources import parse_override
 
     return dict(parse_override(s) for s in (sets or []))
 
@@ -168,7 +137,7 @@ def is_records_file(path: str) -> bool:
 
 
 def read_records(path: str) -> Any:
-    from .records import loads
+    from ..records import loads
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -212,14 +181,14 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                                hint="give the model source to build it again with them, or drop them")
         record = read_records(source)
         if grouping and record.extra("grouping") is None:
-            from .grouping import group, load_names
+            from ..group import group, load_names
 
             record = group(record, names=load_names(names) if names else None)
         return record
     if not shapes:
         refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block)
-    from . import build
-    from .walk import walk
+    from .. import build
+    from ..walk import walk
 
     with spinner(f"building {source} on meta"):
         built = build(source, config=config, overrides=_parse_sets(sets), model_class=model_class,
@@ -228,10 +197,10 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
     with progress_bar("walking modules") as cb:
         record = walk(built, progress=cb)
     if shapes:
-        from .shapes import trace_shapes
+        from ..shapes import trace_shapes
 
         if kernel_rules:
-            from .kernels import load_rules_file
+            from ..shapes.kernels import load_rules_file
 
             load_rules_file(kernel_rules)
         try:
@@ -242,7 +211,7 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
             e.hint = f"{e.hint}; --no-shapes skips shapes" if e.hint else "--no-shapes skips shapes"
             raise
     if grouping:
-        from .grouping import group, load_names
+        from ..group import group, load_names
 
         record = group(record, names=load_names(names) if names else None)
     return record
@@ -265,153 +234,3 @@ def atomic_write(path: str, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Commands
-
-
-@app.command()
-def summary(
-    source: SourceArg,
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    model_class: ModelClassOpt = None,
-    tokenizer: TokenizerOpt = None,
-    world_size: WorldSizeOpt = None,
-    rank: RankOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    quantized: QuantizedOpt = False,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Totals: parameters (logical weights), active per token, scales, tables, buffers, bytes per dtype."""
-    from .render.terminal import summary_table
-    from .views import summary_json
-
-    with handled(debug):
-        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
-                             trust_remote_code=trust_remote_code, quantized=quantized)
-        if json_:
-            emit_json(summary_json(record))
-        else:
-            out.print(summary_table(record))
-
-
-@app.command()
-def inspect(
-    source: SourceArg,
-    target: Annotated[Optional[list[str]], typer.Argument(help="`layer N` or a module path such as "
-                                                                "layers.3.attn.wo_b; nothing for the whole model")]
-    = None,
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    model_class: ModelClassOpt = None,
-    tokenizer: TokenizerOpt = None,
-    world_size: WorldSizeOpt = None,
-    rank: RankOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    quantized: QuantizedOpt = False,
-    depth: Annotated[int, typer.Option("--depth", "-d", help="tree levels to show")] = 3,
-    shapes: Annotated[bool, flag("--shapes/--no-shapes", help="run the meta forward pass for in/out "
-                                                                      "shapes and call sites")] = True,
-    flat: Annotated[bool, flag("--flat", help="the raw module tree, identical siblings not grouped")] = False,
-    batch: BatchOpt = None,
-    seq: SeqOpt = None,
-    kernel_rules: KernelRulesOpt = None,
-    input_: InputOpt = None,
-    every_block: EveryBlockOpt = False,
-    names: Annotated[Optional[str], typer.Option("--names", help="titles of grouped nodes: a TOML/JSON file mapping "
-                                                                 "paths, globs or classes to names")] = None,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """A module's tree with per-module counts, shapes and call sites: `archviz inspect hf:deepseek_v3 layer 3`."""
-    from .layers import resolve_target
-    from .render.terminal import grouped_tree, module_card, module_tree, run_notes
-    from .views import module_json
-
-    with handled(debug):
-        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
-                             shapes=shapes, batch=batch, seq=seq, grouping=not flat,
-                             kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
-                             trust_remote_code=trust_remote_code, quantized=quantized)
-        path = resolve_target(record, target or [])
-        if json_:
-            emit_json(module_json(record, path))
-            return
-        if path:
-            out.print(module_card(record, path))
-        out.print(module_tree(record, path, depth) if flat else grouped_tree(record, path, depth))
-        notes = run_notes(record) if not path else None
-        if notes is not None:
-            out.print(notes)
-
-
-@app.command()
-def walk(
-    source: SourceArg,
-    output: Annotated[str, typer.Option("--output", "-o", help="records JSON to write ('-' for stdout)")] = "-",
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    model_class: ModelClassOpt = None,
-    tokenizer: TokenizerOpt = None,
-    world_size: WorldSizeOpt = None,
-    rank: RankOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    quantized: QuantizedOpt = False,
-    shapes: Annotated[bool, flag("--shapes/--no-shapes", help="include in/out shapes and call sites")]
-    = False,
-    kernel_rules: KernelRulesOpt = None,
-    input_: InputOpt = None,
-    every_block: EveryBlockOpt = False,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Write the records (versioned JSON schema, docs/records-schema.md) of every module."""
-    from .records import dumps
-
-    with handled(debug):
-        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
-                             shapes=shapes, grouping=False, kernel_rules=kernel_rules,
-                             inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,
-                             quantized=quantized)
-        text = dumps(record)
-        if output == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            atomic_write(output, text + "\n")
-            if json_:
-                emit_json({"output": output, "modules": record.summary.modules, "schema": record.schema})
-            else:
-                err.print(f"wrote {len(record.modules):,} module records ({record.summary.modules:,} modules) to {output}")
-
-
-def _register_commands() -> None:
-    """Commands that live in their own modules (site, check, probe) register themselves on `app` when imported."""
-    import importlib
-    import importlib.util
-
-    for name in ("cli_site", "cli_check", "cli_probe"):
-        if importlib.util.find_spec(f"archviz.{name}") is not None:
-            importlib.import_module(f"archviz.{name}")
-
-
-_register_commands()
-
-
-def main() -> None:
-    # transformers logs about kernels while the meta pass runs models ("`selective_scan_fn` is falling back to its
-    # reference PyTorch implementation ..."), though nothing runs for real on meta: keep its log to errors, unless
-    # the user set a level or asked for --debug.
-    if "--debug" not in sys.argv[1:]:
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    app()
-
-
-if __name__ == "__main__":
-    # `python -m archviz.cli` runs this file as __main__; the commands registered by cli_site/cli_check/cli_probe
-    # live on archviz.cli.app, so run that one.
-    from archviz.cli import main as _main
-
-    _main()

@@ -20,12 +20,13 @@ from typing import Any, Callable
 
 import torch
 
-from . import kernels, stubs
-from .errors import EXIT_USAGE, ArchvizError, ShapeError
-from .meta import warnings_noted
-from .records import ModelRecord
-from .sources import Built
-from .shapes import ROUTED, ImportsInForward, Tracer, cache_off
+from ..shapes import kernels
+from ..sources import stubs
+from ..errors import EXIT_USAGE, ArchvizError, ShapeError
+from ..sources.meta import warnings_noted
+from ..records import ModelRecord
+from ..sources import Built
+from ..shapes import ROUTED, ImportsInForward, Tracer, cache_off
 
 _NORM_HINTS = ("norm", "ln", "layernorm")
 
@@ -117,7 +118,7 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
     kernels run the torch implementations in `archviz.kernels`; modules imported inside forward that are not
     installed are stubbed the same way. Warnings the model's code raises go to `note` (with the module that raised
     them), never to stderr."""
-    from .walk import _Spans
+    from ..walk.walker import _Spans
 
     spans = _Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display)
@@ -155,7 +156,7 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
         args = (ids,)
         kwargs = {"start_pos": 0} if "start_pos" in names[1:] else {}
     if input_specs:  # the meta pass's --input, made real: random floats, zero integers, true masks
-        from .shapes import merge_inputs, parse_inputs
+        from ..shapes import merge_inputs, parse_inputs
 
         given = {k: _real_input(v, g, device) for k, v in parse_inputs(input_specs, B, T)[1].items()}
         args, kwargs = merge_inputs(built.model, (args, kwargs), given)
@@ -341,7 +342,7 @@ def compare_mapped(record: ModelRecord, tracer: Tracer, B: int, T: int, plan: An
 def _compare_kernels(record: ModelRecord, tracer: Tracer, B: int, T: int, plan: Any,
                      meta_kernels: dict[tuple[str, str], list[tuple]], confirmed: dict[str, bool],
                      bad: list[Disagreement], absent: dict[str, str]) -> None:
-    from .shapes import name_dims
+    from ..shapes import name_dims
 
     pairs = plan.pairs if plan is not None else frozenset()
     shapes = record.extra("shapes") or {}
@@ -539,9 +540,9 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
     import time
 
     from . import reduce
-    from .shapes import trace_shapes
-    from .sources import BuildOptions, build
-    from .walk import walk
+    from ..shapes import trace_shapes
+    from ..sources import BuildOptions, build
+    from ..walk import walk
 
     limits = limits or reduce.Limits()
     if seq and seq > limits.seq:
@@ -675,7 +676,7 @@ _SMALL_DIMS = [(b, t) for b in (2, 3, 5) for t in (5, 7, 11, 13, 17, 19, 23)]
 def probe_dims(record: ModelRecord, batch: int | None, seq: int | None) -> tuple[int | None, int | None]:
     """Few tokens (the real pass costs tokens × weights): the smallest B, T that collide with no width of the model,
     unless the user chose them."""
-    from .shapes import choose_dims
+    from ..shapes import choose_dims
 
     if batch and seq:
         return batch, seq
@@ -752,7 +753,7 @@ def _reduced_source(spec: str, built: Built | None, opts: Any, plan: Any, device
 
 
 def _real_failure(e: BaseException, real: Built) -> ProbeError:
-    from .meta import user_frame
+    from ..sources.meta import user_frame
 
     where = user_frame(e, real.roots) or "the model"
     return ProbeError(f"the real forward pass of the reduced copy failed at {where}: {type(e).__name__}: "
@@ -772,7 +773,7 @@ def _kernel_report(tracer: Tracer, ran: dict[str, list[str]], plan: Any) -> dict
 
 def _with_grouping(record: ModelRecord) -> ModelRecord:
     try:
-        from .grouping import group
+        from ..group import group
     except ImportError:
         return record
     return group(record)

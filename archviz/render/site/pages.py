@@ -32,12 +32,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from . import format as fmt
-from .dims import DimNames
-from .gcpause import collector_paused
-from .views import tied_text
-from .errors import ArchvizError
-from .records import (
+from ... import format as fmt
+from ...dims import DimNames
+from ...gcpause import collector_paused
+from ..views import tied_text
+from ...errors import ArchvizError
+from ...records import (
     ALIAS, BIAS, BUFFER, SCALE, TABLE, WEIGHT, CallSite, ModelRecord, ModuleRecord, SourceSpan, TensorRecord,
 )
 
@@ -961,7 +961,7 @@ class ModelSite:
 
     def layer_map(self) -> dict[str, Any] | None:
         """One cell per layer of the main layer list, coloured by the layer's kind, linking to its node."""
-        from .layers import main_layer_list
+        from ...group.layers import main_layer_list
 
         try:
             lst = main_layer_list(self.record)
@@ -1012,7 +1012,7 @@ class ModelSite:
     def checkpoint_report(self) -> dict[str, Any]:
         """The overview's checkpoint section: the same views as `archviz check` prints (summary rows, modules that
         differ, checkpoint-only tensors by kind, notes), from the comparison kept in the records."""
-        from .checkpoint.report import checkpoint_only_groups, note_groups, problem_modules, summary_rows
+        from ...checkpoint.report import checkpoint_only_groups, note_groups, problem_modules, summary_rows
 
         result = self.checkpoint or {}
         rows = [(k, v) for k, v in summary_rows(result) if k not in ("verdict", "checkpoint")] \
@@ -1202,7 +1202,7 @@ class SiteResult:
 
 
 def templates_folder() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the archviz package
     for cand in (os.environ.get("ARCHVIZ_TEMPLATES"), os.path.join(here, "templates"),
                  os.path.join(os.path.dirname(here), "templates")):
         if cand and os.path.isfile(os.path.join(cand, "node.html")):

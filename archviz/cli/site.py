@@ -3,49 +3,29 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from typing import Annotated, Any, Optional
 
 import typer
 
-from .cli import (
-    BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, RankOpt, SeqOpt,
-    QuantizedOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, app, emit_json, err, flag, handled,
-    is_records_file, load_record, progress_bar, refuse_pass_options, spinner,
+from .app import app
+from .common import (
+    BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, RankOpt, SeqOpt, QuantizedOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, emit_json, err, flag, handled, is_records_file, load_record, progress_bar, refuse_pass_options, spinner,
 )
-from .errors import ArchvizError, ShapeError
-
-
-def _grouper() -> Any:
-    try:
-        from .grouping import group
-    except ImportError:
-        return None
-    return group
+from ..errors import ArchvizError, ShapeError
 
 
 def _group(record: Any, names: str | None) -> Any:
     if record.extra("grouping") is not None:
         return record
-    group = _grouper()
-    if group is None:
-        if names:
-            raise ArchvizError("--names: this archviz has no grouping stage", hint="drop --names")
-        return record
-    if names:
-        if "names" not in inspect.signature(group).parameters:
-            raise ArchvizError("--names: archviz.grouping.group takes no names", hint="drop --names")
-        from . import grouping
+    from ..group import group, load_names
 
-        loader = getattr(grouping, "load_names", None)
-        return group(record, names=loader(names) if loader is not None else names)
-    return group(record)
+    return group(record, names=load_names(names)) if names else group(record)
 
 
 def _compare(record: Any, checkpoint: str) -> Any:
-    from . import checkpoint as ck
-    from .records import ModelRecord
+    from .. import checkpoint as ck
+    from ..records import ModelRecord
 
     if not hasattr(ck, "compare"):
         raise ArchvizError("--checkpoint: this archviz cannot compare with checkpoints yet",
@@ -74,11 +54,11 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
     if not shapes:
         refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block)
     if shapes and kernel_rules:  # a bad option is an error, not a reason to render without shapes
-        from .kernels import load_rules_file
+        from ..shapes.kernels import load_rules_file
 
         load_rules_file(kernel_rules)
     if shapes and inputs:
-        from .shapes import parse_inputs
+        from ..shapes import parse_inputs
 
         parse_inputs(inputs, 2, 3)
     try:
@@ -128,7 +108,7 @@ def build(
     debug: DebugOpt = False,
 ) -> None:
     """Render a static HTML explorer: one page per node of the grouped tree, an overview per model, search."""
-    from .site import build_site
+    from ..render.site.pages import build_site
 
     with handled(debug):
         if source_url is not None and "{path}" not in source_url:
@@ -138,7 +118,7 @@ def build(
             raise ArchvizError("--checkpoint compares one model", hint="build one SOURCE at a time with --checkpoint")
         anns = None
         if annotations:
-            from .annotations import load_annotations
+            from ..render.site.annotations import load_annotations
 
             anns = load_annotations(annotations)
         records = []

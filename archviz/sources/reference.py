@@ -19,8 +19,8 @@ import sys
 import traceback
 from typing import Any, Iterator
 
-from .errors import SourceError
-from .sources import BuildOptions, Built, _versions, read_json_config, suggest
+from ..errors import SourceError
+from .options import BuildOptions, Built, _versions, read_json_config, suggest
 from .stubs import StubRegistry
 
 MAX_STUB_ROUNDS = 32

@@ -21,9 +21,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 
-from .gcpause import collector_paused
+from ..gcpause import collector_paused
 
 _META = torch.device("meta")
+ARCHVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # frames in archviz's own code are skipped
 #: Largest tensor a meta build makes for real on the CPU when the code asks for values there by name (1 Mi elements,
 #: 8 MB at most), and the most elements it makes so in one build.
 SMALL_CPU_NUMEL = 1 << 20
@@ -138,7 +139,7 @@ class MetaNotes:
     """What the build neutralised, each noted once with where it happened."""
 
     def __init__(self) -> None:
-        self._skip = (os.path.dirname(torch.__file__), os.path.dirname(__file__), os.path.dirname(contextlib.__file__))
+        self._skip = (os.path.dirname(torch.__file__), ARCHVIZ_DIR, os.path.dirname(contextlib.__file__))
         self.items: list[str] = []
         self._seen: set[str] = set()
         self.final_dtype: torch.dtype | None = None  # the default dtype the model's code left set
@@ -272,7 +273,7 @@ def unset_field_hint(error: BaseException, config: dict[str, Any]) -> str | None
 
     if not isinstance(error, (TypeError, AttributeError)) or "NoneType" not in str(error):
         return None
-    skip = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
+    skip = (os.path.dirname(torch.__file__), ARCHVIZ_DIR)
     frame = lineno = None
     for f, n in traceback.walk_tb(error.__traceback__):
         if not f.f_code.co_filename.startswith(skip):

@@ -11,12 +11,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli import (
-    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, QuantizedOpt, RankOpt, SetOpt, SourceArg, TokenizerOpt,
-    TrustRemoteCodeOpt, WorldSizeOpt, app,
-    atomic_write, emit_json, err, handled, load_record, out, progress_bar, spinner,
+from .app import app
+from .common import (
+    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, QuantizedOpt, RankOpt, SetOpt, SourceArg, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, atomic_write, emit_json, err, handled, load_record, out, progress_bar, spinner,
 )
-from .errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
+from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
 
 CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safetensors file, shard folder, "
                                                                         "*.safetensors.index.json, manifest "
@@ -51,19 +50,19 @@ def check(
 
     Names are mapped by data-driven rules (identity, common prefixes, transformers' conversions, the DeepSeek
     reference loaders, --rules); fp8/fp4 weights pair with their scales; dtype differences are notes."""
-    from .checkpoint.compare import EXTRA_KEY, compare
-    from .checkpoint.report import (
+    from ..checkpoint.compare import EXTRA_KEY, compare
+    from ..checkpoint.report import (
         checkpoint_only_groups, checkpoint_only_table, github_lines, note_groups, notes_table, problem_modules,
         problems_table, summary_table,
     )
-    from .checkpoint.rules import load_rules
+    from ..checkpoint.rules import load_rules
 
     fmt = "json" if json_ else format_.lower()
     with handled(debug):
         if fmt not in ("table", "github", "json"):
             raise ArchvizError(f"--format {format_!r}: unknown format", hint="use table, github or json")
         rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model build
-        from .checkpoint import open_checkpoint
+        from ..checkpoint import open_checkpoint
 
         with progress_bar(f"reading {checkpoint}") as cb:
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)))
@@ -74,7 +73,7 @@ def check(
             record = compare(record, inventory, rule_set)
         result = record.extra(EXTRA_KEY)
         if output:
-            from .records import dumps
+            from ..records import dumps
 
             atomic_write(output, dumps(record) + "\n")
         if fmt == "json":
@@ -109,7 +108,7 @@ def manifest(
 ) -> None:
     """Write a header-only manifest (names, dtypes, shapes, shard sizes; no weights), small enough to commit, so CI
     can `archviz check` a model against it without downloading the checkpoint."""
-    from .checkpoint import open_checkpoint, write_manifest
+    from ..checkpoint import open_checkpoint, write_manifest
 
     with handled(debug):
         with progress_bar(f"reading {checkpoint}") as cb:

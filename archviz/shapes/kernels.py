@@ -327,7 +327,7 @@ def load_rules_file(path: str) -> None:
     import importlib.util
     import os
 
-    from .errors import ShapeError
+    from ..errors import ShapeError
 
     if not os.path.isfile(path):
         raise ShapeError(f"--kernel-rules {path}: no such file", hint="give the .py file that declares the rules")

@@ -10,15 +10,14 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 from rich.text import Text
 
-from .cli import (
-    ConfigOpt, DebugOpt, InputOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt,
-    WorldSizeOpt, _parse_sets, app,
-    emit_json, err, handled, out, progress_bar,
+from .app import app
+from .common import (
+    ConfigOpt, DebugOpt, InputOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, _parse_sets, emit_json, err, handled, out, progress_bar,
 )
-from .format import ranges_text
+from ..format import ranges_text
 
 try:  # the shared option, where the CLI defines it
-    from .cli import KernelRulesOpt
+    from .common import KernelRulesOpt
 except ImportError:  # pragma: no cover
     KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules")]
 
@@ -73,12 +72,12 @@ def probe(
     ones), and compare every module call's shapes with the meta walk of the full model. Kernels that cannot import
     run as plain torch.
     With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
-    from .probe import parse_size, run_probe
+    from ..probe.run import parse_size, run_probe
 
     with handled(debug):
         limit = parse_size(max_memory) if max_memory else None
         if kernel_rules:
-            from .kernels import load_rules_file
+            from ..shapes.kernels import load_rules_file
 
             load_rules_file(kernel_rules)
         bars = _Bars()
@@ -90,8 +89,8 @@ def probe(
         finally:
             bars.close()
         if output:
-            from .cli import atomic_write
-            from .records import dumps
+            from .common import atomic_write
+            from ..records import dumps
 
             atomic_write(output, dumps(result.record) + "\n")
         if json_:
@@ -108,7 +107,7 @@ def probe(
 def _print_report(result: Any) -> None:
     from rich.table import Table
 
-    from .probe import human_bytes
+    from ..probe.run import human_bytes
 
     r = result
     j = r.as_json()

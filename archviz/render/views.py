@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import format as fmt
-from .dims import named_dims
-from .records import ModelRecord, ModuleRecord, to_json_dict
+from .. import format as fmt
+from ..dims import named_dims
+from ..records import ModelRecord, ModuleRecord, to_json_dict
 
 
 def tied_text(record: ModelRecord) -> tuple[str, str] | None:
@@ -93,7 +93,7 @@ def module_json(record: ModelRecord, path: str, *, children: bool = True) -> dic
 
 
 def to_json_dict_module(m: ModuleRecord) -> dict[str, Any]:
-    from .records import _encode
+    from ..records import _encode
 
     return _encode(m)
 

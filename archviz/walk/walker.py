@@ -24,12 +24,12 @@ import sys
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from .gcpause import collector_paused
-from .records import (
+from ..gcpause import collector_paused
+from ..records import (
     ALIAS, BIAS, BUFFER, SCALE, TABLE, WEIGHT, ModelRecord, ModuleRecord, MoELayer, SourceInfo, SourceSpan, Summary,
     TensorRecord, Totals,
 )
-from .sources import Built
+from ..sources import Built
 
 Progress = Callable[[int, int], None]
 

@@ -40,17 +40,18 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import kernels, stubs
-from .gcpause import collector_paused
-from .meta import strays_to_meta, unset_field_hint, warnings_noted
-from .errors import ShapeError
-from .records import Call, CallSite, ModelRecord, ModuleRecord
-from .sources import Built
+from . import kernels
+from ..sources import stubs
+from ..gcpause import collector_paused
+from ..sources.meta import strays_to_meta, unset_field_hint, warnings_noted
+from ..errors import ShapeError
+from ..records import Call, CallSite, ModelRecord, ModuleRecord
+from ..sources import Built
 
 aten = torch.ops.aten
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
-_ARCHVIZ_DIR = os.path.dirname(__file__)
+_ARCHVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the archviz package
 # torch.nn.Module's call machinery: frames whose `self` is the module being called, never a parent calling a child
 _CALL_MACHINERY = frozenset(("_call_impl", "_wrapped_call_impl", "inner", "_fn", "__call__"))
 _MAX_CALLS = 8  # distinct call signatures kept per module
@@ -498,7 +499,7 @@ class Tracer:
     def __init__(self, model: torch.nn.Module, display: Callable[[str], str]):
         self.model = model
         self.display = display
-        from .walk import _preorder
+        from ..walk.walker import _preorder
 
         self.paths: dict[int, str] = {}
         self.objects_by_id: dict[int, Any] = {}
@@ -931,7 +932,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                   inputs: tuple[tuple, dict] | None, input_specs: list[str] | None,
                   on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool,
                   progress: Callable[[int, int], None] | None) -> ModelRecord:
-    from .walk import _Spans
+    from ..walk.walker import _Spans
 
     B, T, clean = choose_dims(record, batch, seq)
     spans = _Spans(built.display_roots)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .errors import ArchvizError
-from .records import ModelRecord, ModuleRecord
+from ..errors import ArchvizError
+from ..records import ModelRecord, ModuleRecord
 
 _PREFERRED = ("layers", "h", "blocks", "layer", "block")
 

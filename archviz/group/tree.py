@@ -27,8 +27,8 @@ import os
 import re
 from typing import Any, Iterable
 
-from .errors import ArchvizError
-from .records import ModelRecord, ModuleRecord
+from ..errors import ArchvizError
+from ..records import ModelRecord, ModuleRecord
 
 NAMES_ENV = "ARCHVIZ_NAMES"  # a names file applied when `group` is called without `names`
 

@@ -11,8 +11,8 @@ import sys
 import warnings
 from typing import Any, Callable, Iterator
 
-from .errors import SourceError
-from .sources import BuildOptions, Built, _versions, read_json_config, suggest
+from ..errors import SourceError
+from .options import BuildOptions, Built, _versions, read_json_config, suggest
 
 
 def _import_transformers() -> Any:

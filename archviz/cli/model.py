@@ -1,0 +1,151 @@
+"""`archviz summary`, `inspect` and `walk`: one model's totals, tree and cards, and its records file."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .common import (
+    BatchOpt,
+    ConfigOpt,
+    DebugOpt,
+    EveryBlockOpt,
+    InputOpt,
+    JsonOpt,
+    KernelRulesOpt,
+    ModelClassOpt,
+    QuantizedOpt,
+    RankOpt,
+    SeqOpt,
+    SetOpt,
+    SourceArg,
+    TokenizerOpt,
+    TrustRemoteCodeOpt,
+    WorldSizeOpt,
+    atomic_write,
+    emit_json,
+    err,
+    flag,
+    handled,
+    load_record,
+    out,
+)
+
+
+@app.command()
+def summary(
+    source: SourceArg,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    world_size: WorldSizeOpt = None,
+    rank: RankOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Totals: parameters (logical weights), active per token, scales, tables, buffers, bytes per dtype."""
+    from ..render.terminal import summary_table
+    from ..render.views import summary_json
+
+    with handled(debug):
+        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
+                             trust_remote_code=trust_remote_code, quantized=quantized)
+        if json_:
+            emit_json(summary_json(record))
+        else:
+            out.print(summary_table(record))
+
+
+@app.command()
+def inspect(
+    source: SourceArg,
+    target: Annotated[Optional[list[str]], typer.Argument(help="`layer N` or a module path such as "
+                                                                "layers.3.attn.wo_b; nothing for the whole model")]
+    = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    world_size: WorldSizeOpt = None,
+    rank: RankOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
+    depth: Annotated[int, typer.Option("--depth", "-d", help="tree levels to show")] = 3,
+    shapes: Annotated[bool, flag("--shapes/--no-shapes", help="run the meta forward pass for in/out "
+                                                                      "shapes and call sites")] = True,
+    flat: Annotated[bool, flag("--flat", help="the raw module tree, identical siblings not grouped")] = False,
+    batch: BatchOpt = None,
+    seq: SeqOpt = None,
+    kernel_rules: KernelRulesOpt = None,
+    input_: InputOpt = None,
+    every_block: EveryBlockOpt = False,
+    names: Annotated[Optional[str], typer.Option("--names", help="titles of grouped nodes: a TOML/JSON file mapping "
+                                                                 "paths, globs or classes to names")] = None,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """A module's tree with per-module counts, shapes and call sites: `archviz inspect hf:deepseek_v3 layer 3`."""
+    from ..group.layers import resolve_target
+    from ..render.terminal import grouped_tree, module_card, module_tree, run_notes
+    from ..render.views import module_json
+
+    with handled(debug):
+        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
+                             shapes=shapes, batch=batch, seq=seq, grouping=not flat,
+                             kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
+                             trust_remote_code=trust_remote_code, quantized=quantized)
+        path = resolve_target(record, target or [])
+        if json_:
+            emit_json(module_json(record, path))
+            return
+        if path:
+            out.print(module_card(record, path))
+        out.print(module_tree(record, path, depth) if flat else grouped_tree(record, path, depth))
+        notes = run_notes(record) if not path else None
+        if notes is not None:
+            out.print(notes)
+
+
+@app.command()
+def walk(
+    source: SourceArg,
+    output: Annotated[str, typer.Option("--output", "-o", help="records JSON to write ('-' for stdout)")] = "-",
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    world_size: WorldSizeOpt = None,
+    rank: RankOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
+    shapes: Annotated[bool, flag("--shapes/--no-shapes", help="include in/out shapes and call sites")]
+    = False,
+    kernel_rules: KernelRulesOpt = None,
+    input_: InputOpt = None,
+    every_block: EveryBlockOpt = False,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Write the records (versioned JSON schema, docs/records-schema.md) of every module."""
+    from ..records import dumps
+
+    with handled(debug):
+        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
+                             shapes=shapes, grouping=False, kernel_rules=kernel_rules,
+                             inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,
+                             quantized=quantized)
+        text = dumps(record)
+        if output == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            atomic_write(output, text + "\n")
+            if json_:
+                emit_json({"output": output, "modules": record.summary.modules, "schema": record.schema})
+            else:
+                err.print(f"wrote {len(record.modules):,} module records ({record.summary.modules:,} modules) to {output}")

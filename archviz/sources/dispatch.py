@@ -1,0 +1,75 @@
+"""Which kind of source a SOURCE string is, and the build that kind gets.
+
+- `hf:<model_type>`, a `config.json`, or a Hugging Face-style model folder: transformers' own model code;
+- a reference implementation: `model.py` (or its folder) with a `config.json` (DeepSeek's `inference/` style);
+- `package.module:callable` returning an `nn.Module`.
+
+`build(spec, options)` returns a `Built`: the live model plus what the records need to say about how it was built.
+`Built` stays inside the library; renderers only ever see records.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ..errors import SourceError
+from .options import BuildOptions, Built
+from .factory import build_factory
+
+
+def classify(spec: str, options: BuildOptions) -> str:
+    if spec.startswith("hf:"):
+        return "hf"
+    if os.path.exists(spec):
+        if os.path.isdir(spec):
+            if os.path.isfile(os.path.join(spec, "model.py")):
+                return "reference"
+            if os.path.isfile(os.path.join(spec, "config.json")):
+                return "hf"
+            raise SourceError(f"{spec}: folder holds neither model.py nor config.json",
+                              hint="give a reference model.py (with --config) or a Hugging Face model folder")
+        if spec.endswith(".py"):
+            return "reference"
+        if spec.endswith(".json"):
+            return "hf"
+        raise SourceError(f"{spec}: not a model source", hint="give hf:<model_type>, a config.json, a model folder, "
+                          "a model.py with --config, or package.module:callable")
+    if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", spec):
+        return "factory"
+    raise SourceError(f"{spec}: no such file, and not hf:<model_type> or package.module:callable",
+                      hint="check the path, or write hf:llama for transformers' llama")
+
+
+# Build options that only one kind of source reads: given to another, they would be ignored without a word.
+_ONLY_FOR = {"--config": "reference", "--model-class": "reference", "--tokenizer": "reference",
+             "--world-size": "reference", "--rank": "reference", "--trust-remote-code": "hf", "--quantized": "hf"}
+_KIND_WORDS = {"reference": "a reference model.py", "hf": "a transformers model (hf:<type>, config.json or folder)",
+               "factory": "a package.module:callable"}
+
+
+def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
+    given = {"--config": options.config, "--model-class": options.model_class, "--tokenizer": options.tokenizer,
+             "--world-size": options.world_size, "--rank": options.rank,
+             "--trust-remote-code": options.trust_remote_code or None, "--quantized": options.quantized or None}
+    unused = [flag for flag, value in given.items() if value is not None and _ONLY_FOR[flag] != kind]
+    if unused:
+        owners = sorted({_ONLY_FOR[f] for f in unused})
+        raise SourceError(f"{spec}: {', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to "
+                          f"{' or '.join(_KIND_WORDS[o] for o in owners)}, and this is {_KIND_WORDS[kind]}",
+                          hint=f"drop {', '.join(unused)}")
+
+
+def build(spec: str, options: BuildOptions = BuildOptions()) -> Built:
+    kind = classify(spec, options)
+    _refuse_unused(spec, kind, options)
+    if kind == "hf":
+        from . import hf
+        return hf.build(spec, options)
+    if kind == "reference":
+        from . import reference
+        return reference.build(spec, options)
+    return build_factory(spec, options)
+
+
+__all__ = ["BuildOptions", "Built", "build", "classify", "parse_override", "read_json_config", "suggest"]
