@@ -416,7 +416,7 @@ def test_grouped_tree_shows_the_gathering(seed):
 
 
 def test_site_page_of_a_gathering(seed):
-    from archviz.render.site.pages import CodeBank, ModelSite
+    from archviz.render.site import CodeBank, ModelSite
 
     ms = ModelSite(seed, "m", CodeBank(), None, None)
     out = next(nid for nid, n in ms.nodes.items() if n.title == "Grouped output" and len(n.multiplicity) == 2)

@@ -25,10 +25,10 @@ from archviz.errors import ArchvizError
 from archviz.records import (
     BIAS, WEIGHT, Call, CallSite, ModelRecord, ModuleRecord, SourceInfo, Summary, TensorRecord, Totals,
 )
-from archviz.render.site.pages import (
-    MARKER, Node, build_nodes, build_site, compress_paths, expand_pattern, page_names, render_site, squarify,
-    treemap,
+from archviz.render.site import (
+    MARKER, Node, build_nodes, build_site, compress_paths, expand_pattern, render_site, squarify, treemap,
 )
+from archviz.render.site.nodes import page_names
 
 ROOT = Path(__file__).resolve().parent.parent
 ANN = ROOT / "tests" / "data" / "annotations"
@@ -181,7 +181,7 @@ def test_layer_map_of_interleaved_layers_names_each_kind_with_its_own_count(tmp_
     import torch
     import transformers
     from archviz.group import group
-    from archviz.render.site.pages import build_site
+    from archviz.render.site import build_site
 
     sets = {"num_hidden_layers": 12, "hidden_size": 64, "vocab_size": 256, "num_attention_heads": 4,
             "head_dim": 32, "q_lora_rank": 32, "o_lora_rank": 16, "o_groups": 2, "moe_intermediate_size": 32,
@@ -469,7 +469,8 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
     out = tmp_path / "site"
     build_site([tiny], str(out))
     before = tree_bytes(out)
-    import archviz.render.site.pages as site
+    import archviz.render.site as site
+    import archviz.render.site.write as site_write  # where write_site writes each file
 
     calls = {"n": 0}
     real = site.ModelSite.node_context
@@ -487,7 +488,7 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["site"], "no temp folders left"
     # a failure while writing files (after rendering) is no different
     monkeypatch.setattr(site.ModelSite, "node_context", real)
-    real_write = site._write_file
+    real_write = site_write._write_file
     n = {"n": 0}
 
     def write_then_fail(folder, rel, data):
@@ -496,7 +497,7 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         real_write(folder, rel, data)
 
-    monkeypatch.setattr(site, "_write_file", write_then_fail)
+    monkeypatch.setattr(site_write, "_write_file", write_then_fail)
     with pytest.raises(OSError):
         build_site([tiny], str(out), annotations=str(ANN / "tiny.toml"))
     assert tree_bytes(out) == before
@@ -506,15 +507,15 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
 KILLED_BUILD = textwrap.dedent('''
     import sys, time
     sys.path.insert(0, {ann!r})
-    import archviz, archviz.render.site.pages as site
+    import archviz, archviz.render.site as site, archviz.render.site.write as site_write
     from archviz.group import group
     rec = group(archviz.load("tiny_model:build"))
-    real = site._write_file
+    real = site_write._write_file
     def slow(folder, rel, data):
         real(folder, rel, data)
         print("writing", flush=True)
         time.sleep(30)
-    site._write_file = slow
+    site_write._write_file = slow
     site.build_site([rec], {out!r}, annotations={toml!r})
 ''')
 
@@ -731,7 +732,7 @@ def big_record(layers: int = 40, experts: int = 480) -> ModelRecord:
 
 
 def _calc_rows_add_up(rec: ModelRecord) -> int:
-    from archviz.render.site.pages import CodeBank, ModelSite
+    from archviz.render.site import CodeBank, ModelSite
 
     ms = ModelSite(rec, "m", CodeBank(), None, None)
     checked = 0

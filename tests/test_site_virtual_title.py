@@ -4,7 +4,7 @@ from pathlib import Path
 
 import archviz
 from archviz.group import group, load_names
-from archviz.render.site.pages import build_site
+from archviz.render.site import build_site
 
 ROOT = Path(__file__).parent
 FIX = ROOT / "fixtures" / "dsv41like"

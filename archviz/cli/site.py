@@ -108,7 +108,7 @@ def build(
     debug: DebugOpt = False,
 ) -> None:
     """Render a static HTML explorer: one page per node of the grouped tree, an overview per model, search."""
-    from ..render.site.pages import build_site
+    from ..render.site import build_site
 
     with handled(debug):
         if source_url is not None and "{path}" not in source_url:
