@@ -10,7 +10,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from archviz import kernels, reduce
+from archviz import kernels
+from archviz.probe import reduce
 from archviz.cli import app
 from archviz.probe import ProbeError, parse_size, run_probe
 from archviz.records import dumps, loads

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 import archviz
-from archviz import kernels, probe
+from archviz import kernels
+from archviz.probe import agreement
+from archviz.probe import real as probe_real
 from archviz.errors import ShapeError
 from archviz.shapes import trace_shapes
 from archviz.sources import BuildOptions, build
@@ -86,8 +88,8 @@ def test_every_called_module_has_shapes_and_a_real_run_agrees(spec, config, over
     shapes = record.extra("shapes")
     B, T = shapes["B"], shapes["T"]
     real = build(spec, BuildOptions(config=config, overrides=tuple(overrides.items()), device="cpu"))
-    probe.init_random(real.model, real.config)
-    tracer, _ = probe.real_calls(real, B, T)
+    probe_real.init_random(real.model, real.config)
+    tracer, _ = probe_real.real_calls(real, B, T)
     # Independent of archviz's naming: substitute the symbols back and compare with the real shapes directly.
     checked = 0
     for m in record.modules:
@@ -103,7 +105,7 @@ def test_every_called_module_has_shapes_and_a_real_run_agrees(spec, config, over
             checked += 1
     fixed = sum(1 for m in called for c in m.calls if not any("R" in s for s in c.inputs))
     assert checked == fixed > 0
-    confirmed, bad, _ = probe.compare(record, tracer, B, T)
+    confirmed, bad, _ = agreement.compare(record, tracer, B, T)
     assert bad == []
     assert all(confirmed.values())
     if spec.startswith("hf:"):  # both passes ran without a KV cache, and left the configs as they found them
@@ -179,9 +181,9 @@ def test_a_wrong_kernel_shape_rule_makes_the_comparison_fail_and_name_the_module
     shapes = record.extra("shapes")
     monkeypatch.setitem(kernels._RULES, "kernel.mystery_fused_op", lambda h: h * 2)  # the kernel's real semantics
     real = build(spec, BuildOptions(device="cpu"))
-    probe.init_random(real.model, real.config)
-    tracer, _ = probe.real_calls(real, shapes["B"], shapes["T"])
-    confirmed, bad, _ = probe.compare(record, tracer, shapes["B"], shapes["T"])
+    probe_real.init_random(real.model, real.config)
+    tracer, _ = probe_real.real_calls(real, shapes["B"], shapes["T"])
+    confirmed, bad, _ = agreement.compare(record, tracer, shapes["B"], shapes["T"])
     assert [d.path for d in bad] == ["", "proj"]  # the model's output follows proj's
     assert confirmed["proj"] is False and confirmed["embed"] is True
     assert str(shapes["T"] + 1) in bad[1].meta and str(shapes["T"] + 1) not in bad[1].real

@@ -72,7 +72,7 @@ def probe(
     ones), and compare every module call's shapes with the meta walk of the full model. Kernels that cannot import
     run as plain torch.
     With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
-    from ..probe.run import parse_size, run_probe
+    from ..probe import parse_size, run_probe
 
     with handled(debug):
         limit = parse_size(max_memory) if max_memory else None
@@ -107,7 +107,7 @@ def probe(
 def _print_report(result: Any) -> None:
     from rich.table import Table
 
-    from ..probe.run import human_bytes
+    from ..probe import human_bytes
 
     r = result
     j = r.as_json()

@@ -1,16 +1,19 @@
 """Stage 3, shapes: a `Built` model and its `ModelRecord` in, the record with every module's calls out.
 
-One forward pass on the meta device: in/out shapes with symbolic dims (B, T, widths named from the config), call
-sites in the parent's forward, routing decided by a policy instead of data, stand-in kernels answered by shape rules
-(`archviz.kernels`, public as `@archviz.kernels.shape_rule`), repeated blocks run once and copied.
+One forward pass on the meta device (`trace`): in/out shapes with symbolic dims (`symbols`: B, T, widths named from
+the config), call sites in the parent's forward (`tracer`), what meta cannot answer decided by a policy (`policy`),
+the forward's inputs (`inputs`), stand-in kernels answered by shape rules (`kernels`, public as
+`@archviz.kernels.shape_rule`), imports inside forward stubbed (`imports`), repeated blocks run once (`memo`).
 """
 
 from __future__ import annotations
 
-from .trace import (
-    ROUTED, ImportsInForward, Tracer, cache_off, choose_dims, default_inputs, merge_inputs, name_dims, parse_inputs,
-    trace_shapes,
-)
+from .imports import ImportsInForward
+from .inputs import cache_off, default_inputs, merge_inputs, parse_inputs
+from .policy import ROUTED
+from .symbols import choose_dims, name_dims
+from .trace import trace_shapes
+from .tracer import Tracer
 
 __all__ = ["trace_shapes", "choose_dims", "name_dims", "parse_inputs", "merge_inputs", "default_inputs", "cache_off",
            "Tracer", "ImportsInForward", "ROUTED"]

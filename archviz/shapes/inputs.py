@@ -1,0 +1,168 @@
+"""The forward's inputs for the pass: defaults from the signature (token ids of [B, T]), `--input name=spec`, and
+the hints when an input is missing."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Iterator
+
+import torch
+
+from ..errors import ShapeError
+from ..sources import Built
+from ..sources.meta import unset_field_hint
+
+
+@contextlib.contextmanager
+def cache_off(model: Any) -> Iterator[None]:
+    """transformers models whose top forward takes `use_cache` only through **kwargs read it from their config
+    (`merge_with_config_defaults`): one pass needs no KV cache, and some models cannot build one for their default
+    layers (granitemoehybrid's all-Mamba default dies in `get_seq_length`), so every config the modules hold says
+    `use_cache=False` for the pass, and what it said before afterwards."""
+    saved: dict[int, tuple[Any, Any]] = {}
+    for mod in model.modules():
+        cfg = getattr(mod, "config", None)
+        if cfg is not None and id(cfg) not in saved and getattr(cfg, "use_cache", None) is not None:
+            saved[id(cfg)] = (cfg, cfg.use_cache)
+    try:
+        for cfg, _ in saved.values():
+            cfg.use_cache = False
+        yield
+    finally:
+        for cfg, value in saved.values():
+            cfg.use_cache = value
+
+
+def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
+    model = built.model
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params]
+    ids = torch.zeros((B, T), dtype=torch.long, device="meta")
+    if built.kind == "hf":
+        named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if named and "input_ids" not in named:  # a vision or audio model (a bare (*args, **kwargs) proves nothing)
+            first = named[0]
+            raise ShapeError(f"{type(model).__name__}.forward takes no token ids (its first input is {first})",
+                             hint=f"give its inputs with --input, e.g. --input {first}={_input_example(built, first)}")
+        kwargs: dict[str, Any] = {"input_ids": ids}
+        if "use_cache" in names:
+            kwargs["use_cache"] = False
+        return (), kwargs
+    if not params:
+        raise ShapeError(f"{type(model).__name__}.forward takes no inputs archviz can guess",
+                         hint="give them with --input name=B,T,512[:dtype]")
+    args: list[Any] = [ids]
+    kwargs = {}
+    if "start_pos" in names[1:]:
+        kwargs["start_pos"] = 0
+    return tuple(args), kwargs
+
+
+# Forward inputs archviz does not make up: other modalities (their sizes come from a preprocessor) and a decoder's
+# own token ids, each with an example --input.
+_MODALITY_INPUTS = {"pixel_values": "B,3,224,224:float32", "pixel_values_videos": "B,2,3,224,224:float32",
+                    "input_features": "B,80,3000:float32", "input_values": "B,16000:float32", "bbox": "B,T,4",
+                    "decoder_input_ids": "B,T"}
+
+
+def missing_input_hint(built: Built, given: dict, error: BaseException | None = None) -> str | None:
+    """For a failed pass: the model's forward takes an image or audio input, or decoder token ids, that were not
+    given (CLIP, BLIP, LongT5): name them, with an example (sized from the config's image size where it has one).
+    Else the forward's inputs the error names that were not given (LXMERT: "`visual_feats` cannot be `None`")."""
+    import re
+
+    try:
+        params = inspect.signature(built.model.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    missing = [n for n in _MODALITY_INPUTS if n in params and n not in given]
+    if not missing:
+        text = str(error) if error is not None else ""
+        asks = re.search(r"none|missing|required|specify|provide|must (?:be )?pass", text, re.I)
+        named = set(re.findall(r"\w+", text)) if asks else set()
+        asked = [n for n in params if n in named and n not in given and n not in ("self", "args", "kwargs")]
+        if not asked:
+            return None
+        return (f"{type(built.model).__name__}.forward's {', '.join(asked)} {'was' if len(asked) == 1 else 'were'} "
+                f"not given: give {'it' if len(asked) == 1 else 'them'} with --input name=dims[:dtype] (dims are "
+                f"ints, B or T; e.g. --input {asked[0]}=B,T,64:float32); --debug shows the traceback")
+    first = missing[0]
+    return (f"{type(built.model).__name__}.forward also takes {', '.join(missing)}, which archviz does not make up: "
+            f"give {'it' if len(missing) == 1 else 'them'} with --input, e.g. --input {first}="
+            f"{_input_example(built, first)}; --debug shows the traceback")
+
+
+def none_hint(error: BaseException, built: Built) -> str | None:
+    """For a pass that died on a None: the config field left unset that it comes from (see `unset_field_hint`),
+    else both likely causes."""
+    config = built.config if isinstance(built.config, dict) else {}
+    if not isinstance(error, (TypeError, AttributeError)) or "NoneType" not in str(error):
+        return None
+    return unset_field_hint(error, config) or (
+        "a value the forward reads is None: a forward input not given (--input name=B,T,...) or a config field "
+        "left unset (--set FIELD=VALUE); --debug shows the traceback")
+
+
+def _input_example(built: Built, name: str) -> str:
+    """An --input value for a forward input archviz does not make up; pixel_values sized from the config's image
+    size and channels where it has them."""
+    if name == "pixel_values":
+        vision = built.config.get("vision_config") if isinstance(built.config.get("vision_config"), dict) else {}
+        size = vision.get("image_size") or built.config.get("image_size")
+        channels = vision.get("num_channels") or built.config.get("num_channels") or 3
+        if isinstance(size, int) and isinstance(channels, int):
+            return f"B,{channels},{size},{size}:float32"
+    return _MODALITY_INPUTS.get(name, "B,3,224,224:float32")
+
+
+def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
+    """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints or the
+    symbols B and T; the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
+    `name=none` passes None."""
+    kwargs: dict[str, Any] = {}
+    for spec in specs:
+        if "=" not in spec:
+            raise ShapeError(f"--input {spec!r} is not name=dims[:dtype]", hint="write e.g. --input x=B,T,512:float32")
+        name, rest = spec.split("=", 1)
+        if rest.strip().lower() == "none":
+            kwargs[name] = None
+            continue
+        dims_text, _, dtype_text = rest.partition(":")
+        if dims_text in ("int", "float", "bool"):
+            kwargs[name] = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true")}[dims_text](
+                dtype_text)
+            continue
+        dims: list[int] = []
+        for d in filter(None, dims_text.split(",")):
+            d = d.strip()
+            if d in ("B", "T"):
+                dims.append(B if d == "B" else T)
+            elif d.isdigit():
+                dims.append(int(d))
+            else:
+                raise ShapeError(f"--input {spec!r}: dim {d!r} is not an int, B or T", hint="e.g. B,T,512")
+        default = "int64" if dims_text.replace(" ", "") == "B,T" else "float32"
+        dtype = getattr(torch, dtype_text or default, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ShapeError(f"--input {spec!r}: {dtype_text!r} is not a torch dtype", hint="e.g. float32, int64")
+        kwargs[name] = torch.zeros(dims, dtype=dtype, device="meta")
+    return (), kwargs
+
+
+def merge_inputs(model: Any, base: tuple[tuple, dict], given: dict[str, Any]) -> tuple[tuple, dict]:
+    """The default inputs with the given ones added, a given name replacing the default of that name -- also the
+    default token ids passed positionally to the forward's first parameter (`--input pixels=B,T,24` stands in for
+    them, `--input decoder_input_ids=B,T` comes beside them)."""
+    args, kwargs = base
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    bound = {p.name: a for p, a in zip(params, args) if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD}
+    if len(bound) == len(args) and any(name in bound for name in given):
+        return (), {**bound, **kwargs, **given}
+    return tuple(args), {**kwargs, **given}

@@ -1,0 +1,170 @@
+"""Repeated blocks run once: layers and experts identical in structure are answered from one traced instance's
+shapes (pure functions of their input shapes), and their records copied with their own paths."""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import operator
+from typing import Any, Callable
+
+from ..records import CallSite, ModelRecord, ModuleRecord
+from .policy import Uncacheable, memo_key, output_spec, rebuild_output
+from .tracer import MAX_CALLS, Tracer
+
+FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ModuleRecord))
+
+
+ALL_FIELDS = operator.attrgetter(*FIELD_NAMES)
+
+
+CALLS_FIELD = FIELD_NAMES.index("calls")
+
+
+def weight_uses(modules: list[ModuleRecord], spans: Any) -> list[ModuleRecord]:
+    """A module the forward never calls may still be used: its parent's forward reads `self.<name>.weight`
+    (DeepSeek's MLA absorbs wkv_b into an einsum over a view of its weight). Such uses become its call sites."""
+    index = {m.path: i for i, m in enumerate(modules)}
+    for i, m in enumerate(modules):
+        if m.called or not m.path or not m.own.parameters:
+            continue
+        parent = modules[index.get(m.parent or "", 0)]
+        fs = parent.forward_span
+        if fs is None:
+            continue
+        absolute = spans.files.get(fs.file)
+        if not absolute:
+            continue
+        needle = f"self.{m.name}."
+        sites = []
+        for n in range(fs.start, fs.end + 1):
+            text = linecache.getline(absolute, n)
+            if needle in text:
+                sites.append(CallSite(fs.file, n, text.strip()))
+        if sites:
+            modules[i] = dataclasses.replace(m, call_sites=tuple(sites))
+    return modules
+
+
+# Attributes that number a block rather than shape it: two layers (or experts) differing only in these are one kind.
+_INDEX_ATTRS = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "layer_num", "idx", "index",
+                          "block_idx", "block_id", "block_index", "expert_idx", "expert_id", "expert_index"})
+
+
+def _memo_targets(record: ModelRecord) -> list[str]:
+    """Modules answered from the memo: every MoE block and its routed experts, and every repeated block -- an
+    entry with sub-modules of a ModuleList, ModuleDict or Sequential (the decoder layers)."""
+    index = record.index()
+    targets: list[str] = []
+    for moe in record.summary.moe:
+        lst = index.get(moe.path)
+        if lst is None:
+            continue
+        if lst.parent is not None and lst.parent in index and lst.parent != "":
+            targets.append(lst.parent)  # the MoE block: gate, experts, shared experts
+        if lst.class_name in ("ModuleList", "ModuleDict"):
+            targets.extend(lst.children)
+        else:
+            targets.append(lst.path)  # fused experts
+    for m in record.modules:
+        if m.class_name in ("ModuleList", "ModuleDict", "Sequential") and len(m.children) > 1:
+            targets.extend(c for c in m.children if index[c].children)
+    return list(dict.fromkeys(targets))
+
+
+class BlockMemo:
+    """Repeated blocks (decoder layers, MoE blocks, routed experts) are taken as pure functions of their inputs'
+    shapes: once one has run for given input shapes, every other of the same kind -- same classes, tensors and
+    attributes below it, the layer number aside -- answers from the memo: its outputs made from the recorded shapes,
+    its sub-modules' calls, call sites, assumptions and kernels copied from the one that ran (the policy answers
+    data-dependent values the same way for both). On a 671B MoE this runs 2 of 61 layers. Installed as an instance
+    `forward`, so the module's own hooks still record its call and call site. Tests check that the records are the
+    same as without the memo for every model they trace."""
+
+    def __init__(self, tracer: Tracer, record: ModelRecord):
+        self.tracer = tracer
+        self.memo: dict[tuple, tuple[str, Any]] = {}
+        self.installed: list[Any] = []
+        self.hits = 0
+        self.record = record
+        self.position = {m.path: i for i, m in enumerate(record.modules)}
+        self._rels: dict[str, tuple[str, ...]] = {}
+        targets = _memo_targets(record)
+        # A block's kind, bottom-up: its own classes, tensors and attributes (the layer number aside) and its
+        # children's kinds by name -- each module's part made once, however many targets nest around it.
+        tree: dict[str, tuple] = {}
+        index = record.index()
+        for m in reversed(record.modules):
+            own = (m.class_module, m.class_name, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors),
+                   tuple((k, repr(v)) for k, v in m.attributes if k not in _INDEX_ATTRS))
+            tree[m.path] = (own, tuple((index[c].name, tree[c]) for c in m.children))
+        self.kind: dict[str, tuple] = {t: tree[t] for t in targets}
+        by_path = {path: tracer.objects_by_id[i] for i, path in tracer.paths.items()}
+        for path in self.kind:
+            mod = by_path.get(path)
+            if mod is None:
+                continue
+            if "forward" in mod.__dict__:  # already wrapped (a module under two paths) or patched by its code
+                continue
+            mod.forward = self._shim(path, mod.forward)
+            self.installed.append(mod)
+
+    def remove(self) -> None:
+        for mod in self.installed:
+            mod.__dict__.pop("forward", None)
+        self.installed.clear()
+
+    def _shim(self, path: str, forward: Callable[..., Any]) -> Callable[..., Any]:
+        def memoized(*args: Any, **kwargs: Any) -> Any:
+            try:
+                key = (self.kind[path], memo_key(args), memo_key(kwargs))
+            except Uncacheable:
+                return forward(*args, **kwargs)
+            hit = self.memo.get(key)
+            if hit is not None:
+                self._copy(hit[0], path)
+                self.hits += 1
+                return rebuild_output(hit[1])
+            out = forward(*args, **kwargs)
+            spec = output_spec(out)
+            if spec is not None:
+                self.memo[key] = (path, spec)
+            return out
+
+        return memoized
+
+    def rels(self, target: str) -> tuple[str, ...]:
+        """Paths below `target`, relative to it (".attn", ".attn.wq", ...)."""
+        rels = self._rels.get(target)
+        if rels is None:
+            modules = self.record.modules
+            prefix = target + "."
+            out = []
+            for i in range(self.position[target] + 1, len(modules)):
+                path = modules[i].path
+                if not path.startswith(prefix):
+                    break
+                out.append(path[len(target):])
+            rels = self._rels[target] = tuple(out)
+        return rels
+
+    def _copy(self, source: str, target: str) -> None:
+        t = self.tracer
+        for rel in self.rels(target):
+            src = source + rel
+            dst = target + rel
+            if src in t.calls:
+                lst = t.calls.setdefault(dst, [])
+                for entry in t.calls[src]:
+                    if entry not in lst and len(lst) < MAX_CALLS:
+                        lst.append(entry)
+                t.fired += 1
+            for table in (t.sites, t.assumptions, t.kernels):
+                if src in table:
+                    table.setdefault(dst, {}).update(table[src])
+        for table in (t.assumptions, t.kernels):  # what the block's own forward noted (its hooks record the rest)
+            if source in table:
+                table.setdefault(target, {}).update(table[source])
+
+
+assert FIELD_NAMES[CALLS_FIELD:CALLS_FIELD + 5] == ("calls", "call_sites", "called", "assumptions", "kernels")

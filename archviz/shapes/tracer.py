@@ -1,0 +1,222 @@
+"""The tracer: hooks on every module record each call's input/output shapes and dtypes, the call site in the
+parent's forward (the exact source text), and the kernels a stub answered."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import linecache
+import os
+import sys
+from typing import Any, Callable
+
+import torch
+
+from ..errors import ShapeError
+from . import kernels
+from .policy import Policy
+
+TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+ARCHVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the archviz package
+
+
+# torch.nn.Module's call machinery: frames whose `self` is the module being called, never a parent calling a child
+_CALL_MACHINERY = frozenset(("_call_impl", "_wrapped_call_impl", "inner", "_fn", "__call__"))
+
+
+MAX_CALLS = 8  # distinct call signatures kept per module
+
+
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
+
+
+def _tensors(obj: Any, out: list, depth: int = 0) -> None:
+    if len(out) > 64 or depth > 4:
+        return
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, (tuple, list)):
+        for x in obj:
+            _tensors(x, out, depth + 1)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _tensors(x, out, depth + 1)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            _tensors(getattr(obj, f.name, None), out, depth + 1)
+
+
+class Tracer:
+    def __init__(self, model: torch.nn.Module, display: Callable[[str], str]):
+        self.model = model
+        self.display = display
+        from ..walk.walker import preorder
+
+        self.paths: dict[int, str] = {}
+        self.objects_by_id: dict[int, Any] = {}
+        for path, mod in preorder(model):  # the first path of a module registered under several, as named_modules
+            if id(mod) not in self.paths:
+                self.paths[id(mod)] = path
+                self.objects_by_id[id(mod)] = mod
+        self.stack: list[str] = []
+        self.calls: dict[str, list[tuple]] = {}
+        self.sites: dict[str, dict[tuple, None]] = {}
+        self.assumptions: dict[str, dict[str, None]] = {}
+        self.kernels: dict[str, dict[str, None]] = {}
+        self.policy = Policy(self)
+        self._positions: dict[Any, list] = {}
+        self.handles: list[Any] = []
+        self.fired = 0
+        # Called after every stubbed kernel call: (module path, kernel, args, kwargs, result). The probe logs them.
+        self.on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None
+
+    # -- assumptions and kernels are noted on the module running now, with the user's file:line
+    def _where(self) -> str:
+        f = sys._getframe(2)
+        while f is not None:
+            fn = f.f_code.co_filename
+            if not fn.startswith((TORCH_DIR, ARCHVIZ_DIR, "<frozen")):
+                return f"{self.display(fn)}:{f.f_lineno}"
+            f = f.f_back
+        return "?"
+
+    def assume(self, text: str) -> None:
+        path = self.stack[-1] if self.stack else ""
+        self.assumptions.setdefault(path, {})[f"{text} ({self._where()})"] = None
+
+    def kernel(self, qualname: str, impl: str) -> None:
+        path = self.stack[-1] if self.stack else ""
+        self.kernels.setdefault(path, {})[qualname if impl == qualname else f"{qualname} → {impl}"] = None
+
+    # -- call sites
+    def _call_site(self, parent: Any) -> tuple | None:
+        f = sys._getframe(3)
+        fallback = None
+        while f is not None:
+            code = f.f_code
+            fn = code.co_filename
+            if fn.startswith(ARCHVIZ_DIR) or (fn.startswith(TORCH_DIR) and (
+                    parent is None or code.co_name in _CALL_MACHINERY or "self" not in code.co_varnames)):
+                f = f.f_back
+                continue
+            # A parent whose forward is torch's own (TransformerEncoderLayer, Sequential) calls its children there
+            if parent is not None and f.f_locals.get("self") is parent:
+                return self._site(f)
+            if fallback is None and not fn.startswith(TORCH_DIR):
+                fallback = f
+            f = f.f_back
+        return self._site(fallback) if fallback is not None else None
+
+    def _site(self, frame: Any) -> tuple:
+        code = frame.f_code
+        pos = self._positions.get(code)
+        if pos is None:
+            pos = self._positions[code] = list(code.co_positions())
+        i = frame.f_lasti // 2
+        line, end_line, col, end_col = pos[i] if i < len(pos) else (frame.f_lineno, frame.f_lineno, None, None)
+        line = line or frame.f_lineno
+        text = _source_text(code.co_filename, line, end_line or line, col, end_col)
+        return (self.display(code.co_filename), line, text)
+
+    # -- hooks
+    # Global module hooks (one registration, not two handles for each of 60,000 modules): the pre-hook tracks
+    # which module runs and where its parent called it; the post-hook, which sees args and kwargs, records shapes.
+    def pre_hook(self, module: Any, args: Any) -> None:
+        path = self.paths.get(id(module))
+        if path is None:
+            return
+        parent = self.objects[-1] if self.objects else None
+        if path:
+            site = self._call_site(parent)
+            if site is not None:
+                self.sites.setdefault(path, {})[site] = None
+        self.stack.append(path)
+        self.objects.append(module)
+
+    def post_hook(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
+        path = self.paths.get(id(module))
+        if path is None or not self.stack:
+            return
+        self.stack.pop()
+        self.objects.pop()
+        tensors: list = []
+        _tensors(args, tensors)
+        _tensors(kwargs, tensors)
+        ins = [(tuple(t.shape), _DTYPE_NAMES.get(t.dtype) or _dtype_name(t.dtype)) for t in tensors]
+        outs: list = []
+        _tensors(output, outs)
+        entry = (tuple(ins), tuple((tuple(t.shape), _DTYPE_NAMES.get(t.dtype) or _dtype_name(t.dtype)) for t in outs))
+        lst = self.calls.setdefault(path, [])
+        if entry not in lst and len(lst) < MAX_CALLS:
+            lst.append(entry)
+        self.fired += 1
+        if self.progress is not None and self.fired % 256 == 0:
+            self.progress(min(self.fired, self.total), self.total)
+
+    def install(self) -> None:
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+        self.objects: list = []
+        self.progress = None
+        self.total = len(self.paths)
+        self.handles.append(register_module_forward_pre_hook(self.pre_hook))
+        self.handles.append(register_module_forward_hook(self.post_hook, with_kwargs=True))
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
+
+    def stub_call(self, qualname: str, args: tuple, kwargs: dict) -> Any:
+        hit = kernels.lookup(qualname, meta=True)
+        path = self.stack[-1] if self.stack else "(model)"
+        if hit is None:
+            raise ShapeError(f"{qualname} (called by {path or 'the model'}) has no shape rule",
+                             hint=f"declare one: @archviz.kernels.shape_rule({qualname!r}) in a file passed with "
+                                  f"--kernel-rules FILE (see archviz/kernels.py)")
+        fn, impl = hit
+        self.kernel(qualname, impl)
+        result = fn(*args, **kwargs)
+        if self.on_kernel is not None:
+            self.on_kernel(self.stack[-1] if self.stack else "", qualname, args, kwargs, result)
+        return result
+
+
+@functools.lru_cache(maxsize=4096)  # every layer calls its sub-modules from the same lines
+def _source_text(file: str, line: int, end_line: int, col: int | None, end_col: int | None) -> str:
+    lines = [linecache.getline(file, n) for n in range(line, end_line + 1)]
+    if not lines or not lines[0]:
+        return ""
+    if col is None or end_col is None:
+        return lines[0].strip()
+    if line == end_line:
+        b = lines[0].encode("utf-8")
+        return b[col:end_col].decode("utf-8", "replace").strip()
+    first = lines[0].encode("utf-8")[col:].decode("utf-8", "replace")
+    last = lines[-1].encode("utf-8")[:end_col].decode("utf-8", "replace")
+    parts = _without_comments([first.rstrip("\r\n"), *(x.rstrip("\r\n") for x in lines[1:-1]), last])
+    text = " ".join(x.strip() for x in parts if x.strip()).replace("( ", "(").replace(" )", ")")
+    # The span is a call: the comma a multi-line argument list ends with means nothing on one line.
+    return text[:-2] + ")" if text.endswith(",)") else text
+
+
+def _without_comments(lines: list[str]) -> list[str]:
+    """The lines of a multi-line expression with their `# ...` comments cut (a comment inside the call would read
+    as if it commented out the arguments after it once the lines are joined); as they are if they do not
+    tokenize."""
+    import io
+    import tokenize
+
+    try:
+        cuts = {t.start[0] - 1: t.start[1] for t in tokenize.generate_tokens(io.StringIO("\n".join(lines)).readline)
+                if t.type == tokenize.COMMENT}
+    except (tokenize.TokenError, SyntaxError):
+        return lines
+    return [x[:cuts[i]] if i in cuts else x for i, x in enumerate(lines)]
