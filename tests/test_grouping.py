@@ -16,7 +16,7 @@ from rich.console import Console
 
 import archviz
 from helpers import hand_record
-from archviz.group.tree import _decompose, _rle
+from archviz.group.runs import decompose as _decompose, rle as _rle
 from archviz.group import group, layer_membership, load_names, multiplicity_text
 from archviz.records import ModelRecord, dumps, loads
 
