@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from .compare import compress_names
+from .compact import compress_names
 
 __all__ = ["problem_modules", "checkpoint_only_groups", "note_groups", "summary_rows", "github_lines",
            "summary_table", "problems_table", "checkpoint_only_table", "notes_table"]

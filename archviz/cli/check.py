@@ -11,11 +11,29 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
 from .app import app
 from .common import (
-    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, QuantizedOpt, RankOpt, SetOpt, SourceArg, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, atomic_write, emit_json, err, handled, load_record, out, progress_bar, spinner,
+    ConfigOpt,
+    DebugOpt,
+    JsonOpt,
+    ModelClassOpt,
+    QuantizedOpt,
+    RankOpt,
+    SetOpt,
+    SourceArg,
+    TokenizerOpt,
+    TrustRemoteCodeOpt,
+    WorldSizeOpt,
+    atomic_write,
+    emit_json,
+    err,
+    handled,
+    load_record,
+    out,
+    progress_bar,
+    spinner,
 )
-from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
 
 CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safetensors file, shard folder, "
                                                                         "*.safetensors.index.json, manifest "
@@ -52,8 +70,14 @@ def check(
     reference loaders, --rules); fp8/fp4 weights pair with their scales; dtype differences are notes."""
     from ..checkpoint.compare import EXTRA_KEY, compare
     from ..checkpoint.report import (
-        checkpoint_only_groups, checkpoint_only_table, github_lines, note_groups, notes_table, problem_modules,
-        problems_table, summary_table,
+        checkpoint_only_groups,
+        checkpoint_only_table,
+        github_lines,
+        note_groups,
+        notes_table,
+        problem_modules,
+        problems_table,
+        summary_table,
     )
     from ..checkpoint.rules import load_rules
 

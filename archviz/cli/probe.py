@@ -10,11 +10,26 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 from rich.text import Text
 
+from ..format import ranges_text
 from .app import app
 from .common import (
-    ConfigOpt, DebugOpt, InputOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, _parse_sets, emit_json, err, handled, out, progress_bar,
+    ConfigOpt,
+    DebugOpt,
+    InputOpt,
+    JsonOpt,
+    ModelClassOpt,
+    RankOpt,
+    SetOpt,
+    TokenizerOpt,
+    TrustRemoteCodeOpt,
+    WorldSizeOpt,
+    _parse_sets,
+    emit_json,
+    err,
+    handled,
+    out,
+    progress_bar,
 )
-from ..format import ranges_text
 
 try:  # the shared option, where the CLI defines it
     from .common import KernelRulesOpt
@@ -89,8 +104,8 @@ def probe(
         finally:
             bars.close()
         if output:
-            from .common import atomic_write
             from ..records import dumps
+            from .common import atomic_write
 
             atomic_write(output, dumps(result.record) + "\n")
         if json_:

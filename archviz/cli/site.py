@@ -8,11 +8,34 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..errors import ArchvizError, ShapeError
 from .app import app
 from .common import (
-    BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, RankOpt, SeqOpt, QuantizedOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt, emit_json, err, flag, handled, is_records_file, load_record, progress_bar, refuse_pass_options, spinner,
+    BatchOpt,
+    ConfigOpt,
+    DebugOpt,
+    EveryBlockOpt,
+    InputOpt,
+    JsonOpt,
+    KernelRulesOpt,
+    ModelClassOpt,
+    QuantizedOpt,
+    RankOpt,
+    SeqOpt,
+    SetOpt,
+    TokenizerOpt,
+    TrustRemoteCodeOpt,
+    WorldSizeOpt,
+    emit_json,
+    err,
+    flag,
+    handled,
+    is_records_file,
+    load_record,
+    progress_bar,
+    refuse_pass_options,
+    spinner,
 )
-from ..errors import ArchvizError, ShapeError
 
 
 def _group(record: Any, names: str | None) -> Any:

@@ -1,0 +1,6 @@
+"""Renderers: pure functions of records, never importing torch.
+
+- `terminal`, `grouped`: rich renderables (tables, trees, cards) for the CLI to print;
+- `views`: the JSON views (`summary --json`, `inspect --json`);
+- `site/`: the static HTML explorer.
+"""
