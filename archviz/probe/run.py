@@ -3,8 +3,8 @@
 
 `run_probe()` is `archviz probe`: the full model is built on meta, walked and traced; a reduced copy (every width and
 every kind of layer kept, see `archviz.probe.reduce`) is built on the device with random weights (`init_random`) and
-run on random token ids (`real_calls`); `compare_mapped()` checks every meta module call, and every stubbed kernel call, of
-the full model against the real calls of the module at the mapped path, with the symbols (B, T, B·T) substituted, the
+run on random token ids (`real_calls`); `compare_mapped()` checks every meta module call, and every stubbed kernel
+call, of the full model against the real calls of the module at the mapped path, with the symbols (B, T, B·T) substituted, the
 routed-token dim R (data-dependent) accepted at any value and cut dims mapped back to their full values. The verdicts
 land in the records as `extra("probe")["modules"][path]["confirmed"]`. A memory guard refuses, before allocating,
 a copy that would not fit.

@@ -192,8 +192,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                      "identical one's shapes (taken as pure functions of their input shapes)")
     shapes_info = {"B": B, "T": T, "clean": clean, "notes": notes, "routed_symbol": ROUTED,
                    "routed_sizes": sorted(routed),
-                   "policy": "see archviz/shapes.py: boolean tests hold; routing spreads B·T·k tokens evenly over E "
-                             "experts (R = ceil(B·T·k/E))"}
+                   "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
+                             "over E experts (R = ceil(B·T·k/E))"}
     return dataclasses.replace(record, modules=tuple(modules), source=source).with_extra("shapes", shapes_info)
 
 

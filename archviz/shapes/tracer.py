@@ -180,7 +180,7 @@ class Tracer:
         if hit is None:
             raise ShapeError(f"{qualname} (called by {path or 'the model'}) has no shape rule",
                              hint=f"declare one: @archviz.kernels.shape_rule({qualname!r}) in a file passed with "
-                                  f"--kernel-rules FILE (see archviz/kernels.py)")
+                                  f"--kernel-rules FILE (see archviz/shapes/kernels.py)")
         fn, impl = hit
         self.kernel(qualname, impl)
         result = fn(*args, **kwargs)

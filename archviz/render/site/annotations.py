@@ -65,7 +65,7 @@ class Annotations:
         return os.path.dirname(os.path.abspath(self.source))
 
 
-def _bad(where: str, what: str, hint: str = "see the annotations format in archviz/annotations.py") -> ArchvizError:
+def _bad(where: str, what: str, hint: str = "see the annotations format in archviz/render/site/annotations.py") -> ArchvizError:
     return ArchvizError(f"{where}: {what}", hint=hint)
 
 
