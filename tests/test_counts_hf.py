@@ -224,7 +224,7 @@ def test_tied_weights_are_shown_apart_in_summary_json_terminal_and_site(tmp_path
 
     from archviz.group import group
     from archviz.render.terminal import summary_table
-    from archviz.render.site.pages import build_site
+    from archviz.render.site import build_site
     from archviz.render.views import summary_json
 
     def table_text(rec) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from archviz.render.site.pages import expand_pattern
+from archviz.render.site import expand_pattern
 
 pytestmark = pytest.mark.browser
 
