@@ -109,14 +109,20 @@ def test_pre_commit_hook_passes_a_match_and_annotates_a_mismatch(minilm: Path, t
     (user / ".pre-commit-config.yaml").write_text(yaml.safe_dump({
         # the hook environment is built on this interpreter, the one whose packages PYTHONPATH lends it
         "default_language_version": {"python": sys.executable},
-        "repos": [{"repo": hooks.as_uri(), "rev": rev, "hooks": [{
-            "id": "archviz-check",
-            "args": ["config.json", "--checkpoint", "tests/model.manifest.json.gz"],
-        }]}],
+        "repos": [{"repo": hooks.as_uri(), "rev": rev, "hooks": [
+            {"id": hook, "args": ["config.json", "--checkpoint", "tests/model.manifest.json.gz"]}
+            for hook in ("archviz-check", "archviz-check-system")]}],
     }, sort_keys=False))
     git(user, "init", "-q")
     git(user, "add", "-A")
     env = offline_env(tmp_path)
+    # archviz-check-system runs the `archviz` on PATH: this checkout's, as `pip install -e .` would write it
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "archviz").write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO)!r})\n"
+                                     "from archviz.cli import main\nmain()\n")
+    (bin_dir / "archviz").chmod(0o755)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([*pre_commit, "run", "--color", "never", *args], cwd=user, env=env,
@@ -126,10 +132,11 @@ def test_pre_commit_hook_passes_a_match_and_annotates_a_mismatch(minilm: Path, t
     r = run("--all-files")
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"^archviz check \(model code vs checkpoint manifest\)\.+Passed$", r.stdout, re.M), r.stdout
+    assert re.search(r"^archviz check \(.*installed archviz\)\.+Passed$", r.stdout, re.M), r.stdout
     # a change to none of its files does not run it
     r = run("--files", "README.md")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert re.search(r"\(no files to check\)Skipped$", r.stdout, re.M), r.stdout
+    assert len(re.findall(r"\(no files to check\)Skipped$", r.stdout, re.M)) == 2, r.stdout
 
     # the model code changes (a narrower MLP), the manifest does not: the hook fails with the annotation
     config["intermediate_size"] = 1024
@@ -139,9 +146,11 @@ def test_pre_commit_hook_passes_a_match_and_annotates_a_mismatch(minilm: Path, t
     r = run("--files", "config.json")
     assert r.returncode == 1, r.stdout + r.stderr
     assert re.search(r"^archviz check \(model code vs checkpoint manifest\)\.+Failed$", r.stdout, re.M), r.stdout
-    assert "- exit code: 1" in r.stdout
+    assert re.search(r"^archviz check \(.*installed archviz\)\.+Failed$", r.stdout, re.M), r.stdout
+    assert r.stdout.count("- exit code: 1") == 2
     errors = [ln for ln in r.stdout.splitlines() if ln.startswith("::error ")]
-    assert errors, r.stdout
+    assert len(errors) == 4, r.stdout  # intermediate.dense and output.dense, from each hook
+    assert errors[0] == errors[2]
     assert errors[0].startswith("::error file=config.json,title=archviz check%3A mismatch::"
                                 f"encoder.layer.{{0-5}}.intermediate.dense: mismatch: model {model:,} parameters, "
                                 f"checkpoint {stored:,}"), errors[0]
