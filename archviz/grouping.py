@@ -28,6 +28,7 @@ import re
 from typing import Any, Iterable
 
 from .errors import ArchvizError
+from .names_tables import split_tables
 from .records import ModelRecord, ModuleRecord
 
 NAMES_ENV = "ARCHVIZ_NAMES"  # a names file applied when `group` is called without `names`
@@ -62,6 +63,8 @@ def load_names(path: str) -> dict[str, Any]:
     the order given, under one virtual node titled so, where the first of them stood; its count is the sum of
     theirs. When several keys match a module the most specific wins, as for titles. (JSON: `{"groups": {...}}`.)
 
+    `[dims]` and `[descriptions]` tables rename dims and describe nodes (archviz/names_tables.py).
+
     Returns the titles as `key -> "Title"`, and the groups, if any, under "groups" as `key -> {title -> [attr]}`
     (a dict value; without a `[groups]` table, `"groups" = "Title"` titles a module or class so named, as ever)."""
     try:
@@ -89,16 +92,19 @@ def load_names(path: str) -> dict[str, Any]:
         except (UnicodeDecodeError, ValueError) as e:
             raise ArchvizError(f"names file {path}: not TOML ({e})", hint="fix the file") from None
     groups = None
+    tables: dict[str, Any] = {}
     if isinstance(data, dict):
         data = dict(data)
         if isinstance(data.get("groups"), dict):
             groups = data.pop("groups")
+        tables = split_tables(data, f"names file {path}")  # [dims], [descriptions]: archviz/names_tables.py
         if isinstance(data.get("names"), dict):
             data = data["names"]
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
         raise ArchvizError(f"names file {path}: expected a table of key = \"Title\" strings",
                            hint="e.g. \"layers.*.attn.wo_b\" = \"Output projection\"")
     out: dict[str, Any] = dict(data)
+    out.update(tables)
     if groups is not None:
         if "groups" in out:
             raise ArchvizError(f"names file {path}: \"groups\" is both a title key and the [groups] table",
@@ -1008,8 +1014,15 @@ def group(record: ModelRecord, names: dict[str, Any] | None = None) -> ModelReco
     b = _Builder(record, kinds, _Groups(names))
     root = record.modules[0]
     b.module_node(None, root, [root.path], 1, None, record.source.name or root.class_name)
+    described = _Names(names.get("descriptions") if isinstance((names or {}).get("descriptions"), dict) else None)
+    for n in b.nodes if described else ():  # keyed as titles are; a kind by its default title, before renaming
+        hit = described.title_for(n, b.modules_of[n["id"]], n["title"], bool(described.exact_paths))
+        if hit is not None:
+            n["description"] = hit
     b.finish(_Names(names))
     g = {"nodes": b.nodes, "by_path": b.by_path, "layers": b.layers}
+    if isinstance((names or {}).get("dims"), dict):
+        g["dims"] = dict(names["dims"])  # read by archviz.dims.dim_renames
     return record.with_extra("grouping", g)
 
 

@@ -720,7 +720,7 @@ class ModelSite:
                 held = self.node_of.get(p)
                 if held is None or self.nodes[held].depth < n.depth:
                     self.node_of[p] = nid
-        self.names = DimNames(dict(record.source.config))
+        self.names = DimNames.for_record(record)  # config fields, renamed by the names file's [dims]
         self.upstream = Upstream(record, source_url)
         ck = record.extra("checkpoint")
         self.checkpoint = ck if isinstance(ck, Mapping) else None
@@ -1288,6 +1288,12 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
         resolved = resolve_annotations(annotations, models, code)
         for ms in models:
             ms.annotations = resolved.get(ms.slug, {})
+    from .names_tables import node_descriptions
+
+    for ms in models:  # a names file's [descriptions], where no annotation gives one
+        for nid, text in node_descriptions(ms.record.extra("grouping")).items():
+            slot = ms.annotations.setdefault(nid, {"title": None, "description": None, "claims": []})
+            slot["description"] = slot["description"] or text
 
     files: dict[str, bytes] = {}
     total_pages = sum(len(ms.nodes) for ms in models) + 1

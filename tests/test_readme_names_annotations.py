@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -20,7 +21,7 @@ def test_readme_names_and_annotations_example_builds(archviz_cli, tmp_path: Path
     (tmp_path / "notes.toml").write_text(readme_block("# notes.toml"))
     out = tmp_path / "site"
     r = archviz_cli("build", "examples/deepseek-v4-flash/config.json", "--names", tmp_path / "names.toml",
-                    "--annotations", tmp_path / "notes.toml", "--no-shapes", "-o", out)
+                    "--annotations", tmp_path / "notes.toml", "-o", out)
     assert r.returncode == 0, r.stderr
     pages = out / "deepseek-v4-flash" / "n"
     # layer 2's attention: its two output projections gathered under the names file's title
@@ -32,3 +33,8 @@ def test_readme_names_and_annotations_example_builds(archviz_cli, tmp_path: Path
     assert "o-a-init" in o_a and "#L803-L805" in o_a
     o_b = (pages / "model.layers.2.self_attn.o_b_proj.html").read_text()
     assert "<title>Output projection · deepseek-v4-flash" in o_b
+    cfg = json.loads((ROOT / "examples" / "deepseek-v4-flash" / "config.json").read_text())
+    assert f"[B batch, T positions, {cfg['o_groups'] * cfg['o_lora_rank']} groups × rank]" in o_b  # [dims]
+    assert f"{cfg['hidden_size']} d]" in o_b
+    hca = (pages / "model.layers.3_5_to_41.html").read_text()
+    assert 'id="description">Its compressor folds 128 tokens into one key/value entry.</p>' in hca
