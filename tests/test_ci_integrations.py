@@ -97,6 +97,9 @@ def test_pre_commit_hook_passes_a_match_and_annotates_a_mismatch(minilm: Path, t
     pre_commit = pre_commit_command()
     if pre_commit is None:
         pytest.skip("pre-commit is not installed (pip install -e '.[test]' installs it)")
+    r = subprocess.run([*pre_commit, "validate-manifest", str(REPO / ".pre-commit-hooks.yaml")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
     hooks, rev = hook_repo(tmp_path)
 
     user = tmp_path / "model-repo"
