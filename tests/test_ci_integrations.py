@@ -185,7 +185,7 @@ def test_action_is_a_composite_whose_inputs_are_all_used(action: dict) -> None:
         # an input reaches a script through env, never pasted into it (a crafted input would run as shell code)
         assert "${{" not in step.get("run", ""), step["run"]
         used |= set(re.findall(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", yaml.safe_dump(step)))
-    assert used == set(inputs), f"inputs never used: {sorted(set(inputs) - used)}; unknown: {sorted(used - set(inputs))}"
+    assert used == set(inputs), f"never used: {sorted(set(inputs) - used)}; unknown: {sorted(used - set(inputs))}"
     assert any(s.get("uses", "").startswith("actions/setup-python@") for s in steps)
     assert "download.pytorch.org/whl/cpu" in "".join(s.get("run", "") for s in steps)  # the CPU torch
 
