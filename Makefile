@@ -22,9 +22,12 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
+# The annotations cite transformers' modeling file; its links are pinned to the installed release's tag (v5.23.0)
+# without --source-url, which is for a model's own code.
 site: install
 	$(BIN)/archviz build examples/deepseek-v4-flash/config.json \
-		--checkpoint examples/deepseek-v4-flash/manifest.json.gz -o site
+		--checkpoint examples/deepseek-v4-flash/manifest.json.gz \
+		--annotations examples/deepseek-v4-flash/annotations.toml -o site
 
 test: install-test
 	$(BIN)/python -m pytest

@@ -1,6 +1,10 @@
 """Dims named for people: an int width by the expression that built the module (``m.dims``, first) or by the
 config field, or product of two fields, it equals when exactly one does; B and T by what they stand for.
 
+A names file's ``[dims]`` table renames them (kept in the grouping as ``dims``): a key is a width (``"8192"``), a
+name as found (a config field ``"dim"``, a product ``"n_groups × o_lora_rank"``) or a symbol (``"T"``); the width's
+own key wins. ``"8192" = "groups × rank"`` names a width the config alone leaves unnamed, too.
+
 Pure functions of records and config values, shared by the site, the terminal card and ``--json`` (no torch)."""
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ _MIN_PRODUCT = 256  # the smallest dim named as a product of two config fields (
 class DimNames:
     """Name an int dim by the config field(s) it equals, when exactly one field (or one product of two) does."""
 
-    def __init__(self, config: Mapping[str, Any]):
+    def __init__(self, config: Mapping[str, Any], renames: Mapping[str, str] | None = None):
+        self.renames = dict(renames or {})
         ints = {k: v for k, v in config.items() if isinstance(v, int) and not isinstance(v, bool) and v > 1
                 and not any(x in k.lower() for x in _NOT_DIMS)}
         self.single: dict[int, list[str]] = {}
@@ -33,7 +38,22 @@ class DimNames:
         self.width = next((config[k] for k in _WIDTH_KEYS if isinstance(config.get(k), int)), None)
         self.width_key = next((k for k in _WIDTH_KEYS if isinstance(config.get(k), int)), None)
 
+    @classmethod
+    def for_record(cls, record: Any) -> "DimNames":
+        """The record's config fields, renamed by the names file its grouping was made with."""
+        return cls(dict(record.source.config), dim_renames(record))
+
     def name(self, d: int, local: Mapping[int, str] | None = None) -> str | None:
+        found = self._found(d, local)
+        if self.renames:
+            mine = self.renames.get(str(d))
+            if mine is not None:
+                return mine
+            if found is not None:
+                return self.renames.get(found, found)
+        return found
+
+    def _found(self, d: int, local: Mapping[int, str] | None = None) -> str | None:
         if local and d in local:  # the walk put the code's name in the config's terms; "" when it could not
             return local[d] or None  # (no name beats one guessed from the config)
         s = self.single.get(d)
@@ -47,7 +67,7 @@ class DimNames:
     def dim(self, d: int | str, local: Mapping[int, str] | None = None, words: bool = True) -> str:
         """`words=False` keeps symbols short: "B", not "B batch"."""
         if isinstance(d, str):
-            word = _SYMBOLS.get(d) if words else None
+            word = (self.renames.get(d) or _SYMBOLS.get(d)) if words else None
             return f"{d} {word}" if word else d
         n = self.name(d, local)
         return f"{d} {n}" if n else str(d)
@@ -57,9 +77,18 @@ class DimNames:
         return "[" + ", ".join(self.dim(d, local, words) for d in dims) + "]"
 
 
-def named_dims(m: Any, config: Mapping[str, Any]) -> dict[int, str]:
+def dim_renames(record: Any) -> dict[str, str]:
+    """The `[dims]` table of the names file the record was grouped with ({} without one)."""
+    g = record.extra("grouping") if hasattr(record, "extra") else None
+    raw = g.get("dims") if isinstance(g, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in raw.items() if isinstance(v, str) and v.strip()}
+
+
+def named_dims(m: Any, config: Mapping[str, Any], renames: Mapping[str, str] | None = None) -> dict[int, str]:
     """Every int dim of a module's recorded calls that has a name: its own widths first, then the config's."""
-    names = DimNames(config)
+    names = DimNames(config, renames)
     local = dict(m.dims)
     dims = list(local) + [d for c in m.calls for shape in (*c.inputs, *c.outputs) for d in shape if isinstance(d, int)]
     out: dict[int, str] = {}
@@ -70,4 +99,4 @@ def named_dims(m: Any, config: Mapping[str, Any]) -> dict[int, str]:
     return out
 
 
-__all__ = ["DimNames", "named_dims"]
+__all__ = ["DimNames", "dim_renames", "named_dims"]

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from ..errors import ArchvizError
+from .names_tables import split_tables
 from ..records import ModuleRecord
 
 # Key kinds, most specific first.
@@ -32,6 +33,8 @@ def load_names(path: str) -> dict[str, Any]:
     Wherever a module node matching the key is expanded, the named children it has (at least one) are placed, in
     the order given, under one virtual node titled so, where the first of them stood; its count is the sum of
     theirs. When several keys match a module the most specific wins, as for titles. (JSON: `{"groups": {...}}`.)
+
+    `[dims]` and `[descriptions]` tables rename dims and describe nodes (archviz/group/names_tables.py).
 
     Returns the titles as `key -> "Title"`, and the groups, if any, under "groups" as `key -> {title -> [attr]}`
     (a dict value; without a `[groups]` table, `"groups" = "Title"` titles a module or class so named, as ever)."""
@@ -60,16 +63,19 @@ def load_names(path: str) -> dict[str, Any]:
         except (UnicodeDecodeError, ValueError) as e:
             raise ArchvizError(f"names file {path}: not TOML ({e})", hint="fix the file") from None
     groups = None
+    tables: dict[str, Any] = {}
     if isinstance(data, dict):
         data = dict(data)
         if isinstance(data.get("groups"), dict):
             groups = data.pop("groups")
+        tables = split_tables(data, f"names file {path}")  # [dims], [descriptions]: names_tables.py
         if isinstance(data.get("names"), dict):
             data = data["names"]
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
         raise ArchvizError(f"names file {path}: expected a table of key = \"Title\" strings",
                            hint="e.g. \"layers.*.attn.wo_b\" = \"Output projection\"")
     out: dict[str, Any] = dict(data)
+    out.update(tables)
     if groups is not None:
         if "groups" in out:
             raise ArchvizError(f"names file {path}: \"groups\" is both a title key and the [groups] table",

@@ -366,8 +366,15 @@ def group(record: ModelRecord, names: dict[str, Any] | None = None) -> ModelReco
     b = _Builder(record, kinds, Gatherings(names))
     root = record.modules[0]
     b.module_node(None, root, [root.path], 1, None, record.source.name or root.class_name)
+    described = Titles(names.get("descriptions") if isinstance((names or {}).get("descriptions"), dict) else None)
+    for n in b.nodes if described else ():  # keyed as titles are; a kind by its default title, before renaming
+        hit = described.title_for(n, b.modules_of[n["id"]], n["title"], bool(described.exact_paths))
+        if hit is not None:
+            n["description"] = hit
     b.finish(Titles(names))
     g = {"nodes": b.nodes, "by_path": b.by_path, "layers": b.layers}
+    if isinstance((names or {}).get("dims"), dict):
+        g["dims"] = dict(names["dims"])  # read by archviz.dims.dim_renames
     return record.with_extra("grouping", g)
 
 

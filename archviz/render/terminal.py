@@ -161,7 +161,7 @@ def module_card(record: ModelRecord, path: str) -> Group:
     row("parameters", fmt.count(m.totals.parameters))
     for c in m.call_sites:
         row("called as", f"{c.code} · {c.file}:{c.line}")
-    names, local = DimNames(dict(record.source.config)), dict(m.dims)  # widths named as on the site
+    names, local = DimNames.for_record(record), dict(m.dims)  # widths named as on the site
     for call in m.calls[:4]:
         row("in", ", ".join(names.shape(s, local, words=False) for s in call.inputs))
         row("out", ", ".join(names.shape(s, local, words=False) for s in call.outputs))

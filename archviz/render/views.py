@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import format as fmt
-from ..dims import named_dims
+from ..dims import dim_renames, named_dims
 from ..records import ModelRecord, ModuleRecord, to_json_dict
 
 
@@ -76,7 +76,8 @@ def module_json(record: ModelRecord, path: str, *, children: bool = True) -> dic
         "assumptions": list(m.assumptions),
         "source": {k: full[k] for k in ("class_span", "init_span", "forward_span")},
         "doc": m.doc,
-        "dim_names": {str(v): n for v, n in named_dims(m, dict(record.source.config)).items()},
+        "dim_names": {str(v): n for v, n in named_dims(m, dict(record.source.config),
+                                                       dim_renames(record)).items()},
     }
     grouping = record.extra("grouping")
     if grouping:

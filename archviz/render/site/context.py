@@ -66,7 +66,7 @@ class ModelSite:
                 held = self.node_of.get(p)
                 if held is None or self.nodes[held].depth < n.depth:
                     self.node_of[p] = nid
-        self.names = DimNames(dict(record.source.config))
+        self.names = DimNames.for_record(record)  # config fields, renamed by the names file's [dims]
         self.upstream = Upstream(record, source_url)
         ck = record.extra("checkpoint")
         self.checkpoint = ck if isinstance(ck, Mapping) else None

@@ -120,6 +120,12 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
         resolved = resolve_annotations(annotations, models, code)
         for ms in models:
             ms.annotations = resolved.get(ms.slug, {})
+    from ...group.names_tables import node_descriptions
+
+    for ms in models:  # a names file's [descriptions], where no annotation gives one
+        for nid, text in node_descriptions(ms.record.extra("grouping")).items():
+            slot = ms.annotations.setdefault(nid, {"title": None, "description": None, "claims": []})
+            slot["description"] = slot["description"] or text
 
     files: dict[str, bytes] = {}
     total_pages = sum(len(ms.nodes) for ms in models) + 1
