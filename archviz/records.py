@@ -187,6 +187,8 @@ class SourceInfo:
     rank: int = 0
     files: tuple[tuple[str, str], ...] = ()  # display path -> absolute path of every source file cited
     versions: tuple[tuple[str, str], ...] = ()  # package -> version (torch, transformers, ...)
+    # display path -> {"sha256", "git": {"commit", "path", "web"}?}: what a later stage may trust of each file
+    file_facts: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +259,7 @@ class Alias:
 # JSON export / import
 
 
-_MAPPING_FIELDS = frozenset(("config", "overrides", "files", "versions", "bytes_by_dtype", "parameters_by_dtype",
+_MAPPING_FIELDS = frozenset(("config", "overrides", "files", "versions", "file_facts", "bytes_by_dtype", "parameters_by_dtype",
                              "attributes", "extras"))
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -408,6 +410,7 @@ def from_json_dict(d: dict[str, Any]) -> ModelRecord:
         stubbed_imports=tuple(s.get("stubbed_imports", ())), notes=tuple(s.get("notes", ())),
         world_size=s.get("world_size", 1), rank=s.get("rank", 0),
         files=tuple(s.get("files", {}).items()), versions=tuple(s.get("versions", {}).items()),
+        file_facts=tuple(s.get("file_facts", {}).items()),
     )
     sm = d["summary"]
     summary = Summary(

@@ -18,7 +18,7 @@ PKG = ROOT / "archviz"
 
 # The pipeline, in order: a module may import from its own stage or any stage before it, never after.
 STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "checkpoint", "probe", "render", "cli"]
-VOCABULARY = {"_moved", "records", "errors", "format", "dims", "gcpause"}
+VOCABULARY = {"_moved", "outputs", "records", "errors", "format", "dims", "gcpause"}
 MAX_LINES = 700
 
 

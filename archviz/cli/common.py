@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from contextlib import contextmanager
 from typing import Annotated, Any, Callable, Iterator, Optional
 
@@ -187,6 +186,19 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
         return record
     if not shapes:
         refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block)
+    from ..sources.guard import model_code
+
+    with model_code():  # the model's code may not end the process or print to stdout (--json stays JSON)
+        return _built_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
+                             batch=batch, seq=seq, grouping=grouping, kernel_rules=kernel_rules, names=names,
+                             inputs=inputs, every_block=every_block, trust_remote_code=trust_remote_code,
+                             quantized=quantized)
+
+
+def _built_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
+                  tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool,
+                  batch: int | None, seq: int | None, grouping: bool, kernel_rules: str | None, names: str | None,
+                  inputs: list[str] | None, every_block: bool, trust_remote_code: bool, quantized: bool) -> Any:
     from .. import build
     from ..walk import walk
 
@@ -222,15 +234,8 @@ def emit_json(data: Any) -> None:
 
 
 def atomic_write(path: str, text: str) -> None:
-    """Write via a temp file in the same folder, then move into place: never a half-written output."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".archviz-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write via a temp file in the same folder, then move into place: never a half-written output, and only ever
+    over a regular file (archviz.outputs)."""
+    from ..outputs import write_file
+
+    write_file(path, text.encode("utf-8"))

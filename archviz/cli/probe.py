@@ -88,6 +88,7 @@ def probe(
     run as plain torch.
     With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
     from ..probe import parse_size, run_probe
+    from ..sources.guard import model_code
 
     with handled(debug):
         limit = parse_size(max_memory) if max_memory else None
@@ -97,10 +98,11 @@ def probe(
             load_rules_file(kernel_rules)
         bars = _Bars()
         try:
-            result = run_probe(source, config=config, overrides=_parse_sets(set_), model_class=model_class,
-                               tokenizer=tokenizer, world_size=world_size, rank=rank, device=device,
-                               max_memory=limit, batch=batch, seq=seq, progress=bars,
-                               trust_remote_code=trust_remote_code, input_specs=input_)
+            with model_code("probing the model"):  # it may not end the process or print to stdout
+                result = run_probe(source, config=config, overrides=_parse_sets(set_), model_class=model_class,
+                                   tokenizer=tokenizer, world_size=world_size, rank=rank, device=device,
+                                   max_memory=limit, batch=batch, seq=seq, progress=bars,
+                                   trust_remote_code=trust_remote_code, input_specs=input_)
         finally:
             bars.close()
         if output:

@@ -35,6 +35,7 @@ from ..errors import ShapeError
 from ..gcpause import collector_paused
 from ..records import Call, CallSite, ModelRecord, ModuleRecord
 from ..sources import Built, stubs
+from ..walk.provenance import file_facts
 from ..sources.meta import strays_to_meta, warnings_noted
 from .imports import ImportsInForward
 from .inputs import cache_off, default_inputs, merge_inputs, missing_input_hint, none_hint, parse_inputs
@@ -185,7 +186,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     files = dict(record.source.files)
     files.update(spans.files)
     stubbed = tuple(sorted(set(record.source.stubbed_imports) | set(registry.taken())))
-    source = dataclasses.replace(record.source, files=tuple(sorted(files.items())), stubbed_imports=stubbed)
+    source = dataclasses.replace(record.source, files=tuple(sorted(files.items())), stubbed_imports=stubbed,
+                                 file_facts=file_facts(files, dict(record.source.file_facts)))
     if experts is not None and experts.hits:
         notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
                      "experts) answered from an "

@@ -21,6 +21,7 @@ from ..records import (
 )
 from ..sources import Built
 from .moe import find_moe
+from .provenance import file_facts
 from .spans import Spans
 from .tensors import classify_module, own_totals
 from .widths import ctor_named_dims, in_config_terms
@@ -143,6 +144,7 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
         config=tuple(built.config.items()), overrides=tuple(built.overrides.items()),
         stubbed_imports=tuple(built.stubbed_imports), notes=tuple(built.notes), world_size=built.world_size,
         rank=built.rank, files=tuple(sorted(spans.files.items())), versions=tuple(sorted(built.versions.items())),
+        file_facts=file_facts(spans.files),
     )
     extras = (("transformers_loading", built.loading(entries)),) if built.loading is not None else ()
     return ModelRecord(source=source, modules=records, summary=summary, extras=extras)

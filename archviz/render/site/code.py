@@ -1,17 +1,33 @@
-"""The code bank: every cited source file read once, highlighted once, and shipped as one `code/<hash>.js`."""
+"""The code bank: every cited source file read once, highlighted once, and shipped as one `code/<hash>.js`.
+
+Records are data: a file is read only when a record vouches for it (`vouch`: its sha256, captured when the model was
+walked) and its bytes still hash to that; any other path a record names is never opened."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import stat
 from typing import Any
+
+
+_MAX_SOURCE_BYTES = 16 << 20
 
 
 class CodeBank:
     def __init__(self) -> None:
         self._files: dict[str, dict[str, Any]] = {}  # key -> {"path", "lines" (text), "html" (lines)}
         self._by_abs: dict[str, str | None] = {}
+        self._vouched: dict[str, set[str]] = {}  # absolute path -> sha256s records vouch for
+
+    def vouch(self, record: Any) -> None:
+        """Allow the files the record cites, each at the sha256 the record holds for it."""
+        facts = dict(record.source.file_facts)
+        for display, absolute in record.source.files:
+            digest = (facts.get(display) or {}).get("sha256") if isinstance(facts.get(display), dict) else None
+            if isinstance(digest, str) and isinstance(absolute, str):
+                self._vouched.setdefault(absolute, set()).add(digest)
 
     def lines(self, absolute: str) -> list[str] | None:
         key = self.key(absolute, None)
@@ -22,11 +38,18 @@ class CodeBank:
             return None
         if absolute in self._by_abs:
             return self._by_abs[absolute]
+        self._by_abs[absolute] = None
+        if absolute not in self._vouched:
+            return None
         try:
-            with open(absolute, encoding="utf-8") as f:
-                text = f.read()
+            with open(absolute, "rb", buffering=0) as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    return None
+                raw = f.read(_MAX_SOURCE_BYTES + 1)
+            if len(raw) > _MAX_SOURCE_BYTES or hashlib.sha256(raw).hexdigest() not in self._vouched[absolute]:
+                return None  # changed since the walk: these are not the lines the records cite
+            text = raw.decode("utf-8")
         except (OSError, UnicodeDecodeError):
-            self._by_abs[absolute] = None
             return None
         key = hashlib.sha1(((display or "") + "\0" + text).encode()).hexdigest()[:12]
         if key not in self._files:

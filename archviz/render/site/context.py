@@ -54,6 +54,7 @@ class ModelSite:
         self.record = record
         self.slug = slug
         self.code = code
+        code.vouch(record)
         self.index = record.index()
         self.files = dict(record.source.files)  # display path -> absolute path
         self.nodes, self.root = build_nodes(record)

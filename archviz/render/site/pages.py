@@ -19,7 +19,6 @@ structurally identical list items folded into one node (one page per kind of ite
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -34,7 +33,7 @@ from .code import CodeBank, js_json
 from .context import ModelSite
 from .nodes import SAFE_NAME
 from .templates import environment, static_files, templates_folder
-from .write import MARKER, check_target, write_site
+from .write import MARKER, check_target, marker_bytes, write_site
 
 Progress = Callable[[int, int], None]
 
@@ -174,8 +173,7 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
     files["search.js"] = ("window.ARCHVIZ_SEARCH=" + js_json(
         {"models": [[ms.slug, ms.record.source.name] for ms in models], "nodes": search}) + ";\n").encode()
     files.update(static_files(templates or templates_folder()))
-    files[MARKER] = (json.dumps({"generator": "archviz", "site": 1, "models": [ms.slug for ms in models]},
-                                sort_keys=True) + "\n").encode()
+    files[MARKER] = marker_bytes(files, [ms.slug for ms in models])
     if progress is not None:
         progress(total_pages, total_pages)
     return files

@@ -1,33 +1,14 @@
 """Links to the exact lines upstream, at a pinned revision: a `--source-url` template, the git remote and
-commit of the model's folder, or transformers' release tag."""
+commit of the model's folder as the walk recorded them (`SourceInfo.file_facts`; nothing is run here), or
+transformers' and torch's release tags."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 
 from ...records import (
     ModelRecord,
 )
-
-
-def _git(folder: str, *args: str) -> str | None:
-    try:
-        r = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True, timeout=10,
-                           env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return r.stdout.strip() if r.returncode == 0 else None
-
-
-def _web_remote(url: str) -> str | None:
-    url = url.strip()
-    m = re.match(r"^(?:ssh://)?git@([^:/]+)[:/](.+?)(?:\.git)?/?$", url) or \
-        re.match(r"^(?:https?|git)://(?:[^@/]+@)?([^/]+)/(.+?)(?:\.git)?/?$", url)
-    if not m:
-        return None
-    return f"https://{m.group(1)}/{m.group(2)}"
 
 
 def _release(version: str | None) -> str | None:
@@ -45,6 +26,7 @@ class Upstream:
         self.template = template
         self.files = dict(record.source.files)
         self.versions = dict(record.source.versions)
+        self.facts = dict(record.source.file_facts)
         self._cache: dict[str, tuple[str, str] | None] = {}
 
     def _own(self, display: str) -> bool:
@@ -69,23 +51,13 @@ class Upstream:
             if v:
                 return f"https://github.com/pytorch/pytorch/blob/v{v}/{display}#L{{start}}-L{{end}}", f"v{v}"
             return None
-        absolute = self.files.get(display)
-        if not absolute or not os.path.isfile(absolute):
+        facts = self.facts.get(display)
+        git = facts.get("git") if isinstance(facts, dict) else None
+        if not isinstance(git, dict) or not all(isinstance(git.get(k), str) for k in ("commit", "path", "web")):
             return None
-        folder = os.path.dirname(absolute)
-        toplevel = _git(folder, "rev-parse", "--show-toplevel")
-        commit = _git(folder, "rev-parse", "HEAD")
-        if not toplevel or not commit:
-            return None
-        rel = os.path.relpath(os.path.realpath(absolute), os.path.realpath(toplevel)).replace(os.sep, "/")
-        if _git(toplevel, "ls-files", "--error-unmatch", "--", rel) is None:
-            return None  # not tracked: no revision holds these lines
-        if _git(toplevel, "status", "--porcelain", "--", rel):
-            return None  # edited since the commit: the pinned lines would not be these
-        remotes = (_git(toplevel, "remote") or "").split()
-        remote = "origin" if "origin" in remotes else (remotes[0] if remotes else None)
-        web = _web_remote(_git(toplevel, "remote", "get-url", remote) or "") if remote else None
-        if not web:
+        commit, rel, web = git["commit"], git["path"], git["web"]
+        if not re.fullmatch(r"[0-9a-f]{7,64}", commit) or not re.fullmatch(r"https://[^\s\"'<>]+", web) \
+                or rel.startswith("/") or ".." in rel.split("/"):
             return None
         return f"{web}/blob/{commit}/{rel}#L{{start}}-L{{end}}", commit[:12]
 
