@@ -1,0 +1,139 @@
+"""`archviz diff`: what changed between two models, or two versions of one. Pure functions of two ModelRecords
+(no torch, no transformers).
+
+    from archviz.diff import diff
+    d = diff(record_a, record_b, ignore=("lines",))
+    d.identical, d.folded, d.totals
+
+Modules are matched by path, then by rename rules, then by structure (`match`); each matched pair is compared in
+the aspects asked for (`compare`); added and removed subtrees carry their parameter totals; the differences are
+folded as the explorer groups modules (`fold`), and the model totals set side by side (`totals`).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..errors import ArchvizError
+from ..gcpause import collector_paused
+from ..records import ModelRecord
+from .compare import compare
+from .fold import fold
+from .match import Rename, match, rename_functions
+from .result import (
+    ASPECTS, BY_PATH, BY_RULE, BY_STRUCTURE, WITHIN, Change, Delta, Folded, ModelDiff, NodeDiff, Pair, Subtree,
+)
+from .totals import totals
+
+
+def parse_ignore(values: Iterable[str] | None) -> tuple[str, ...]:
+    """`--ignore lines,call-sites` (repeatable) -> the aspects, checked against ASPECTS."""
+    out: list[str] = []
+    for v in values or ():
+        for part in v.split(","):
+            part = part.strip().lower()
+            if not part:
+                continue
+            if part == "call_sites":
+                part = "call-sites"
+            if part not in ASPECTS:
+                raise ArchvizError(f"--ignore {part!r}: not something diff compares",
+                                   hint=f"use any of {', '.join(ASPECTS)}, comma-separated")
+            if part not in out:
+                out.append(part)
+    return tuple(out)
+
+
+def _has_shapes(record: ModelRecord) -> bool:
+    return any(m.calls or m.called is not None for m in record.modules)
+
+
+def _count_subtrees(record: ModelRecord, tops: list[str]) -> dict[str, int]:
+    """Modules in each top's subtree, in one pass over the pre-order modules."""
+    counts = dict.fromkeys(tops, 0)
+    top_set = set(tops)
+    current: list[str] = []
+    for m in record.modules:
+        p = m.path
+        while current and not (p == current[-1] or p.startswith(current[-1] + ".")):
+            current.pop()
+        if p in top_set:
+            current.append(p)
+        if current:
+            counts[current[-1]] += 1  # nested tops cannot happen (a top's parent is matched)
+    return counts
+
+
+@collector_paused()
+def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames: Iterable[Rename] | None = None,
+         ignore: Iterable[str] = (), spec_a: str | None = None, spec_b: str | None = None) -> ModelDiff:
+    """The differences from model A to model B.
+
+    rules: an `archviz.checkpoint.rules.Rules` whose rulesets' renames match modules renamed between A and B
+    (`load_rules()` for the built-in ones, `load_rules(path)` with a user file); renames: more (name, function)
+    pairs. ignore: aspects left out (see ASPECTS)."""
+    ignored = tuple(x for x in ASPECTS if x in set(ignore))
+    aspects = frozenset(x for x in ASPECTS if x not in ignored)
+    fns = rename_functions(rules) + list(renames or ())
+    pairs = match(a, b, fns)
+    ia, ib = a.index(), b.index()
+    notes: list[str] = []
+    shapes = _has_shapes(a) and _has_shapes(b)
+    if not shapes and ({"shapes", "call-sites"} & aspects):
+        which = " and ".join(x for x, r in (("A", a), ("B", b)) if not _has_shapes(r))
+        notes.append(f"shapes and call sites not compared: {which} {'has' if ' and ' not in which else 'have'} no "
+                     "meta pass (write records with `archviz walk --shapes`, or give the model source)")
+    # multiplicity: compared on the top module whose multiplicity changed (its descendants change with it)
+    mult = "multiplicity" in aspects
+    ka = kb = None
+    if mult:
+        from .fold import _Kinds
+
+        ka, kb = _Kinds(a), _Kinds(b)
+    mult_changed: set[str] = set()
+    nodes: list[NodeDiff] = []
+    renamed: list[Pair] = []
+    for m in a.modules:
+        p = pairs.get(m.path)
+        if p is None:
+            continue
+        mb = ib[p.b]
+        changes = compare(m, mb, aspects, shapes)
+        if mult:
+            x, y = ka.multiplicity(m.path), kb.multiplicity(p.b)  # type: ignore[union-attr]
+            if x != y:
+                mult_changed.add(m.path)
+                if m.parent not in mult_changed:
+                    from ..grouping import multiplicity_text
+
+                    changes.append(Change("multiplicity", "multiplicity", multiplicity_text(x) or "× 1",
+                                          multiplicity_text(y) or "× 1"))
+        if p.how in (BY_RULE, BY_STRUCTURE) and "renames" in aspects:
+            renamed.append(p)
+        if changes:
+            nodes.append(NodeDiff(m.path, p.b, p.how, tuple(changes), mb.own.parameters - m.own.parameters))
+    added: list[Subtree] = []
+    removed: list[Subtree] = []
+    if "structure" in aspects:
+        taken = {p.b for p in pairs.values()}
+        tops_a = [m.path for m in a.modules if m.path not in pairs and m.parent in pairs]
+        tops_b = [m.path for m in b.modules if m.path not in taken and m.parent in taken]
+        for record, index, tops, side, out in ((a, ia, tops_a, "removed", removed), (b, ib, tops_b, "added", added)):
+            counts = _count_subtrees(record, tops)
+            for t in tops:
+                m = index[t]
+                out.append(Subtree(side, t, m.class_name, m.totals.parameters, m.totals.scale_elements,
+                                   m.totals.buffer_elements, m.totals.bytes, counts[t]))
+    deltas = totals(a, b)
+    folded = fold(a, b, nodes, renamed, added, removed) if (nodes or renamed or added or removed) else ()
+    return ModelDiff(
+        a=spec_a or a.source.spec, b=spec_b or b.source.spec, a_name=a.source.name, b_name=b.source.name,
+        compared=tuple(x for x in ASPECTS if x in aspects), ignored=ignored, matched=len(pairs),
+        modules_a=len(a.modules), modules_b=len(b.modules), renamed=tuple(renamed), nodes=tuple(nodes),
+        added=tuple(added), removed=tuple(removed), totals=deltas, folded=folded, notes=tuple(notes),
+    )
+
+
+__all__ = ["diff", "parse_ignore", "match", "compare", "fold", "totals", "rename_functions", "ASPECTS",
+           "BY_PATH", "BY_RULE", "BY_STRUCTURE", "WITHIN", "Change", "Delta", "Folded", "ModelDiff", "NodeDiff",
+           "Pair", "Subtree"]
