@@ -82,16 +82,14 @@ def compare(ma: ModuleRecord, mb: ModuleRecord, aspects: frozenset[str], shapes:
         if a != b:
             out.append(Change("shapes", "calls", a, b))
     if shapes and ma.call_sites != mb.call_sites:
-        ca = [(c.file, c.code) for c in ma.call_sites]
-        cb = [(c.file, c.code) for c in mb.call_sites]
+        ca = [c.code for c in ma.call_sites]
+        cb = [c.code for c in mb.call_sites]
         if "call-sites" in aspects and ca != cb:
-            out.append(Change("call-sites", "call sites", "; ".join(f"{f}: {c}" for f, c in ca) or None,
-                              "; ".join(f"{f}: {c}" for f, c in cb) or None))
-        elif "lines" in aspects:
-            la = ", ".join(f"{c.file}:{c.line}" for c in ma.call_sites)
-            lb = ", ".join(f"{c.file}:{c.line}" for c in mb.call_sites)
-            if la != lb:
-                out.append(Change("lines", "call-site lines", la or None, lb or None))
+            out.append(Change("call-sites", "call sites", "; ".join(ca) or None, "; ".join(cb) or None))
+        la = ", ".join(f"{c.file}:{c.line}" for c in ma.call_sites)
+        lb = ", ".join(f"{c.file}:{c.line}" for c in mb.call_sites)
+        if "lines" in aspects and la != lb:
+            out.append(Change("lines", "call-site lines", la or None, lb or None))
     if "lines" in aspects:
         for what, x, y in (("class lines", ma.class_span, mb.class_span), ("__init__ lines", ma.init_span,
                                                                            mb.init_span),

@@ -13,7 +13,8 @@ ASPECTS = (
     "attributes",    # scalar attributes set in __init__
     "shapes",        # input/output shapes and dtypes of the forward calls, and whether forward ran the module
     "call-sites",    # the code of each call site in the parent's forward
-    "lines",         # line numbers: class/__init__/forward spans, call-site lines, file:line in notes
+    "lines",         # where the code is: files and lines of the class/__init__/forward spans and call sites,
+    #                  file:line in notes
     "multiplicity",  # how many the grouping folds the module into (× 2 groups × 5 layers)
     "kernels",       # stubbed kernels the forward called
     "dims",          # the names of widths (8192 = n_groups × o_lora_rank)
