@@ -90,9 +90,11 @@ def diff(
                 raise ArchvizError(f"{spec}: a records file is already built, so {', '.join(given)} cannot apply",
                                    hint="give its side's options with --config-a/--config-b, --set-a/--set-b, "
                                         "or drop them")
+            # B's pass runs at the sizes A's ran at (unless given): widths computed from T compare equal
+            ran = (records[0].extra("shapes") or {}) if records and shapes else {}
             pass_opts = {} if records_file else dict(
-                shapes=shapes, batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=input_,
-                every_block=every_block)
+                shapes=shapes, batch=batch or ran.get("B"), seq=seq or ran.get("T"), kernel_rules=kernel_rules,
+                inputs=input_, every_block=every_block)
             with collector_paused():  # a 60,000-module records file reads in half the time
                 records.append(load_record(spec, cfg, sets or None, None if records_file else model_class,
                                            None if records_file else tokenizer, None, None, grouping=False,

@@ -83,6 +83,11 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
         which = " and ".join(x for x, r in (("A", a), ("B", b)) if not _has_shapes(r))
         notes.append(f"shapes and call sites not compared: {which} {'has' if ' and ' not in which else 'have'} no "
                      "meta pass (write records with `archviz walk --shapes`, or give the model source)")
+    pa, pb = a.extra("shapes") or {}, b.extra("shapes") or {}
+    if shapes and (pa.get("B"), pa.get("T")) != (pb.get("B"), pb.get("T")):
+        notes.append(f"the meta passes ran at different sizes (A: B={pa.get('B')}, T={pa.get('T')}; B: "
+                     f"B={pb.get('B')}, T={pb.get('T')}): a width computed from them (T // 4) may differ for that "
+                     "alone; run both with the same --batch and --seq")
     # multiplicity: compared on the top module whose multiplicity changed (its descendants change with it)
     mult = "multiplicity" in aspects
     ka = kb = None

@@ -73,8 +73,10 @@ def compare(ma: ModuleRecord, mb: ModuleRecord, aspects: frozenset[str], shapes:
                 out.append(Change("tensors", f"tensor {name}", sx, sy, _counted(y) - _counted(x)))
     if "attributes" in aspects and ma.attributes != mb.attributes:
         xa, xb = _mapping(ma.attributes), _mapping(mb.attributes)
+        # `self.engram = None` in one model, a submodule in the other: the child's addition says it already
+        kids = {c.rsplit(".", 1)[-1] for c in ma.children + mb.children}
         for k in list(xa) + [k for k in xb if k not in xa]:
-            if xa.get(k, _MISSING) != xb.get(k, _MISSING):
+            if k not in kids and xa.get(k, _MISSING) != xb.get(k, _MISSING):
                 out.append(Change("attributes", f"attribute {k}", None if k not in xa else repr(xa[k]),
                                   None if k not in xb else repr(xb[k])))
     if shapes and "shapes" in aspects and (ma.calls != mb.calls or ma.called != mb.called):
