@@ -66,10 +66,19 @@ def fold(a: ModelRecord, b: ModelRecord, nodes: Iterable[NodeDiff], renamed: Ite
          added: Iterable[Subtree], removed: Iterable[Subtree]) -> tuple[Folded, ...]:
     ka, kb = _Kinds(a), _Kinds(b)
     groups: dict[tuple, list[Any]] = {}
+    nodes = list(nodes)
+    by_a = {nd.a: nd for nd in nodes}
+    told: set[str] = set()  # renamed modules whose changes read with the rename
     for p in renamed:
-        key = ("renamed", p.how, p.rule, p.a.rsplit(".", 1)[-1], p.b.rsplit(".", 1)[-1], ka.kind(p.a), kb.kind(p.b))
-        groups.setdefault(key, []).append(p)
+        nd = by_a.get(p.a)
+        changes = nd.changes if nd is not None else ()
+        told.add(p.a)
+        key = ("renamed", p.how, p.rule, p.a.rsplit(".", 1)[-1], p.b.rsplit(".", 1)[-1], ka.kind(p.a), kb.kind(p.b),
+               changes)
+        groups.setdefault(key, []).append((p, nd))
     for nd in nodes:
+        if nd.a in told:
+            continue
         key = ("changed", ka.kind(nd.a), kb.kind(nd.b), nd.changes)
         groups.setdefault(key, []).append(nd)
     for st in removed:
@@ -81,9 +90,12 @@ def fold(a: ModelRecord, b: ModelRecord, nodes: Iterable[NodeDiff], renamed: Ite
     for key, items in groups.items():
         what = key[0]
         if what == "renamed":
-            pa = [p.a for p in items]
-            out.append(Folded("renamed", _patterns(pa), _patterns([p.b for p in items]), len(items),
-                              _count_text(pa, ka), ia[pa[0]].class_name, (), 0, 0, items[0].how, items[0].rule))
+            pa = [p.a for p, _ in items]
+            first, nd = items[0]
+            each = nd.parameters if nd is not None else 0
+            out.append(Folded("renamed", _patterns(pa), _patterns([p.b for p, _ in items]), len(items),
+                              _count_text(pa, ka), ia[pa[0]].class_name, nd.changes if nd is not None else (), each,
+                              sum(x.parameters for _, x in items if x is not None), first.how, first.rule))
         elif what == "changed":
             pa = [x.a for x in items]
             each = items[0].parameters

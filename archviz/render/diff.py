@@ -44,10 +44,9 @@ def _where(f: Folded) -> str:
 def _what(f: Folded) -> list[str]:
     if f.kind == "added" or f.kind == "removed":
         return [f"{f.class_name}"]
-    if f.kind == "renamed":
-        how = f"by rule {f.rule}" if f.rule else f"by {f.how}"
-        return [f"{f.class_name}, renamed ({how})"]
     out = []
+    if f.kind == "renamed":
+        out.append(f"{f.class_name}, renamed ({f'by rule {f.rule}' if f.rule else f'by {f.how}'})")
     for c in f.changes:
         before = "absent" if c.before is None else clean(c.before)
         after = "absent" if c.after is None else clean(c.after)
@@ -60,7 +59,7 @@ def _what(f: Folded) -> list[str]:
 
 def totals_table(d: ModelDiff) -> Table:
     title = Text.assemble("diff: ", ("identical" if d.identical else "different", "green" if d.identical else "red"),
-                          f"  A = {clean(d.a)} · B = {clean(d.b)}")
+                          f"\nA = {clean(d.a)}\nB = {clean(d.b)}")
     t = Table(title=title, title_justify="left")
     t.add_column("total", style="bold", no_wrap=True)
     t.add_column("A", justify="right")
@@ -79,10 +78,10 @@ def changes_view(d: ModelDiff, limit: int = 40) -> Text | None:
     parameter delta multiplied out; then the changes of one module of them, indented."""
     if not d.folded:
         return None
-    n = len(d.nodes) + len(d.renamed) + len(d.added) + len(d.removed)
+    n = len({x.a for x in d.nodes} | {p.a for p in d.renamed}) + len(d.added) + len(d.removed)
     t = Text()
     t.append(f"what changed: {len(d.folded):,} {'entry' if len(d.folded) == 1 else 'entries'} for {n:,} "
-             f"{'difference' if n == 1 else 'differences'} (one entry reads for every module of a kind)\n",
+             f"{'module' if n == 1 else 'modules'} (one entry reads for every module of a kind)\n",
              style="bold")
     for f in d.folded[:limit]:
         t.append(f"{f.kind:8s}", style=_KIND_STYLE[f.kind])
@@ -92,7 +91,7 @@ def changes_view(d: ModelDiff, limit: int = 40) -> Text | None:
         what = _what(f)
         if f.kind != "changed":
             t.append("  " + clean(what[0]))
-            what = []
+            what = what[1:]
         else:
             t.append(f"  {clean(f.class_name)}")
         if f.parameters_each:
