@@ -41,19 +41,20 @@ def _where(f: Folded) -> str:
     return f"{a} → {b}"
 
 
-def _what(f: Folded) -> list[str]:
+def _what(f: Folded, esc=clean) -> list[str]:
+    """The lines an entry says, each value passed through `esc` (the terminal's `clean`; GitHub's escaping)."""
     if f.kind == "added" or f.kind == "removed":
-        return [f"{f.class_name}"]
+        return [esc(f.class_name)]
     out = []
     if f.kind == "renamed":
-        out.append(f"{f.class_name}, renamed ({f'by rule {f.rule}' if f.rule else f'by {f.how}'})")
+        out.append(f"{esc(f.class_name)}, renamed ({f'by rule {esc(f.rule)}' if f.rule else f'by {f.how}'})")
     for c in f.changes:
-        before = "absent" if c.before is None else clean(c.before)
-        after = "absent" if c.after is None else clean(c.after)
+        before = "absent" if c.before is None else esc(c.before)
+        after = "absent" if c.after is None else esc(c.after)
         if "→" in before or "→" in after or len(before) + len(after) > 60:
-            out.append(f"{clean(c.what)}:\n      A {before}\n      B {after}")
+            out.append(f"{esc(c.what)}:\n      A {before}\n      B {after}")
         else:
-            out.append(f"{clean(c.what)}: {before} → {after}")
+            out.append(f"{esc(c.what)}: {before} → {after}")
     return out
 
 
@@ -140,13 +141,13 @@ def github_lines(d: ModelDiff, file: str | None = None, limit: int = 50) -> list
     fprop = f"file={_escape_prop(file)}," if file else ""
     out = []
     for f in d.folded[:limit]:
-        msg = f"{f.kind} {_where(f)}"
+        msg = f"{f.kind} {_escape_data(_where(f))}"
         if f.multiplicity:
-            msg += f" {f.multiplicity}"
-        msg += ": " + "; ".join(_what(f))
+            msg += f" {_escape_data(f.multiplicity)}"
+        msg += ": " + "; ".join(x.replace("\n", "%0A") for x in _what(f, _escape_data))
         if f.parameters:
             msg += f" ({signed(f.parameters)} parameters)"
-        out.append(f"::error {fprop}title={_escape_prop('archviz diff: ' + f.kind)}::{_escape_data(msg)}")
+        out.append(f"::error {fprop}title={_escape_prop('archviz diff: ' + f.kind)}::{msg}")
     if len(d.folded) > limit:
         out.append(f"::error {fprop}title=archviz diff::{len(d.folded) - limit} more differences")
     p = next((x for x in d.totals if x.name == "parameters"), None)
