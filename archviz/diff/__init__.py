@@ -18,7 +18,7 @@ from ..errors import ArchvizError
 from ..gcpause import collector_paused
 from ..records import ModelRecord
 from .compare import compare
-from .fold import fold
+from .fold import Kinds, fold
 from .match import Rename, match, rename_functions
 from .result import (
     ASPECTS, BY_PATH, BY_RULE, BY_STRUCTURE, WITHIN, Change, Delta, Folded, ModelDiff, NodeDiff, Pair, Subtree,
@@ -75,8 +75,8 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
     ignored = tuple(x for x in ASPECTS if x in set(ignore))
     aspects = frozenset(x for x in ASPECTS if x not in ignored)
     fns = rename_functions(rules) + list(renames or ())
-    pairs = match(a, b, fns)
     ia, ib = a.index(), b.index()
+    pairs = match(a, b, fns, (ia, ib))
     notes: list[str] = []
     shapes = _has_shapes(a) and _has_shapes(b)
     if not shapes and ({"shapes", "call-sites"} & aspects):
@@ -88,35 +88,47 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
         notes.append(f"the meta passes ran at different sizes (A: B={pa.get('B')}, T={pa.get('T')}; B: "
                      f"B={pb.get('B')}, T={pb.get('T')}): a width computed from them (T // 4) may differ for that "
                      "alone; run both with the same --batch and --seq")
-    # multiplicity: compared on the top module whose multiplicity changed (its descendants change with it)
-    mult = "multiplicity" in aspects
-    ka = kb = None
-    if mult:
-        from .fold import _Kinds
-
-        ka, kb = _Kinds(a), _Kinds(b)
-    mult_changed: set[str] = set()
-    nodes: list[NodeDiff] = []
+    changes_of: dict[str, list[Change]] = {}
     renamed: list[Pair] = []
+    same = len(pairs) == len(a.modules) == len(b.modules)  # every module paired with an equal record
     for m in a.modules:
         p = pairs.get(m.path)
         if p is None:
             continue
         mb = ib[p.b]
+        if m == mb:
+            continue
+        same = False
         changes = compare(m, mb, aspects, shapes)
-        if mult:
-            x, y = ka.multiplicity(m.path), kb.multiplicity(p.b)  # type: ignore[union-attr]
+        if changes:
+            changes_of[m.path] = changes
+        if p.how in (BY_RULE, BY_STRUCTURE) and "renames" in aspects:
+            renamed.append(p)
+    # multiplicity: compared on the top module whose multiplicity changed (its descendants change with it); the
+    # grouping is a function of the records, so two models whose records are all equal group alike
+    kinds: tuple[Kinds, Kinds] | None = None  # the grouping of each model, made once, when first needed
+    if "multiplicity" in aspects and not same:
+        from ..grouping import multiplicity_text
+
+        kinds = ka, kb = Kinds(a), Kinds(b)
+        mult_changed: set[str] = set()
+        for m in a.modules:
+            p = pairs.get(m.path)
+            if p is None:
+                continue
+            x, y = ka.multiplicity(m.path), kb.multiplicity(p.b)
             if x != y:
                 mult_changed.add(m.path)
                 if m.parent not in mult_changed:
-                    from ..grouping import multiplicity_text
-
-                    changes.append(Change("multiplicity", "multiplicity", multiplicity_text(x) or "× 1",
-                                          multiplicity_text(y) or "× 1"))
-        if p.how in (BY_RULE, BY_STRUCTURE) and "renames" in aspects:
-            renamed.append(p)
+                    changes_of.setdefault(m.path, []).append(
+                        Change("multiplicity", "multiplicity", multiplicity_text(x) or "× 1",
+                               multiplicity_text(y) or "× 1"))
+    nodes: list[NodeDiff] = []
+    for m in a.modules:
+        changes = changes_of.get(m.path)
         if changes:
-            nodes.append(NodeDiff(m.path, p.b, p.how, tuple(changes), mb.own.parameters - m.own.parameters))
+            p = pairs[m.path]
+            nodes.append(NodeDiff(m.path, p.b, p.how, tuple(changes), ib[p.b].own.parameters - m.own.parameters))
     added: list[Subtree] = []
     removed: list[Subtree] = []
     if "structure" in aspects:
@@ -130,7 +142,8 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
                 out.append(Subtree(side, t, m.class_name, m.totals.parameters, m.totals.scale_elements,
                                    m.totals.buffer_elements, m.totals.bytes, counts[t]))
     deltas = totals(a, b)
-    folded = fold(a, b, nodes, renamed, added, removed) if (nodes or renamed or added or removed) else ()
+    folded = fold(a, b, nodes, renamed, added, removed, kinds, (ia, ib)) if (nodes or renamed or added or removed) \
+        else ()
     return ModelDiff(
         a=spec_a or a.source.spec, b=spec_b or b.source.spec, a_name=a.source.name, b_name=b.source.name,
         compared=tuple(x for x in ASPECTS if x in aspects), ignored=ignored, matched=len(pairs),

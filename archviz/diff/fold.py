@@ -15,7 +15,7 @@ from ..records import ModelRecord
 from .result import Folded, NodeDiff, Pair, Subtree
 
 
-class _Kinds:
+class Kinds:
     """Path -> grouping kind and multiplicity, from a record's grouping."""
 
     def __init__(self, record: ModelRecord):
@@ -42,7 +42,7 @@ def _patterns(paths: Sequence[str]) -> tuple[str, ...]:
     return tuple(compress_paths(list(paths)))
 
 
-def _count_text(paths: Sequence[str], kinds: _Kinds) -> str:
+def _count_text(paths: Sequence[str], kinds: Kinds) -> str:
     """'× 43 layers' (the grouping's multiplicity) when the paths are exactly what one grouping node stands for
     with its multiplicity; else the count, named by the list whose index varies ('× 61 layers'), or '× N modules'."""
     n = len(paths)
@@ -63,8 +63,10 @@ def _count_text(paths: Sequence[str], kinds: _Kinds) -> str:
 
 
 def fold(a: ModelRecord, b: ModelRecord, nodes: Iterable[NodeDiff], renamed: Iterable[Pair],
-         added: Iterable[Subtree], removed: Iterable[Subtree]) -> tuple[Folded, ...]:
-    ka, kb = _Kinds(a), _Kinds(b)
+         added: Iterable[Subtree], removed: Iterable[Subtree], kinds: tuple["Kinds", "Kinds"] | None = None,
+         indexes: tuple[dict, dict] | None = None) -> tuple[Folded, ...]:
+    """The differences grouped; `kinds` (A's and B's `Kinds`) and `indexes` (their `index()`) when already made."""
+    ka, kb = kinds or (Kinds(a), Kinds(b))
     groups: dict[tuple, list[Any]] = {}
     nodes = list(nodes)
     by_a = {nd.a: nd for nd in nodes}
@@ -85,7 +87,7 @@ def fold(a: ModelRecord, b: ModelRecord, nodes: Iterable[NodeDiff], renamed: Ite
         groups.setdefault(("removed", st.path.rsplit(".", 1)[-1], ka.kind(st.path), st.parameters), []).append(st)
     for st in added:
         groups.setdefault(("added", st.path.rsplit(".", 1)[-1], kb.kind(st.path), st.parameters), []).append(st)
-    ia, ib = a.index(), b.index()
+    ia, ib = indexes or (a.index(), b.index())
     out: list[Folded] = []
     for key, items in groups.items():
         what = key[0]
@@ -113,4 +115,4 @@ def fold(a: ModelRecord, b: ModelRecord, nodes: Iterable[NodeDiff], renamed: Ite
     return tuple(out)
 
 
-__all__ = ["fold"]
+__all__ = ["fold", "Kinds"]

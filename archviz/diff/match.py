@@ -42,9 +42,9 @@ class _Signatures:
 
 
 class _Matcher:
-    def __init__(self, a: ModelRecord, b: ModelRecord, renames: Sequence[Rename]):
-        self.ia = a.index()
-        self.ib = b.index()
+    def __init__(self, a: ModelRecord, b: ModelRecord, renames: Sequence[Rename],
+                 indexes: tuple[dict[str, ModuleRecord], dict[str, ModuleRecord]] | None = None):
+        self.ia, self.ib = indexes or (a.index(), b.index())
         self.a, self.b = a, b
         self.renames = list(renames)
         self.pairs: dict[str, Pair] = {}  # A path -> pair
@@ -144,8 +144,21 @@ class _Matcher:
             self.siblings(*self.queue.popleft())
 
     def run(self) -> dict[str, Pair]:
+        # by path first, everywhere: a path in both models has its parent in both too
+        ib, pairs = self.ib, self.pairs
+        for p in self.ia:
+            if p in ib:
+                pairs[p] = Pair(p, p, BY_PATH)
+        self.taken = set(pairs)
         ra, rb = self.a.modules[0].path, self.b.modules[0].path
-        self.add(ra, rb, BY_PATH if ra == rb else WITHIN)
+        if ra not in pairs:
+            self.add(ra, rb, WITHIN)
+        # then what is left under each pair, from the top down
+        taken = self.taken
+        for m in self.a.modules:
+            if m.path in pairs and m.path in ib:
+                if any(c not in pairs for c in m.children) or any(c not in taken for c in ib[m.path].children):
+                    self.queue.append((m.path, m.path))
         self.drain()
         # moved subtrees: the top unmatched modules of each side, tried against each other anywhere in the tree
         tops_a = [m.path for m in self.a.modules if m.path not in self.pairs and m.parent in self.pairs]
@@ -173,9 +186,11 @@ class _Matcher:
         return self.pairs
 
 
-def match(a: ModelRecord, b: ModelRecord, renames: Sequence[Rename] = ()) -> dict[str, Pair]:
-    """A path -> its pair in B, for every module of A that matches one of B (each B module at most once)."""
-    return _Matcher(a, b, renames).run()
+def match(a: ModelRecord, b: ModelRecord, renames: Sequence[Rename] = (),
+          indexes: tuple[dict[str, ModuleRecord], dict[str, ModuleRecord]] | None = None) -> dict[str, Pair]:
+    """A path -> its pair in B, for every module of A that matches one of B (each B module at most once);
+    `indexes`: the records' `index()`, when already made."""
+    return _Matcher(a, b, renames, indexes).run()
 
 
 def rename_functions(rules: object | None) -> list[Rename]:
