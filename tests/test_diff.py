@@ -74,6 +74,42 @@ def test_v4_against_v41_finds_engram_and_mtp(archviz_cli, tmp_path: Path) -> Non
     assert sum(g["parameters"] for g in d["groups"]) == params["delta"]
 
 
+def test_v4_against_v41_finds_vision_engram_and_mtp(archviz_cli) -> None:
+    """tests/fixtures/v41mini: our own small V4-style model, whose V4.1 config adds Engram, a vision tower and an MTP
+    block (the dsv41like fixture does not model its config's vision tower)."""
+    folder = REPO / "tests" / "fixtures" / "v41mini"
+    c4 = json.loads((folder / "config_v4.json").read_text())
+    c = json.loads((folder / "config_v41.json").read_text())
+    assert {k: c[k] for k in c4} == c4  # V4.1 = V4 + the three parts
+    rc, d = run_json(archviz_cli, folder / "model.py", folder / "model.py", "--config-a", folder / "config_v4.json",
+                     "--config-b", folder / "config_v41.json")
+    assert rc == 1
+    D, I, r, V = c["dim"], c["inter_dim"], c["kv_lora_rank"], c["vocab_size"]
+    vd, vi, p = c["vision_dim"], c["vision_inter_dim"], c["vision_patch_size"]
+    # Engram: table [rows, engram_dim], proj [dim, engram_dim], gate [1, dim] + bias
+    engram = c["engram_rows"] * c["engram_dim"] + c["engram_dim"] * D + D + 1
+    # vision: patch_embed (3·p² -> vd, biased); per ViT block two LayerNorms (weight + bias), qkv (vd -> 3·vd),
+    # proj (vd -> vd), fc1 (vd -> vi), fc2 (vi -> vd), all biased; a final LayerNorm; projector vd -> dim
+    vit_block = 2 * 2 * vd + (3 * vd * vd + 3 * vd) + (vd * vd + vd) + (vd * vi + vi) + (vi * vd + vd)
+    vision = (3 * p * p * vd + vd) + c["vision_n_layers"] * vit_block + 2 * vd + vd * D
+    # MTP block: a block (two RMSNorms, wq, wkv_a, kv_norm, wkv_b, wo, w1/w2/w3) plus enorm, hnorm, e_proj, h_proj
+    block = 2 * D + (D * D + D * r + r + r * 2 * D + D * D) + 3 * D * I
+    mtp = block + 2 * D + 2 * D * D
+    added = {x["path"]: x for x in d["added"]}
+    want = {f"layers.{i}.engram": engram for i in c["engram_layer_ids"]}
+    want.update({"vision": vision, **{f"mtp.{j}": mtp for j in range(c["n_mtp_layers"])}})
+    assert {k: v["parameters"] for k, v in added.items()} == want
+    assert added["vision"]["class_name"] == "VisionTower"
+    assert added["vision"]["modules"] == 5 + c["vision_n_layers"] * 7  # tower, patch_embed, blocks, norm, projector
+    assert d["removed"] == [] and d["renamed"] == []
+    params = total(d, "parameters")
+    assert params["delta"] == sum(want.values()) == sum(g["parameters"] for g in d["groups"])
+    # the two Engram layers read as one entry, the parameters multiplied out
+    g = next(g for g in d["groups"] if g["kind"] == "added" and g["class_name"] == "Engram")
+    assert g["count"] == len(c["engram_layer_ids"]) and g["parameters"] == g["count"] * engram
+    assert g["b"] == ["layers.{" + ",".join(map(str, c["engram_layer_ids"])) + "}.engram"]
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # hf:llama against hf:mistral
 
