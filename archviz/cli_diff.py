@@ -5,7 +5,7 @@ Exit 0: identical in what was compared; 1: they differ; 2: unusable input."""
 from __future__ import annotations
 
 import os
-from typing import Annotated, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -18,6 +18,33 @@ from .gcpause import collector_paused
 from .errors import EXIT_MISMATCH, EXIT_OK, ArchvizError
 
 _SIDE_HELP = "for {side} only (beside --{opt}, which applies to both)"
+
+
+def _live_renames(a: Any, b: Any) -> list[tuple[str, Callable[[str], str]]]:
+    """transformers' own load-time renames (`archviz.checkpoint.hf_live`) for a side built by transformers, reading
+    the other side's names as a checkpoint's: made on first use, so a diff with nothing left to match by rule never
+    imports transformers' conversion tables."""
+    out = []
+    for model, other in ((a, b), (b, a)):
+        from .checkpoint.hf_live import FACTS_KEY, LIVE_NAME
+
+        facts = model.extra(FACTS_KEY)
+        if not facts:
+            continue
+        made: list[Any] = []
+
+        def rename(name: str, model: Any = model, other: Any = other, facts: Any = facts, made: list = made) -> str:
+            if not made:
+                from .checkpoint.hf_live import live_ruleset
+
+                names = [n for n, _ in model.iter_tensors()]
+                ruleset, _ = live_ruleset(facts, dict(model.source.config).get("model_type"), names,
+                                          [n for n, _ in other.iter_tensors()])
+                made.append(ruleset)
+            return made[0].rename(name) if made[0] is not None else name
+
+        out.append((LIVE_NAME, rename))
+    return out
 
 
 @app.command()
@@ -101,7 +128,8 @@ def diff(
                                            trust_remote_code=trust_remote_code and not records_file,
                                            quantized=quantized and not records_file, **pass_opts))
         with spinner("comparing"):
-            result = diff_records(records[0], records[1], rules=rule_set, ignore=ignored, spec_a=a, spec_b=b)
+            result = diff_records(records[0], records[1], rules=rule_set, renames=_live_renames(*records),
+                                  ignore=ignored, spec_a=a, spec_b=b)
         if fmt == "json":
             emit_json(to_json(result))
         elif fmt == "github":

@@ -353,3 +353,31 @@ def test_help_lists_aspects(archviz_cli) -> None:
     assert r.returncode == 0
     for word in ("--ignore", "--format", "--rules", "--config-a", "call-sites", "multiplicity"):
         assert word in r.stdout
+
+
+def test_transformers_own_renames_match_an_old_layout(archviz_cli, tmp_path: Path) -> None:
+    """A Mixtral records file in the layout its checkpoints use (`block_sparse_moe` for `mlp`): matched by rule,
+    through the CLI's rules; and transformers' own load-time renames (hf_live) alone match it too."""
+    import dataclasses
+
+    from archviz.cli_diff import _live_renames
+    from archviz.diff import diff
+    from archviz.records import dumps, loads
+
+    r = archviz_cli("walk", "hf:mixtral", *_sets(TINY["mixtral"]), "-o", tmp_path / "new.json")
+    assert r.returncode == 0, r.stderr
+    new = loads((tmp_path / "new.json").read_text())
+    old_name = lambda p: p.replace(".mlp", ".block_sparse_moe")  # noqa: E731
+    old = dataclasses.replace(new, modules=tuple(
+        dataclasses.replace(m, path=old_name(m.path), children=tuple(old_name(c) for c in m.children))
+        for m in new.modules))
+    (tmp_path / "old.json").write_text(dumps(old) + "\n")
+    layers = TINY["mixtral"]["num_hidden_layers"]
+    want = [(f"model.layers.{i}.block_sparse_moe", f"model.layers.{i}.mlp") for i in range(layers)]
+    rc, d = run_json(archviz_cli, tmp_path / "old.json", tmp_path / "new.json")
+    assert rc == 1 and d["added"] == [] and d["removed"] == []
+    assert [(x["a"], x["b"]) for x in d["renamed"]] == want and {x["how"] for x in d["renamed"]} == {"rule"}
+    live = diff(old, new, renames=_live_renames(old, new))
+    assert [(p.a, p.b, p.how, p.rule) for p in live.renamed] == [
+        (a, b, "rule", "transformers:from_pretrained") for a, b in want]
+    assert {p.how for p in diff(old, new).renamed} == {"structure"}  # without rules: found by structure
