@@ -346,6 +346,16 @@ def test_bad_input_is_one_line_exit_2(archviz_cli, tmp_path: Path) -> None:
     bad.write_text('{"schema": "archviz.records/1", "modules": [')
     line = one_line_error(archviz_cli("diff", a, bad))
     assert "bad.json" in line and "archviz walk" in line
+    # records that do not form the tree they say: a child that is not recorded, a module recorded twice
+    data = json.loads(a.read_text())
+    data["modules"][0]["children"].append("ghost\x1b[2J")
+    bad.write_text(json.dumps(data))
+    line = one_line_error(archviz_cli("diff", bad, a))
+    assert "bad.json" in line and "'ghost\\x1b[2J'" in line and "\x1b" not in line
+    data = json.loads(a.read_text())
+    data["modules"].append(data["modules"][-1])
+    bad.write_text(json.dumps(data))
+    assert "recorded twice" in one_line_error(archviz_cli("diff", a, bad))
 
 
 def test_help_lists_aspects(archviz_cli) -> None:

@@ -44,6 +44,31 @@ def parse_ignore(values: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+def check_tree(record: ModelRecord, label: str) -> None:
+    """A records file is data from elsewhere: refuse (exit 2) one whose modules do not form the tree they say."""
+    def bad(what: str) -> ArchvizError:
+        return ArchvizError(f"{label}: records are inconsistent: {what}",
+                            hint="write the records again with `archviz walk SOURCE -o records.json`")
+
+    if not record.modules:
+        raise bad("no modules")
+    seen: dict[str, int] = {}
+    for i, m in enumerate(record.modules):
+        if m.path in seen:
+            raise bad(f"module {m.path!r} recorded twice")
+        seen[m.path] = i
+    root = record.modules[0].path
+    for i, m in enumerate(record.modules):
+        for c in m.children:
+            j = seen.get(c)
+            if j is None:
+                raise bad(f"module {m.path!r} lists child {c!r}, which is not recorded")
+            if j <= i or c.rpartition(".")[0] != m.path:
+                raise bad(f"module {c!r} is listed as a child of {m.path!r}, which is not its parent")
+        if m.path != root and (m.parent not in seen or m.path not in record.modules[seen[m.parent]].children):
+            raise bad(f"module {m.path!r} is not among its parent's children")
+
+
 def _has_shapes(record: ModelRecord) -> bool:
     return any(m.calls or m.called is not None for m in record.modules)
 
@@ -72,6 +97,8 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
     rules: an `archviz.checkpoint.rules.Rules` whose rulesets' renames match modules renamed between A and B
     (`load_rules()` for the built-in ones, `load_rules(path)` with a user file); renames: more (name, function)
     pairs. ignore: aspects left out (see ASPECTS)."""
+    check_tree(a, spec_a or a.source.spec)
+    check_tree(b, spec_b or b.source.spec)
     ignored = tuple(x for x in ASPECTS if x in set(ignore))
     aspects = frozenset(x for x in ASPECTS if x not in ignored)
     fns = rename_functions(rules) + list(renames or ())
@@ -152,6 +179,6 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
     )
 
 
-__all__ = ["diff", "parse_ignore", "match", "compare", "fold", "totals", "rename_functions", "ASPECTS",
+__all__ = ["diff", "parse_ignore", "check_tree", "match", "compare", "fold", "totals", "rename_functions", "ASPECTS",
            "BY_PATH", "BY_RULE", "BY_STRUCTURE", "WITHIN", "Change", "Delta", "Folded", "ModelDiff", "NodeDiff",
            "Pair", "Subtree"]
