@@ -11,7 +11,7 @@ import typer
 
 from .cli import (
     BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, SeqOpt, SetOpt,
-    TokenizerOpt, TrustRemoteCodeOpt, QuantizedOpt, app, emit_json, flag, handled, is_records_file, load_record, out,
+    TokenizerOpt, TrustRemoteCodeOpt, QuantizedOpt, app, emit_json, err, flag, handled, is_records_file, load_record, out,
     spinner,
 )
 from .gcpause import collector_paused
@@ -81,6 +81,9 @@ def diff(
                                                         "kernels, dims, doc, notes, totals")] = None,
     format_: Annotated[str, typer.Option("--format", "-f", help="table | github (workflow annotations) | json")]
     = "table",
+    site: Annotated[Optional[str], typer.Option("--site", help="also write an explorer site to this folder: both "
+                                                               "models' pages and diff.html, the two trees side by "
+                                                               "side with the changes coloured")] = None,
     limit: Annotated[int, typer.Option("--limit", help="rows of the changes table, annotations of --format "
                                                        "github")] = 40,
     json_: JsonOpt = False,
@@ -127,9 +130,20 @@ def diff(
                                            None if records_file else tokenizer, None, None, grouping=False,
                                            trust_remote_code=trust_remote_code and not records_file,
                                            quantized=quantized and not records_file, **pass_opts))
+        if site:
+            from .grouping import group
+
+            records = [r if r.extra("grouping") is not None else group(r) for r in records]  # diff reuses them
         with spinner("comparing"):
             result = diff_records(records[0], records[1], rules=rule_set, renames=_live_renames(*records),
                                   ignore=ignored, spec_a=a, spec_b=b)
+        if site:
+            from .render.diff_site import render_diff_site
+            from .site import write_site
+
+            with spinner(f"writing {site}"):
+                write_site(render_diff_site(result, records[0], records[1]), site)
+            err.print(f"wrote the diff page to {os.path.join(site, 'diff.html')}")
         if fmt == "json":
             emit_json(to_json(result))
         elif fmt == "github":

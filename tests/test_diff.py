@@ -297,6 +297,9 @@ archviz.diff.export.to_json(d)
 from rich.console import Console
 Console(file=open("/dev/null", "w")).print(archviz.render.diff.diff_view(d))
 archviz.render.diff.github_lines(d)
+import archviz.render.diff_site
+from archviz.grouping import group
+assert "diff.html" in archviz.render.diff_site.render_diff_site(d, group(a), group(b))
 assert d.renamed, d
 assert "torch" not in sys.modules and "transformers" not in sys.modules, "the diff imported torch"
 print("ok")
@@ -391,3 +394,23 @@ def test_transformers_own_renames_match_an_old_layout(archviz_cli, tmp_path: Pat
     assert [(p.a, p.b, p.how, p.rule) for p in live.renamed] == [
         (a, b, "rule", "transformers:from_pretrained") for a, b in want]
     assert {p.how for p in diff(old, new).renamed} == {"structure"}  # without rules: found by structure
+
+
+def test_site_diff_page_links_both_models(archviz_cli, tmp_path: Path) -> None:
+    import re
+
+    folder = REPO / "tests" / "fixtures" / "v41mini"
+    site = tmp_path / "site"
+    r = archviz_cli("diff", folder / "model.py", folder / "model.py", "--config-a", folder / "config_v4.json",
+                    "--config-b", folder / "config_v41.json", "--site", site)
+    assert r.returncode == 1, r.stderr
+    page = (site / "diff.html").read_text()
+    hrefs = re.findall(r'href="([^"]+)"', page)
+    local = [h for h in hrefs if not h.startswith(("http", "data:"))]
+    assert local and all((site / h).is_file() for h in local), [h for h in local if not (site / h).is_file()]
+    slugs = json.loads((site / ".archviz-site").read_text())["models"]
+    assert len(slugs) == 2 and all(f'href="{s}/index.html"' in page for s in slugs)
+    # the added parts are coloured in B's tree and link to B's pages; A's tree links to A's pages
+    for path in ("vision", "mtp.0"):
+        assert re.search(rf'class="diff-added"><a href="{slugs[1]}/n/{re.escape(path)}\.html"', page), path
+    assert re.search(rf'class="diff-changed"><a href="{slugs[0]}/n/layers\.0-3\.html"', page)
