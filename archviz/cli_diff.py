@@ -10,15 +10,12 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from .cli import (
-    BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, SeqOpt, SetOpt,
-    TokenizerOpt, TrustRemoteCodeOpt, QuantizedOpt, app, emit_json, err, flag, handled, is_records_file, load_record, out,
-    spinner,
+    BatchOpt, ConfigOpt, DebugOpt, EveryBlockOpt, InputOpt, JsonOpt, KernelRulesOpt, ModelClassOpt, QuantizedOpt,
+    SeqOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, app, emit_json, err, flag, handled, is_records_file,
+    load_record, out, spinner,
 )
-from .gcpause import collector_paused
 from .errors import EXIT_MISMATCH, EXIT_OK, ArchvizError
-
-_SIDE_HELP = "for {side} only (beside --{opt}, which applies to both)"
-
+from .gcpause import collector_paused
 
 def _live_renames(a: Any, b: Any) -> list[tuple[str, Callable[[str], str]]]:
     """transformers' own load-time renames (`archviz.checkpoint.hf_live`) for a side built by transformers, reading

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from .. import format as fmt
 from ..diff.result import Folded, ModelDiff
@@ -108,7 +108,7 @@ def _links(side: _Side, patterns: Sequence[str], paths: Sequence[str]) -> str:
     return f'<a href="{html.escape(href)}">{text}</a>' if href else text
 
 
-def _entry_paths(f: Folded, d: ModelDiff) -> tuple[list[str], list[str]]:
+def _entry_paths(f: Folded) -> tuple[list[str], list[str]]:
     """One path of the entry in A and in B, for its links (the first module it stands for)."""
     from ..site import expand_pattern
 
@@ -128,7 +128,7 @@ def _entries(d: ModelDiff, sa: _Side, sb: _Side) -> str:
     rows = ['<table class="diff-entries"><thead><tr><th></th><th>A</th><th>B</th><th>×</th><th>what</th>'
             '<th>parameters</th></tr></thead><tbody>']
     for f in d.folded:
-        pa, pb = _entry_paths(f, d)
+        pa, pb = _entry_paths(f)
         what = "<br>".join(html.escape(x).replace("\n", "<br>") for x in _what(f))
         params = signed(f.parameters) if f.parameters else ""
         rows.append(f'<tr class="diff-{f.kind}"><td>{f.kind}</td><td>{_links(sa, f.a, pa)}</td>'
