@@ -200,6 +200,39 @@ def site_hf_v3() -> dict:
     return _site("hf:deepseek_v3", None)
 
 
+# -- issue 21: diff of two records files -------------------------------------------------------------------------------
+
+@case("archviz diff: two V3-size records files")
+def diff_fixture() -> dict:
+    """Two records files written as `archviz walk --shapes -o` writes them: the V3-size fixture, and the same with
+    60 layers and q_lora_rank 1024 (a removed layer, and changed projections in every layer). Timed: the diff of
+    the two records (`seconds`), and reading the two files before it (`read_seconds`), apart."""
+    import archviz
+    from archviz.diff import diff
+    from archviz.gcpause import collector_paused
+    from archviz.records import dumps, loads
+    from archviz.shapes import trace_shapes
+    from archviz.walk import walk
+
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for name, overrides in (("a", {}), ("b", {"n_layers": 60, "q_lora_rank": 1024})):
+            built = archviz.build(V3_FIXTURE[0], config=V3_FIXTURE[1], overrides=overrides)
+            path = os.path.join(d, f"{name}.json")
+            with open(path, "w") as f:
+                f.write(dumps(trace_shapes(built, walk(built))))
+            paths.append(path)
+            del built
+
+        def read():
+            with collector_paused():
+                return [loads(open(p).read()) for p in paths]
+        read_s, (a, b) = _timed(read)
+        seconds, result = _timed(lambda: diff(a, b))
+    return {"seconds": seconds, "read_seconds": read_s, "modules": a.summary.modules + b.summary.modules,
+            "entries": len(result.folded), "changed_modules": len(result.nodes)}
+
+
 def run_case(name: str) -> dict:
     out = CASES[name]()
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -219,6 +252,8 @@ GROUPS = [
      "shapes + grouping before it)", ["archviz build (render): V3-size fixture",
                                       "archviz build (render): transformers deepseek_v3"],
      "goal: ≤ 10 s and ≤ 30 MB for the fixture"),
+    ("Issue 21 — diff of two V3-size records files (seconds: the diff of the records; read_seconds: reading the two "
+     "files before it)", ["archviz diff: two V3-size records files"], "goal: ≤ 2 s"),
 ]
 
 

@@ -15,7 +15,7 @@ from .code import CodeBank
 from .context import ModelSite
 from .nodes import Node, build_nodes
 from .pages import SiteResult, build_site, render_site
-from .paths import compress_paths, expand_pattern
+from ...paths import compress_paths, expand_pattern
 from .treemap import squarify, treemap
 from .write import MARKER, write_site
 

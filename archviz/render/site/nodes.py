@@ -15,7 +15,7 @@ from ...records import (
     ModelRecord,
     ModuleRecord,
 )
-from .paths import compress_paths
+from ...paths import compress_paths
 
 CONTAINERS = ("ModuleList", "ModuleDict", "Sequential", "ParameterList", "ParameterDict")
 

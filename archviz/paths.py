@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ... import format as fmt
+from . import format as fmt
 
 
 def _compress_rows(rows: list[tuple[str, ...]]) -> list[tuple[str, ...]]:

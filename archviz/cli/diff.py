@@ -1,0 +1,176 @@
+"""`archviz diff A B`: what changed between two models, or two versions of one (registers itself on the CLI).
+
+Exit 0: identical in what was compared; 1: they differ; 2: unusable input."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError
+from ..gcpause import collector_paused
+from .app import app
+from .common import (
+    BatchOpt,
+    ConfigOpt,
+    DebugOpt,
+    EveryBlockOpt,
+    InputOpt,
+    JsonOpt,
+    KernelRulesOpt,
+    ModelClassOpt,
+    QuantizedOpt,
+    SeqOpt,
+    SetOpt,
+    TokenizerOpt,
+    TrustRemoteCodeOpt,
+    emit_json,
+    err,
+    flag,
+    handled,
+    is_records_file,
+    load_record,
+    out,
+    spinner,
+)
+
+
+def _live_renames(a: Any, b: Any) -> list[tuple[str, Callable[[str], str]]]:
+    """transformers' own load-time renames (`archviz.checkpoint.hf_live`) for a side built by transformers, reading
+    the other side's names as a checkpoint's: made on first use, so a diff with nothing left to match by rule never
+    imports transformers' conversion tables."""
+    out = []
+    for model, other in ((a, b), (b, a)):
+        from ..checkpoint.hf_live import FACTS_KEY, LIVE_NAME
+
+        facts = model.extra(FACTS_KEY)
+        if not facts:
+            continue
+        made: list[Any] = []
+
+        def rename(name: str, model: Any = model, other: Any = other, facts: Any = facts, made: list = made) -> str:
+            if not made:
+                from ..checkpoint.hf_live import live_ruleset
+
+                names = [n for n, _ in model.iter_tensors()]
+                ruleset, _ = live_ruleset(facts, dict(model.source.config).get("model_type"), names,
+                                          [n for n, _ in other.iter_tensors()])
+                made.append(ruleset)
+            return made[0].rename(name) if made[0] is not None else name
+
+        out.append((LIVE_NAME, rename))
+    return out
+
+
+@app.command()
+def diff(
+    a: Annotated[str, typer.Argument(help="model A: a records file (`archviz walk -o`) or any SOURCE")],
+    b: Annotated[str, typer.Argument(help="model B: a records file or any SOURCE")],
+    config: ConfigOpt = None,
+    config_a: Annotated[Optional[str], typer.Option("--config-a", help="config.json of A's reference model.py "
+                                                                       "(--config gives both)")] = None,
+    config_b: Annotated[Optional[str], typer.Option("--config-b", help="config.json of B's reference model.py")]
+    = None,
+    set_: SetOpt = None,
+    set_a: Annotated[Optional[list[str]], typer.Option("--set-a", help="override a config field of A only: "
+                                                                       "key=value (repeatable)")] = None,
+    set_b: Annotated[Optional[list[str]], typer.Option("--set-b", help="override a config field of B only")] = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
+    shapes: Annotated[bool, flag("--shapes/--no-shapes", help="run the meta forward pass on a model source, so "
+                                                                      "in/out shapes and call sites are compared")]
+    = True,
+    batch: BatchOpt = None,
+    seq: SeqOpt = None,
+    kernel_rules: KernelRulesOpt = None,
+    input_: InputOpt = None,
+    every_block: EveryBlockOpt = False,
+    rules: Annotated[Optional[str], typer.Option("--rules", help="a rules file (as `archviz check --rules`) whose "
+                                                                 "renames match modules renamed between A and B; "
+                                                                 "the built-in rules apply too")] = None,
+    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="aspects not to compare, comma-separated "
+                                                        "(repeatable): structure, renames, class, tensors, "
+                                                        "attributes, shapes, call-sites, lines, multiplicity, "
+                                                        "kernels, dims, doc, notes, totals")] = None,
+    format_: Annotated[str, typer.Option("--format", "-f", help="table | github (workflow annotations) | json")]
+    = "table",
+    site: Annotated[Optional[str], typer.Option("--site", help="also write an explorer site to this folder: both "
+                                                               "models' pages and diff.html, the two trees side by "
+                                                               "side with the changes coloured")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="rows of the changes table, annotations of --format "
+                                                       "github")] = 40,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """What changed between A and B: modules matched by path, rename rules and structure; per module class,
+    tensors, shapes, call sites, lines, multiplicity; added and removed subtrees; totals. Grouped as the explorer
+    groups. Exit 0 when identical in what was compared, 1 when they differ, 2 on bad input.
+
+    `archviz diff old.json new.json --ignore lines` passes a refactor that only moved code."""
+    from ..diff import diff as diff_records
+    from ..diff import parse_ignore
+    from ..diff.export import to_json
+    from ..render.diff import diff_view, github_lines
+
+    fmt = "json" if json_ else format_.lower()
+    with handled(debug):
+        if fmt not in ("table", "github", "json"):
+            raise ArchvizError(f"--format {format_!r}: unknown format", hint="use table, github or json")
+        ignored = parse_ignore(ignore)
+        if limit < 1:
+            raise ArchvizError(f"--limit {limit}: must be at least 1", hint="give a positive number of rows")
+        for side, both, one in (("--config-a", config, config_a), ("--config-b", config, config_b)):
+            if both and one:
+                raise ArchvizError(f"--config and {side} both given", hint=f"give --config for both, or {side}")
+        from ..checkpoint.rules import load_rules
+
+        rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model builds
+        records = []
+        for spec, cfg, sets in ((a, config_a or config, (set_ or []) + (set_a or [])),
+                                (b, config_b or config, (set_ or []) + (set_b or []))):
+            records_file = is_records_file(spec)
+            if records_file and (cfg or sets):
+                given = [f for f, v in (("--config", cfg), ("--set", sets)) if v]
+                raise ArchvizError(f"{spec}: a records file is already built, so {', '.join(given)} cannot apply",
+                                   hint="give its side's options with --config-a/--config-b, --set-a/--set-b, "
+                                        "or drop them")
+            # B's pass runs at the sizes A's ran at (unless given): widths computed from T compare equal
+            ran = (records[0].extra("shapes") or {}) if records and shapes else {}
+            pass_opts = {} if records_file else dict(
+                shapes=shapes, batch=batch or ran.get("B"), seq=seq or ran.get("T"), kernel_rules=kernel_rules,
+                inputs=input_, every_block=every_block)
+            with collector_paused():  # a 60,000-module records file reads in half the time
+                records.append(load_record(spec, cfg, sets or None, None if records_file else model_class,
+                                           None if records_file else tokenizer, None, None, grouping=False,
+                                           trust_remote_code=trust_remote_code and not records_file,
+                                           quantized=quantized and not records_file, **pass_opts))
+        if site:
+            from ..group import group
+
+            records = [r if r.extra("grouping") is not None else group(r) for r in records]  # diff reuses them
+        with spinner("comparing"):
+            result = diff_records(records[0], records[1], rules=rule_set, renames=_live_renames(*records),
+                                  ignore=ignored, spec_a=a, spec_b=b)
+        if site:
+            from ..render.site import write_site
+            from ..render.site.diff import render_diff_site
+
+            with spinner(f"writing {site}"):
+                write_site(render_diff_site(result, records[0], records[1]), site)
+            err.print(f"wrote the diff page to {os.path.join(site, 'diff.html')}")
+        if fmt == "json":
+            emit_json(to_json(result))
+        elif fmt == "github":
+            file = b if os.path.isfile(b) and not is_records_file(b) else (config_b or config or None)
+            for line in github_lines(result, file=file, limit=limit):
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            out.print(diff_view(result, limit))
+        raise typer.Exit(EXIT_OK if result.identical else EXIT_MISMATCH)
+
+
+__all__ = ["diff"]
