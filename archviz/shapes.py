@@ -163,9 +163,10 @@ def _any_meta(args: Any) -> bool:
 
 
 class _DispatchPolicy(TorchDispatchMode):
-    def __init__(self, policy: _Policy):
+    def __init__(self, policy: _Policy, observer: Callable[..., None] | None = None):
         super().__init__()
         self.p = policy
+        self.observer = observer  # op_observer(func, args, kwargs, out, module path) after every aten op (archviz.cost)
         self._memo: dict = {}
         self._cacheable: dict = {}
 
@@ -188,6 +189,13 @@ class _DispatchPolicy(TorchDispatchMode):
         return torch.empty((self._rows(mask), mask.dim()), dtype=torch.long, device="meta")
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = self._answer(func, types, args, kwargs)
+        if self.observer is not None:
+            stack = self.p.tracer.stack
+            self.observer(func, args, kwargs or {}, out, stack[-1] if stack else "")
+        return out
+
+    def _answer(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         p = self.p
         if func in _POLICY_OPS and not _any_meta(args):
@@ -517,6 +525,9 @@ class Tracer:
         self.fired = 0
         # Called after every stubbed kernel call: (module path, kernel, args, kwargs, result). The probe logs them.
         self.on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None
+        # Called when a repeated block is answered from the memo: (path that ran, path answered). archviz.cost copies
+        # the FLOPs of the one that ran, as _BlockMemo copies its calls.
+        self.on_memo: Callable[[str, str], None] | None = None
 
     # -- assumptions and kernels are noted on the module running now, with the user's file:line
     def _where(self) -> str:
@@ -912,13 +923,16 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
                  inputs: tuple[tuple, dict] | None = None, input_specs: list[str] | None = None,
                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None,
                  memo: bool = True,
-                 progress: Callable[[int, int], None] | None = None) -> ModelRecord:
+                 progress: Callable[[int, int], None] | None = None,
+                 op_observer: Callable[..., None] | None = None,
+                 on_memo: Callable[[str, str], None] | None = None) -> ModelRecord:
     """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
     # The pass makes many short-lived meta tensors and records, but no cycles worth a rescan of the model's heap.
     # --quantized: its modules call kernels meta cannot run; the unquantized ones they replaced are put back for it.
     with collector_paused(), built.unquantized() if built.unquantized is not None else nullcontext():
         traced = _trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, input_specs=input_specs,
-                               on_kernel=on_kernel, memo=memo, progress=progress)
+                               on_kernel=on_kernel, memo=memo, progress=progress, op_observer=op_observer,
+                               on_memo=on_memo)
     if built.unquantized is not None:
         info = traced.extra("shapes")
         traced = traced.with_extra("shapes", {**info, "notes": [
@@ -930,13 +944,15 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
 def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: int | None,
                   inputs: tuple[tuple, dict] | None, input_specs: list[str] | None,
                   on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool,
-                  progress: Callable[[int, int], None] | None) -> ModelRecord:
+                  progress: Callable[[int, int], None] | None, op_observer: Callable[..., None] | None = None,
+                  on_memo: Callable[[str, str], None] | None = None) -> ModelRecord:
     from .walk import _Spans
 
     B, T, clean = choose_dims(record, batch, seq)
     spans = _Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display)
     tracer.on_kernel = on_kernel
+    tracer.on_memo = on_memo
     if inputs is not None:
         base = inputs
     else:
@@ -980,7 +996,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         def warned(text: str) -> None:
             notes.append(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'}: {text}")
 
-        with warnings_noted(warned), torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy), \
+        with warnings_noted(warned), torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy, op_observer), \
                 _TolistPolicy(tracer.policy), cache_off(built.model) if built.kind == "hf" else nullcontext(), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
                                  lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
@@ -1204,6 +1220,8 @@ class _BlockMemo:
         for table in (t.assumptions, t.kernels):  # what the block's own forward noted (its hooks record the rest)
             if source in table:
                 table.setdefault(target, {}).update(table[source])
+        if t.on_memo is not None:
+            t.on_memo(source, target)
 
 
 class ImportsInForward:
