@@ -65,9 +65,47 @@ def _dot(a: torch.Tensor, b: torch.Tensor, *args: Any, out_val: Any = None, **kw
     return 2 * a.numel()
 
 
+def _linear(x: torch.Tensor, w: torch.Tensor, *args: Any, out_val: Any = None, **kwargs: Any) -> int:
+    """aten.linear (whole on meta for some dtypes): 2 × output elements × K; the bias add is not counted (torch's
+    addmm formula does not count it either)."""
+    return 2 * math.prod(_shape(x)[:-1]) * x.shape[-1] * w.shape[0]
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor, *args: Any, out_val: Any = None, **kwargs: Any) -> int:
+    """aten.matmul, broadcast: 2 × output elements × K."""
+    n_out = out_val.numel() if isinstance(out_val, torch.Tensor) else 1
+    return 2 * n_out * a.shape[-1]
+
+
 def _addbmm(bias: Any, a: torch.Tensor, b: torch.Tensor, *args: Any, out_val: Any = None, **kwargs: Any) -> int:
     n, m, k = _shape(a)
     return 2 * n * m * k * b.shape[-1]
+
+
+def _einsum(equation: str, operands: Any, *args: Any, out_val: Any = None, **kwargs: Any) -> int:
+    """aten.einsum (it reaches the dispatch mode whole on meta): operands contracted left to right, each pairwise
+    step 2 × the product of the sizes of every index either side holds (a batched matmul's 2·b·m·k·n); a single
+    operand (a sum, a trace) computes nothing."""
+    ops = list(operands)
+    lhs, _, out = equation.replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    if "." in equation or len(terms) != len(ops):  # ellipsis: count it as a matmul of the shapes' products
+        return None  # type: ignore[return-value]
+    size: dict[str, int] = {}
+    for term, t in zip(terms, ops):
+        for ch, d in zip(term, t.shape):
+            size[ch] = max(size.get(ch, 1), int(d))
+    if not _ and len(terms) == 1:
+        return 0
+    keep = set(out) if _ else {c for c in size if sum(t.count(c) for t in terms) == 1}
+    total = 0
+    cur = terms[0]
+    for i in range(1, len(terms)):
+        both = set(cur) | set(terms[i])
+        total += 2 * math.prod(size[c] for c in both)
+        later = keep.union(*terms[i + 1:]) if i + 1 < len(terms) else keep
+        cur = "".join(c for c in both if c in later)
+    return total
 
 
 # The formulas by op (OpOverloadPacket): torch's first, then ours for what it has none for.
@@ -75,7 +113,7 @@ _OURS: dict[Any, Callable[..., int]] = {}
 for _name, _fn in (("_grouped_mm", _grouped_mm), ("_scaled_grouped_mm", _grouped_mm),
                    ("_scaled_dot_product_flash_attention_for_cpu", _sdpa_like),
                    ("_scaled_dot_product_fused_attention_overrideable", _sdpa_like),
-                   ("mv", _mv), ("addmv", _addmv), ("dot", _dot), ("vdot", _dot), ("addbmm", _addbmm)):
+                   ("einsum", _einsum), ("linear", _linear), ("matmul", _matmul), ("mv", _mv), ("addmv", _addmv), ("dot", _dot), ("vdot", _dot), ("addbmm", _addbmm)):
     _packet = getattr(aten, _name, None)
     if _packet is not None:
         _OURS[_packet] = _fn
@@ -91,7 +129,8 @@ def op_flops(func: Any, args: tuple, kwargs: dict, out: Any) -> int | None:
     packet = getattr(func, "_overloadpacket", func)
     formula = FORMULAS.get(packet)
     if formula is not None:
-        return int(formula(*args, **kwargs, out_val=out))
+        n = formula(*args, **kwargs, out_val=out)
+        return None if n is None else int(n)
     name = getattr(packet, "__name__", str(packet))
     if _BACKWARD not in name and any(w in name for w in _COMPUTE_WORDS):
         return None
@@ -133,8 +172,8 @@ class FlopCounter:
         self.paths: dict[int, str] = {}
         for path, mod in _preorder(model):
             self.paths.setdefault(id(mod), path)
-        # (path, flops, unknown reason or None, is a call of the module): in the order they happened
-        self.events: list[tuple[str, int, str | None, bool]] = []
+        # (path, flops, unknown reason or None, token rows if a call of the module else -1): in the order they happened
+        self.events: list[tuple[str, int, str | None, int]] = []
         self._open: list[tuple[str, Any, int]] = []
         self._runs: dict[tuple[str, Any], tuple[int, int]] = {}  # (path, input signature) -> its first call's events
         self._handles: list[Any] = []
@@ -147,9 +186,9 @@ class FlopCounter:
         if _in_stub_call():
             return
         if n is None:
-            self.events.append((path, 0, f"aten op {func} has no FLOPs formula", False))
+            self.events.append((path, 0, f"aten op {func} has no FLOPs formula", -1))
         else:
-            self.events.append((path, n, None, False))
+            self.events.append((path, n, None, -1))
 
     def kernel(self, path: str, qualname: str, args: tuple, kwargs: dict, result: Any) -> None:
         from ..kernels import flops_formula
@@ -157,16 +196,16 @@ class FlopCounter:
         formula = flops_formula(qualname)
         if formula is None:
             self.events.append((path, 0, f"stubbed kernel {qualname} has no FLOPs formula (declare one: "
-                                         f"@archviz.kernels.shape_rule({qualname!r}, flops=...))", False))
+                                         f"@archviz.kernels.shape_rule({qualname!r}, flops=...))", -1))
             return
-        self.events.append((path, int(formula(*args, **kwargs)), None, False))
+        self.events.append((path, int(formula(*args, **kwargs)), None, -1))
 
     def memo(self, source: str, target: str) -> None:
         sig = self._open[-1][1] if self._open and self._open[-1][0] == target else None
         span = self._runs.get((source, sig))
         if span is None:
             self.events.append((target, 0, f"answered from the memo of {source}, whose FLOPs were not recorded",
-                                False))
+                                -1))
             return
         prefix = source + "."
         for path, n, why, call in self.events[span[0]:span[1]]:
@@ -181,7 +220,9 @@ class FlopCounter:
         path = self.paths.get(id(module))
         if path is None:
             return
-        self.events.append((path, 0, None, True))
+        first = next((a for a in args if isinstance(a, torch.Tensor)), None) if isinstance(args, tuple) else None
+        rows = first.numel() // first.shape[-1] if first is not None and first.dim() and first.shape[-1] else 0
+        self.events.append((path, 0, None, rows))
         self._open.append((path, _sig(args), len(self.events)))
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
@@ -215,11 +256,49 @@ class FlopCounter:
         flops: dict[str, int] = {}
         calls: dict[str, int] = {}
         unknown: dict[str, dict[str, None]] = {}
-        for path, n, why, call in self.events:
-            if call:
+        for path, n, why, rows in self.events:
+            if rows >= 0:
                 calls[path] = calls.get(path, 0) + 1
             elif why is not None:
                 unknown.setdefault(path, {})[why] = None
             elif n:
                 flops[path] = flops.get(path, 0) + n
         return flops, calls, {p: tuple(w) for p, w in unknown.items()}
+
+    def rows(self) -> dict[str, int]:
+        """Token rows each module received over its calls (leading dims of its first tensor input)."""
+        out: dict[str, int] = {}
+        for path, _, _, rows in self.events:
+            if rows > 0:
+                out[path] = out.get(path, 0) + rows
+        return out
+
+
+def exact_routing(flops: dict[str, int], rows: dict[str, int], record: Any, tokens: int) -> tuple[dict[str, int],
+                                                                                                   list[str]]:
+    """Routed experts held in a list run, under the pass's policy, R = ceil(B·T·k/E) token rows each: more than
+    the B·T·k a step routes when B·T·k does not divide by E (decode: 1 token, 8 of 256 experts, but R = 1 for all
+    256). Expert FLOPs are linear in their rows, so each collection's are scaled to B·T·k rows. Fused experts
+    (transformers' batched_mm, grouped_mm) compute the B·T·k pairs exactly and are left as counted."""
+    index = record.index()
+    out = dict(flops)
+    notes: list[tuple[str, int, float]] = []
+    for moe in record.summary.moe:
+        lst = index.get(moe.path)
+        if lst is None or lst.class_name not in ("ModuleList", "ModuleDict") or not moe.top_k:
+            continue
+        ran = sum(rows.get(c, 0) for c in lst.children)
+        exact = tokens * moe.top_k * moe.local_experts / max(1, moe.experts)
+        if not ran or ran <= exact:
+            continue
+        scale = exact / ran
+        prefix = moe.path + "."
+        for path in [p for p in out if p.startswith(prefix)]:
+            out[path] = round(out[path] * scale)
+        notes.append((moe.path, ran, exact))
+    if not notes:
+        return out, []
+    path, ran, exact = notes[0]
+    more = f" (and {len(notes) - 1} more collections alike)" if len(notes) > 1 else ""
+    return out, [f"routed experts held in a list ({path}{more}): the routing policy ran {ran:,} token rows over "
+                 f"their experts, R = ceil(B·T·k/E) each; their FLOPs are scaled to the {exact:g} rows B·T·k routes"]
