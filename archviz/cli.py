@@ -392,7 +392,7 @@ def _register_commands() -> None:
     import importlib
     import importlib.util
 
-    for name in ("cli_site", "cli_check", "cli_probe"):
+    for name in ("cli_site", "cli_check", "cli_probe", "cli_cost"):
         if importlib.util.find_spec(f"archviz.{name}") is not None:
             importlib.import_module(f"archviz.{name}")
 

@@ -18,7 +18,7 @@ import torch
 from ..errors import ArchvizError, ShapeError, SourceError
 from .flops import FlopCounter, exact_routing
 from .kv import MAX_RATIO, cache_entries, reference_entries
-from .memory import ActivationPeak
+from .activations import ActivationPeak
 
 CONTEXT_DEFAULT = 1 << 20
 SEQ_DEFAULT = 4096

@@ -1,6 +1,6 @@
 """Memory to serve and to train: weights, KV cache, the activation peak of one prefill chunk, and Adam states.
 
-The activation peak is measured, not guessed: during the prefill pass on meta every tensor an aten op makes (not a
+The activation peak is measured, not guessed (archviz.cost.activations): during the prefill pass on meta every tensor an aten op makes (not a
 view, not an in-place result) adds its bytes to a running total until the tensor is freed, and the peak of that total
 is the chunk's activation peak -- what a forward under `torch.no_grad()` holds at once at (B, T), beside the weights
 and caches (which exist before the pass and are not counted). Blocks answered from the memo make only their outputs;
@@ -15,43 +15,7 @@ are not included.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
-
-import torch
-
-_MUTABLE: dict[Any, bool] = {}
-
-
-class ActivationPeak:
-    """An op observer (see archviz.shapes.trace_shapes' op_observer) that tracks live bytes of the tensors ops make."""
-
-    def __init__(self) -> None:
-        self.live = 0
-        self.peak = 0
-
-    def _free(self, n: int) -> None:
-        self.live -= n
-
-    def observe(self, func: Any, args: tuple, kwargs: dict, out: Any, path: str) -> None:
-        mutable = _MUTABLE.get(func)
-        if mutable is None:
-            schema = getattr(func, "_schema", None)
-            mutable = _MUTABLE[func] = bool(schema is not None and (schema.is_mutable or any(
-                r.alias_info is not None for r in schema.returns)))
-        if mutable:
-            return
-        outs = out if isinstance(out, (tuple, list)) else (out,)
-        for t in outs:
-            if not isinstance(t, torch.Tensor) or t._is_view():
-                continue
-            n = t.numel() * t.element_size()
-            if not n:
-                continue
-            self.live += n
-            if self.live > self.peak:
-                self.peak = self.live
-            weakref.finalize(t, self._free, n)
 
 
 def weight_bytes(record: Any) -> dict[str, int]:
