@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 _MUTABLE: dict[Any, bool] = {}
+_INDEX = torch.ops.aten.index.Tensor
 
 
 class ActivationPeak:
@@ -27,6 +28,10 @@ class ActivationPeak:
             mutable = _MUTABLE[func] = bool(schema is not None and (schema.is_mutable or any(
                 r.alias_info is not None for r in schema.returns)))
         if mutable:
+            return
+        if func is _INDEX and isinstance(args[0], torch.nn.Parameter):
+            # weights gathered per token (transformers' batched_mm experts: gate_up_proj[expert_ids]) are how the
+            # meta pass traces experts, not memory a grouped GEMM needs: it reads the weights in place
             return
         outs = out if isinstance(out, (tuple, list)) else (out,)
         for t in outs:

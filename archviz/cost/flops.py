@@ -150,6 +150,16 @@ def _in_stub_call() -> bool:
     return False
 
 
+def module_paths(model: torch.nn.Module) -> dict[int, str]:
+    """id(module) -> its first path in pre-order, as the tracer names modules (one walk; share it between passes)."""
+    from ..walk import _preorder
+
+    paths: dict[int, str] = {}
+    for path, mod in _preorder(model):
+        paths.setdefault(id(mod), path)
+    return paths
+
+
 def _sig(obj: Any, depth: int = 0) -> Any:
     """The shapes, dtypes and scalars of a call's positional inputs (what the block memo keys on, less kwargs)."""
     if isinstance(obj, torch.Tensor):
@@ -166,12 +176,8 @@ class FlopCounter:
     `install` adds global module hooks that count calls and mark where each call's ops begin and end (so that a
     block answered from the memo gets the FLOPs of the call it was answered from)."""
 
-    def __init__(self, model: torch.nn.Module):
-        from ..walk import _preorder
-
-        self.paths: dict[int, str] = {}
-        for path, mod in _preorder(model):
-            self.paths.setdefault(id(mod), path)
+    def __init__(self, model: torch.nn.Module, paths: dict[int, str] | None = None):
+        self.paths = paths if paths is not None else module_paths(model)
         # (path, flops, unknown reason or None, token rows if a call of the module else -1): in the order they happened
         self.events: list[tuple[str, int, str | None, int]] = []
         self._open: list[tuple[str, Any, int]] = []
@@ -283,6 +289,7 @@ def exact_routing(flops: dict[str, int], rows: dict[str, int], record: Any, toke
     index = record.index()
     out = dict(flops)
     notes: list[tuple[str, int, float]] = []
+    scales: dict[str, float] = {}
     for moe in record.summary.moe:
         lst = index.get(moe.path)
         if lst is None or lst.class_name not in ("ModuleList", "ModuleDict") or not moe.top_k:
@@ -291,11 +298,17 @@ def exact_routing(flops: dict[str, int], rows: dict[str, int], record: Any, toke
         exact = tokens * moe.top_k * moe.local_experts / max(1, moe.experts)
         if not ran or ran <= exact:
             continue
-        scale = exact / ran
-        prefix = moe.path + "."
-        for path in [p for p in out if p.startswith(prefix)]:
-            out[path] = round(out[path] * scale)
+        scales[moe.path] = exact / ran
         notes.append((moe.path, ran, exact))
+    if scales:
+        for path, n in out.items():
+            parent = path
+            while "." in parent:  # the innermost collection above the path
+                parent = parent.rsplit(".", 1)[0]
+                scale = scales.get(parent)
+                if scale is not None:
+                    out[path] = round(n * scale)
+                    break
     if not notes:
         return out, []
     path, ran, exact = notes[0]

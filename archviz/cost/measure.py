@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ArchvizError, ShapeError, SourceError
-from .flops import FlopCounter, exact_routing
+from .flops import FlopCounter, exact_routing, module_paths
 from .kv import MAX_RATIO, cache_entries, reference_entries
 from .activations import ActivationPeak
 
@@ -58,10 +58,10 @@ def _distinct(lo: int, taken: set[int], ratios: bool = False) -> int:
 
 def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None,
           inputs: tuple | None = None, memo: bool = True, peak: bool = False,
-          progress: Callable[[int, int], None] | None = None) -> tuple[Any, FlopCounter, ActivationPeak | None]:
+          paths: dict[int, str] | None = None) -> tuple[Any, FlopCounter, ActivationPeak | None]:
     from ..shapes import trace_shapes
 
-    fc = FlopCounter(built.model)
+    fc = FlopCounter(built.model, paths)
     act = ActivationPeak() if peak else None
 
     def observe(func: Any, args: tuple, kwargs: dict, out: Any, path: str) -> None:
@@ -70,7 +70,7 @@ def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None 
             act.observe(func, args, kwargs, out, path)
 
     with fc:
-        traced = trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, memo=memo, progress=progress,
+        traced = trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, memo=memo,
                               op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo)
     return traced, fc, act
 
@@ -145,7 +145,8 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
     record = walk(built)
 
     say(f"prefill pass at B={batch}, T={seq:,}")
-    traced, fc, act = _pass(built, record, batch=batch, seq=seq, memo=not every_block, peak=True)
+    paths = module_paths(built.model)
+    traced, fc, act = _pass(built, record, batch=batch, seq=seq, memo=not every_block, peak=True, paths=paths)
     prefill = _flops_json(fc, traced, batch, seq, 0)
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
@@ -164,13 +165,14 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
             params = {}
         if "start_pos" in params:
             say(f"decode step at context {context:,}")
-            _, fc2, _ = _pass(built, record, inputs=((ids,), {"start_pos": context}), memo=not every_block)
+            _, fc2, _ = _pass(built, record, inputs=((ids,), {"start_pos": context}), memo=not every_block,
+                              paths=paths)
             decode = _flops_json(fc2, traced, batch, 1, context)
         else:
             notes.append(f"{type(built.model).__name__}.forward takes no start_pos: no decode step")
     elif built.kind == "hf":
         try:
-            decode, kv = _hf_decode(built, record, traced, batch, context, layer_list, say, not every_block)
+            decode, kv = _hf_decode(built, record, traced, batch, context, layer_list, say, not every_block, paths)
         except ShapeError as e:
             notes.append(f"no decode step: {e.line()}")
     else:
@@ -183,7 +185,7 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
 
 
 def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, layer_list: str | None,
-               say: Callable[[str], None], memo: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+               say: Callable[[str], None], memo: bool, paths: dict[int, str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A prefill on meta with the model's own cache, its layers stretched to `context` slots, then one token."""
     try:
         from transformers import DynamicCache
@@ -200,7 +202,8 @@ def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, l
     cache = DynamicCache(config=cfg)
     ids = torch.zeros((batch, t0), dtype=torch.long, device="meta")
     say(f"filling the model's cache on meta ({t0} tokens)")
-    _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}), memo=memo)
+    _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}), memo=memo,
+          paths=paths)
     entries = cache_entries(cache, t0, lambda i: f"{layer_list}.{i}" if layer_list else str(i))
     if not entries:
         raise ShapeError(f"{type(model).__name__} filled no cache layer on meta", hint="its cache is not a "
@@ -215,7 +218,7 @@ def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, l
     say(f"decode step at context {context:,}")
     ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
     _, fc, _ = _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}),
-                     memo=memo)
+                     memo=memo, paths=paths)
     kv = {"source": f"{type(cache).__name__} layers after a {t0}-token prefill on meta", "entries": entries}
     return _flops_json(fc, traced, batch, 1, context), kv
 
