@@ -9,7 +9,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .cli import (
-    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt, WorldSizeOpt,
+    ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, QuantizedOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt,
+    WorldSizeOpt,
     _parse_sets, app, atomic_write, emit_json, flag, handled, out, spinner,
 )
 from .errors import ArchvizError
@@ -43,6 +44,7 @@ def cost(
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
     context: Annotated[str, typer.Option("--context", "-L", help="context length L of the decode step and the KV "
                                          "cache: 1M, 128K or a number (K = 1024)")] = "1M",
     batch: Annotated[int, typer.Option("--batch", "-B", help="sequences B (prefill, decode and KV cache)")] = 1,
@@ -95,7 +97,7 @@ def cost(
             if src is None:
                 continue
             extra = dict(model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
-                         trust_remote_code=trust_remote_code) if i == 0 else {}
+                         trust_remote_code=trust_remote_code, quantized=quantized) if i == 0 else {}
             with spinner(f"cost of {src} on meta"):
                 record = measure(src, config=cfg, overrides=_parse_sets(sets), **extra, **common)
             records.append(record)

@@ -170,6 +170,28 @@ def test_llama3_8b_kv_per_token_in_bf16(archviz_cli):
     assert m["weights"] == 2 * sum(p.numel() for p in _meta_llama(published).parameters())
 
 
+def test_quantized_weights_are_the_fp8_layout(archviz_cli, tmp_path):
+    """--quantized: the weights counted are those transformers' fp8 quantizer lays out (one byte per fp8 element,
+    block scales beside), as a served checkpoint holds them; FLOPs are the unquantized modules' (same shapes)."""
+    import transformers
+
+    from archviz.records import loads
+
+    cfg = transformers.AutoConfig.for_model("deepseek_v3", **TINY["deepseek_v3"]).to_dict()
+    cfg["architectures"] = ["DeepseekV3ForCausalLM"]
+    cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                  "weight_block_size": [16, 16]}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "q.json"
+    q = _cost(archviz_cli, tmp_path / "config.json", "--quantized", "--seq", 32, "--context", 64, "-o", out)
+    plain = _cost(archviz_cli, tmp_path / "config.json", "--seq", 32, "--context", 64)
+    record = loads(out.read_text())
+    fp8 = sum(t.bytes for m in record.modules for t in m.tensors if t.dtype == "float8_e4m3fn")
+    assert fp8 and q["memory"]["weights_by_dtype"]["float8_e4m3fn"] == fp8
+    assert q["memory"]["weights"] < plain["memory"]["weights"]
+    assert q["prefill"]["flops"] == plain["prefill"]["flops"]
+
+
 def _meta_llama(cfg: dict):
     import transformers
 

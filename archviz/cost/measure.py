@@ -94,7 +94,8 @@ def _layer_kinds(record: Any) -> tuple[str | None, dict[int, str]]:
 
 def measure(source: str, *, config: str | None = None, overrides: dict[str, Any] | None = None,
             model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
-            rank: int | None = None, trust_remote_code: bool = False, batch: int = 1, seq: int = SEQ_DEFAULT,
+            rank: int | None = None, trust_remote_code: bool = False, quantized: bool = False, batch: int = 1,
+            seq: int = SEQ_DEFAULT,
             context: int = CONTEXT_DEFAULT, every_block: bool = False,
             progress: Callable[[str], None] | None = None) -> Any:
     """The records of SOURCE (shapes from the prefill pass, grouped) with `extras["cost"]` filled."""
@@ -111,7 +112,7 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
     kind = classify(source, BuildOptions(config=config))
     notes: list[str] = []
     build_opts = dict(config=config, model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
-                      trust_remote_code=trust_remote_code)
+                      trust_remote_code=trust_remote_code, quantized=quantized)
     limits: tuple[int, int] | None = None
     say(f"building {source} on meta")
     if kind == "reference":
@@ -165,9 +166,12 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
             params = {}
         if "start_pos" in params:
             say(f"decode step at context {context:,}")
-            _, fc2, _ = _pass(built, record, inputs=((ids,), {"start_pos": context}), memo=not every_block,
-                              paths=paths)
-            decode = _flops_json(fc2, traced, batch, 1, context)
+            try:
+                _, fc2, _ = _pass(built, record, inputs=((ids,), {"start_pos": context}), memo=not every_block,
+                                  paths=paths)
+                decode = _flops_json(fc2, traced, batch, 1, context)
+            except ShapeError as e:
+                notes.append(f"no decode step: {e.line()}")
         else:
             notes.append(f"{type(built.model).__name__}.forward takes no start_pos: no decode step")
     elif built.kind == "hf":
