@@ -153,6 +153,36 @@ def test_deepseek_v3_cache_holds_the_mla_latent(v3):
     assert v3["decode"]["flops"] == 2 * w + L * (kv_b * 2048 + _attention(1, nh, 1, 2049, dqk, dv))
 
 
+def test_transformers_deepseek_v4_compressed_caches():
+    """transformers' deepseek_v4 keeps, in a compressed-sparse-attention layer, one compressed KV (head_dim) and one
+    indexer key (index_head_dim) every compress_rates["compressed_sparse_attention"] tokens; in a heavily compressed
+    one, one KV every compress_rates["heavily_compressed_attention"] tokens; its sliding-window layers a fixed
+    window. Read from its cache layers after two prefills, stretched to L = 1M on meta."""
+    import transformers
+
+    from archviz.cost.measure import measure
+    from archviz.cost.report import cost_report
+
+    cfg = transformers.AutoConfig.for_model("deepseek_v4", **TINY["deepseek_v4"])
+    B, L = 2, 1 << 20
+    r = cost_report(measure("hf:deepseek_v4", overrides=TINY["deepseek_v4"], batch=B, seq=32, context=L))
+    rates = cfg.compress_rates
+    fp32 = 4
+    per_token = 0.0
+    for kind in cfg.layer_types:
+        if kind == "compressed_sparse_attention":
+            per_token += (cfg.head_dim + cfg.index_head_dim) * fp32 / rates[kind]
+        elif kind == "heavily_compressed_attention":
+            per_token += cfg.head_dim * fp32 / rates[kind]
+    assert r.kv.per_token == per_token
+    grows = [e for e in r.kv.entries if e.per_token]
+    for e in grows:
+        kind = cfg.layer_types[e.layer]
+        width = cfg.index_head_dim if e.name.endswith("indexer") else cfg.head_dim
+        assert e.at_context == B * (L // rates[kind]) * width * fp32, e
+    assert r.decode is not None and r.decode.unknown == ()
+
+
 def test_llama3_8b_kv_per_token_in_bf16(archviz_cli):
     """Llama-3-8B's published config (hidden 4096, 32 layers, 32 heads, 8 KV heads, head_dim 128, bf16):
     2 × 32 × 8 × 128 × 2 bytes = 131,072 bytes a token."""

@@ -7,8 +7,9 @@ tokens (r = 1: every token; a compressed cache: r = its compression ratio); a bu
 (a sliding window, a compressor's pending group) keeps that much whatever the context.
 
 transformers models keep what their cache layers (`DynamicCache(config=...)`, one layer object per decoder layer)
-hold after a prefill on meta: every tensor a layer holds, with the dim equal to the prefill's length growing one
-slot a token (full attention) and the rest fixed (a sliding-window layer's window).
+hold after prefills on meta of two lengths: every tensor a layer holds (into its dicts: DeepSeek-V4's compressed
+caches), a dim that grew by d over the t1 − t0 tokens keeping a slot every (t1 − t0) / d tokens (full attention: 1;
+a compressed cache: its rate), the rest fixed (a sliding window, a group still being compressed).
 
 An entry is JSON-able: bytes at (B, L) = B × width × slots(L) × element bytes, slots(L) = L // ratio, or `slots`
 for a fixed one. `--kv-dtype` replaces the element size with the asked dtype's.
@@ -16,6 +17,7 @@ for a fixed one. `--kv-dtype` replaces the element size with the asked dtype's.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 _ELEMENT_BYTES = {"float64": 8, "float32": 4, "complex64": 8, "complex128": 16, "bfloat16": 2, "float16": 2,
@@ -80,31 +82,91 @@ def reference_entries(record: Any, max_batch: int, max_seq: int, layer_list: str
     return out
 
 
-def cache_entries(cache: Any, prefill: int, layer_path: Any) -> list[dict[str, Any]]:
-    """The tensors each layer of a transformers cache holds after a prefill of `prefill` tokens (on meta)."""
+def _leaves(layer: Any) -> Any:
+    """(name, container, key, value) of every value a cache layer holds, into its dicts and lists
+    (DeepSeek-V4's layers keep {"compressor": tensor, "indexer": tensor} dicts and counts)."""
+    def walk(container: Any, key: Any, v: Any, name: str) -> Any:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                yield from walk(v, k, x, f"{name}.{k}")
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                yield from walk(v, i, x, f"{name}.{i}")
+        else:
+            yield name, container, key, v
+
+    for name, v in list(vars(layer).items()):
+        if not name.startswith("_"):
+            yield from walk(vars(layer), name, v, name)
+
+
+def _grown(a: Any, b: Any) -> tuple[int, int] | None:
+    """(dim, growth) where tensor b (a later prefill) is longer than a in one dim; None if none grew."""
+    if tuple(a.shape) == tuple(b.shape) or a.dim() != b.dim():
+        return None
+    diff = [(j, int(y) - int(x)) for j, (x, y) in enumerate(zip(a.shape, b.shape)) if x != y]
+    return diff[-1] if len(diff) == 1 and diff[0][1] > 0 else None
+
+
+def cache_entries(short: Any, long: Any, t0: int, t1: int, layer_path: Any) -> list[dict[str, Any]]:
+    """What each layer of a transformers cache holds, from two prefills on meta of t0 < t1 tokens (t1 − t0 a
+    multiple of every compression rate): a tensor whose dim grew by d over the t1 − t0 tokens keeps a slot every
+    (t1 − t0) / d tokens; one that did not grow is fixed (a sliding window, a group still being compressed)."""
     import torch
 
     out = []
-    for i, layer in enumerate(getattr(cache, "layers", ())):
-        for name, v in sorted(vars(layer).items()):
-            if not isinstance(v, torch.Tensor) or v.dim() < 2 or name.startswith("_"):
+    for i, (a_layer, b_layer) in enumerate(zip(getattr(short, "layers", ()), getattr(long, "layers", ()))):
+        later = {name: v for name, _, _, v in _leaves(b_layer)}
+        for name, _, _, v in _leaves(a_layer):
+            if not isinstance(v, torch.Tensor) or v.dim() < 2 or not isinstance(later.get(name), torch.Tensor):
                 continue
             shape = [int(d) for d in v.shape]
-            if shape[0] < 1:
-                continue
-            dims = shape[1:]
-            grow = [j for j, d in enumerate(dims) if d == prefill]
-            width = 1
-            for j, d in enumerate(dims):
-                if not grow or j != grow[-1]:
-                    width *= d
+            grown = _grown(v, later[name])
+            ratio = None
+            width = math.prod(shape[1:])
+            if grown is not None:
+                j, d = grown
+                ratio = (t1 - t0) // d if (t1 - t0) % d == 0 else (t1 - t0) / d
+                width = math.prod(x for k, x in enumerate(shape[1:], 1) if k != j)
             dtype = str(v.dtype).replace("torch.", "")
-            out.append({"path": layer_path(i), "name": f"{type(layer).__name__}.{name}", "layer": i, "dtype": dtype,
-                        "element_bytes": element_bytes(dtype), "width": width,
-                        "ratio": 1 if grow else None, "slots": None if grow else 1,
-                        "what": "cache: a slot every token" if grow else
-                                f"fixed per sequence ({'a window of ' + str(getattr(layer, 'sliding_window', '')) if getattr(layer, 'sliding_window', None) else 'state'})"})
+            window = getattr(a_layer, "sliding_window", None)
+            out.append({"path": layer_path(i), "name": f"{type(a_layer).__name__}.{name}", "layer": i,
+                        "dtype": dtype, "element_bytes": element_bytes(dtype), "width": width,
+                        "ratio": ratio, "slots": None if ratio else 1,
+                        "what": ("cache: a slot every token" if ratio == 1 else
+                                 f"cache: a slot every {ratio:g} tokens" if ratio else
+                                 f"fixed per sequence (window {window})" if window and name in ("keys", "values")
+                                 else "fixed per sequence (state)")})
     return out
+
+
+def stretch(short: Any, long: Any, t0: int, t1: int, context: int) -> None:
+    """Set `short` (filled by a t0-token prefill) to what it would hold after `context` tokens: every tensor dim and
+    count that grew between the two prefills grows on at its rate, on meta."""
+    import torch
+
+    for a_layer, b_layer in zip(short.layers, long.layers):
+        later = {name: v for name, _, _, v in _leaves(b_layer)}
+        for name, container, key, v in _leaves(a_layer):
+            w = later.get(name)
+            if isinstance(v, torch.Tensor) and isinstance(w, torch.Tensor):
+                grown = _grown(v, w)
+                if grown is None:
+                    continue
+                j, d = grown
+                shape = list(v.shape)
+                shape[j] = int(shape[j]) + _more(t0, t1, d, context)
+                container[key] = torch.empty(shape, dtype=v.dtype, device="meta")
+            elif isinstance(v, int) and not isinstance(v, bool) and isinstance(w, int) and w > v:
+                container[key] = v + _more(t0, t1, w - v, context)
+
+
+def _more(t0: int, t1: int, d: int, context: int) -> int:
+    """Slots a cache growing d every t1 − t0 tokens adds from t0 to `context` tokens."""
+    r = (t1 - t0) / d
+    if r == int(r):
+        return context // int(r) - t0 // int(r)
+    return round((context - t0) / r)
 
 
 def entry_bytes(e: dict[str, Any], batch: int, context: int, element: float | None = None) -> float:

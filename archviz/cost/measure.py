@@ -5,19 +5,20 @@ FLOPs counter and activation tracker on, read the KV cache the code keeps, and a
 Decode at context L: a reference model runs `forward(tokens[B, 1], start_pos=L)`, built with `max_seq_len` and
 `max_batch_size` large enough (its caches are meta buffers: no memory, whatever L); a transformers model runs
 `forward(input_ids[B, 1], past_key_values=cache, use_cache=True)` with the cache its own code filled on meta in a
-short prefill, each layer's tensors then stretched to L slots along the dim that grew with the prefill. Meta shapes
+short prefill, each layer's tensors then stretched to L tokens along the dims that grew between two prefills. Meta shapes
 cost the same at L = 1M as at L = 128: nothing here loops over positions.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import torch
 
 from ..errors import ArchvizError, ShapeError, SourceError
 from .flops import FlopCounter, exact_routing, module_paths
-from .kv import MAX_RATIO, cache_entries, reference_entries
+from .kv import MAX_RATIO, cache_entries, reference_entries, stretch
 from .activations import ActivationPeak
 
 CONTEXT_DEFAULT = 1 << 20
@@ -203,27 +204,33 @@ def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, l
     from ..shapes import _taken
 
     t0 = _distinct(max([17, *(w + 1 for w in windows)]), _taken(record) | {batch})
-    cache = DynamicCache(config=cfg)
-    ids = torch.zeros((batch, t0), dtype=torch.long, device="meta")
-    say(f"filling the model's cache on meta ({t0} tokens)")
-    _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}), memo=memo,
-          paths=paths)
-    entries = cache_entries(cache, t0, lambda i: f"{layer_list}.{i}" if layer_list else str(i))
+    # a step that every compression rate divides: 4096 and the config's rates that do not divide it
+    step = 4096
+    for k, v in config.items():
+        if any(w in k for w in ("compress", "rate", "ratio")):
+            for x in (v if isinstance(v, list) else v.values() if isinstance(v, dict) else [v]):
+                if isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 4096 and step % x:
+                    step = step * x // math.gcd(step, x)
+    t1 = t0 + step
+    caches = []
+    for n in (t0, t1):
+        cache = DynamicCache(config=cfg)
+        ids = torch.zeros((batch, n), dtype=torch.long, device="meta")
+        say(f"filling the model's cache on meta ({n} tokens)")
+        _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}),
+              memo=memo, paths=paths)
+        caches.append(cache)
+    cache, longer = caches
+    entries = cache_entries(cache, longer, t0, t1, lambda i: f"{layer_list}.{i}" if layer_list else str(i))
     if not entries:
         raise ShapeError(f"{type(model).__name__} filled no cache layer on meta", hint="its cache is not a "
                          "DynamicCache: KV and decode figures are not available")
-    for layer in cache.layers:
-        for name, v in list(vars(layer).items()):
-            if isinstance(v, torch.Tensor) and v.dim() >= 2 and t0 in tuple(v.shape)[1:]:
-                shape = tuple(context if d == t0 and j else d for j, d in enumerate(v.shape))
-                setattr(layer, name, torch.empty(shape, dtype=v.dtype, device="meta"))
-            elif isinstance(v, int) and not isinstance(v, bool) and v == t0:
-                setattr(layer, name, context)
+    stretch(cache, longer, t0, t1, context)
     say(f"decode step at context {context:,}")
     ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
     _, fc, _ = _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}),
                      memo=memo, paths=paths)
-    kv = {"source": f"{type(cache).__name__} layers after a {t0}-token prefill on meta", "entries": entries}
+    kv = {"source": f"{type(cache).__name__} layers after prefills of {t0} and {t1} tokens on meta", "entries": entries}
     return _flops_json(fc, traced, batch, 1, context), kv
 
 
