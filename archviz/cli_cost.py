@@ -76,7 +76,8 @@ def cost(
         L = parse_tokens(context, "--context")
         T = parse_tokens(seq, "--seq")
         if batch < 1 or T < 1:
-            raise ArchvizError(f"--batch {batch} --seq {seq}: both must be at least 1", hint="e.g. --batch 1 --seq 4096")
+            raise ArchvizError(f"--batch {batch} --seq {seq}: both must be at least 1",
+                               hint="e.g. --batch 1 --seq 4096")
         asked = None
         if kv_dtype is not None:
             asked = kv_dtype_name(kv_dtype)

@@ -996,7 +996,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         def warned(text: str) -> None:
             notes.append(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'}: {text}")
 
-        with warnings_noted(warned), torch.no_grad(), torch.device("meta"), _DispatchPolicy(tracer.policy, op_observer), \
+        with warnings_noted(warned), torch.no_grad(), torch.device("meta"), \
+                _DispatchPolicy(tracer.policy, op_observer), \
                 _TolistPolicy(tracer.policy), cache_off(built.model) if built.kind == "hf" else nullcontext(), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
                                  lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):

@@ -46,8 +46,8 @@ def _grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor, *args: Any, out_val: A
 
 def _sdpa_like(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *args: Any, out_val: Any = None,
                **kwargs: Any) -> int:
-    """Fused attention [B, H, Tq, D] × [B, Hk, Tk, D]: QKᵀ and P·V, 4·B·H·Tq·Tk·D (torch's sdpa formula; key and
-    value heads broadcast to the query's as GQA does)."""
+    """Fused attention [B, H, Tq, D] × [B, Hk, Tk, D]: QKᵀ and P·V, 4·B·H·Tq·Tk·D (torch's sdpa formula; key
+    and value heads broadcast to the query's as GQA does)."""
     b, h, sq, d = _shape(query)
     sk, dv = key.shape[-2], value.shape[-1]
     return 2 * b * h * sq * sk * d + 2 * b * h * sq * sk * dv
@@ -113,7 +113,8 @@ _OURS: dict[Any, Callable[..., int]] = {}
 for _name, _fn in (("_grouped_mm", _grouped_mm), ("_scaled_grouped_mm", _grouped_mm),
                    ("_scaled_dot_product_flash_attention_for_cpu", _sdpa_like),
                    ("_scaled_dot_product_fused_attention_overrideable", _sdpa_like),
-                   ("einsum", _einsum), ("linear", _linear), ("matmul", _matmul), ("mv", _mv), ("addmv", _addmv), ("dot", _dot), ("vdot", _dot), ("addbmm", _addbmm)):
+                   ("einsum", _einsum), ("linear", _linear), ("matmul", _matmul), ("mv", _mv), ("addmv", _addmv),
+                   ("dot", _dot), ("vdot", _dot), ("addbmm", _addbmm)):
     _packet = getattr(aten, _name, None)
     if _packet is not None:
         _OURS[_packet] = _fn
@@ -314,4 +315,5 @@ def exact_routing(flops: dict[str, int], rows: dict[str, int], record: Any, toke
     path, ran, exact = notes[0]
     more = f" (and {len(notes) - 1} more collections alike)" if len(notes) > 1 else ""
     return out, [f"routed experts held in a list ({path}{more}): the routing policy ran {ran:,} token rows over "
-                 f"their experts, R = ceil(B·T·k/E) each; their FLOPs are scaled to the {exact:g} rows B·T·k routes"]
+                 f"their experts, R = ceil(B·T·k/E) each; their FLOPs are scaled to the {exact:g} rows B·T·k "
+                 "routes"]

@@ -5,8 +5,8 @@ FLOPs counter and activation tracker on, read the KV cache the code keeps, and a
 Decode at context L: a reference model runs `forward(tokens[B, 1], start_pos=L)`, built with `max_seq_len` and
 `max_batch_size` large enough (its caches are meta buffers: no memory, whatever L); a transformers model runs
 `forward(input_ids[B, 1], past_key_values=cache, use_cache=True)` with the cache its own code filled on meta in a
-short prefill, each layer's tensors then stretched to L tokens along the dims that grew between two prefills. Meta shapes
-cost the same at L = 1M as at L = 128: nothing here loops over positions.
+short prefill, each layer's tensors then stretched to L tokens along the dims that grew between two prefills. Meta
+shapes cost the same at L = 1M as at L = 128: nothing here loops over positions.
 """
 
 from __future__ import annotations

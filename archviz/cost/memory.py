@@ -1,9 +1,10 @@
 """Memory to serve and to train: weights, KV cache, the activation peak of one prefill chunk, and Adam states.
 
-The activation peak is measured, not guessed (archviz.cost.activations): during the prefill pass on meta every tensor an aten op makes (not a
-view, not an in-place result) adds its bytes to a running total until the tensor is freed, and the peak of that total
-is the chunk's activation peak -- what a forward under `torch.no_grad()` holds at once at (B, T), beside the weights
-and caches (which exist before the pass and are not counted). Blocks answered from the memo make only their outputs;
+The activation peak is measured, not guessed (archviz.cost.activations): during the prefill pass on meta every
+tensor an aten op makes (not a view, not an in-place result, not a gather of a weight) adds its bytes to a running
+total until the tensor is freed, and the peak of that total is the chunk's activation peak -- what a forward under
+`torch.no_grad()` holds at once at (B, T), beside the weights and caches (which exist before the pass and are not
+counted). Blocks answered from the memo make only their outputs;
 their insides peak as the block they were answered from did, one at a time. Allocator padding and fused kernels'
 workspace are not seen; an eager attention's [B, H, T, T] scores are.
 

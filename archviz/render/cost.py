@@ -59,8 +59,8 @@ def _split(p: Any) -> str:
 def cost_tables(r: Any) -> Group:
     """One model: totals, per layer kind and module, KV cache per kind, memory, and what could not be counted."""
     parts: list[Any] = []
-    head = Table(title=Text(safe(f"{r.name} · cost at B={r.batch}, prefill T={r.seq:,}, context L={tokens(r.context)}")),
-                 show_header=False, title_justify="left")
+    title = f"{r.name} · cost at B={r.batch}, prefill T={r.seq:,}, context L={tokens(r.context)}"
+    head = Table(title=Text(safe(title)), show_header=False, title_justify="left")
     head.add_column("what", style="bold")
     head.add_column("value", justify="right")
     head.add_column("", style="dim")
