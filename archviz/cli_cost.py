@@ -11,7 +11,7 @@ import typer
 from .cli import (
     ConfigOpt, DebugOpt, JsonOpt, ModelClassOpt, QuantizedOpt, RankOpt, SetOpt, TokenizerOpt, TrustRemoteCodeOpt,
     WorldSizeOpt,
-    _parse_sets, app, atomic_write, emit_json, flag, handled, out, spinner,
+    _parse_sets, app, atomic_write, emit_json, flag, handled, is_records_file, out, read_records, spinner,
 )
 from .errors import ArchvizError
 
@@ -45,11 +45,12 @@ def cost(
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
     quantized: QuantizedOpt = False,
-    context: Annotated[str, typer.Option("--context", "-L", help="context length L of the decode step and the KV "
-                                         "cache: 1M, 128K or a number (K = 1024)")] = "1M",
-    batch: Annotated[int, typer.Option("--batch", "-B", help="sequences B (prefill, decode and KV cache)")] = 1,
-    seq: Annotated[str, typer.Option("--seq", "-T", help="prefill tokens T: the prefill pass's FLOPs and its "
-                                     "activation peak (one chunk)")] = "4096",
+    context: Annotated[Optional[str], typer.Option("--context", "-L", help="context length L of the decode step and the KV "
+                                         "cache: 1M, 128K or a number (K = 1024); default 1M")] = None,
+    batch: Annotated[Optional[int], typer.Option("--batch", "-B", help="sequences B (prefill, decode and KV cache); "
+                                                 "default 1")] = None,
+    seq: Annotated[Optional[str], typer.Option("--seq", "-T", help="prefill tokens T: the prefill pass's FLOPs and "
+                                               "its activation peak (one chunk); default 4096")] = None,
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache bytes in this dtype instead of the "
                                                     "code's: fp8, bf16, fp16, fp32, int8, fp4 or a torch dtype "
                                                     "name")] = None,
@@ -73,8 +74,11 @@ def cost(
     from .render.cost import compare_table, cost_tables
 
     with handled(debug):
-        L = parse_tokens(context, "--context")
-        T = parse_tokens(seq, "--seq")
+        given = [f for f, v in (("--context", context), ("--seq", seq), ("--batch", batch),
+                                ("--every-block", every_block), ("--kernel-rules", kernel_rules)) if v]
+        L = parse_tokens(context or "1M", "--context")
+        T = parse_tokens(seq or "4096", "--seq")
+        batch = 1 if batch is None else batch
         if batch < 1 or T < 1:
             raise ArchvizError(f"--batch {batch} --seq {seq}: both must be at least 1",
                                hint="e.g. --batch 1 --seq 4096")
@@ -99,6 +103,18 @@ def cost(
                 continue
             extra = dict(model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
                          trust_remote_code=trust_remote_code, quantized=quantized) if i == 0 else {}
+            if is_records_file(src):  # written by `archviz cost -o`: rendered again, nothing rebuilt
+                over = given + [f for f, v in (("--config", cfg), ("--set", sets)) if v]
+                if over:
+                    raise ArchvizError(f"{src}: its cost is already counted, so {', '.join(over)} cannot apply",
+                                       hint="give the model source to count it again with them, or drop them")
+                record = read_records(src)
+                if not record.extra("cost"):
+                    raise ArchvizError(f"{src}: these records carry no cost",
+                                       hint="write them with `archviz cost SOURCE -o FILE`, or give the model source")
+                reports.append(cost_report(record, asked))
+                records.append(record)
+                continue
             with spinner(f"cost of {src} on meta"):
                 record = measure(src, config=cfg, overrides=_parse_sets(sets), **extra, **common)
             records.append(record)

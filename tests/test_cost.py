@@ -455,6 +455,21 @@ def test_records_written_with_per_module_flops(archviz_cli, tmp_path):
     assert cost["prefill"]["calls"]["model.layers.1.self_attn.q_proj"] == 1
 
 
+def test_records_file_renders_again_without_a_rebuild(archviz_cli, tmp_path):
+    out = tmp_path / "cost.json"
+    first = _cost(archviz_cli, "hf:llama", *_sets(TINY["llama"]), "--seq", 64, "--context", 512, "-o", out)
+    again = _cost(archviz_cli, out)
+    assert again == first
+    fp8 = _cost(archviz_cli, out, "--kv-dtype", "fp8")  # the element size asked, the layout the code's
+    assert fp8["kv"]["per_token"] == first["kv"]["per_token"] / 4  # float32 caches, 1 byte asked
+    plain = tmp_path / "plain.json"
+    assert archviz_cli("walk", "hf:llama", *_sets(TINY["llama"]), "-o", plain).returncode == 0
+    p = archviz_cli("cost", plain)
+    assert p.returncode == 2 and "carry no cost" in p.stderr
+    p = archviz_cli("cost", out, "--context", "2K")  # counted at 512: refused, never ignored
+    assert p.returncode == 2 and "--context cannot apply" in p.stderr
+
+
 def test_cost_renderer_and_report_do_not_import_torch():
     code = ("import sys\nimport archviz.render.cost, archviz.cost.report\n"
             "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)[:3]\nprint('ok')")

@@ -73,9 +73,12 @@ def cost_tables(r: Any) -> Group:
         head.add_row("  split", "", _split(d))
     kv = r.kv
     dt = f"in {kv.asked} (--kv-dtype)" if kv.asked else ("in " + ", ".join(kv.dtypes) if kv.dtypes else "")
-    head.add_row("KV cache per token", nbytes(kv.per_token), safe(dt))
-    head.add_row(f"KV cache at B={r.batch}, L={tokens(r.context)}", nbytes(kv.at_context),
-                 f"of which {nbytes(kv.fixed)} fixed (windows, states)" if kv.fixed else "")
+    if kv.source is None:
+        head.add_row("KV cache", "—", "no cache found (reference models: buffers; transformers: DynamicCache)")
+    else:
+        head.add_row("KV cache per token", nbytes(kv.per_token), safe(dt))
+        head.add_row(f"KV cache at B={r.batch}, L={tokens(r.context)}", nbytes(kv.at_context),
+                     f"of which {nbytes(kv.fixed)} fixed (windows, states)" if kv.fixed else "")
     m = r.memory
     head.add_row("weights", nbytes(m.weights), safe(" · ".join(f"{k} {nbytes(v)}" for k, v in m.weights_by_dtype)))
     head.add_row("activation peak", nbytes(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens")
