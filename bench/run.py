@@ -231,6 +231,68 @@ def diff_fixture() -> dict:
         seconds, result = _timed(lambda: diff(a, b))
     return {"seconds": seconds, "read_seconds": read_s, "modules": a.summary.modules + b.summary.modules,
             "entries": len(result.folded), "changed_modules": len(result.nodes)}
+# -- issue 20: cost (FLOPs, KV cache, memory) at L = 1M beside the meta pass at T = 128 and FlopCounterMode ----------
+
+def _cost(spec: str, config: str | None) -> dict:
+    from archviz.cost.measure import measure
+    from archviz.cost.report import cost_report
+
+    if spec.startswith("hf:"):
+        archviz_build_warm()
+    seconds, rec = _timed(lambda: measure(spec, config=config, batch=1, seq=128, context=1 << 20))
+    r = cost_report(rec)
+    return {"seconds": seconds, "prefill_tflop": r.prefill.flops / 1e12,
+            "decode_tflop": r.decode.flops / 1e12 if r.decode else None, "kv_bytes_per_token": r.kv.per_token,
+            "unknown": len(r.prefill.unknown) + (len(r.decode.unknown) if r.decode else 0)}
+
+
+def archviz_build_warm() -> None:
+    """Import transformers' modeling code outside the timing (the bare builds do the same)."""
+    import archviz
+
+    archviz.build("hf:llama", overrides={"num_hidden_layers": 1})
+
+
+@case("archviz cost at L=1M: V3-size fixture")
+def cost_fixture() -> dict:
+    return _cost(*V3_FIXTURE)
+
+
+@case("archviz cost at L=1M: transformers deepseek_v3")
+def cost_hf_v3() -> dict:
+    return _cost("hf:deepseek_v3", None)
+
+
+def _flopcounter(spec: str, config: str | None) -> dict:
+    """The peer: torch's FlopCounterMode. A bare meta forward of these models stops at the first `.item()` (meta
+    has no values), so it runs around archviz's meta pass, whose policy answers them, with every block run (it
+    cannot see blocks answered from the memo)."""
+    import archviz
+    from archviz.shapes import trace_shapes
+    from archviz.walk import walk
+    from torch.utils.flop_counter import FlopCounterMode
+
+    if spec.startswith("hf:"):
+        archviz_build_warm()
+
+    def run():
+        built = archviz.build(spec, config=config)
+        record = walk(built)
+        with FlopCounterMode(display=False) as counter:
+            trace_shapes(built, record, batch=1, seq=128, memo=False)
+        return counter.get_total_flops()
+    seconds, total = _timed(run)
+    return {"seconds": seconds, "prefill_tflop": total / 1e12}
+
+
+@case("FlopCounterMode around the meta pass at T=128: V3-size fixture")
+def flopcounter_fixture() -> dict:
+    return _flopcounter(*V3_FIXTURE)
+
+
+@case("FlopCounterMode around the meta pass at T=128: transformers deepseek_v3")
+def flopcounter_hf_v3() -> dict:
+    return _flopcounter("hf:deepseek_v3", None)
 
 
 def run_case(name: str) -> dict:
@@ -254,6 +316,13 @@ GROUPS = [
      "goal: ≤ 10 s and ≤ 30 MB for the fixture"),
     ("Issue 21 — diff of two V3-size records files (seconds: the diff of the records; read_seconds: reading the two "
      "files before it)", ["archviz diff: two V3-size records files"], "goal: ≤ 2 s"),
+    ("Issue 20 — cost (prefill at T=128, decode and KV cache at L=1M) vs the meta pass at T=128 (walk --shapes) and "
+     "FlopCounterMode", [
+         "archviz walk --shapes: V3-size fixture", "archviz cost at L=1M: V3-size fixture",
+         "FlopCounterMode around the meta pass at T=128: V3-size fixture",
+         "archviz walk --shapes: transformers deepseek_v3", "archviz cost at L=1M: transformers deepseek_v3",
+         "FlopCounterMode around the meta pass at T=128: transformers deepseek_v3"],
+     "goal: cost ≤ 1.5× the meta pass above it; ratios here are against the meta pass (walk --shapes) above"),
 ]
 
 
@@ -317,7 +386,7 @@ def main() -> None:
             r = results.get(n)
             if r is None:
                 continue
-            if n.startswith("bare meta build"):
+            if n.startswith("bare meta build") or (title.startswith("Issue 20") and n.startswith("archviz walk")):
                 base = r.get("seconds")
             ratio = (r["seconds"] / base) if base and "seconds" in r else None
             notes = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()

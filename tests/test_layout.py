@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "archviz"
 
 # The pipeline, in order: a module may import from its own stage or any stage before it, never after.
-STAGES = ["vocabulary", "sources", "walk", "shapes", "cost", "group", "checkpoint", "diff", "probe", "render", "cli"]
+STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "render", "cli"]
 VOCABULARY = {"_moved", "outputs", "paths", "records", "errors", "format", "dims", "gcpause"}
 MAX_LINES = 700
 
@@ -193,5 +193,5 @@ def test_python_m_archviz_cli_is_the_console_script():
     p = subprocess.run([sys.executable, "-m", "archviz.cli", "--help"], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr
-    for command in ("summary", "inspect", "walk", "build", "check", "manifest", "probe", "diff"):
+    for command in ("summary", "inspect", "walk", "build", "check", "manifest", "probe", "diff", "cost"):
         assert f" {command} " in p.stdout

@@ -30,24 +30,61 @@ _RULES: dict[str, Callable[..., Any]] = {}
 _GENERIC: dict[str, Callable[..., Any]] = {}
 
 
-def shape_rule(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def shape_rule(*names: str, flops: Callable[..., int] | None = None) -> Callable[[Callable[..., Any]],
+                                                                                 Callable[..., Any]]:
     """Register `fn` as the implementation (and so the shape rule) of the stubbed kernel(s) `names`
-    (qualified: `module.function`)."""
+    (qualified: `module.function`). `flops`, called with the kernel's own arguments, gives its FLOPs per call
+    (`archviz cost`; without it a module calling the kernel has FLOPs that are named unknown)."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         for n in names:
             _RULES[n] = fn
+            if flops is not None:
+                _FLOPS[n] = flops
         return fn
 
     return deco
 
 
+_FLOPS: dict[str, Callable[..., int]] = {}  # qualname or generic kernel name -> FLOPs formula
+
+
+def flops_formula(qualname: str) -> Callable[..., int] | None:
+    """The FLOPs formula of a stubbed kernel: its exact registration's, then a DeepSeek kernel's of the same name."""
+    return _FLOPS.get(qualname) or (_FLOPS.get(qualname.rsplit(".", 1)[-1]) if qualname not in _RULES else None)
+
+
 _META: dict[str, Callable[..., Any]] = {}
 
 
-def _generic(fn: Callable[..., Any]) -> Callable[..., Any]:
-    _GENERIC[fn.__name__] = fn
-    return fn
+def _generic(fn: Callable[..., Any] | None = None, *, flops: Callable[..., int] | None = None) -> Any:
+    """A DeepSeek kernel answering for its name in any stubbed module; `flops`: its FLOPs per call (`archviz cost`)."""
+
+    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
+        _GENERIC[f.__name__] = f
+        if flops is not None:
+            _FLOPS[f.__name__] = flops
+        return f
+
+    return deco(fn) if fn is not None else deco
+
+
+def _gemm_flops(a: torch.Tensor, a_s: Any, b: torch.Tensor, *rest: Any, **kw: Any) -> int:
+    """c[..., N] = a[..., K] @ b[N, K]ᵀ: 2·(rows of a)·K·N (K from a: a packed fp4 b holds K/2 bytes a row)."""
+    return 2 * a.numel() * b.shape[0]
+
+
+def _sparse_attn_flops(q: torch.Tensor, kv: torch.Tensor, attn_sink: Any, topk_idxs: torch.Tensor,
+                       *rest: Any, **kw: Any) -> int:
+    """q [b, m, h, d] against the k listed rows of kv [b, n, d]: scores 2·b·m·h·k·d, and as many for p @ v (every
+    listed slot, -1 ones included: the kernel computes them masked)."""
+    b, m, h, d = q.shape
+    return 4 * b * m * h * topk_idxs.shape[-1] * d
+
+
+def _no_flops(*args: Any, **kwargs: Any) -> int:
+    """Element-wise (quantization, dequantization, Sinkhorn): no multiply-accumulate, as FLOP counters count."""
+    return 0
 
 
 def _meta_of(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -126,7 +163,7 @@ def _pow2_ceil(s: torch.Tensor) -> torch.Tensor:
 # The DeepSeek reference kernels (V3: triton; V4-Flash / V4.1-Flash: tilelang)
 
 
-@_generic
+@_generic(flops=_no_flops)
 def act_quant(x: torch.Tensor, block_size: int = 128, scale_fmt: Any = None, scale_dtype: torch.dtype = torch.float32,
               inplace: bool = False) -> Any:
     """Block-wise fp8 (e4m3) quantization of activations along the last dim: (y fp8 like x, s [..., K/block])."""
@@ -142,7 +179,7 @@ def act_quant(x: torch.Tensor, block_size: int = 128, scale_fmt: Any = None, sca
     return q.flatten(-2), s.to(scale_dtype)
 
 
-@_generic
+@_generic(flops=_no_flops)
 def fp4_act_quant(x: torch.Tensor, block_size: int = 32, inplace: bool = False,
                   scale_dtype: torch.dtype = torch.float8_e8m0fnu) -> Any:
     """Block-wise fp4 (e2m1) quantization along the last dim: (packed [..., K/2], s [..., K/block])."""
@@ -162,7 +199,7 @@ def fp4_act_quant(x: torch.Tensor, block_size: int = 32, inplace: bool = False,
     return pack_fp4(rounded.flatten(-2)), s.to(scale_dtype)
 
 
-@_generic
+@_generic(flops=_no_flops)
 def weight_dequant(x: torch.Tensor, s: torch.Tensor, block_size: int = 128) -> torch.Tensor:
     """fp8 weight [M, N] with block scales -> weight in the default dtype."""
     return (x.float() * _expand_blocks(s, tuple(x.shape))).to(torch.get_default_dtype())
@@ -202,7 +239,7 @@ def _dequant_weight(b: torch.Tensor, b_s: torch.Tensor) -> torch.Tensor:
     return w
 
 
-@_generic
+@_generic(flops=_gemm_flops)
 def fp8_gemm(a: torch.Tensor, a_s: torch.Tensor, b: torch.Tensor, b_s: torch.Tensor,
              scale_dtype: torch.dtype = torch.float32, block_size: int = 128) -> torch.Tensor:
     """c[..., N] = dequant(a)[..., K] @ dequant(b)[N, K]ᵀ, in the default dtype."""
@@ -210,7 +247,7 @@ def fp8_gemm(a: torch.Tensor, a_s: torch.Tensor, b: torch.Tensor, b_s: torch.Ten
     return (a_deq @ _dequant_weight(b, b_s).t()).to(torch.get_default_dtype())
 
 
-@_generic
+@_generic(flops=_gemm_flops)
 def fp4_gemm(a: torch.Tensor, a_s: torch.Tensor, b: torch.Tensor, b_s: torch.Tensor,
              scale_dtype: torch.dtype = torch.float32, act_block_size: int = 128) -> torch.Tensor:
     """c[..., N] = dequant(a fp8)[..., K] @ dequant(b fp4 packed [N, K/2])ᵀ, in the default dtype."""
@@ -218,7 +255,7 @@ def fp4_gemm(a: torch.Tensor, a_s: torch.Tensor, b: torch.Tensor, b_s: torch.Ten
     return (a_deq @ _dequant_weight(b, b_s).t()).to(torch.get_default_dtype())
 
 
-@_generic
+@_generic(flops=_sparse_attn_flops)
 def sparse_attn(q: torch.Tensor, kv: torch.Tensor, attn_sink: torch.Tensor, topk_idxs: torch.Tensor,
                 softmax_scale: float) -> torch.Tensor:
     """Attention of q [b, m, h, d] over the kv rows [b, n, d] listed in topk_idxs [b, m, k] (-1: none), with a
@@ -236,7 +273,7 @@ def sparse_attn(q: torch.Tensor, kv: torch.Tensor, attn_sink: torch.Tensor, topk
     return torch.einsum("bmhk,bmkd->bmhd", p.to(q.dtype).float(), gathered.float()).to(q.dtype)
 
 
-@_generic
+@_generic(flops=_no_flops)
 def hc_split_sinkhorn(mixes: torch.Tensor, hc_scale: torch.Tensor, hc_base: torch.Tensor, hc_mult: int = 4,
                       sinkhorn_iters: int = 20, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Split hyper-connection mixes [..., (2+hc)·hc] into pre [..., hc], post [..., hc] and a Sinkhorn-normalised
@@ -307,7 +344,7 @@ def _hc_split_sinkhorn_meta(mixes, hc_scale, hc_base, hc_mult=4, sinkhorn_iters=
             _empty((*lead, hc_mult, hc_mult), mixes.dtype, mixes))
 
 
-@_generic
+@_generic(flops=lambda x, scale=1.0: x.numel() * max(1, (x.shape[-1] - 1).bit_length()))  # n·log2 n a row
 def hadamard_transform(x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     """fast_hadamard_transform.hadamard_transform: x @ H_n · scale over the last dim (n a power of two)."""
     n = x.shape[-1]

@@ -165,6 +165,8 @@ class BlockMemo:
         for table in (t.assumptions, t.kernels):  # what the block's own forward noted (its hooks record the rest)
             if source in table:
                 table.setdefault(target, {}).update(table[source])
+        if t.on_memo is not None:
+            t.on_memo(source, target)
 
 
 assert FIELD_NAMES[CALLS_FIELD:CALLS_FIELD + 5] == ("calls", "call_sites", "called", "assumptions", "kernels")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -127,9 +127,10 @@ def _any_meta(args: Any) -> bool:
 
 
 class DispatchPolicy(TorchDispatchMode):
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, observer: Callable[..., None] | None = None):
         super().__init__()
         self.p = policy
+        self.observer = observer  # op_observer(func, args, kwargs, out, module path) after every aten op (archviz.cost)
         self._memo: dict = {}
         self._cacheable: dict = {}
 
@@ -152,6 +153,13 @@ class DispatchPolicy(TorchDispatchMode):
         return torch.empty((self._rows(mask), mask.dim()), dtype=torch.long, device="meta")
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = self._answer(func, types, args, kwargs)
+        if self.observer is not None:
+            stack = self.p.tracer.stack
+            self.observer(func, args, kwargs or {}, out, stack[-1] if stack else "")
+        return out
+
+    def _answer(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         p = self.p
         if func in _POLICY_OPS and not _any_meta(args):

@@ -56,13 +56,16 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
                  inputs: tuple[tuple, dict] | None = None, input_specs: list[str] | None = None,
                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None,
                  memo: bool = True,
-                 progress: Callable[[int, int], None] | None = None) -> ModelRecord:
+                 progress: Callable[[int, int], None] | None = None,
+                 op_observer: Callable[..., None] | None = None,
+                 on_memo: Callable[[str, str], None] | None = None) -> ModelRecord:
     """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
     # The pass makes many short-lived meta tensors and records, but no cycles worth a rescan of the model's heap.
     # --quantized: its modules call kernels meta cannot run; the unquantized ones they replaced are put back for it.
     with collector_paused(), built.unquantized() if built.unquantized is not None else nullcontext():
         traced = _trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, input_specs=input_specs,
-                               on_kernel=on_kernel, memo=memo, progress=progress)
+                               on_kernel=on_kernel, memo=memo, progress=progress, op_observer=op_observer,
+                               on_memo=on_memo)
     if built.unquantized is not None:
         info = traced.extra("shapes")
         traced = traced.with_extra("shapes", {**info, "notes": [
@@ -74,13 +77,15 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
 def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: int | None,
                   inputs: tuple[tuple, dict] | None, input_specs: list[str] | None,
                   on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool,
-                  progress: Callable[[int, int], None] | None) -> ModelRecord:
+                  progress: Callable[[int, int], None] | None, op_observer: Callable[..., None] | None = None,
+                  on_memo: Callable[[str, str], None] | None = None) -> ModelRecord:
     from ..walk.spans import Spans
 
     B, T, clean = choose_dims(record, batch, seq)
     spans = Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display)
     tracer.on_kernel = on_kernel
+    tracer.on_memo = on_memo
     if inputs is not None:
         base = inputs
     else:
@@ -124,7 +129,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         def warned(text: str) -> None:
             notes.append(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'}: {text}")
 
-        with warnings_noted(warned), torch.no_grad(), torch.device("meta"), DispatchPolicy(tracer.policy), \
+        with warnings_noted(warned), torch.no_grad(), torch.device("meta"), \
+                DispatchPolicy(tracer.policy, op_observer), \
                 TolistPolicy(tracer.policy), cache_off(built.model) if built.kind == "hf" else nullcontext(), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
                                  lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):

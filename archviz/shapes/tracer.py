@@ -76,6 +76,9 @@ class Tracer:
         self.fired = 0
         # Called after every stubbed kernel call: (module path, kernel, args, kwargs, result). The probe logs them.
         self.on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None
+        # Called when a repeated block is answered from the memo: (path that ran, path answered). archviz.cost copies
+        # the FLOPs of the one that ran, as BlockMemo copies its calls.
+        self.on_memo: Callable[[str, str], None] | None = None
 
     # -- assumptions and kernels are noted on the module running now, with the user's file:line
     def _where(self) -> str:

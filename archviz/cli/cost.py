@@ -1,0 +1,163 @@
+"""`archviz cost SOURCE [SOURCE2]`: FLOPs of a prefill and of one decode step at a context length, KV cache bytes,
+serving and training memory, counted from the code in one meta pass each (registers itself on the CLI)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import ArchvizError
+from .app import app
+from .common import (
+    ConfigOpt,
+    DebugOpt,
+    JsonOpt,
+    ModelClassOpt,
+    QuantizedOpt,
+    RankOpt,
+    SetOpt,
+    TokenizerOpt,
+    TrustRemoteCodeOpt,
+    WorldSizeOpt,
+    _parse_sets,
+    atomic_write,
+    emit_json,
+    flag,
+    handled,
+    is_records_file,
+    out,
+    read_records,
+    spinner,
+)
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_tokens(text: str, flag_name: str) -> int:
+    """'1M' -> 1,048,576; '128K' -> 131,072; '4096' -> 4096 (K and M are binary, as context lengths are quoted)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)\s*", text or "")
+    if not m:
+        raise ArchvizError(f"{flag_name} {text!r} is not a token count",
+                           hint=f"write e.g. {flag_name} 1M, 128K or 4096 (K = 1024, M = 1024²)")
+    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+@app.command()
+def cost(
+    source: Annotated[str, typer.Argument(help="hf:<model_type> | config.json | model folder | model.py | "
+                                               "package.module:callable")],
+    source2: Annotated[Optional[str], typer.Argument(help="a second model, shown beside the first with a ratio "
+                                                          "column (B / A)")] = None,
+    config: ConfigOpt = None,
+    config2: Annotated[Optional[str], typer.Option("--config2", help="config.json of SOURCE2 (a reference "
+                                                                     "model.py)")] = None,
+    set_: SetOpt = None,
+    set2: Annotated[Optional[list[str]], typer.Option("--set2", help="override a config field of SOURCE2: "
+                                                                     "key=value (repeatable)")] = None,
+    model_class: ModelClassOpt = None,
+    tokenizer: TokenizerOpt = None,
+    world_size: WorldSizeOpt = None,
+    rank: RankOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    quantized: QuantizedOpt = False,
+    context: Annotated[Optional[str], typer.Option("--context", "-L", help="context length L of the decode step and the KV "
+                                         "cache: 1M, 128K or a number (K = 1024); default 1M")] = None,
+    batch: Annotated[Optional[int], typer.Option("--batch", "-B", help="sequences B (prefill, decode and KV cache); "
+                                                 "default 1")] = None,
+    seq: Annotated[Optional[str], typer.Option("--seq", "-T", help="prefill tokens T: the prefill pass's FLOPs and "
+                                               "its activation peak (one chunk); default 4096")] = None,
+    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache bytes in this dtype instead of the "
+                                                    "code's: fp8, bf16, fp16, fp32, int8, fp4 or a torch dtype "
+                                                    "name")] = None,
+    kernel_rules: Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
+                                                        "(and FLOPs: shape_rule(name, flops=...))")] = None,
+    every_block: Annotated[bool, flag("--every-block", help="run every repeated layer, MoE block and expert "
+                                      "instead of answering identical ones from the first that ran")] = False,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write SOURCE's records, with the "
+                                                  "cost extra (per-module FLOPs), to this JSON file")] = None,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """What a token costs, from the code: prefill FLOPs at (B, T) and decode FLOPs for one new token at context L
+    (per layer kind and module, attention/MLP split; routed experts counted for the tokens the policy routes them),
+    KV cache bytes per token and at (B, L) from the caches the code keeps, and memory to serve (weights + KV +
+    activation peak of one prefill chunk) and to train (weights, gradients, Adam states). `archviz cost
+    hf:deepseek_v3 --context 1M`; two sources: side by side with B / A."""
+    from ..cost.kv import kv_dtype_name
+    from ..cost.measure import measure
+    from ..cost.report import cost_report, report_json
+    from ..render.cost import compare_table, cost_tables
+
+    with handled(debug):
+        given = [f for f, v in (("--context", context), ("--seq", seq), ("--batch", batch),
+                                ("--every-block", every_block), ("--kernel-rules", kernel_rules)) if v]
+        L = parse_tokens(context or "1M", "--context")
+        T = parse_tokens(seq or "4096", "--seq")
+        batch = 1 if batch is None else batch
+        if batch < 1 or T < 1:
+            raise ArchvizError(f"--batch {batch} --seq {seq}: both must be at least 1",
+                               hint="e.g. --batch 1 --seq 4096")
+        asked = None
+        if kv_dtype is not None:
+            asked = kv_dtype_name(kv_dtype)
+            if asked is None:
+                raise ArchvizError(f"--kv-dtype {kv_dtype!r} is not a dtype archviz knows",
+                                   hint="give fp8, bf16, fp16, fp32, int8, fp4 or a torch dtype name")
+        if source2 is None and (config2 or set2):
+            raise ArchvizError("--config2/--set2 apply to SOURCE2, which was not given",
+                               hint="give a second source, or drop them")
+        if kernel_rules:
+            from ..shapes.kernels import load_rules_file
+
+            load_rules_file(kernel_rules)
+        common: dict[str, Any] = dict(batch=batch, seq=T, context=L, every_block=every_block)
+        reports = []
+        records = []
+        for i, (src, cfg, sets) in enumerate(((source, config, set_), (source2, config2, set2))):
+            if src is None:
+                continue
+            extra = dict(model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
+                         trust_remote_code=trust_remote_code, quantized=quantized) if i == 0 else {}
+            if is_records_file(src):  # written by `archviz cost -o`: rendered again, nothing rebuilt
+                over = given + [f for f, v in (("--config", cfg), ("--set", sets)) if v]
+                if over:
+                    raise ArchvizError(f"{src}: its cost is already counted, so {', '.join(over)} cannot apply",
+                                       hint="give the model source to count it again with them, or drop them")
+                record = read_records(src)
+                if not record.extra("cost"):
+                    raise ArchvizError(f"{src}: these records carry no cost",
+                                       hint="write them with `archviz cost SOURCE -o FILE`, or give the model source")
+                reports.append(cost_report(record, asked))
+                records.append(record)
+                continue
+            with spinner(f"cost of {src} on meta"):
+                record = measure(src, config=cfg, overrides=_parse_sets(sets), **extra, **common)
+            records.append(record)
+            reports.append(cost_report(record, asked))
+        if output:
+            from ..records import dumps
+
+            atomic_write(output, dumps(records[0]) + "\n")
+        if json_:
+            if len(reports) == 1:
+                emit_json(report_json(reports[0]))
+            else:
+                a, b = (report_json(x) for x in reports)
+                emit_json({"a": a, "b": b, "ratio": _ratios(reports[0], reports[1])})
+            return
+        if len(reports) == 1:
+            out.print(cost_tables(reports[0]))
+        else:
+            out.print(compare_table(*reports))
+
+
+def _ratios(a: Any, b: Any) -> dict[str, float | None]:
+    def r(x: float | None, y: float | None) -> float | None:
+        return None if x is None or y is None or not x else y / x
+
+    return {"prefill_flops": r(a.prefill.flops, b.prefill.flops),
+            "decode_flops": r(a.decode.flops if a.decode else None, b.decode.flops if b.decode else None),
+            "kv_per_token": r(a.kv.per_token, b.kv.per_token), "kv_at_context": r(a.kv.at_context, b.kv.at_context),
+            "weights": r(a.memory.weights, b.memory.weights), "serving": r(a.memory.serving, b.memory.serving)}

@@ -1,0 +1,182 @@
+"""KV cache: what the model's code keeps per sequence, per token and at a context length, per layer.
+
+Reference models (DeepSeek's style) register their caches as buffers sized by the runtime limits `max_batch_size`
+and `max_seq_len`: the cost build sets both to values no width of the config equals, so a buffer whose first dim is
+the batch limit is per-sequence state, and a dim equal to `max_seq_len // r` is a cache that keeps one slot every r
+tokens (r = 1: every token; a compressed cache: r = its compression ratio); a buffer whose other dims are fixed
+(a sliding window, a compressor's pending group) keeps that much whatever the context.
+
+transformers models keep what their cache layers (`DynamicCache(config=...)`, one layer object per decoder layer)
+hold after prefills on meta of two lengths: every tensor a layer holds (into its dicts: DeepSeek-V4's compressed
+caches), a dim that grew by d over the t1 − t0 tokens keeping a slot every (t1 − t0) / d tokens (full attention: 1;
+a compressed cache: its rate), the rest fixed (a sliding window, a group still being compressed).
+
+An entry is JSON-able: bytes at (B, L) = B × width × slots(L) × element bytes, slots(L) = L // ratio, or `slots`
+for a fixed one. `--kv-dtype` replaces the element size with the asked dtype's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+_ELEMENT_BYTES = {"float64": 8, "float32": 4, "complex64": 8, "complex128": 16, "bfloat16": 2, "float16": 2,
+                  "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
+                  "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e8m0fnu": 1, "float8_e4m3fnuz": 1,
+                  "float8_e5m2fnuz": 1, "float4_e2m1fn_x2": 1}
+KV_DTYPES = {"fp8": "float8_e4m3fn", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "int8": "int8",
+             "fp4": "float4_e2m1fn_x2"}
+
+
+MAX_RATIO = 1024  # the largest compression ratio a cache dim is read as (DeepSeek-V4: 4 and 128)
+
+
+def element_bytes(dtype: str) -> float:
+    """Bytes a value of `dtype` takes (fp4 packs two per byte: 0.5)."""
+    if dtype == "float4_e2m1fn_x2":
+        return 0.5
+    return float(_ELEMENT_BYTES.get(dtype, 0) or 0)
+
+
+def kv_dtype_name(text: str) -> str | None:
+    """--kv-dtype: a short name (fp8, bf16, fp16, fp32, int8, fp4) or a torch dtype name; None if neither."""
+    t = text.strip().lower().replace("torch.", "")
+    t = KV_DTYPES.get(t, t)
+    return t if t in _ELEMENT_BYTES else None
+
+
+def _layer_of(path: str, layer_list: str | None) -> int | None:
+    if not layer_list:
+        return None
+    prefix = layer_list + "."
+    if not path.startswith(prefix):
+        return None
+    head = path[len(prefix):].split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def reference_entries(record: Any, max_batch: int, max_seq: int, layer_list: str | None) -> list[dict[str, Any]]:
+    """Per-sequence buffers of a reference model built with max_batch_size=max_batch, max_seq_len=max_seq."""
+    out = []
+    for m in record.modules:
+        for t in m.tensors:
+            if t.kind != "buffer" or len(t.shape) < 2 or t.shape[0] != max_batch:
+                continue
+            rest = [int(d) for d in t.shape[1:]]
+            ratio = None
+            for r in range(1, MAX_RATIO + 1):
+                if rest[0] == max_seq // r and rest[0]:
+                    ratio = r
+                    break
+            # elements per slot: the dims after the slot dim; a fixed buffer: all its dims after the batch
+            width = 1
+            for d in rest[1:]:
+                width *= d
+            per_element = t.bytes / max(1, t.storage_elements)
+            out.append({"path": m.path, "name": t.name, "layer": _layer_of(m.path, layer_list), "dtype": t.dtype,
+                        "element_bytes": per_element, "width": width,
+                        "ratio": ratio, "slots": None if ratio else rest[0],
+                        "what": ("cache: a slot every token" if ratio == 1 else
+                                 f"cache: a slot every {ratio} tokens" if ratio else
+                                 "fixed per sequence (a window or pending state)")})
+    return out
+
+
+def _leaves(layer: Any) -> Any:
+    """(name, container, key, value) of every value a cache layer holds, into its dicts and lists
+    (DeepSeek-V4's layers keep {"compressor": tensor, "indexer": tensor} dicts and counts)."""
+    def walk(container: Any, key: Any, v: Any, name: str) -> Any:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                yield from walk(v, k, x, f"{name}.{k}")
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                yield from walk(v, i, x, f"{name}.{i}")
+        else:
+            yield name, container, key, v
+
+    for name, v in list(vars(layer).items()):
+        if not name.startswith("_"):
+            yield from walk(vars(layer), name, v, name)
+
+
+def _grown(a: Any, b: Any) -> tuple[int, int] | None:
+    """(dim, growth) where tensor b (a later prefill) is longer than a in one dim; None if none grew."""
+    if tuple(a.shape) == tuple(b.shape) or a.dim() != b.dim():
+        return None
+    diff = [(j, int(y) - int(x)) for j, (x, y) in enumerate(zip(a.shape, b.shape)) if x != y]
+    return diff[-1] if len(diff) == 1 and diff[0][1] > 0 else None
+
+
+def cache_entries(short: Any, long: Any, t0: int, t1: int, layer_path: Any) -> list[dict[str, Any]]:
+    """What each layer of a transformers cache holds, from two prefills on meta of t0 < t1 tokens (t1 − t0 a
+    multiple of every compression rate): a tensor whose dim grew by d over the t1 − t0 tokens keeps a slot every
+    (t1 − t0) / d tokens; one that did not grow is fixed (a sliding window, a group still being compressed)."""
+    import torch
+
+    out = []
+    for i, (a_layer, b_layer) in enumerate(zip(getattr(short, "layers", ()), getattr(long, "layers", ()))):
+        later = {name: v for name, _, _, v in _leaves(b_layer)}
+        for name, _, _, v in _leaves(a_layer):
+            if not isinstance(v, torch.Tensor) or v.dim() < 2 or not isinstance(later.get(name), torch.Tensor):
+                continue
+            shape = [int(d) for d in v.shape]
+            grown = _grown(v, later[name])
+            ratio = None
+            width = math.prod(shape[1:])
+            if grown is not None:
+                j, d = grown
+                ratio = (t1 - t0) // d if (t1 - t0) % d == 0 else (t1 - t0) / d
+                width = math.prod(x for k, x in enumerate(shape[1:], 1) if k != j)
+            dtype = str(v.dtype).replace("torch.", "")
+            window = getattr(a_layer, "sliding_window", None)
+            out.append({"path": layer_path(i), "name": f"{type(a_layer).__name__}.{name}", "layer": i,
+                        "dtype": dtype, "element_bytes": element_bytes(dtype), "width": width,
+                        "ratio": ratio, "slots": None if ratio else 1,
+                        "what": ("cache: a slot every token" if ratio == 1 else
+                                 f"cache: a slot every {ratio:g} tokens" if ratio else
+                                 f"fixed per sequence (window {window})" if window and name in ("keys", "values")
+                                 else "fixed per sequence (state)")})
+    return out
+
+
+def stretch(short: Any, long: Any, t0: int, t1: int, context: int) -> None:
+    """Set `short` (filled by a t0-token prefill) to what it would hold after `context` tokens: every tensor dim and
+    count that grew between the two prefills grows on at its rate, on meta."""
+    import torch
+
+    for a_layer, b_layer in zip(short.layers, long.layers):
+        later = {name: v for name, _, _, v in _leaves(b_layer)}
+        for name, container, key, v in _leaves(a_layer):
+            w = later.get(name)
+            if isinstance(v, torch.Tensor) and isinstance(w, torch.Tensor):
+                grown = _grown(v, w)
+                if grown is None:
+                    continue
+                j, d = grown
+                shape = list(v.shape)
+                shape[j] = int(shape[j]) + _more(t0, t1, d, context)
+                container[key] = torch.empty(shape, dtype=v.dtype, device="meta")
+            elif isinstance(v, int) and not isinstance(v, bool) and isinstance(w, int) and w > v:
+                container[key] = v + _more(t0, t1, w - v, context)
+
+
+def _more(t0: int, t1: int, d: int, context: int) -> int:
+    """Slots a cache growing d every t1 − t0 tokens adds from t0 to `context` tokens."""
+    r = (t1 - t0) / d
+    if r == int(r):
+        return context // int(r) - t0 // int(r)
+    return round((context - t0) / r)
+
+
+def entry_bytes(e: dict[str, Any], batch: int, context: int, element: float | None = None) -> float:
+    """Bytes the entry holds for `batch` sequences at `context` tokens (element size overridden by `element`)."""
+    size = e["element_bytes"] if element is None else element
+    slots = context // e["ratio"] if e["ratio"] else e["slots"]
+    return batch * e["width"] * slots * size
+
+
+def per_token_bytes(e: dict[str, Any], element: float | None = None) -> float:
+    """Bytes one more token adds, per sequence (0 for a fixed entry)."""
+    size = e["element_bytes"] if element is None else element
+    return e["width"] * size / e["ratio"] if e["ratio"] else 0.0

@@ -1,0 +1,237 @@
+"""`archviz cost`: build the model on meta, run the prefill pass at (B, T) and a decode step at context L with the
+FLOPs counter and activation tracker on, read the KV cache the code keeps, and attach it all to the records
+(`extras["cost"]`, JSON-able, read by archviz.cost.report and the renderers).
+
+Decode at context L: a reference model runs `forward(tokens[B, 1], start_pos=L)`, built with `max_seq_len` and
+`max_batch_size` large enough (its caches are meta buffers: no memory, whatever L); a transformers model runs
+`forward(input_ids[B, 1], past_key_values=cache, use_cache=True)` with the cache its own code filled on meta in a
+short prefill, each layer's tensors then stretched to L tokens along the dims that grew between two prefills. Meta
+shapes cost the same at L = 1M as at L = 128: nothing here loops over positions.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from ..errors import ArchvizError, ShapeError, SourceError
+from .flops import FlopCounter, exact_routing, module_paths
+from .kv import MAX_RATIO, cache_entries, reference_entries, stretch
+from .activations import ActivationPeak
+
+CONTEXT_DEFAULT = 1 << 20
+SEQ_DEFAULT = 4096
+
+
+def _config_ints(config: dict[str, Any]) -> set[int]:
+    out: set[int] = set()
+    for v in config.values():
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, int):
+            out.add(v)
+        elif isinstance(v, (list, tuple)):
+            out.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
+    return out
+
+
+def _is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    i = 2
+    while i * i <= n:
+        if n % i == 0:
+            return False
+        i += 1
+    return True
+
+
+def _distinct(lo: int, taken: set[int], ratios: bool = False) -> int:
+    """The first prime ≥ lo that no config int equals (with `ratios`: nor any n // r, r ≤ MAX_RATIO)."""
+    n = max(lo, 2)
+    while True:
+        if _is_prime(n) and n not in taken and not (ratios and any(n // r in taken for r in range(1, MAX_RATIO + 1))):
+            return n
+        n += 1
+
+
+def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None,
+          inputs: tuple | None = None, memo: bool = True, peak: bool = False,
+          paths: dict[int, str] | None = None) -> tuple[Any, FlopCounter, ActivationPeak | None]:
+    from ..shapes import trace_shapes
+
+    fc = FlopCounter(built.model, paths)
+    act = ActivationPeak() if peak else None
+
+    def observe(func: Any, args: tuple, kwargs: dict, out: Any, path: str) -> None:
+        fc.observe(func, args, kwargs, out, path)
+        if act is not None:
+            act.observe(func, args, kwargs, out, path)
+
+    with fc:
+        traced = trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, memo=memo,
+                              op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo)
+    return traced, fc, act
+
+
+def _flops_json(fc: FlopCounter, record: Any, batch: int, tokens: int, start: int) -> dict[str, Any]:
+    flops, calls, unknown = fc.by_path()
+    flops, notes = exact_routing(flops, fc.rows(), record, batch * tokens)
+    return {"B": batch, "T": tokens, "start": start, "flops": flops, "calls": calls,
+            "unknown": {p: list(w) for p, w in unknown.items()}, "notes": notes}
+
+
+def _layer_kinds(record: Any) -> tuple[str | None, dict[int, str]]:
+    layers = (record.extra("grouping") or {}).get("layers") or {}
+    kinds: dict[int, str] = {}
+    for k in layers.get("kinds", ()):
+        for n in k.get("layers", ()):
+            if isinstance(n, int):
+                kinds[n] = k["name"]
+    return layers.get("path"), kinds
+
+
+def measure(source: str, *, config: str | None = None, overrides: dict[str, Any] | None = None,
+            model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
+            rank: int | None = None, trust_remote_code: bool = False, quantized: bool = False, batch: int = 1,
+            seq: int = SEQ_DEFAULT,
+            context: int = CONTEXT_DEFAULT, every_block: bool = False,
+            progress: Callable[[str], None] | None = None) -> Any:
+    """The records of SOURCE (shapes from the prefill pass, grouped) with `extras["cost"]` filled."""
+    from .. import build
+    from ..group import group
+    from ..sources import BuildOptions, classify
+    from ..walk import walk
+
+    if batch < 1 or seq < 1 or context < 0:
+        raise ArchvizError(f"--batch {batch}, --seq {seq}, --context {context}: batch and seq must be ≥ 1, "
+                           "context ≥ 0", hint="e.g. --batch 1 --seq 4096 --context 1M")
+    say = progress or (lambda text: None)
+    overrides = dict(overrides or {})
+    kind = classify(source, BuildOptions(config=config))
+    notes: list[str] = []
+    build_opts = dict(config=config, model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
+                      trust_remote_code=trust_remote_code, quantized=quantized)
+    limits: tuple[int, int] | None = None
+    say(f"building {source} on meta")
+    if kind == "reference":
+        import json
+
+        try:
+            with open(config or "", encoding="utf-8") as f:
+                file_config = json.load(f)
+        except (OSError, ValueError):
+            file_config = {}
+        taken = _config_ints({**(file_config if isinstance(file_config, dict) else {}), **overrides})
+        # at least 2^20 whatever the context, so that max_seq_len // r (r ≤ MAX_RATIO) clears the config's widths
+        max_seq = _distinct(max(context + 1, seq, 1 << 20, int(overrides.get("max_seq_len", 0) or 0)), taken,
+                            ratios=True)
+        max_batch = _distinct(max(batch, 2, int(overrides.get("max_batch_size", 0) or 0)), taken | {max_seq})
+        try:
+            built = build(source, overrides={**overrides, "max_seq_len": max_seq, "max_batch_size": max_batch},
+                          **build_opts)
+            limits = (max_batch, max_seq)
+            notes.append(f"built with max_seq_len={max_seq:,} and max_batch_size={max_batch} (the runtime limits "
+                         f"that size its caches) so that a decode step at context {context:,} fits; KV figures "
+                         "are per token and at the context asked, from those buffers' layout")
+        except SourceError as e:
+            if "has no field" not in e.message:
+                raise
+            built = build(source, overrides=overrides, **build_opts)
+            notes.append("its ModelArgs has no max_seq_len/max_batch_size: caches read as built")
+    else:
+        built = build(source, overrides=overrides, **build_opts)
+    say("walking modules")
+    record = walk(built)
+
+    say(f"prefill pass at B={batch}, T={seq:,}")
+    paths = module_paths(built.model)
+    traced, fc, act = _pass(built, record, batch=batch, seq=seq, memo=not every_block, peak=True, paths=paths)
+    prefill = _flops_json(fc, traced, batch, seq, 0)
+    traced = group(traced)
+    layer_list, kinds = _layer_kinds(traced)
+
+    decode: dict[str, Any] | None = None
+    kv: dict[str, Any] = {"entries": [], "source": None}
+    ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
+    if built.kind == "reference":
+        kv = {"source": "registered buffers", "entries": reference_entries(traced, *limits, layer_list)
+              if limits else []}
+        import inspect
+
+        try:
+            params = inspect.signature(built.model.forward).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if "start_pos" in params:
+            say(f"decode step at context {context:,}")
+            try:
+                _, fc2, _ = _pass(built, record, inputs=((ids,), {"start_pos": context}), memo=not every_block,
+                                  paths=paths)
+                decode = _flops_json(fc2, traced, batch, 1, context)
+            except ShapeError as e:
+                notes.append(f"no decode step: {e.line()}")
+        else:
+            notes.append(f"{type(built.model).__name__}.forward takes no start_pos: no decode step")
+    elif built.kind == "hf":
+        try:
+            decode, kv = _hf_decode(built, record, traced, batch, context, layer_list, say, not every_block, paths)
+        except ShapeError as e:
+            notes.append(f"no decode step: {e.line()}")
+    else:
+        notes.append("a package.module:callable model: no decode step (archviz knows a cache only for reference "
+                     "models' start_pos and transformers' past_key_values)")
+    cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,
+            "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
+            "activation_peak": act.peak if act is not None else None, "notes": notes}
+    return traced.with_extra("cost", cost)
+
+
+def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, layer_list: str | None,
+               say: Callable[[str], None], memo: bool, paths: dict[int, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A prefill on meta with the model's own cache, its layers stretched to `context` slots, then one token."""
+    try:
+        from transformers import DynamicCache
+    except ImportError as e:  # pragma: no cover - hf sources need transformers
+        raise ShapeError("transformers is not installed", hint="pip install transformers") from e
+    model = built.model
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    config = dict(record.source.config)
+    windows = [v for k, v in config.items() if isinstance(v, int) and not isinstance(v, bool) and
+               ("window" in k or "chunk" in k)]
+    from ..shapes.symbols import _taken
+
+    t0 = _distinct(max([17, *(w + 1 for w in windows)]), _taken(record) | {batch})
+    # a step that every compression rate divides: 4096 and the config's rates that do not divide it
+    step = 4096
+    for k, v in config.items():
+        if any(w in k for w in ("compress", "rate", "ratio")):
+            for x in (v if isinstance(v, list) else v.values() if isinstance(v, dict) else [v]):
+                if isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 4096 and step % x:
+                    step = step * x // math.gcd(step, x)
+    t1 = t0 + step
+    caches = []
+    for n in (t0, t1):
+        cache = DynamicCache(config=cfg)
+        ids = torch.zeros((batch, n), dtype=torch.long, device="meta")
+        say(f"filling the model's cache on meta ({n} tokens)")
+        _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}),
+              memo=memo, paths=paths)
+        caches.append(cache)
+    cache, longer = caches
+    entries = cache_entries(cache, longer, t0, t1, lambda i: f"{layer_list}.{i}" if layer_list else str(i))
+    if not entries:
+        raise ShapeError(f"{type(model).__name__} filled no cache layer on meta", hint="its cache is not a "
+                         "DynamicCache: KV and decode figures are not available")
+    stretch(cache, longer, t0, t1, context)
+    say(f"decode step at context {context:,}")
+    ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
+    _, fc, _ = _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}),
+                     memo=memo, paths=paths)
+    kv = {"source": f"{type(cache).__name__} layers after prefills of {t0} and {t1} tokens on meta", "entries": entries}
+    return _flops_json(fc, traced, batch, 1, context), kv
+
+
+__all__ = ["measure", "CONTEXT_DEFAULT", "SEQ_DEFAULT"]

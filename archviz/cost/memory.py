@@ -1,0 +1,47 @@
+"""Memory to serve and to train: weights, KV cache, the activation peak of one prefill chunk, and Adam states.
+
+The activation peak is measured, not guessed (archviz.cost.activations): during the prefill pass on meta every
+tensor an aten op makes (not a view, not an in-place result, not a gather of a weight) adds its bytes to a running
+total until the tensor is freed, and the peak of that total is the chunk's activation peak -- what a forward under
+`torch.no_grad()` holds at once at (B, T), beside the weights and caches (which exist before the pass and are not
+counted). Blocks answered from the memo make only their outputs;
+their insides peak as the block they were answered from did, one at a time. Allocator padding and fused kernels'
+workspace are not seen; an eager attention's [B, H, T, T] scores are.
+
+Training (`training_bytes`): mixed-precision Adam, the formula of the ZeRO paper (Rajbhandari et al., 2020): the
+weights as stored, gradients of the same size, and 12 bytes a parameter of fp32 optimizer state (a master copy and
+two moments) -- 16 bytes a parameter for bf16 weights; activations (which depend on batch, length and checkpointing)
+are not included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def weight_bytes(record: Any) -> dict[str, int]:
+    """Stored bytes of weights, biases, scales and tables (buffers and second names of tied tensors left out),
+    by dtype."""
+    out: dict[str, int] = {}
+    for m in record.modules:
+        for t in m.tensors:
+            if t.kind in ("weight", "bias", "scale", "table"):
+                out[t.dtype] = out.get(t.dtype, 0) + t.bytes
+    return dict(sorted(out.items()))
+
+
+def training_bytes(record: Any) -> dict[str, Any]:
+    """Weights + gradients + Adam states (see the module's docstring)."""
+    weights = sum(weight_bytes(record).values())
+    params = 0
+    grads = 0
+    for m in record.modules:
+        for t in m.tensors:
+            if t.kind in ("weight", "bias"):
+                params += t.elements
+                grads += t.bytes
+    optimizer = 12 * params
+    return {"weights": weights, "gradients": grads, "optimizer": optimizer, "total": weights + grads + optimizer,
+            "formula": "weights as stored + gradients (same size as the parameters) + 12 B × parameters of fp32 "
+                       "Adam state (master copy, two moments): ZeRO's mixed-precision Adam; activations not "
+                       "included"}

@@ -1,0 +1,255 @@
+"""The cost of a model as small frozen records, derived (a pure function, no torch) from the records' `cost` extra
+that `archviz.cost.measure` attaches. Renderers (archviz/render/cost.py, the site) read these, or the extra itself:
+
+    extras["cost"] = {"batch": B, "seq": T, "context": L,
+                      "prefill" | "decode": {"B", "T", "start", "flops": {module path: own FLOPs over the pass},
+                                             "calls": {path: calls}, "unknown": {path: [reason]}, "notes": [str]},
+                      "kv": {"source": str, "entries": [{"path", "name", "layer", "dtype", "element_bytes", "width",
+                                                         "ratio", "slots", "what"}]},
+                      "layer_list": path | None, "layer_kinds": {layer number: kind name},
+                      "activation_peak": bytes, "notes": [str]}
+
+A module's FLOPs per call are `flops[path] / calls[path]` (own ops only; its subtree's are the sum over the paths
+under it); the site multiplies them by a node's multiplicity as it does parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from .kv import element_bytes, entry_bytes, per_token_bytes
+from .memory import training_bytes, weight_bytes
+
+_ATTENTION = ("attn", "attention", "self_attn", "cross_attn", "mixer", "attn_layer")
+_MLP = ("mlp", "ffn", "moe", "experts", "expert", "feed_forward", "block_sparse_moe", "shared_experts",
+        "shared_expert", "dense")
+
+
+def part_of(path: str, layer_list: str | None = None) -> str:
+    """attention | mlp | other: the outermost name on the path (below the layer) that says which."""
+    rest = path
+    if layer_list and path.startswith(layer_list + "."):
+        rest = path[len(layer_list) + 1:]
+    for name in rest.split("."):
+        low = name.lower()
+        if low in _ATTENTION or low.endswith("attn") or "attention" in low:
+            return "attention"
+        if low in _MLP or low.endswith("mlp") or "expert" in low or low.startswith("ffn") or low.endswith("moe"):
+            return "mlp"
+    return "other"
+
+
+@dataclass(frozen=True, slots=True)
+class KindFlops:
+    kind: str  # the layer kind (grouping's name), or "outside the layers"
+    layers: int
+    flops: int  # all layers of the kind together
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleFlops:
+    path: str  # a module; in a layer: the first layer of its kind's
+    kind: str  # its layer's kind, or "outside the layers"
+    count: int  # layers of the kind (1 outside the layers)
+    flops: int  # the subtree's over the pass, for this one module (× count for the kind)
+    calls: int  # calls of the module itself
+
+
+@dataclass(frozen=True, slots=True)
+class PassCost:
+    batch: int
+    tokens: int  # new tokens in the pass: T for a prefill, 1 for a decode step
+    start: int  # position of the first: 0, or the context L
+    flops: int
+    attention: int
+    mlp: int
+    other: int
+    by_kind: tuple[KindFlops, ...]
+    modules: tuple[ModuleFlops, ...]  # the largest subtrees first (at most 12 shown by renderers)
+    unknown: tuple[tuple[str, tuple[str, ...]], ...]  # modules whose FLOPs cannot be known, and why
+    notes: tuple[str, ...]
+
+    @property
+    def per_token(self) -> float:
+        return self.flops / max(1, self.batch * self.tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class KVEntry:
+    path: str
+    name: str
+    layer: int | None
+    kind: str  # the layer kind
+    dtype: str  # the code's
+    what: str
+    per_token: float  # bytes a token adds, one sequence
+    at_context: float  # bytes at (B, L)
+
+
+@dataclass(frozen=True, slots=True)
+class KVKind:
+    kind: str
+    layers: int
+    per_token: float
+    at_context: float
+
+
+@dataclass(frozen=True, slots=True)
+class KVCost:
+    source: str | None
+    dtypes: tuple[str, ...]  # the code's dtypes of the entries
+    asked: str | None  # --kv-dtype
+    per_token: float  # bytes per token, one sequence
+    at_context: float  # bytes at (B, L)
+    fixed: float  # of which fixed per sequence (windows, states), at B
+    by_kind: tuple[KVKind, ...]
+    entries: tuple[KVEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCost:
+    weights_by_dtype: tuple[tuple[str, int], ...]
+    weights: int
+    kv: float
+    activation_peak: int | None
+    serving: float  # weights + kv + activation peak
+    training: tuple[tuple[str, Any], ...]  # weights, gradients, optimizer, total, formula
+
+
+@dataclass(frozen=True, slots=True)
+class CostReport:
+    name: str
+    spec: str
+    model_class: str
+    batch: int
+    seq: int
+    context: int
+    prefill: PassCost
+    decode: PassCost | None
+    kv: KVCost
+    memory: MemoryCost
+    notes: tuple[str, ...]
+
+
+def _modules(record: Any, subtree: dict[str, int], calls: dict[str, int], layer_list: str | None,
+             kinds: dict[int, str]) -> tuple[ModuleFlops, ...]:
+    """Each layer kind's first layer and its children, and the modules outside the layer list, with FLOPs."""
+    index = record.index()
+    out: list[ModuleFlops] = []
+    counts: dict[str, int] = {}
+    for k in kinds.values():
+        counts[k] = counts.get(k, 0) + 1
+    if layer_list and layer_list in index:
+        seen: set[str] = set()
+        for c in index[layer_list].children:
+            head = c.rsplit(".", 1)[-1]
+            kind = kinds.get(int(head), "layer") if head.isdigit() else "layer"
+            if kind in seen:
+                continue
+            seen.add(kind)
+            n = counts.get(kind, 1)
+            out.append(ModuleFlops(c, kind, n, subtree.get(c, 0), calls.get(c, 0)))
+            for g in index[c].children:
+                if subtree.get(g):
+                    out.append(ModuleFlops(g, kind, n, subtree[g], calls.get(g, 0)))
+    above = set()
+    if layer_list:
+        parts = layer_list.split(".")
+        above = {".".join(parts[:i]) for i in range(len(parts))}
+    stack = [""]
+    while stack:
+        p = stack.pop()
+        for c in index[p].children if p in index else ():
+            if c == layer_list:
+                continue
+            if c in above:
+                stack.append(c)
+            elif subtree.get(c):
+                out.append(ModuleFlops(c, "outside the layers", 1, subtree[c], calls.get(c, 0)))
+    if not layer_list and subtree.get(""):
+        out = [ModuleFlops(c, "outside the layers", 1, subtree[c], calls.get(c, 0))
+               for c in index[""].children if subtree.get(c)]
+    return tuple(out)
+
+
+def _pass_cost(d: dict[str, Any], record: Any, layer_list: str | None, kinds: dict[int, str]) -> PassCost:
+    flops: dict[str, int] = d["flops"]
+    calls: dict[str, int] = d.get("calls", {})
+    parts = {"attention": 0, "mlp": 0, "other": 0}
+    by_kind: dict[str, int] = {}
+    prefix = (layer_list + ".") if layer_list else None
+    for path, n in flops.items():
+        parts[part_of(path, layer_list)] += n
+        kind = "outside the layers"
+        if prefix and path.startswith(prefix):
+            head = path[len(prefix):].split(".", 1)[0]
+            kind = kinds.get(int(head), "layer") if head.isdigit() else kind
+        by_kind[kind] = by_kind.get(kind, 0) + n
+    counts: dict[str, int] = {}
+    for k in kinds.values():
+        counts[k] = counts.get(k, 0) + 1
+    subtree: dict[str, int] = {}
+    for m in reversed(record.modules):
+        subtree[m.path] = flops.get(m.path, 0) + sum(subtree.get(c, 0) for c in m.children)
+    modules = _modules(record, subtree, calls, layer_list, kinds)
+    return PassCost(batch=d["B"], tokens=d["T"], start=d["start"], flops=sum(flops.values()),
+                    attention=parts["attention"], mlp=parts["mlp"], other=parts["other"],
+                    by_kind=tuple(KindFlops(k, counts.get(k, 0), n) for k, n in
+                                  sorted(by_kind.items(), key=lambda kv: -kv[1])),
+                    modules=modules,
+                    unknown=tuple((p, tuple(w)) for p, w in sorted(d.get("unknown", {}).items())),
+                    notes=tuple(d.get("notes", ())))
+
+
+def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:
+    """The cost records of `record` (which must carry the `cost` extra); `kv_dtype` (a torch dtype name) asks the
+    KV cache's bytes in that dtype instead of the code's."""
+    c = record.extra("cost")
+    if not c:
+        raise ValueError("these records carry no cost (run `archviz cost`)")
+    layer_list = c.get("layer_list")
+    kinds = {int(k): v for k, v in (c.get("layer_kinds") or {}).items()}
+    B, L = c["batch"], c["context"]
+    prefill = _pass_cost(c["prefill"], record, layer_list, kinds)
+    decode = _pass_cost(c["decode"], record, layer_list, kinds) if c.get("decode") else None
+    asked = element_bytes(kv_dtype) if kv_dtype else None
+    entries = []
+    by_kind: dict[str, list] = {}
+    for e in c["kv"]["entries"]:
+        layer = e.get("layer")
+        kind = kinds.get(layer, "layer") if layer is not None else "outside the layers"
+        entry = KVEntry(path=e["path"], name=e["name"], layer=layer, kind=kind, dtype=e["dtype"], what=e["what"],
+                        per_token=per_token_bytes(e, asked), at_context=entry_bytes(e, B, L, asked))
+        entries.append(entry)
+        k = by_kind.setdefault(kind, [set(), 0.0, 0.0])
+        k[0].add(layer)
+        k[1] += entry.per_token
+        k[2] += entry.at_context
+    kv = KVCost(source=c["kv"].get("source"), dtypes=tuple(sorted({e.dtype for e in entries})), asked=kv_dtype,
+                per_token=sum(e.per_token for e in entries), at_context=sum(e.at_context for e in entries),
+                fixed=sum(e.at_context for e in entries if not e.per_token),
+                by_kind=tuple(KVKind(k, len(v[0]), v[1], v[2]) for k, v in by_kind.items()),
+                entries=tuple(entries))
+    wb = weight_bytes(record)
+    weights = sum(wb.values())
+    peak = c.get("activation_peak")
+    memory = MemoryCost(weights_by_dtype=tuple(wb.items()), weights=weights, kv=kv.at_context,
+                        activation_peak=peak, serving=weights + kv.at_context + (peak or 0),
+                        training=tuple(training_bytes(record).items()))
+    return CostReport(name=record.source.name, spec=record.source.spec, model_class=record.source.model_class,
+                      batch=B, seq=c["seq"], context=L, prefill=prefill, decode=decode, kv=kv, memory=memory,
+                      notes=tuple(c.get("notes", ())))
+
+
+def report_json(r: CostReport) -> dict[str, Any]:
+    """The report as JSON-able data (what `archviz cost --json` prints), with the derived per-token figures."""
+    d = dataclasses.asdict(r)
+    for key, p in (("prefill", r.prefill), ("decode", r.decode)):
+        if p is not None:
+            d[key]["per_token"] = p.per_token
+            d[key]["unknown"] = [{"path": path, "why": list(w)} for path, w in p.unknown]
+    d["memory"]["weights_by_dtype"] = dict(r.memory.weights_by_dtype)
+    d["memory"]["training"] = dict(r.memory.training)
+    return d
