@@ -13,7 +13,8 @@ import pytest
 import transformers
 
 from archviz.cli import atomic_write
-from archviz.records import SCHEMA
+from archviz.records import SCHEMA, loads, to_json_dict
+from archviz.records import SCHEMA_V2
 
 TESTS = Path(__file__).resolve().parent
 DSV3 = TESTS / "fixtures" / "dsv3like"
@@ -128,9 +129,10 @@ def test_walk_writes_records_file(results, out_dir):
     r = ok(results["walk"])
     assert r.stdout == ""
     target = out_dir / "out.json"
-    data = json.loads(target.read_text())  # the old content is gone, the new file is whole
+    raw = json.loads(target.read_text())  # the old content is gone, the new file is whole
+    assert raw["schema"] == SCHEMA_V2 == "archviz.records/2" and list(raw)[0] == "schema"  # the compact file
+    data = to_json_dict(loads(target.read_text()))  # read back, as version 1 writes each module
     assert data["schema"] == SCHEMA == "archviz.records/1"
-    assert list(data)[0] == "schema"
     assert len(data["modules"]) == data["summary"]["modules"]
     c = json.loads((DSV3 / "config.json").read_text())
     assert data["modules"][0]["path"] == "" and data["source"]["kind"] == "reference"
@@ -143,8 +145,8 @@ def test_walk_writes_records_file(results, out_dir):
 def test_every_block_runs_each_repeated_block_and_records_the_same(results, out_dir):
     ok(results["walk_shapes"])
     ok(results["walk_every_block"])
-    memo = json.loads((out_dir / "shapes.json").read_text())
-    every = json.loads((out_dir / "every.json").read_text())
+    memo = to_json_dict(loads((out_dir / "shapes.json").read_text()))
+    every = to_json_dict(loads((out_dir / "every.json").read_text()))
     c = json.loads((DSV3 / "config.json").read_text())
     # By default the layers after the first of each kind (and every MoE block's experts after the first) are answered
     # from the memo; --every-block runs them all, and no module's shapes, call sites or kernels differ.

@@ -11,6 +11,7 @@ import pytest
 
 import archviz
 from archviz.records import ALIAS, SCHEMA, TABLE, dumps, loads
+from archviz.records import SCHEMA_V2, dumps_compact
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
 
@@ -102,4 +103,33 @@ def test_walk_command_output_is_deterministic_across_processes(archviz_cli):
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
     assert outs[0][0] == outs[1][0]
-    assert json.loads(outs[0][0])["schema"] == SCHEMA
+    assert json.loads(outs[0][0])["schema"] == SCHEMA_V2
+
+
+def test_compact_file_reads_back_equal_and_is_a_fraction_of_version_1(v41_with_shapes):
+    """archviz.records/2 stores each distinct field value once: the same record comes back, from far fewer bytes,
+    and a version 1 file stays readable."""
+    v2 = dumps_compact(v41_with_shapes)
+    v1 = dumps(v41_with_shapes)
+    assert json.loads(v2)["schema"] == SCHEMA_V2 and json.loads(v1)["schema"] == SCHEMA
+    assert loads(v2) == v41_with_shapes == loads(v1)
+    layers = v41_with_shapes.source.config
+    assert dict(layers)["n_layers"] > 4 and len(v2) * 3 < len(v1)
+
+
+@pytest.mark.parametrize("damage", ["parent", "row", "value", "fields"])
+def test_a_damaged_compact_file_is_one_line(v41_record, tmp_path, archviz_cli, damage):
+    d = json.loads(dumps_compact(v41_record))
+    if damage == "parent":
+        d["modules"][3][0] = 99
+    elif damage == "row":
+        d["modules"][2] = d["modules"][2][:4]
+    elif damage == "value":
+        d["modules"][1][5] = 10 ** 6
+    else:
+        d["fields"] = ["class_name"]
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(d))
+    r = archviz_cli("summary", f)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "records" in r.stderr

@@ -97,7 +97,7 @@ def check(
             record = compare(record, inventory, rule_set)
         result = record.extra(EXTRA_KEY)
         if output:
-            from ..records import dumps
+            from ..records import dumps_compact as dumps
 
             atomic_write(output, dumps(record) + "\n")
         if fmt == "json":

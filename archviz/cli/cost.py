@@ -137,7 +137,7 @@ def cost(
             records.append(record)
             reports.append(cost_report(record, asked))
         if output:
-            from ..records import dumps
+            from ..records import dumps_compact as dumps
 
             atomic_write(output, dumps(records[0]) + "\n")
         if json_:

@@ -133,7 +133,7 @@ def walk(
     debug: DebugOpt = False,
 ) -> None:
     """Write the records (versioned JSON schema, docs/records-schema.md) of every module."""
-    from ..records import dumps
+    from ..records import dumps_compact as dumps
 
     with handled(debug):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,

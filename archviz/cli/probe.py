@@ -106,7 +106,7 @@ def probe(
         finally:
             bars.close()
         if output:
-            from ..records import dumps
+            from ..records import dumps_compact as dumps
             from .common import atomic_write
 
             atomic_write(output, dumps(result.record) + "\n")
