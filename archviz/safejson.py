@@ -25,11 +25,14 @@ from archviz.errors import ArchvizError
 
 from .safeio import GZIP_MAGIC, MiB, gunzip_bounded, read_regular
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "JSONLimitError", "check_text", "load_file", "loads", "max_depth"]
+__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_INT_DIGITS", "JSONLimitError", "check_text", "load_config_file",
+           "load_file", "loads", "max_depth"]
 
 #: Deepest nesting accepted: serde_json's limit (it refuses 128 open brackets), so what the safetensors library
 #: reads, archviz reads.
 MAX_DEPTH = 127
+#: Largest config file read (transformers' config.json files are a few KB; the biggest, with label maps, < 1 MB).
+MAX_CONFIG_BYTES = 16 * MiB
 #: Longest integer literal accepted (2**64 has 20 digits; a count, a size or an offset never needs more).
 MAX_INT_DIGITS = 40
 
@@ -113,3 +116,18 @@ def load_file(path: str | os.PathLike[str], *, what: str = "JSON", max_bytes: in
     except UnicodeDecodeError as e:
         raise error(f"{where}: not valid UTF-8 (byte {e.start})", hint="check the file") from None
     return loads(text, where=where, error=error, constants=constants)
+
+
+def load_config_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_CONFIG_BYTES) -> Any:
+    """A model config file (``config.json``): a regular file of at most ``max_bytes``, bounded JSON (``NaN`` and
+    ``Infinity`` allowed: Python's json writes them). Faults are :class:`~archviz.errors.SourceError`."""
+    from archviz.errors import SourceError
+
+    where = os.fspath(path)
+    raw = read_regular(where, max_bytes=max_bytes, what="config", error=SourceError)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SourceError(f"{where}: not a readable JSON config (not UTF-8 at byte {e.start})",
+                          hint="check the file") from None
+    return loads(text, where=f"{where}: not a readable JSON config", error=SourceError, constants=True)

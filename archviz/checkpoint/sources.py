@@ -22,7 +22,9 @@ from pathlib import Path
 from archviz.gcpause import collector_paused
 from archviz.errors import CheckpointError
 
-from .assemble import INDEX_SUFFIX, Progress, assemble, index_shards, natural_key, parse_index
+from archviz.safeio import read_regular
+
+from .assemble import INDEX_SUFFIX, MAX_INDEX_BYTES, Progress, assemble, index_shards, natural_key, parse_index
 from .header import ParsedShard, read_local_shard
 from .manifest import canonical_manifest, decode_json_text, inventory_from_manifest, parse_json_text, read_json_bytes
 from .records import CheckpointInventory
@@ -60,14 +62,29 @@ def _read_shards(folder: Path, names: list[str], progress: Progress | None, wher
     total = len(names)
     for i, name in enumerate(names, 1):
         path = folder / name
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise CheckpointError(
                 f"{where}: shard {name!r} is missing (expected at {path})",
                 hint="download the missing shard, or fix the index",
             )
+        _check_inside(folder, path, name, where)
         out.append(read_local_shard(path, shard=name))
         _report(progress, i, total, name)
     return out
+
+
+def _check_inside(folder: Path, path: Path, name: str, where: str) -> None:
+    """A shard (a symlink, or in a symlinked subfolder) must resolve inside the checkpoint's folder, as a name with
+    ``..`` must not leave it. One exception, the Hugging Face cache: a snapshot folder ``<repo>/snapshots/<rev>``
+    holds symlinks into ``<repo>/blobs``, and those are followed."""
+    real = Path(os.path.realpath(path))
+    base = Path(os.path.realpath(folder))
+    if real.is_relative_to(base):
+        return
+    if base.parent.name == "snapshots" and real.parent == base.parent.parent / "blobs":
+        return
+    raise CheckpointError(f"{where}: shard {name!r} is a symlink to {real}, outside the checkpoint's folder",
+                          hint="copy the shard into the folder, or pass the folder it lives in")
 
 
 def _check_shard_name(name: str, where: str) -> None:
@@ -81,12 +98,7 @@ def _check_shard_name(name: str, where: str) -> None:
 def open_index(path: str | os.PathLike[str], *, progress: Progress | None = None) -> CheckpointInventory:
     """Inventory of a ``*.safetensors.index.json`` and the shards it names (next to it)."""
     where = os.fspath(path)
-    try:
-        data = Path(where).read_bytes()
-    except FileNotFoundError:
-        raise CheckpointError(f"{where}: no such file", hint="check the path") from None
-    except OSError as e:
-        raise CheckpointError(f"{where}: cannot read ({e.strerror})") from None
+    data = read_regular(where, max_bytes=MAX_INDEX_BYTES, what="index", error=CheckpointError)
     weight_map, index_meta = parse_index(data, where)
     names = index_shards(weight_map)
     for name in names:
