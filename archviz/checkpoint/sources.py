@@ -164,23 +164,25 @@ def open_checkpoint(
     progress: Progress | None = None,
     timeout: float = 10.0,
     token: str | bool | None = None,
+    deadline: float | None = None,
 ) -> CheckpointInventory:
     """Read a checkpoint's headers and return its :class:`CheckpointInventory`; never reads tensor data.
 
     ``spec`` is a ``.safetensors`` file, a ``*.safetensors.index.json``, a folder, a header-only manifest
     (``.json``/``.json.gz``) or ``hf://owner/name[@revision]``. ``progress(done, total, label)`` is called after
-    each shard. ``timeout`` (seconds) and ``token`` apply to ``hf://`` only (``token=None`` uses the
+    each shard. ``timeout`` (seconds each request may take, answer included), ``deadline`` (seconds for the whole
+    read; default 30 × ``timeout``) and ``token`` apply to ``hf://`` only (``token=None`` uses the
     logged-in Hugging Face token if any; ``HF_ENDPOINT`` selects the server).
 
     Raises :class:`~archviz.errors.CheckpointError` for anything unusable — missing or damaged files,
     inconsistent indexes, pickle checkpoints, HTTP errors and timeouts.
     """
     with collector_paused():  # ~10 small acyclic objects per tensor
-        return _open(spec, progress, timeout, token)
+        return _open(spec, progress, timeout, token, deadline)
 
 
-def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: float, token: str | bool | None
-          ) -> CheckpointInventory:
+def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: float, token: str | bool | None,
+          deadline: float | None = None) -> CheckpointInventory:
     text = os.fspath(spec)
     if text.startswith(HF_SCHEME):
         try:
@@ -190,7 +192,7 @@ def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: floa
                 f"{text}: reading Hugging Face repositories needs huggingface_hub >= 1.0 ({e})",
                 hint="pip install 'archviz[hf]', or download the checkpoint and pass its folder",
             ) from None
-        return open_hf(text, progress=progress, timeout=timeout, token=token)
+        return open_hf(text, progress=progress, timeout=timeout, token=token, deadline=deadline)
     path = Path(text)
     lower = text.lower()
     if lower.endswith(PICKLE_SUFFIXES) or lower.endswith((".bin.index.json", ".pt.index.json")):
