@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .errors import ArchvizError, ShapeError, one_line
+from .sanitize import json_text
 
 app = typer.Typer(
     name="archviz",
@@ -249,7 +250,7 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text(json.dumps(data, indent=1, ensure_ascii=False)) + "\n")  # sanitize: C1, bidi as escapes
 
 
 def atomic_write(path: str, text: str) -> None:
