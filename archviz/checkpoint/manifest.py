@@ -50,7 +50,7 @@ from typing import Any
 
 from archviz.errors import CheckpointError
 from archviz.safeio import MiB, gunzip_bounded, read_regular
-from archviz.safejson import loads as bounded_loads
+from archviz.safejson import check_text, loads as bounded_loads
 
 from .header import JSON_SPACE, column_kinds, split_entries
 from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, dtype_nbytes
@@ -68,7 +68,7 @@ ARCHVIZ_MANIFEST_FORMAT = "archviz-manifest/1"
 _FORMAT_PREFIX = "archviz-manifest/"
 _GZIP_MAGIC = b"\x1f\x8b"
 #: Largest manifest read (on disk, and once gunzipped): DeepSeek-V3's 91,991 tensors take about 8 MB of JSON.
-MAX_MANIFEST_BYTES = 512 * MiB
+MAX_MANIFEST_BYTES = 256 * MiB
 # Largest element count a shape may describe (the safetensors limit), and so its largest dimension.
 _MAX_NUMEL = 2**64 - 1
 
@@ -492,6 +492,7 @@ def _split_list(raw: bytes, text: str, entry: re.Pattern[str], groups: int, open
         return None
     try:
         obj = json.loads(emptied)
+        check_text(emptied, obj)  # beyond the bounds: the JSON path refuses it and says why
     except (ValueError, RecursionError):
         return None
     if type(obj) is not dict or obj.get("tensors") != ({} if opener == "{" else []):
