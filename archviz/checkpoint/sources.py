@@ -181,10 +181,30 @@ def open_checkpoint(
         return _open(spec, progress, timeout, token, deadline)
 
 
+def _check_endpoint(where: str) -> None:
+    """``HF_ENDPOINT``, when set, must be an http(s) URL with a host (a malformed one made huggingface_hub's import
+    raise a ValueError: an internal error)."""
+    from urllib.parse import urlsplit
+
+    endpoint = os.environ.get("HF_ENDPOINT")
+    if not endpoint:
+        return
+    try:
+        parts = urlsplit(endpoint)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        ok = False
+    if not ok:
+        raise CheckpointError(f"{where}: HF_ENDPOINT {endpoint!r} is not an http(s) URL with a host",
+                              hint="set HF_ENDPOINT to e.g. https://huggingface.co, or unset it")
+
+
 def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: float, token: str | bool | None,
           deadline: float | None = None) -> CheckpointInventory:
     text = os.fspath(spec)
     if text.startswith(HF_SCHEME):
+        _check_endpoint(text)  # before huggingface_hub is imported: it parses HF_ENDPOINT at import
         try:
             from .remote import open_hf  # imports huggingface_hub only when needed
         except ImportError as e:

@@ -116,3 +116,10 @@ def test_ctrl_c_ends_the_command_within_a_second(hub: Hub, tmp_path: Path) -> No
     assert p.returncode == 130, (p.returncode, err)
     assert "interrupted" in err and "Traceback" not in err
     assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("endpoint", ["http://[::1", "not a url", "ftp://example.org", "http://h:99999"])
+def test_malformed_hf_endpoint_is_exit_2(tmp_path: Path, endpoint: str) -> None:
+    """huggingface_hub parses HF_ENDPOINT when imported; a malformed one was an internal error (exit 3)."""
+    r = cli("manifest", "hf://org/x", "-o", tmp_path / "m.json", env={"HF_ENDPOINT": endpoint})
+    refused(r, "HF_ENDPOINT", repr(endpoint), "unset it")
