@@ -212,6 +212,9 @@ def _model_info(repo_id: str, revision: str, endpoint: str, timeout: float, toke
         raise _transport_error(e, where, timeout) from None
     except ValueError as e:  # invalid repo id or revision (huggingface_hub validation)
         raise CheckpointError(f"{where}: {str(e).splitlines()[0]}", hint="write hf://owner/name[@revision]") from None
+    except (RecursionError, LookupError, TypeError, AttributeError) as e:  # a listing huggingface_hub cannot read
+        raise CheckpointError(f"{where}: the server's listing of the repository is not what the Hub sends "
+                              f"({type(e).__name__})", hint="check HF_ENDPOINT") from None
 
 
 def open_hf(
@@ -237,8 +240,9 @@ def open_hf(
         return _model_info(repo_id, requested, endpoint, timeout, token)
 
     info = run_all([("info", listing)], watch, workers=1)["info"]
-    commit = info.sha or requested
-    files = [s.rfilename for s in (info.siblings or [])]
+    commit = info.sha if isinstance(info.sha, str) and info.sha else requested
+    siblings = info.siblings if isinstance(info.siblings, list) else []
+    files = [s.rfilename for s in siblings if isinstance(getattr(s, "rfilename", None), str)]
     client = _Client(repo_id, commit, endpoint, timeout, token, watch)
 
     weight_map = None

@@ -27,6 +27,8 @@ class Hub:
     #: "api" or a file name -> "loris" (one byte every loris_s), "hang" (no answer), "fail" (HTTP 500 at once),
     #: "slow" (the whole answer after slow_s)
     modes: dict[str, str] = field(default_factory=dict)
+    #: the listing's body instead of the real one (a hostile server's JSON)
+    api_body: bytes | None = None
     loris_s: float = 2.0
     slow_s: float = 1.5
     requests: list[str] = field(default_factory=list)
@@ -53,7 +55,7 @@ class _Handler(BaseHTTPRequestHandler):
         if m:
             body = json.dumps({"id": m["repo"], "sha": COMMIT,
                                "siblings": [{"rfilename": n} for n in sorted(hub.files)]}).encode()
-            return self._reply("api", 200, {"Content-Type": "application/json"}, body)
+            return self._reply("api", 200, {"Content-Type": "application/json"}, hub.api_body or body)
         m = _RESOLVE.match(self.path)
         name = m["file"] if m else ""
         data = hub.files.get(name)

@@ -123,3 +123,15 @@ def test_malformed_hf_endpoint_is_exit_2(tmp_path: Path, endpoint: str) -> None:
     """huggingface_hub parses HF_ENDPOINT when imported; a malformed one was an internal error (exit 3)."""
     r = cli("manifest", "hf://org/x", "-o", tmp_path / "m.json", env={"HF_ENDPOINT": endpoint})
     refused(r, "HF_ENDPOINT", repr(endpoint), "unset it")
+
+
+@pytest.mark.parametrize("body", [
+    b"[" * 100_000 + b"]" * 100_000,
+    b'{"id": "org/x", "sha": "' + b"c" * 40 + b'", "siblings": [{"rfilename": 7}, {"x": 1}, 3]}',
+    b'{"id": "org/x", "sha": ' + b"9" * 5000 + b', "siblings": []}',
+    b'{"id": "org/x", "sha": {"a": 1}, "siblings": {"rfilename": "model.safetensors"}}',
+])
+def test_hostile_listing_is_exit_2(hub: Hub, tmp_path: Path, body: bytes) -> None:
+    """The repository listing is the server's JSON, parsed by huggingface_hub: whatever it holds, one line."""
+    hub.api_body = body
+    refused(cli("manifest", "hf://org/x", "-o", tmp_path / "m.json", "--timeout", "5", env=_env(hub)), "hf://org/x")
