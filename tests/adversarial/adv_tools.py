@@ -40,8 +40,8 @@ def entries_text(tensors: dict[str, tuple[str, list[int]]], sizes: dict[str, int
         n = sizes[dtype]
         for d in shape:
             n *= d
-        parts.append(f"{json.dumps(name)}:" + json.dumps({"dtype": dtype, "shape": shape, "data_offsets": [pos, pos + n]},
-                                                        separators=(",", ":")))
+        entry = {"dtype": dtype, "shape": shape, "data_offsets": [pos, pos + n]}
+        parts.append(f"{json.dumps(name)}:" + json.dumps(entry, separators=(",", ":")))
         pos += n
     return "{" + ",".join(parts) + "}", pos
 
