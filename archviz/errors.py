@@ -5,6 +5,8 @@ The library raises these; only the CLI turns them into a message and an exit sta
 
 from __future__ import annotations
 
+from .sanitize import printable
+
 # Exit codes shared by every command.
 EXIT_OK = 0
 EXIT_MISMATCH = 1  # `archviz check`: the model and the checkpoint disagree; `probe`: shapes disagree
@@ -30,8 +32,9 @@ class ArchvizError(Exception):
 
 def one_line(text: str) -> str:
     """`text` with its line breaks folded: a message may quote a multi-line exception (transformers' config
-    validators), and the CLI promises one line."""
-    return " ".join(text.split()) if "\n" in text or "\r" in text else text
+    validators), and the CLI promises one line; any other control character (an escape sequence in a tensor name
+    the message quotes) shown escaped, never sent to the terminal (archviz.sanitize)."""
+    return printable(" ".join(text.split()) if "\n" in text or "\r" in text else text)
 
 
 class SourceError(ArchvizError):

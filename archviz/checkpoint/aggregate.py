@@ -3,22 +3,46 @@ carries its subtree's."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from archviz.records import ModelRecord
 
 from .entries import Entry
 
 
-def _ancestors(path: str) -> Iterable[str]:
-    yield path
-    while path:
-        path = path.rsplit(".", 1)[0] if "." in path else ""
+#: Levels of a checkpoint-only path below the model's own modules that get a module row each (the MTP layer's
+#: ``model.layers.61.shared_head.head`` needs 3). Deeper levels are counted in the deepest row kept, so a hostile
+#: name of 40,000 dots costs 40,000 steps, not 40,000 paths of 40,000 characters.
+EXTRA_DEPTH = 8
+
+
+def _ancestors(path: str, known: Mapping[str, Any] | None = None) -> Iterable[str]:
+    """``path`` and each of its ancestors, ending with ``""``. With ``known`` (the model's module paths, closed
+    under taking a parent): of a path not in it, only the model's modules and at most :data:`EXTRA_DEPTH` levels
+    below them (a truncated path stands for everything under it)."""
+    if known is None or path in known:
         yield path
+        while path:
+            path = path.rsplit(".", 1)[0] if "." in path else ""
+            yield path
+        return
+    kept = [""]
+    extra = 0
+    at = path.find(".")
+    while at != -1 and extra < EXTRA_DEPTH:
+        prefix = path[:at]
+        if prefix not in known:
+            extra += 1
+        kept.append(prefix)
+        at = path.find(".", at + 1)
+    if at == -1 and extra < EXTRA_DEPTH:
+        kept.append(path)
+    yield from reversed(kept)
 
 
 def module_verdicts(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str, Any]]:
     stats: dict[str, list[Any]] = {}
+    order = {m.path: i for i, m in enumerate(record.modules)}
     # [model, checkpoint, ck_only, match, mismatch, missing, ck_explained, ck_unexplained, notes]
     for e in entries:
         path = e.module or ""
@@ -31,7 +55,7 @@ def module_verdicts(record: ModelRecord, entries: list[Entry]) -> dict[str, dict
             note = f"checkpoint-only: {e.kind}"
         elif e.tag:
             note = e.tag
-        for p in _ancestors(path):
+        for p in _ancestors(path, order):
             s = stats.get(p)
             if s is None:
                 s = stats[p] = [0, 0, 0, 0, 0, 0, 0, 0, {}]
@@ -49,7 +73,6 @@ def module_verdicts(record: ModelRecord, entries: list[Entry]) -> dict[str, dict
             elif note is not None and note not in s[8]:
                 s[8]["…"] = None
     out: dict[str, dict[str, Any]] = {}
-    order = {m.path: i for i, m in enumerate(record.modules)}
     for p in sorted(stats, key=lambda p: (order.get(p, len(order)), p)):
         model, ck, ck_only, n_match, n_mis, n_missing, n_expl, n_unexpl, notes = stats[p]
         if n_mis or n_unexpl:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from archviz.errors import CheckpointError
+from archviz.safeio import MiB
+from archviz.safejson import loads as bounded_loads
 
 from .header import ParsedShard
 from .records import CheckpointInventory, TensorInfo
@@ -20,6 +21,8 @@ Progress = Callable[[int, int, str], None]
 _DIGITS = re.compile(r"(\d+)")
 
 INDEX_SUFFIX = ".safetensors.index.json"
+#: Largest index read (local or remote): the same bound as a safetensors header, whose names it lists again.
+MAX_INDEX_BYTES = 100 * MiB
 
 
 def natural_key(name: str) -> tuple[Any, ...]:
@@ -47,19 +50,15 @@ def parse_index(data: bytes, where: str) -> tuple[dict[str, str], dict[str, Any]
     (A name repeated in ``weight_map`` keeps its last shard, as JSON readers do; :func:`assemble` then finds the
     disagreement with the shard headers.)
     """
+    if len(data) > MAX_INDEX_BYTES:
+        raise CheckpointError(f"{where}: index is {len(data):,} bytes, over the {MAX_INDEX_BYTES:,}-byte limit",
+                              hint="this is not a safetensors index; pass the checkpoint's own")
     try:
-        obj = json.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CheckpointError(f"{where}: index is not valid UTF-8 (byte {e.start})", hint="download it again") from None
-    except json.JSONDecodeError as e:
-        raise CheckpointError(
-            f"{where}: index is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})",
-            hint="download it again",
-        ) from None
-    except RecursionError:
-        raise CheckpointError(f"{where}: index is not valid JSON (nested too deeply)") from None
-    except ValueError as e:  # e.g. an integer literal beyond Python's 4300-digit limit
-        raise CheckpointError(f"{where}: index is not valid JSON ({e})", hint="download it again") from None
+    # bounded: nesting, integer size, lone surrogates (archviz.safejson)
+    obj = bounded_loads(text, where=f"{where}: index", error=CheckpointError, hint="download it again")
     if type(obj) is not dict or type(obj.get("weight_map")) is not dict:
         raise CheckpointError(
             f'{where}: index has no "weight_map" object', hint="a safetensors index maps tensor names to shard files"

@@ -42,6 +42,7 @@ from .aggregate import module_verdicts
 from .units import INT_CK, NON_PARAM_LABELS, Unit, model_index, checkpoint_units
 from .mapping import Resolver, choose_ruleset, map_units
 from .compact import compress_names  # noqa: F401 - part of this module's interface since before the split
+from .aggregate import EXTRA_DEPTH  # noqa: F401
 from .units import CK_TO_TORCH  # noqa: F401
 
 __all__ = ["EXTRA_KEY", "CK_TO_TORCH", "compare", "check", "compress_names"]

@@ -29,6 +29,9 @@ from operator import floordiv, getitem, itemgetter, mul, sub
 from typing import Any
 
 from archviz.errors import CheckpointError
+from archviz.safeio import open_regular, read_bounded
+
+from .strict_json import decode_header_json
 
 from .records import DTYPE_BITS, ShardInfo, TensorInfo
 
@@ -47,8 +50,12 @@ __all__ = [
 PREFIX_BYTES = 8
 #: Largest header the safetensors library accepts.
 MAX_HEADER_BYTES = 100_000_000
-# Largest element count a shape may describe (the safetensors library computes it in 64 bits).
+# Largest element count a shape may describe (the safetensors library computes it in 64 bits); also the largest
+# dimension and offset (it reads them as 64-bit unsigned ints).
 _MAX_NUMEL = 2**64 - 1
+#: Longest tensor name accepted, in characters. The safetensors library sets none; archviz does, so that no
+#: name-proportional step (messages, module paths, tables) can be made to cost much: real names have < 300.
+MAX_NAME_CHARS = 65_536
 
 _HINT_CORRUPT = "the file is damaged or not a safetensors file; download it again"
 _HINT_PICKLE = (
@@ -128,14 +135,7 @@ def _text(header: bytes, where: str) -> str:
 
 def _decode(text: str, where: str) -> tuple[dict[str, Any], dict[str, str]]:
     """JSON-decode the header text; split off and check ``__metadata__``."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise _bad(where, f"header is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except RecursionError:
-        raise _bad(where, "header is not valid JSON (nested too deeply)") from None
-    except ValueError as e:  # e.g. an integer literal beyond Python's 4300-digit limit
-        raise _bad(where, f"header is not valid JSON ({str(e).split(';')[0]})") from None
+    obj = decode_header_json(text, where, _bad)
     if type(obj) is not dict:
         raise _bad(where, f"header must be a JSON object, not {type(obj).__name__}")
     metadata: dict[str, str] = {}
@@ -173,6 +173,7 @@ def parse_header(
     text = _text(header, where)
     fast = _canonical_tensors(header, text, shard, data_bytes)
     if fast is not None:
+        _check_name_lengths(fast[0], where)
         return fast
     obj, metadata = _decode(text, where)
     tensors = _fast_tensors(obj, shard, data_bytes)
@@ -181,8 +182,23 @@ def parse_header(
         if dup is not None:
             raise _bad(where, f"tensor {_short(dup)} is listed twice in the header")
         check_entries(obj, data_bytes, where)
-        raise _bad(where, "header failed validation")  # pragma: no cover - check_entries always names the fault
+        tensors = _entry_tensors(obj, shard)  # valid, beyond the bulk path (a shape of rank > 64)
+    _check_name_lengths(tensors, where)
     return tensors, metadata
+
+
+def _check_name_lengths(tensors: dict[str, TensorInfo], where: str) -> None:
+    if tensors and max(map(len, tensors)) > MAX_NAME_CHARS:
+        name = max(tensors, key=len)
+        raise CheckpointError(f"{where}: tensor {_short(name)} has a {len(name):,}-character name, over archviz's "
+                              f"{MAX_NAME_CHARS:,}-character limit",
+                              hint="real checkpoints use names of a few hundred characters; this file is not one")
+
+
+def _entry_tensors(obj: dict[str, Any], shard: str) -> dict[str, TensorInfo]:
+    """Tensors of entries :func:`check_entries` passed, one by one, in header order."""
+    return {name: TensorInfo(name, e["dtype"], tuple(e["shape"]), shard, (e["data_offsets"][0], e["data_offsets"][1]))
+            for name, e in obj.items()}
 
 
 # One tensor entry as the safetensors writers lay it out: no whitespace, keys in this order. Five groups: the
@@ -277,10 +293,12 @@ def _canonical_tensors(
         if not (head.startswith(_META_HEAD) and head.endswith(",")):
             return None
         try:  # the head closed by "}" instead of ",": valid JSON exactly when the whole text is
-            obj = json.loads(head[:-1] + "}")
+            top = json.loads(head[:-1] + "}", object_pairs_hook=_pairs)
         except (ValueError, RecursionError):
             return None
-        meta = _metadata(obj.get("__metadata__")) if type(obj) is dict and len(obj) == 1 else None
+        # one key: a second "__metadata__" (serde refuses it; a dict would keep the last) takes the JSON path
+        meta = _metadata(top[0][1]) if type(top) is list and len(top) == 1 else None
+        meta = dict(meta) if type(meta) is list else meta
         if type(meta) is not dict or set(map(type, meta.values())) - {str}:
             return None
         metadata = meta
@@ -306,6 +324,10 @@ def _canonical_tensors(
     if tensors is None or len(tensors) != n or "__metadata__" in tensors:
         return None  # a name listed twice, or a tensor called __metadata__: the JSON path says what is wrong
     return tensors, metadata
+
+
+def _pairs(items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return items
 
 
 _DTYPE = itemgetter("dtype")
@@ -342,7 +364,7 @@ def _fast_tensors(obj: dict[str, Any], shard: str, data_bytes: int) -> dict[str,
     if max(map(len, shapes)) > _MAX_FAST_RANK:  # long shapes: the entry checker stops at the first overflow
         return None
     dims = list(chain.from_iterable(shapes))
-    if dims and (set(map(type, dims)) != _TYPES_INT or min(dims) < 0):
+    if dims and (set(map(type, dims)) != _TYPES_INT or min(dims) < 0 or max(dims) > _MAX_NUMEL):
         return None
     if set(map(len, offsets)) != _SIZE_2:
         return None
@@ -442,8 +464,9 @@ def check_entries(obj: dict[str, Any], data_bytes: int, where: str) -> None:
         if type(shape) is not list:
             raise _bad(where, f"tensor {_short(name)}: shape must be a list of ints, not {type(shape).__name__}")
         for d in shape:
-            if type(d) is not int or d < 0:
-                raise _bad(where, f"tensor {_short(name)}: shape {_short(shape)} must hold non-negative ints")
+            if type(d) is not int or d < 0 or d > _MAX_NUMEL:
+                raise _bad(where, f"tensor {_short(name)}: shape {_short(shape)} must hold non-negative ints "
+                                  "below 2**64")
         numel = 0 if 0 in shape else 1
         for d in shape if numel else ():
             numel *= d
@@ -507,22 +530,10 @@ def read_local_shard(path: str | os.PathLike[str], *, shard: str | None = None) 
     """
     where = os.fspath(path)
     name = shard if shard is not None else os.path.basename(where)
-    try:
-        f = open(where, "rb", buffering=0)  # noqa: SIM115 - closed below
-    except FileNotFoundError:
-        raise CheckpointError(f"{where}: no such file", hint="check the path") from None
-    except IsADirectoryError:
-        raise CheckpointError(f"{where}: is a folder, expected a .safetensors file") from None
-    except OSError as e:
-        raise CheckpointError(f"{where}: cannot open ({e.strerror})", hint="check permissions") from None
-    with f:
+    # a regular file only (stat before open: a FIFO, a device or a folder is refused unopened)
+    with open_regular(where, what=".safetensors", error=CheckpointError) as f:
         file_bytes = os.fstat(f.fileno()).st_size
-        prefix = f.read(PREFIX_BYTES)
+        prefix = read_bounded(f, PREFIX_BYTES)
         n = check_header_length(prefix, file_bytes, where)
-        header = f.read(n)
-        while len(header) < n:  # short reads are legal; regular files rarely do them
-            more = f.read(n - len(header))
-            if not more:
-                break
-            header += more
+        header = read_bounded(f, n)
     return parse_shard_bytes(prefix, header, file_bytes=file_bytes, shard=name, where=where)

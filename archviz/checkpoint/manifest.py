@@ -49,6 +49,8 @@ from operator import and_, is_not, itemgetter, mul, rshift
 from typing import Any
 
 from archviz.errors import CheckpointError
+from archviz.safeio import MiB, gunzip_bounded, read_regular
+from archviz.safejson import check_text, loads as bounded_loads
 
 from .header import JSON_SPACE, column_kinds, split_entries
 from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, dtype_nbytes
@@ -65,23 +67,19 @@ __all__ = [
 ARCHVIZ_MANIFEST_FORMAT = "archviz-manifest/1"
 _FORMAT_PREFIX = "archviz-manifest/"
 _GZIP_MAGIC = b"\x1f\x8b"
+#: Largest manifest read (on disk, and once gunzipped): DeepSeek-V3's 91,991 tensors take about 8 MB of JSON.
+MAX_MANIFEST_BYTES = 256 * MiB
+# Largest element count a shape may describe (the safetensors limit), and so its largest dimension.
+_MAX_NUMEL = 2**64 - 1
 
 
 def read_json_bytes(path: str | os.PathLike[str]) -> bytes:
     """A JSON file's bytes, gunzipped first when it starts with the gzip magic bytes."""
     where = os.fspath(path)
-    try:
-        with open(where, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise CheckpointError(f"{where}: no such file", hint="check the path") from None
-    except OSError as e:
-        raise CheckpointError(f"{where}: cannot read ({e.strerror})") from None
+    # a regular file only, of bounded size, inflated to a bounded size (a FIFO, /dev/zero, a gzip bomb: refused)
+    raw = read_regular(where, max_bytes=MAX_MANIFEST_BYTES, what="manifest", error=CheckpointError)
     if raw[:2] == _GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, gzip.BadGzipFile) as e:
-            raise CheckpointError(f"{where}: damaged gzip data ({e})", hint="copy the file again") from None
+        raw = gunzip_bounded(raw, max_bytes=MAX_MANIFEST_BYTES, where=where, what="manifest", error=CheckpointError)
     return raw
 
 
@@ -93,16 +91,8 @@ def decode_json_text(raw: bytes, where: str) -> str:
 
 
 def parse_json_text(text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CheckpointError(
-            f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})", hint="copy the file again"
-        ) from None
-    except RecursionError:
-        raise CheckpointError(f"{where}: not valid JSON (nested too deeply)") from None
-    except ValueError as e:  # e.g. an integer literal beyond Python's 4300-digit limit
-        raise CheckpointError(f"{where}: not valid JSON ({e})", hint="copy the file again") from None
+    """JSON within bounds (nesting, integer size, no lone surrogates; see ``archviz.safejson``)."""
+    return bounded_loads(text, where=where, error=CheckpointError, hint="copy the file again")
 
 
 def load_json_file(path: str | os.PathLike[str]) -> Any:
@@ -124,11 +114,31 @@ def _check_shape(where: str, name: str, dtype: Any, shape: Any) -> tuple[int, ..
         raise CheckpointError(
             f"{where}: tensor {name!r}: unknown dtype {dtype!r}", hint=f"known dtypes: {', '.join(DTYPE_BITS)}"
         )
-    if type(shape) is not list or not all(_int(d) for d in shape):
-        raise _bad(where, f"tensor {name!r}: shape {shape!r} must be a list of non-negative ints")
+    if type(shape) is not list or not all(_int(d) and d <= _MAX_NUMEL for d in shape):
+        raise _bad(where, f"tensor {name!r}: shape {_short(shape)} must be a list of non-negative ints below 2**64")
+    if _numel_over(shape):
+        raise _bad(where, f"tensor {name!r}: shape {_short(shape)} has more than 2**64 elements")
     if (math.prod(shape) * DTYPE_BITS[dtype]) & 7:
         raise _bad(where, f"tensor {name!r}: {dtype}{shape!r} does not fill whole bytes")
     return tuple(shape)
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _numel_over(shape: list[int]) -> bool:
+    """Whether the shape (non-negative ints below 2**64) has more than 2**64 - 1 elements; stops at the first
+    overflow, so a shape of 500,000 huge dims costs no bignum product."""
+    if 0 in shape:
+        return False
+    n = 1
+    for d in shape:
+        n *= d
+        if n > _MAX_NUMEL:
+            return True
+    return False
 
 
 _FIRST = itemgetter(0)
@@ -358,11 +368,13 @@ def _audit_tensors_fast(listed: dict[str, Any], by_name: dict[str, ShardInfo], w
     if set(map(type, shapes)) != {list} or max(map(len, shapes)) > _MAX_FAST_RANK:
         return None
     dims = list(chain.from_iterable(shapes))
-    if dims and (set(map(type, dims)) != {int} or min(dims) < 0):
+    if dims and (set(map(type, dims)) != {int} or min(dims) < 0 or max(dims) > _MAX_NUMEL):
         return None
     t_shapes = list(map(tuple, shapes))
     canon: dict[tuple[int, ...], tuple[int, ...]] = {}
     t_shapes = list(map(canon.setdefault, t_shapes, t_shapes))  # all dims are ints: equal tuples, equal shapes
+    if max(map(prod, canon)) > _MAX_NUMEL:
+        return None
     nbits = list(map(mul, map(prod, t_shapes), bits))
     if any(map(and_, nbits, repeat(7))):
         return None
@@ -480,6 +492,7 @@ def _split_list(raw: bytes, text: str, entry: re.Pattern[str], groups: int, open
         return None
     try:
         obj = json.loads(emptied)
+        check_text(emptied, obj)  # beyond the bounds: the JSON path refuses it and says why
     except (ValueError, RecursionError):
         return None
     if type(obj) is not dict or obj.get("tensors") != ({} if opener == "{" else []):
@@ -504,6 +517,8 @@ def _audit_canonical(raw: bytes, text: str, source: str, where: str) -> Checkpoi
     if kinds is None:
         return None
     dtypes, t_shapes, sizes = kinds
+    if t_shapes and max(map(prod, set(t_shapes))) > _MAX_NUMEL:
+        return None  # the JSON path refuses it and says why
     shards = _check_shards(where, obj["shards"], audit=True)  # the JSON path's first check, and error
     by_name = {s.name: s for s in shards}
     own = {name: name for name in by_name}
@@ -530,6 +545,8 @@ def _archviz_canonical(raw: bytes, text: str, source: str, where: str) -> Checkp
     if kinds is None:
         return None
     dtypes, t_shapes, sizes = kinds
+    if t_shapes and max(map(prod, set(t_shapes))) > _MAX_NUMEL:
+        return None  # the JSON path refuses it and says why
     try:  # digits only (the pattern says so); JSON refuses leading zeros
         sis = json.loads(f"[{','.join(index_text)}]")
     except ValueError:

@@ -12,18 +12,23 @@ For ``hf://owner/name[@revision]``:
 The endpoint is ``HF_ENDPOINT`` as set when the call is made (default https://huggingface.co); requests go
 through huggingface_hub's shared HTTP client (so its proxy, offline-mode and auth settings apply).
 HTTP errors, refused ranges and timeouts become one-line :class:`~archviz.errors.CheckpointError`.
+
+Deadlines (``deadline.py``): every request must be answered in full within ``timeout`` seconds (not per socket
+read: a server trickling a byte every two seconds is cut off), the whole read within ``deadline`` seconds (default
+30 × ``timeout``); the first failing shard ends the read at once, and Ctrl-C is noticed within a quarter second.
+The index is read only up to ``MAX_INDEX_BYTES``.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from archviz.errors import CheckpointError
 
-from .assemble import INDEX_SUFFIX, Progress, assemble, index_shards, natural_key, parse_index
+from .assemble import INDEX_SUFFIX, MAX_INDEX_BYTES, Progress, assemble, index_shards, natural_key, parse_index
+from .deadline import Watch, run_all
 from .header import PREFIX_BYTES, ParsedShard, check_header_length, parse_shard_bytes
 from .records import CheckpointInventory
 
@@ -106,7 +111,9 @@ def _transport_error(e: Exception, where: str, timeout: float) -> CheckpointErro
 class _Client:
     """Range reads of one repository at one commit."""
 
-    def __init__(self, repo_id: str, commit: str, endpoint: str, timeout: float, token: str | bool | None) -> None:
+    def __init__(self, repo_id: str, commit: str, endpoint: str, timeout: float, token: str | bool | None,
+                 watch: Watch) -> None:
+        self.watch = watch
         self.repo_id = repo_id
         self.commit = commit
         self.endpoint = endpoint
@@ -124,13 +131,23 @@ class _Client:
     def get(self, filename: str) -> bytes:
         """Whole small file (the index)."""
         where = self.where(filename)
+        self.watch.begin(where)
+        chunks: list[bytes] = []
+        got = 0
         try:
-            r = self.session.get(self.url(filename), headers=self.headers, timeout=self.timeout)
+            with self.session.stream("GET", self.url(filename), headers=self.headers, timeout=self.timeout) as r:
+                if r.status_code != 200:
+                    raise _http_error(r.status_code, where, "fetching the index", r.headers.get("X-Error-Code"))
+                for chunk in r.iter_bytes():
+                    self.watch.check()
+                    chunks.append(chunk)
+                    got += len(chunk)
+                    if got > MAX_INDEX_BYTES:
+                        raise CheckpointError(f"{where}: index is over the {MAX_INDEX_BYTES:,}-byte limit",
+                                              hint="this is not a safetensors index; check HF_ENDPOINT")
         except (_httpx.HTTPError, OfflineModeIsEnabled) as e:
             raise _transport_error(e, where, self.timeout) from None
-        if r.status_code != 200:
-            raise _http_error(r.status_code, where, "fetching the index", r.headers.get("X-Error-Code"))
-        return r.content
+        return b"".join(chunks)
 
     def range(self, filename: str, start: int, end: int) -> tuple[bytes, int]:
         """Bytes ``start..end`` (inclusive) and the file's total size from ``Content-Range``."""
@@ -138,6 +155,7 @@ class _Client:
         headers = dict(self.headers)
         headers["Range"] = f"bytes={start}-{end}"
         what = f"reading bytes {start}-{end}"
+        self.watch.begin(f"{where} ({what})")
         try:
             with self.session.stream("GET", self.url(filename), headers=headers, timeout=self.timeout) as r:
                 if r.status_code == 200:
@@ -157,6 +175,7 @@ class _Client:
                 chunks: list[bytes] = []
                 got = 0
                 for chunk in r.iter_bytes():
+                    self.watch.check()
                     chunks.append(chunk)
                     got += len(chunk)
                     if got > limit:
@@ -193,6 +212,9 @@ def _model_info(repo_id: str, revision: str, endpoint: str, timeout: float, toke
         raise _transport_error(e, where, timeout) from None
     except ValueError as e:  # invalid repo id or revision (huggingface_hub validation)
         raise CheckpointError(f"{where}: {str(e).splitlines()[0]}", hint="write hf://owner/name[@revision]") from None
+    except (RecursionError, LookupError, TypeError, AttributeError) as e:  # a listing huggingface_hub cannot read
+        raise CheckpointError(f"{where}: the server's listing of the repository is not what the Hub sends "
+                              f"({type(e).__name__})", hint="check HF_ENDPOINT") from None
 
 
 def open_hf(
@@ -202,20 +224,32 @@ def open_hf(
     timeout: float = 10.0,
     token: str | bool | None = None,
     max_workers: int = MAX_WORKERS,
+    deadline: float | None = None,
 ) -> CheckpointInventory:
-    """Inventory of ``hf://owner/name[@revision]`` from shard headers fetched with HTTP range requests."""
+    """Inventory of ``hf://owner/name[@revision]`` from shard headers fetched with HTTP range requests.
+
+    Each request must be answered in full within ``timeout`` seconds, the whole read within ``deadline`` (default
+    30 × ``timeout``)."""
     repo_id, revision = parse_hf_spec(spec)
     endpoint = _endpoint()
     requested = revision or "main"
-    info = _model_info(repo_id, requested, endpoint, timeout, token)
-    commit = info.sha or requested
-    files = [s.rfilename for s in (info.siblings or [])]
-    client = _Client(repo_id, commit, endpoint, timeout, token)
+    watch = Watch(timeout, deadline if deadline is not None else 30 * timeout, f"hf://{repo_id}")
+
+    def listing() -> Any:
+        watch.begin(f"hf://{repo_id}@{requested} (listing the repository)")
+        return _model_info(repo_id, requested, endpoint, timeout, token)
+
+    info = run_all([("info", listing)], watch, workers=1)["info"]
+    commit = info.sha if isinstance(info.sha, str) and info.sha else requested
+    siblings = info.siblings if isinstance(info.siblings, list) else []
+    files = [s.rfilename for s in siblings if isinstance(getattr(s, "rfilename", None), str)]
+    client = _Client(repo_id, commit, endpoint, timeout, token, watch)
 
     weight_map = None
     index_meta: dict[str, Any] = {}
     if _INDEX in files:
-        weight_map, index_meta = parse_index(client.get(_INDEX), client.where(_INDEX))
+        raw_index = run_all([("index", lambda: client.get(_INDEX))], watch, workers=1)["index"]
+        weight_map, index_meta = parse_index(raw_index, client.where(_INDEX))
         names = index_shards(weight_map)
         for name in names:
             if name not in files:
@@ -237,21 +271,16 @@ def open_hf(
             hint="check the repository name and revision",
         )
 
-    parsed: dict[str, ParsedShard] = {}
     total = len(names)
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, total))) as pool:
-        futures: dict[Future[ParsedShard], str] = {pool.submit(client.shard, n): n for n in names}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-            for f in done:
-                if f.exception() is not None:
-                    for p in pending:
-                        p.cancel()
-                    raise f.exception()  # type: ignore[misc]
-                parsed[futures[f]] = f.result()
-                if progress is not None:
-                    progress(len(parsed), total, futures[f])
+    count = [0]
+
+    def done(name: str, _: ParsedShard) -> None:
+        count[0] += 1
+        if progress is not None:
+            progress(count[0], total, name)
+
+    # daemon workers; the first failure, a late request or Ctrl-C ends the read at once (deadline.py)
+    parsed = run_all([(n, (lambda n=n: client.shard(n))) for n in names], watch, workers=max_workers, done=done)
     meta: dict[str, Any] = {"model": repo_id}
     if index_meta:
         meta["index"] = index_meta

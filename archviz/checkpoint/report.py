@@ -1,11 +1,18 @@
 """Views of a comparison (the ``checkpoint`` extra): rows for tables, GitHub annotations, rich renderables.
 
 Pure functions of the JSON-able result; nothing here prints (the CLI does).
+
+Every string from the result may come from the checkpoint (tensor names, a manifest's source and revision) or a
+rules file (labels): each reaches a table cell as a ``rich.text.Text`` (never parsed as markup) of
+:func:`archviz.sanitize.printable` text, and a GitHub line through :func:`~archviz.sanitize.github_data` /
+:func:`~archviz.sanitize.github_property`, so no control character or workflow command gets through.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
+
+from archviz.sanitize import github_data, github_property, printable
 
 from .compact import compress_names
 
@@ -105,12 +112,15 @@ def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _escape_data(s: str) -> str:
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+_escape_data = github_data
+_escape_prop = github_property
 
 
-def _escape_prop(s: str) -> str:
-    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
+def _cell(value: Any, style: str = "") -> Any:
+    """A table cell of untrusted text: escaped, and never read as rich markup."""
+    from rich.text import Text
+
+    return Text(printable(value), style=style)
 
 
 def github_lines(result: Mapping[str, Any], file: str | None = None, limit: int = 50) -> list[str]:
@@ -132,7 +142,8 @@ def github_lines(result: Mapping[str, Any], file: str | None = None, limit: int 
         if not g["explained"]:
             msg = (f"{g['tensors']:,} checkpoint tensors ({g['elements']:,} elements) map to no model tensor: "
                    + ", ".join(g["examples"]))
-            lines.append(f"::error {fprop}title=archviz check: unmapped checkpoint tensors::{_escape_data(msg)}")
+            title = _escape_prop("archviz check: unmapped checkpoint tensors")
+            lines.append(f"::error {fprop}title={title}::{_escape_data(msg)}")
     s = result.get("summary") or {}
     msg = (f"{result.get('verdict')}: model {_n(s.get('model_parameters'))} parameters, checkpoint "
            f"{_n(s.get('checkpoint_parameters'))}; matched {_n(s.get('matched'))}, mismatched {_n(s.get('mismatched'))}"
@@ -150,19 +161,18 @@ def summary_table(result: Mapping[str, Any]) -> Any:
     from rich.text import Text
 
     ok = result.get("verdict") == "match"
-    t = Table(title=Text.assemble("checkpoint check: ", (str(result.get("verdict")), "green" if ok else "red")),
+    t = Table(title=Text.assemble("checkpoint check: ", (printable(result.get("verdict")), "green" if ok else "red")),
               show_header=False,
               title_justify="left")
     t.add_column("", style="bold", no_wrap=True)
     t.add_column("", justify="left", overflow="fold")
     for k, v in summary_rows(result):
-        t.add_row(k, v)
+        t.add_row(k, _cell(v))
     return t
 
 
 def problems_table(rows: Sequence[Mapping[str, Any]], limit: int = 40) -> Any:
     from rich.table import Table
-    from rich.text import Text
 
     t = Table(title="modules that differ", title_justify="left")
     t.add_column("module / notes", overflow="fold", ratio=1)
@@ -171,10 +181,10 @@ def problems_table(rows: Sequence[Mapping[str, Any]], limit: int = 40) -> Any:
     t.add_column("checkpoint", justify="right", no_wrap=True)
     t.add_column("model − ckpt", justify="right", no_wrap=True)
     for r in rows[:limit]:
-        t.add_row(Text(r["module"]), Text(r["verdict"], style="red"), _n(r["model"]), _n(r["checkpoint"]),
+        t.add_row(_cell(r["module"]), _cell(r["verdict"], "red"), _cell(_n(r["model"])), _cell(_n(r["checkpoint"])),
                   f"{r['difference']:+,}")
         for note in r["notes"][:3]:
-            t.add_row(Text(f"  {note}", style="dim"), "", "", "", "")
+            t.add_row(_cell(f"  {note}", "dim"), "", "", "", "")
     if len(rows) > limit:
         t.add_row(f"… {len(rows) - limit} more (--json lists them all)", "", "", "", "")
     return t
@@ -189,20 +199,20 @@ def checkpoint_only_table(groups: Sequence[Mapping[str, Any]]) -> Any:
                    ("examples", "left")):
         t.add_column(col, justify=j, overflow="fold")
     for g in groups:
-        t.add_row(g["kind"], _n(g["tensors"]), _n(g["elements"]), Text("yes") if g["explained"] else Text("no", "red"),
-                  Text("\n".join(g["examples"])))
+        t.add_row(_cell(g["kind"]), _n(g["tensors"]), _n(g["elements"]),
+                  Text("yes") if g["explained"] else Text("no", "red"),
+                  Text("\n".join(map(printable, g["examples"]))))
     return t
 
 
 def notes_table(notes: Sequence[tuple[str, int]], limit: int = 12) -> Any:
     from rich.table import Table
-    from rich.text import Text
 
     t = Table(title="notes (matching tensors; not mismatches)", title_justify="left")
     t.add_column("tensors", justify="right")
     t.add_column("note", overflow="fold")
     for note, n in notes[:limit]:
-        t.add_row(_n(n), Text(note))
+        t.add_row(_n(n), _cell(note))
     if len(notes) > limit:
         t.add_row("", f"… {len(notes) - limit} more distinct notes (--json lists every tensor)")
     return t

@@ -18,7 +18,6 @@ top-level ``renames`` / ``fuse`` / ``ignore`` / ``explain`` / ``labels`` / ``pre
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -26,12 +25,18 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from archviz.errors import ArchvizError
+from archviz.safeio import MiB, read_regular
+from archviz.safejson import loads as bounded_loads
 
 __all__ = ["RULES_FORMAT", "BUILTIN_DIR", "digit_blind", "renamer", "Rename", "Fuse", "Label", "Explain", "Ruleset", "Rules", "load_rules"]
 
 RULES_FORMAT = "archviz-rules/1"
 BUILTIN_DIR = Path(__file__).resolve().with_name("rules")
 _META = set(".^$*+?{}[]\\|()")
+
+
+#: Largest rules file read (the built-in ones are a few KB).
+MAX_RULES_BYTES = 16 * MiB
 
 
 class RulesError(ArchvizError):
@@ -378,14 +383,12 @@ def _ruleset(where: str, obj: Any, file: str) -> Ruleset:
 
 def _read(path: Path) -> Any:
     where = str(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise RulesError(f"rules file {where} does not exist", hint="pass a .json (or .toml) rules file") from None
-    except IsADirectoryError:
-        raise RulesError(f"rules file {where} is a folder", hint="pass a .json (or .toml) rules file") from None
-    except OSError as e:
-        raise RulesError(f"cannot read rules file {where} ({e.strerror})") from None
+    if not os.path.lexists(where):
+        raise RulesError(f"rules file {where} does not exist", hint="pass a .json (or .toml) rules file")
+    if os.path.isdir(where):
+        raise RulesError(f"rules file {where} is a folder", hint="pass a .json (or .toml) rules file")
+    # a regular file (a FIFO or a device is refused unopened) of bounded size
+    raw = read_regular(where, max_bytes=MAX_RULES_BYTES, what="rules", error=RulesError)
     if path.suffix.lower() == ".toml":
         try:
             import tomllib  # type: ignore[import-not-found]
@@ -399,10 +402,16 @@ def _read(path: Path) -> Any:
             return tomllib.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             raise RulesError(f"{where}: not valid TOML ({e})") from None
+        except RecursionError:
+            raise RulesError(f"{where}: not valid TOML (nested too deeply)") from None
+        except ValueError as e:  # an integer beyond Python's 4300-digit limit
+            raise RulesError(f"{where}: not valid TOML ({str(e).split(';')[0]})") from None
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RulesError(f"{where}: not valid JSON ({e})", hint="rules files are JSON (or .toml)") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RulesError(f"{where}: not valid JSON (not UTF-8 at byte {e.start})",
+                         hint="rules files are JSON (or .toml)") from None
+    return bounded_loads(text, where=where, error=RulesError, hint="rules files are JSON (or .toml)")
 
 
 def _check_format(where: str, obj: Any) -> Mapping[str, Any]:

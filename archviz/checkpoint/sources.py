@@ -22,7 +22,9 @@ from pathlib import Path
 from archviz.gcpause import collector_paused
 from archviz.errors import CheckpointError
 
-from .assemble import INDEX_SUFFIX, Progress, assemble, index_shards, natural_key, parse_index
+from archviz.safeio import read_regular
+
+from .assemble import INDEX_SUFFIX, MAX_INDEX_BYTES, Progress, assemble, index_shards, natural_key, parse_index
 from .header import ParsedShard, read_local_shard
 from .manifest import canonical_manifest, decode_json_text, inventory_from_manifest, parse_json_text, read_json_bytes
 from .records import CheckpointInventory
@@ -60,14 +62,29 @@ def _read_shards(folder: Path, names: list[str], progress: Progress | None, wher
     total = len(names)
     for i, name in enumerate(names, 1):
         path = folder / name
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise CheckpointError(
                 f"{where}: shard {name!r} is missing (expected at {path})",
                 hint="download the missing shard, or fix the index",
             )
+        _check_inside(folder, path, name, where)
         out.append(read_local_shard(path, shard=name))
         _report(progress, i, total, name)
     return out
+
+
+def _check_inside(folder: Path, path: Path, name: str, where: str) -> None:
+    """A shard (a symlink, or in a symlinked subfolder) must resolve inside the checkpoint's folder, as a name with
+    ``..`` must not leave it. One exception, the Hugging Face cache: a snapshot folder ``<repo>/snapshots/<rev>``
+    holds symlinks into ``<repo>/blobs``, and those are followed."""
+    real = Path(os.path.realpath(path))
+    base = Path(os.path.realpath(folder))
+    if real.is_relative_to(base):
+        return
+    if base.parent.name == "snapshots" and real.parent == base.parent.parent / "blobs":
+        return
+    raise CheckpointError(f"{where}: shard {name!r} is a symlink to {real}, outside the checkpoint's folder",
+                          hint="copy the shard into the folder, or pass the folder it lives in")
 
 
 def _check_shard_name(name: str, where: str) -> None:
@@ -81,12 +98,7 @@ def _check_shard_name(name: str, where: str) -> None:
 def open_index(path: str | os.PathLike[str], *, progress: Progress | None = None) -> CheckpointInventory:
     """Inventory of a ``*.safetensors.index.json`` and the shards it names (next to it)."""
     where = os.fspath(path)
-    try:
-        data = Path(where).read_bytes()
-    except FileNotFoundError:
-        raise CheckpointError(f"{where}: no such file", hint="check the path") from None
-    except OSError as e:
-        raise CheckpointError(f"{where}: cannot read ({e.strerror})") from None
+    data = read_regular(where, max_bytes=MAX_INDEX_BYTES, what="index", error=CheckpointError)
     weight_map, index_meta = parse_index(data, where)
     names = index_shards(weight_map)
     for name in names:
@@ -152,25 +164,47 @@ def open_checkpoint(
     progress: Progress | None = None,
     timeout: float = 10.0,
     token: str | bool | None = None,
+    deadline: float | None = None,
 ) -> CheckpointInventory:
     """Read a checkpoint's headers and return its :class:`CheckpointInventory`; never reads tensor data.
 
     ``spec`` is a ``.safetensors`` file, a ``*.safetensors.index.json``, a folder, a header-only manifest
     (``.json``/``.json.gz``) or ``hf://owner/name[@revision]``. ``progress(done, total, label)`` is called after
-    each shard. ``timeout`` (seconds) and ``token`` apply to ``hf://`` only (``token=None`` uses the
+    each shard. ``timeout`` (seconds each request may take, answer included), ``deadline`` (seconds for the whole
+    read; default 30 × ``timeout``) and ``token`` apply to ``hf://`` only (``token=None`` uses the
     logged-in Hugging Face token if any; ``HF_ENDPOINT`` selects the server).
 
     Raises :class:`~archviz.errors.CheckpointError` for anything unusable — missing or damaged files,
     inconsistent indexes, pickle checkpoints, HTTP errors and timeouts.
     """
     with collector_paused():  # ~10 small acyclic objects per tensor
-        return _open(spec, progress, timeout, token)
+        return _open(spec, progress, timeout, token, deadline)
 
 
-def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: float, token: str | bool | None
-          ) -> CheckpointInventory:
+def _check_endpoint(where: str) -> None:
+    """``HF_ENDPOINT``, when set, must be an http(s) URL with a host (a malformed one made huggingface_hub's import
+    raise a ValueError: an internal error)."""
+    from urllib.parse import urlsplit
+
+    endpoint = os.environ.get("HF_ENDPOINT")
+    if not endpoint:
+        return
+    try:
+        parts = urlsplit(endpoint)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        ok = False
+    if not ok:
+        raise CheckpointError(f"{where}: HF_ENDPOINT {endpoint!r} is not an http(s) URL with a host",
+                              hint="set HF_ENDPOINT to e.g. https://huggingface.co, or unset it")
+
+
+def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: float, token: str | bool | None,
+          deadline: float | None = None) -> CheckpointInventory:
     text = os.fspath(spec)
     if text.startswith(HF_SCHEME):
+        _check_endpoint(text)  # before huggingface_hub is imported: it parses HF_ENDPOINT at import
         try:
             from .remote import open_hf  # imports huggingface_hub only when needed
         except ImportError as e:
@@ -178,7 +212,7 @@ def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: floa
                 f"{text}: reading Hugging Face repositories needs huggingface_hub >= 1.0 ({e})",
                 hint="pip install 'archviz[hf]', or download the checkpoint and pass its folder",
             ) from None
-        return open_hf(text, progress=progress, timeout=timeout, token=token)
+        return open_hf(text, progress=progress, timeout=timeout, token=token, deadline=deadline)
     path = Path(text)
     lower = text.lower()
     if lower.endswith(PICKLE_SUFFIXES) or lower.endswith((".bin.index.json", ".pt.index.json")):

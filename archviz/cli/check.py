@@ -41,6 +41,9 @@ CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safeten
 RulesOpt = Annotated[Optional[str], typer.Option("--rules", help="a rules file (JSON, or TOML on Python 3.11+): "
                                                                  "renames, fuse, ignore, explain; see "
                                                                  "archviz/checkpoint/rules/")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="hf:// only: seconds each HTTP request may take, "
+                                                                     "its whole answer included; the whole read "
+                                                                     "gets 30 times that")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | github (workflow annotations) | json")]
 
 
@@ -61,6 +64,7 @@ def check(
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write the records, with the "
                                                                          "comparison, as JSON")] = None,
     limit: Annotated[int, typer.Option("--limit", help="rows per table")] = 40,
+    timeout: TimeoutOpt = 10.0,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -89,7 +93,7 @@ def check(
         from ..checkpoint import open_checkpoint
 
         with progress_bar(f"reading {checkpoint}") as cb:
-            inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)))
+            inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
         # a model source is built; a records file from `archviz walk -o` is read as it is
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
                              trust_remote_code=trust_remote_code, quantized=quantized)
@@ -127,6 +131,7 @@ def manifest(
     checkpoint: Annotated[str, typer.Argument(help=".safetensors file, shard folder, *.safetensors.index.json, "
                                                    "manifest or hf://owner/name[@rev]")],
     output: Annotated[str, typer.Option("--output", "-o", help="manifest to write; gzip'd when it ends in .gz")],
+    timeout: TimeoutOpt = 10.0,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -136,7 +141,7 @@ def manifest(
 
     with handled(debug):
         with progress_bar(f"reading {checkpoint}") as cb:
-            inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)))
+            inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
         target = os.path.abspath(output)
         folder = os.path.dirname(target)
         if not os.path.isdir(folder):

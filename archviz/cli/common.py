@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..errors import ArchvizError, ShapeError, one_line
+from ..sanitize import json_text
 
 
 # Everything printed is data (module paths, file names, error lines that echo what the user typed): never rich markup
@@ -230,7 +231,7 @@ def _built_record(source: str, config: str | None, sets: list[str] | None, model
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text(json.dumps(data, indent=1, ensure_ascii=False)) + "\n")  # sanitize: C1, bidi as escapes
 
 
 def atomic_write(path: str, text: str) -> None:

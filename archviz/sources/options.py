@@ -81,11 +81,9 @@ def _versions(*packages: str) -> dict[str, str]:
 
 def read_json_config(path: str) -> dict[str, Any]:
     """A config file as a dict, or one clear line saying why not."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SourceError(f"{path}: not a readable JSON config ({e})", hint="check the file") from None
+    from ..safejson import load_config_file
+
+    raw = load_config_file(path)  # a regular file, bounded size and nesting (archviz.safejson)
     if not isinstance(raw, dict):
         raise SourceError(f"{path}: a config must be a JSON object", hint="check the file")
     return raw
