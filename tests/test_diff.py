@@ -414,3 +414,27 @@ def test_site_diff_page_links_both_models(archviz_cli, tmp_path: Path) -> None:
     for path in ("vision", "mtp.0"):
         assert re.search(rf'class="diff-added"><a href="{slugs[1]}/n/{re.escape(path)}\.html"', page), path
     assert re.search(rf'class="diff-changed"><a href="{slugs[0]}/n/layers\.0-3\.html"', page)
+
+
+def test_totals_carry_flops_and_kv_bytes_from_cost_records(tmp_path, archviz_cli):
+    """With `archviz cost -o` records on both sides, the totals delta adds FLOPs and KV bytes; llama's KV bytes per
+    token are 2 (K and V) × layers × KV heads × head_dim × 4 bytes (float32), from the configs."""
+    from archviz.records import loads as read
+    from archviz.cost.report import cost_report
+
+    sides = []
+    for name, layers in (("a", 2), ("b", 3)):
+        sets = [f"--set={k}={v}" for k, v in {**TINY["llama"], "num_hidden_layers": layers}.items()]
+        out = tmp_path / f"{name}.json"
+        r = archviz_cli("cost", "hf:llama", *sets, "--context", "4096", "-o", out)
+        assert r.returncode == 0, r.stderr
+        sides.append(out)
+    r = archviz_cli("diff", *sides, "--json")
+    assert r.returncode == 1, r.stderr
+    totals = {t["name"]: t for t in json.loads(r.stdout)["totals"]}
+    c = TINY["llama"]
+    per_layer = 2 * c["num_key_value_heads"] * (c["hidden_size"] // c["num_attention_heads"]) * 4
+    kv = totals["KV-cache bytes per token"]
+    assert (kv["a"], kv["b"], kv["delta"]) == (2 * per_layer, 3 * per_layer, per_layer)
+    prefill = next(t for k, t in totals.items() if k.startswith("prefill FLOPs"))
+    assert prefill["a"] == cost_report(read(sides[0].read_text())).prefill.flops < prefill["b"]
