@@ -69,8 +69,10 @@ DebugOpt = Annotated[bool, flag("--debug", help="show tracebacks")]
 
 
 @contextmanager
-def handled(debug: bool) -> Iterator[None]:
-    """Turn archviz errors (and any crash) into one line on stderr and a distinct exit code."""
+def handled(debug: bool, json_: bool = False) -> Iterator[None]:
+    """Turn archviz errors (and any crash) into one line on stderr and a distinct exit code; with `json_` (the
+    command's --json) the same error is also written to stdout as JSON, `{"error", "hint", "exit_code"}`, so a
+    script reading stdout gets a parseable answer either way."""
     try:
         yield
     except typer.Exit:
@@ -79,15 +81,24 @@ def handled(debug: bool) -> Iterator[None]:
         if debug:
             raise
         err.print(Text.assemble(("error:", "bold red"), f" {e.line()}"), highlight=False, soft_wrap=True)
+        if json_:
+            emit_json({"error": one_line(e.message), "hint": one_line(e.hint) if e.hint else None,
+                       "exit_code": e.exit_code})
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         err.print("interrupted")
+        if json_:
+            emit_json({"error": "interrupted", "hint": None, "exit_code": 130})
         raise typer.Exit(130) from None
     except Exception as e:  # noqa: BLE001
         if debug:
             raise
-        err.print(Text.assemble(("internal error:", "bold red"), f" {type(e).__name__}: {one_line(str(e))} — rerun "
-                                "with --debug and report it"), highlight=False, soft_wrap=True)
+        what = f"{type(e).__name__}: {one_line(str(e))}"
+        err.print(Text.assemble(("internal error:", "bold red"), f" {what} — rerun with --debug and report it"),
+                  highlight=False, soft_wrap=True)
+        if json_:
+            emit_json({"error": f"internal error: {what}", "hint": "rerun with --debug and report it",
+                       "exit_code": 3})
         raise typer.Exit(3) from None
 
 

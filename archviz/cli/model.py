@@ -53,7 +53,7 @@ def summary(
     from ..render.terminal import summary_table
     from ..render.views import summary_json
 
-    with handled(debug):
+    with handled(debug, json_):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
                              trust_remote_code=trust_remote_code, quantized=quantized)
         if json_:
@@ -95,7 +95,7 @@ def inspect(
     from ..render.terminal import grouped_tree, module_card, module_tree, run_notes
     from ..render.views import module_json
 
-    with handled(debug):
+    with handled(debug, json_):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, batch=batch, seq=seq, grouping=not flat,
                              kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
@@ -135,7 +135,7 @@ def walk(
     """Write the records (versioned JSON schema, docs/records-schema.md) of every module."""
     from ..records import dumps
 
-    with handled(debug):
+    with handled(debug, json_):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
                              inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,

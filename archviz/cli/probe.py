@@ -89,7 +89,7 @@ def probe(
     With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
     from ..probe import parse_size, run_probe
 
-    with handled(debug):
+    with handled(debug, json_):
         limit = parse_size(max_memory) if max_memory else None
         if kernel_rules:
             from ..shapes.kernels import load_rules_file

@@ -133,7 +133,7 @@ def build(
     """Render a static HTML explorer: one page per node of the grouped tree, an overview per model, search."""
     from ..render.site import build_site
 
-    with handled(debug):
+    with handled(debug, json_):
         if source_url is not None and "{path}" not in source_url:
             raise ArchvizError(f"--source-url {source_url!r}: the template has no {{path}}",
                                hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
