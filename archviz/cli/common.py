@@ -39,7 +39,10 @@ class State:
 SourceArg = Annotated[str, typer.Argument(help="hf:<model_type> | config.json | model folder | model.py | "
                                                "package.module:callable")]
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="config.json of a reference model.py")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a config field: key=value (repeatable)")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a config field (a factory: pass a keyword "
+                                                   "argument): key=value, the value read as JSON (4, true, null, "
+                                                   "[1, 2]), else a Python literal (None, True, False), else a "
+                                                   "string (repeatable)")]
 ModelClassOpt = Annotated[Optional[str], typer.Option("--model-class", help="reference: the top nn.Module class")]
 TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="reference: tokenizer.json for "
                                                                         "constructors that take a tokenizer")]
