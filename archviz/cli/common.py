@@ -67,6 +67,8 @@ EveryBlockOpt = Annotated[bool, flag("--every-block", help="run every repeated l
                                                 "the meta pass instead of answering identical ones from the first "
                                                 "that ran (slower; for blocks that differ in what their classes, "
                                                 "tensors and attributes do not show)")]
+TrainOpt = Annotated[bool, flag("--train", help="trace the meta pass in training mode (dropout, batch statistics, "
+                                         "auxiliary heads) instead of eval mode, the default")]
 JsonOpt = Annotated[bool, flag("--json", help="print JSON instead of tables")]
 DebugOpt = Annotated[bool, flag("--debug", help="show tracebacks")]
 
@@ -167,10 +169,10 @@ def _given(options: dict[str, Any]) -> list[str]:
 
 
 def refuse_pass_options(*, batch: int | None = None, seq: int | None = None, kernel_rules: str | None = None,
-                        inputs: list[str] | None = None, every_block: bool = False) -> None:
+                        inputs: list[str] | None = None, every_block: bool = False, train: bool = False) -> None:
     """Options of the meta forward pass given to a run without it would be ignored: say so instead."""
     given = _given({"--batch": batch, "--seq": seq, "--kernel-rules": kernel_rules, "--input": inputs,
-                    "--every-block": every_block})
+                    "--every-block": every_block, "--train": train})
     if given:
         raise ArchvizError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the meta forward pass, "
                            "which this run skips",
@@ -183,12 +185,12 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
                 kernel_rules: str | None = None, names: str | None = None,
                 inputs: list[str] | None = None, every_block: bool = False, trust_remote_code: bool = False,
-                quantized: bool = False) -> Any:
+                quantized: bool = False, train: bool = False) -> Any:
     if is_records_file(source):  # already built (by `archviz walk -o`, maybe elsewhere): read, group if asked
         options = {"--config": config, "--set": sets, "--model-class": model_class, "--tokenizer": tokenizer,
                    "--world-size": world_size, "--rank": rank, "--batch": batch, "--seq": seq,
                    "--kernel-rules": kernel_rules, "--input": inputs, "--every-block": every_block,
-                   "--trust-remote-code": trust_remote_code, "--quantized": quantized}
+                   "--trust-remote-code": trust_remote_code, "--quantized": quantized, "--train": train}
         given = _given(options)
         if given:
             raise ArchvizError(f"{source}: a records file is already built, so {', '.join(given)} cannot apply",
@@ -200,7 +202,8 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
             record = group(record, names=load_names(names) if names else None)
         return record
     if not shapes:
-        refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block)
+        refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block,
+                            train=train)
     from .. import build
     from ..walk import walk
 
@@ -220,7 +223,7 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
         try:
             with progress_bar("meta forward pass") as cb:
                 record = trace_shapes(built, record, batch=batch, seq=seq, input_specs=inputs, memo=not every_block,
-                                      progress=cb)
+                                      train=train, progress=cb)
         except ShapeError as e:  # the commands that run the pass here all have --no-shapes
             e.hint = f"{e.hint}; --no-shapes skips shapes" if e.hint else "--no-shapes skips shapes"
             raise

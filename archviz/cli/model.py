@@ -21,6 +21,7 @@ from .common import (
     RankOpt,
     SeqOpt,
     SetOpt,
+    TrainOpt,
     SourceArg,
     TokenizerOpt,
     TrustRemoteCodeOpt,
@@ -85,6 +86,7 @@ def inspect(
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,
     every_block: EveryBlockOpt = False,
+    train: TrainOpt = False,
     names: Annotated[Optional[str], typer.Option("--names", help="titles of grouped nodes: a TOML/JSON file mapping "
                                                                  "paths, globs or classes to names")] = None,
     json_: JsonOpt = False,
@@ -99,7 +101,7 @@ def inspect(
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, batch=batch, seq=seq, grouping=not flat,
                              kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
-                             trust_remote_code=trust_remote_code, quantized=quantized)
+                             trust_remote_code=trust_remote_code, quantized=quantized, train=train)
         path = resolve_target(record, target or [])
         if json_:
             emit_json(module_json(record, path))
@@ -129,6 +131,7 @@ def walk(
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,
     every_block: EveryBlockOpt = False,
+    train: TrainOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -139,7 +142,7 @@ def walk(
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
                              inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,
-                             quantized=quantized)
+                             quantized=quantized, train=train)
         text = dumps(record)
         if output == "-":
             sys.stdout.write(text + "\n")

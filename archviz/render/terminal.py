@@ -63,7 +63,9 @@ def run_notes(record: ModelRecord) -> Group | None:
     parts: list[Any] = [Text(f"note: {n}", style="dim") for n in record.source.notes]
     shapes = record.extra("shapes")
     if shapes:
-        parts.append(Text(f"meta pass: B = {shapes.get('B')} (batch), T = {shapes.get('T')} (positions)", style="dim"))
+        mode = f" ({shapes['mode']} mode)" if shapes.get("mode") else ""
+        parts.append(Text(f"meta pass{mode}: B = {shapes.get('B')} (batch), T = {shapes.get('T')} (positions)",
+                          style="dim"))
         parts += [Text(f"meta pass: {n}", style="dim") for n in shapes.get("notes") or ()]
     return Group(*parts) if parts else None
 

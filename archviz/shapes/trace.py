@@ -54,14 +54,17 @@ from .tracer import ARCHVIZ_DIR, TORCH_DIR, Tracer
 def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None, seq: int | None = None,
                  inputs: tuple[tuple, dict] | None = None, input_specs: list[str] | None = None,
                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None,
-                 memo: bool = True,
+                 memo: bool = True, train: bool = False,
                  progress: Callable[[int, int], None] | None = None) -> ModelRecord:
-    """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
+    """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled.
+
+    The pass runs the model in eval mode, or in training mode with `train` (auxiliary heads, batch statistics);
+    every module's own mode is put back afterwards. The mode is recorded in the shapes extra ("mode")."""
     # The pass makes many short-lived meta tensors and records, but no cycles worth a rescan of the model's heap.
     # --quantized: its modules call kernels meta cannot run; the unquantized ones they replaced are put back for it.
     with collector_paused(), built.unquantized() if built.unquantized is not None else nullcontext():
         traced = _trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, input_specs=input_specs,
-                               on_kernel=on_kernel, memo=memo, progress=progress)
+                               on_kernel=on_kernel, memo=memo, train=train, progress=progress)
     if built.unquantized is not None:
         info = traced.extra("shapes")
         traced = traced.with_extra("shapes", {**info, "notes": [
@@ -72,7 +75,7 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
 
 def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: int | None,
                   inputs: tuple[tuple, dict] | None, input_specs: list[str] | None,
-                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool,
+                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool, train: bool,
                   progress: Callable[[int, int], None] | None) -> ModelRecord:
     from ..walk.spans import Spans
 
@@ -113,7 +116,9 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     previous = stubs.set_call_handler(tracer.stub_call)
     saved_dtype = torch.get_default_dtype()
     error: BaseException | None = None
+    modes = [(m, m.training) for m in built.model.modules()]
     try:
+        built.model.train(train)
         tracer.install()
         tracer.progress = progress
         experts = BlockMemo(tracer, record) if memo else None
@@ -138,12 +143,17 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         stubs.set_call_handler(previous)
         tracer.remove()
         torch.set_default_dtype(saved_dtype)
+        for m, mode in modes:
+            m.training = mode
     if error is not None:
         where = tracer.stack[-1] if tracer.stack else "(model)"
         frame = _user_frame(error)
         raise ShapeError(f"the meta forward pass failed in {where or 'the model'}"
                          f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
-                         hint=missing_input_hint(built, kwargs, error) or none_hint(error, built) or
+                         hint=(train and "when training" in str(error) and
+                               "the pass ran in training mode (--train): drop --train to trace eval mode, or give "
+                               "inputs whose batch statistics exist (a batch above 1)") or
+                         missing_input_hint(built, kwargs, error) or none_hint(error, built) or
                          "give a missing forward input with --input name=B,T (repeatable), run with --debug "
                          "for the traceback") from error
     if progress is not None:
@@ -190,7 +200,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
                      "experts) answered from an "
                      "identical one's shapes (taken as pure functions of their input shapes)")
-    shapes_info = {"B": B, "T": T, "clean": clean, "notes": notes, "routed_symbol": ROUTED,
+    shapes_info = {"B": B, "T": T, "clean": clean, "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
                    "routed_sizes": sorted(routed),
                    "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
                              "over E experts (R = ceil(B·T·k/E))"}
