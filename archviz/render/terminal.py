@@ -64,8 +64,10 @@ def run_notes(record: ModelRecord) -> Group | None:
     shapes = record.extra("shapes")
     if shapes:
         mode = f" ({shapes['mode']} mode)" if shapes.get("mode") else ""
-        parts.append(Text(f"meta pass{mode}: B = {shapes.get('B')} (batch), T = {shapes.get('T')} (positions)",
-                          style="dim"))
+        used = shapes.get("used", ("B", "T"))  # records from before "used": both
+        sizes = [f"{s} = {shapes.get(s)} ({what})" for s, what in (("B", "batch"), ("T", "positions")) if s in used]
+        parts.append(Text(f"meta pass{mode}: " + (", ".join(sizes) if sizes else "every input given with explicit "
+                                                                                 "sizes"), style="dim"))
         parts += [Text(f"meta pass: {n}", style="dim") for n in shapes.get("notes") or ()]
     return Group(*parts) if parts else None
 

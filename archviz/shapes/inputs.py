@@ -153,6 +153,15 @@ def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
     return (), kwargs
 
 
+def spec_symbols(specs: list[str] | None) -> set[str]:
+    """The symbols (B, T) that `--input` specs size their tensors by."""
+    used: set[str] = set()
+    for spec in specs or ():
+        dims_text = spec.partition("=")[2].partition(":")[0]
+        used.update(d.strip() for d in dims_text.split(",") if d.strip() in ("B", "T"))
+    return used
+
+
 def merge_inputs(model: Any, base: tuple[tuple, dict], given: dict[str, Any]) -> tuple[tuple, dict]:
     """The default inputs with the given ones added, a given name replacing the default of that name -- also the
     default token ids passed positionally to the forward's first parameter (`--input pixels=B,T,24` stands in for

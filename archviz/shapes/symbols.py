@@ -75,15 +75,19 @@ def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
     return bs[0], ts[0], False
 
 
-def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int]) -> tuple[int | str, ...]:
+def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int],
+              used: frozenset[str] | set[str] = frozenset({"B", "T"})) -> tuple[int | str, ...]:
+    """`shape` with the dims of size B, T, B·T or a routed count named; only the symbols in `used` (those the
+    pass's inputs were actually sized by) name anything: with every input given in ints, a 7x7 map stays 7."""
     out: list[int | str] = []
+    b, t = "B" in used, "T" in used
     for d in shape:
         d = int(d)
-        if d == B * T:
+        if b and t and d == B * T:
             out.append("B·T")
-        elif d == B:
+        elif b and d == B:
             out.append("B")
-        elif d == T:
+        elif t and d == T:
             out.append("T")
         elif d in routed:
             out.append(ROUTED)

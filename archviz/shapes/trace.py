@@ -37,7 +37,7 @@ from ..records import Call, CallSite, ModelRecord, ModuleRecord
 from ..sources import Built, stubs
 from ..sources.meta import strays_to_meta, warnings_noted
 from .imports import ImportsInForward
-from .inputs import cache_off, default_inputs, merge_inputs, missing_input_hint, none_hint, parse_inputs
+from .inputs import cache_off, default_inputs, merge_inputs, missing_input_hint, none_hint, parse_inputs, spec_symbols
 from .memo import ALL_FIELDS, CALLS_FIELD, BlockMemo, weight_uses
 from .policy import ROUTED, DispatchPolicy, TolistPolicy
 from .symbols import choose_dims, name_dims
@@ -93,6 +93,13 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                 raise
             base = ((), {})
     args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B, T)[1]) if input_specs else base
+    # The symbols the inputs are sized by: only those name dims, and the pass line shows only those.
+    if inputs is not None:
+        used = {"B", "T"}  # inputs made by the caller (the probe): sized by B and T
+    else:
+        defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
+        kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
+        used = ({"B", "T"} if kept else set()) | spec_symbols(input_specs)
     notes: list[str] = []
     moved = strays_to_meta(tracer.objects_by_id.values())
     if moved:
@@ -164,7 +171,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     def dims(shape: tuple) -> tuple:
         hit = named.get(shape)
         if hit is None:
-            hit = named[shape] = name_dims(shape, B, T, routed)
+            hit = named[shape] = name_dims(shape, B, T, routed, used)
         return hit
 
     made: dict[tuple, Call] = {}  # identical calls (every expert, every norm) share one record
@@ -200,7 +207,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
                      "experts) answered from an "
                      "identical one's shapes (taken as pure functions of their input shapes)")
-    shapes_info = {"B": B, "T": T, "clean": clean, "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
+    shapes_info = {"B": B, "T": T, "used": sorted(used), "clean": clean, "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
                    "routed_sizes": sorted(routed),
                    "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
                              "over E experts (R = ceil(B·T·k/E))"}
