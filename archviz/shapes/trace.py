@@ -117,6 +117,154 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
             except Exception:  # noqa: BLE001 - models without fused experts refuse; nothing to change then
                 continue
     registry = built.stubs or stubs.StubRegistry()
+    experts, error = _forward(built, record, tracer, args, kwargs, registry, memo=memo, train=train, notes=notes,
+                              progress=progress)
+    if error is not None:
+        where = tracer.stack[-1] if tracer.stack else "(model)"
+        frame = _user_frame(error)
+        raise ShapeError(f"the meta forward pass failed in {where or 'the model'}"
+                         f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
+                         hint=(train and "when training" in str(error) and
+                               "the pass ran in training mode (--train): drop --train to trace eval mode, or give "
+                               "inputs whose batch statistics exist (a batch above 1)") or
+                         missing_input_hint(built, kwargs, error) or none_hint(error, built) or
+                         "give a missing forward input with --input name=B,T (repeatable), run with --debug "
+                         "for the traceback") from error
+    if progress is not None:
+        progress(tracer.total, tracer.total)
+    routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
+    # Evidence for the names: a second pass at other sizes; a dim keeps its name only where it followed the input.
+    second = _second_pass(built, record, spans.display, B, T, used, input_specs, registry, memo, train) \
+        if used and inputs is None else None
+    named: dict[tuple, tuple] = {}
+
+    def dims(shape: tuple, other: tuple | None) -> tuple:
+        hit = named.get((shape, other))
+        if hit is None:
+            hit = named[(shape, other)] = _named(shape, other, B, T, routed, used, second)
+        return hit
+
+    made: dict[tuple, Call] = {}  # identical calls (every expert, every norm) share one record
+
+    def call(ins: tuple, outs: tuple, other: tuple | None) -> Call:
+        key = (ins, outs, other)
+        c = made.get(key)
+        if c is None:
+            ins2, outs2 = other if other is not None and len(other[0]) == len(ins) and \
+                len(other[1]) == len(outs) else ((None,) * len(ins), (None,) * len(outs))
+            c = made[key] = Call(inputs=tuple(dims(s, o and o[0]) for (s, _), o in zip(ins, ins2)),
+                                 outputs=tuple(dims(s, o and o[0]) for (s, _), o in zip(outs, outs2)),
+                                 input_dtypes=tuple(d for _, d in ins), output_dtypes=tuple(d for _, d in outs))
+        return c
+
+    def paired(path: str) -> list[tuple]:
+        first = tracer.calls.get(path, ())
+        other = second.calls.get(path, ()) if second is not None else ()
+        if len(other) != len(first):  # no evidence for this module: its calls differ between the passes
+            other = (None,) * len(first)
+        return [(tuple(ins), tuple(outs), None if o is None else (tuple(o[0]), tuple(o[1])))
+                for (ins, outs), o in zip(first, other)]
+
+    modules = []
+    site_of: dict[tuple, CallSite] = {}
+    for m in record.modules:
+        path = m.path
+        calls = tuple(call(ins, outs, other) for ins, outs, other in paired(path))
+        sites = []
+        for s in tracer.sites.get(path, ()):
+            cs = site_of.get(s)
+            if cs is None:
+                cs = site_of[s] = CallSite(*s)
+            sites.append(cs)
+        fields = list(ALL_FIELDS(m))  # dataclasses.replace, without its per-call introspection
+        fields[CALLS_FIELD:CALLS_FIELD + 5] = (calls, tuple(sites), bool(calls) or path in tracer.calls,
+                                     tuple(tracer.assumptions.get(path, ())), tuple(tracer.kernels.get(path, ())))
+        modules.append(ModuleRecord(*fields))
+    modules = weight_uses(modules, spans)
+    files = dict(record.source.files)
+    files.update(spans.files)
+    stubbed = tuple(sorted(set(record.source.stubbed_imports) | set(registry.taken())))
+    source = dataclasses.replace(record.source, files=tuple(sorted(files.items())), stubbed_imports=stubbed)
+    if experts is not None and experts.hits:
+        notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
+                     "experts) answered from an "
+                     "identical one's shapes (taken as pure functions of their input shapes)")
+    if second is not None:
+        notes.append(f"dims named by evidence: a second pass at {second.sizes_text()} kept a name only where the "
+                     "dim followed the input")
+    elif used and inputs is None:
+        notes.append("dims named by value (B, T equal to a dim): the second pass for evidence could not run")
+    shapes_info = {"B": B, "T": T, "used": sorted(used), "clean": clean, "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
+                   "routed_sizes": sorted(routed),
+                   "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
+                             "over E experts (R = ceil(B·T·k/E))"}
+    return dataclasses.replace(record, modules=tuple(modules), source=source).with_extra("shapes", shapes_info)
+
+
+@dataclasses.dataclass
+class _Second:
+    """The second pass: its sizes, which symbols took another value, its calls and routed sizes."""
+    B: int
+    T: int
+    vary: set[str]
+    calls: dict[str, list]
+    routed: set[int]
+
+    def sizes_text(self) -> str:
+        return ", ".join(f"{s} = {getattr(self, s)}" for s in ("B", "T") if s in self.vary)
+
+
+def _second_pass(built: Built, record: ModelRecord, display: Any, B: int, T: int, used: set[str],
+                 input_specs: list[str] | None, registry: stubs.StubRegistry, memo: bool,
+                 train: bool) -> _Second | None:
+    """The same forward with B and T at other values, for the names' evidence; None when no used symbol can take
+    another value (max_batch_size 1) or the model fails at those sizes (then names are by value, as before)."""
+    B2, T2, _ = choose_dims(record, None, None, differ=(B, T))
+    vary = {s for s, a, b in (("B", B, B2), ("T", T, T2)) if a != b and s in used}
+    if not vary:
+        return None
+    tracer = Tracer(built.model, display)
+    try:
+        base = default_inputs(built, B2, T2)
+    except ShapeError:
+        base = ((), {})
+    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B2, T2)[1]) if input_specs else base
+    try:
+        _, error = _forward(built, record, tracer, args, kwargs, registry, memo=memo, train=train, notes=[],
+                            progress=None)
+    except ShapeError:
+        return None
+    if error is not None:
+        return None
+    return _Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2})
+
+
+def _named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], used: set[str],
+           second: _Second | None) -> tuple:
+    """`shape` named by value (B, T, B·T, R), a name kept only where the second pass's `other` shape has the same
+    name at its own sizes: a 7x7 map at B = 7 stays 7, as it stays 7 at B = 5. Symbols the second pass could not
+    vary, and shapes it has no counterpart for, keep their names by value."""
+    first = name_dims(shape, B, T, routed, used)
+    if second is None or other is None or len(other) != len(shape):
+        return first
+    again = name_dims(other, second.B, second.T, second.routed, used)
+    out = []
+    for d, a, b in zip(shape, first, again):
+        if not isinstance(a, str):
+            out.append(a)
+            continue
+        needs = {"B·T": {"B", "T"}, "B": {"B"}, "T": {"T"}}.get(a, set())
+        if a == b or not needs <= second.vary:
+            out.append(a)
+        else:
+            out.append(int(d))
+    return tuple(out)
+
+
+def _forward(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwargs: dict,
+             registry: stubs.StubRegistry, *, memo: bool, train: bool, notes: list[str],
+             progress: Callable[[int, int], None] | None) -> tuple[BlockMemo | None, BaseException | None]:
+    """One forward of the model on meta under `tracer`: (the block memo, the error the model raised or None)."""
     # Reference code runs under the default dtype its launcher sets (DeepSeek's generate.py: bfloat16).
     compute = getattr(torch, built.default_dtype) if built.default_dtype else None
     experts: BlockMemo | None = None
@@ -152,66 +300,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         torch.set_default_dtype(saved_dtype)
         for m, mode in modes:
             m.training = mode
-    if error is not None:
-        where = tracer.stack[-1] if tracer.stack else "(model)"
-        frame = _user_frame(error)
-        raise ShapeError(f"the meta forward pass failed in {where or 'the model'}"
-                         f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
-                         hint=(train and "when training" in str(error) and
-                               "the pass ran in training mode (--train): drop --train to trace eval mode, or give "
-                               "inputs whose batch statistics exist (a batch above 1)") or
-                         missing_input_hint(built, kwargs, error) or none_hint(error, built) or
-                         "give a missing forward input with --input name=B,T (repeatable), run with --debug "
-                         "for the traceback") from error
-    if progress is not None:
-        progress(tracer.total, tracer.total)
-    routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
-    named: dict[tuple, tuple] = {}
-
-    def dims(shape: tuple) -> tuple:
-        hit = named.get(shape)
-        if hit is None:
-            hit = named[shape] = name_dims(shape, B, T, routed, used)
-        return hit
-
-    made: dict[tuple, Call] = {}  # identical calls (every expert, every norm) share one record
-
-    def call(ins: tuple, outs: tuple) -> Call:
-        c = made.get((ins, outs))
-        if c is None:
-            c = made[(ins, outs)] = Call(inputs=tuple(dims(s) for s, _ in ins), outputs=tuple(dims(s) for s, _ in outs),
-                                         input_dtypes=tuple(d for _, d in ins), output_dtypes=tuple(d for _, d in outs))
-        return c
-
-    modules = []
-    site_of: dict[tuple, CallSite] = {}
-    for m in record.modules:
-        path = m.path
-        calls = tuple(call(tuple(ins), tuple(outs)) for ins, outs in tracer.calls.get(path, ()))
-        sites = []
-        for s in tracer.sites.get(path, ()):
-            cs = site_of.get(s)
-            if cs is None:
-                cs = site_of[s] = CallSite(*s)
-            sites.append(cs)
-        fields = list(ALL_FIELDS(m))  # dataclasses.replace, without its per-call introspection
-        fields[CALLS_FIELD:CALLS_FIELD + 5] = (calls, tuple(sites), bool(calls) or path in tracer.calls,
-                                     tuple(tracer.assumptions.get(path, ())), tuple(tracer.kernels.get(path, ())))
-        modules.append(ModuleRecord(*fields))
-    modules = weight_uses(modules, spans)
-    files = dict(record.source.files)
-    files.update(spans.files)
-    stubbed = tuple(sorted(set(record.source.stubbed_imports) | set(registry.taken())))
-    source = dataclasses.replace(record.source, files=tuple(sorted(files.items())), stubbed_imports=stubbed)
-    if experts is not None and experts.hits:
-        notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
-                     "experts) answered from an "
-                     "identical one's shapes (taken as pure functions of their input shapes)")
-    shapes_info = {"B": B, "T": T, "used": sorted(used), "clean": clean, "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
-                   "routed_sizes": sorted(routed),
-                   "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
-                             "over E experts (R = ceil(B·T·k/E))"}
-    return dataclasses.replace(record, modules=tuple(modules), source=source).with_extra("shapes", shapes_info)
+    return experts, error
 
 
 def _user_frame(e: BaseException) -> str | None:
