@@ -127,3 +127,44 @@ def deeplab_tiny(*, weights=None, weights_backbone="IMAGENET1K_V1", num_classes:
     _verify(weights)
     _verify(weights_backbone, "weights_backbone")
     return DeepLabTiny(num_classes=num_classes)
+
+
+class AnyStage(nn.Sequential):
+    def __init__(self, width_in: int, width_out: int, depth: int) -> None:
+        super().__init__()
+        for i in range(depth):
+            self.add_module(f"block{i + 1}", nn.Sequential(
+                nn.Conv2d(width_in if i == 0 else width_out, width_out, 3, stride=2 if i == 0 else 1, padding=1,
+                          bias=False), nn.BatchNorm2d(width_out), nn.ReLU(inplace=True)))
+
+
+class RegNetTiny(nn.Module):
+    """torchvision's RegNet computes its stage widths and depths from tensors while constructing."""
+
+    def __init__(self, depth: int = 5, w_0: int = 8, w_a: float = 4.0, group_width: int = 4,
+                 num_classes: int = 10) -> None:
+        super().__init__()
+        widths_cont = torch.arange(depth) * w_a + w_0
+        block_widths = (torch.round(widths_cont / group_width) * group_width).int().tolist()
+        stage_ids = torch.arange(depth).int().tolist()
+        stages, depths = [], []
+        for w, i in zip(block_widths, stage_ids):
+            if stages and stages[-1] == w:
+                depths[-1] += 1
+            else:
+                stages.append(w)
+                depths.append(1)
+        self.stem = nn.Conv2d(3, w_0, 3, padding=1)
+        self.trunk_output = nn.Sequential(*(AnyStage(w_0 if k == 0 else stages[k - 1], w, d)
+                                            for k, (w, d) in enumerate(zip(stages, depths))))
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(stages[-1], num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.trunk_output(self.stem(x))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def regnet_tiny(*, weights=None, depth: int = 5) -> RegNetTiny:
+    _verify(weights)
+    return RegNetTiny(depth=depth)
