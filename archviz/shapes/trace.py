@@ -37,7 +37,17 @@ from ..records import Call, CallSite, ModelRecord, ModuleRecord
 from ..sources import Built, stubs
 from ..sources.meta import strays_to_meta, warnings_noted
 from .imports import ImportsInForward
-from .inputs import cache_off, default_inputs, merge_inputs, missing_input_hint, none_hint, parse_inputs, spec_symbols
+from .inputs import (
+    cache_off,
+    default_inputs,
+    forward_arguments,
+    image_default,
+    merge_inputs,
+    missing_input_hint,
+    none_hint,
+    parse_inputs,
+    spec_symbols,
+)
 from .memo import ALL_FIELDS, CALLS_FIELD, BlockMemo, weight_uses
 from .policy import ROUTED, DispatchPolicy, TolistPolicy
 from .symbols import choose_dims, name_dims
@@ -99,8 +109,13 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     else:
         defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
         kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
-        used = ({"B", "T"} if kept else set()) | spec_symbols(input_specs)
+        image = image_default(built) if kept and built.kind != "hf" else None
+        used = ({"B"} if image else {"B", "T"} if kept else set()) | spec_symbols(input_specs)
     notes: list[str] = []
+    if inputs is None and image is not None:
+        first = forward_arguments(built.model) or "forward"
+        notes.append(f"default input: an image batch [B, {', '.join(map(str, image[0]))}] (float32) from "
+                     f"{image[1]}, passed as the first argument of {first}; --input NAME=... gives another")
     moved = strays_to_meta(tracer.objects_by_id.values())
     if moved:
         notes.append(f"{moved:,} tensors the build left on the CPU (legacy constructors such as "
@@ -128,8 +143,9 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                                "the pass ran in training mode (--train): drop --train to trace eval mode, or give "
                                "inputs whose batch statistics exist (a batch above 1)") or
                          missing_input_hint(built, kwargs, error) or none_hint(error, built) or
-                         "give a missing forward input with --input name=B,T (repeatable), run with --debug "
-                         "for the traceback") from error
+                         "give a missing forward input with --input name=B,T (repeatable)" +
+                         (_arguments_hint(built, input_specs) or "") + ", run with --debug for the traceback") \
+            from error
     if progress is not None:
         progress(tracer.total, tracer.total)
     routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
@@ -259,6 +275,18 @@ def _named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], 
         else:
             out.append(int(d))
     return tuple(out)
+
+
+def _arguments_hint(built: Built, input_specs: list[str] | None) -> str | None:
+    """For a factory or reference model run on the default token ids: its forward's arguments, and what --input
+    each tensor needs."""
+    if built.kind == "hf" or input_specs:
+        return None
+    args = forward_arguments(built.model)
+    if args is None:
+        return None
+    return (f"; the pass fed token ids [B, T] to {args}: give each tensor argument as NAME=dims[:dtype] (dims "
+            "are ints, B, T; e.g. an image NAME=B,3,224,224, features NAME=B,T,64:float32)")
 
 
 def _forward(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwargs: dict,
