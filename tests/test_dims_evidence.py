@@ -61,3 +61,28 @@ def test_token_model_keeps_its_names():
                                                    num_attention_heads=4, num_key_value_heads=2, vocab_size=256))
     assert got["model.embed_tokens"][0] == {"inputs": [["B", "T"]], "outputs": [["B", "T", 64]]}
     assert got["lm_head"][0]["outputs"] == [["B", "T", 256]]
+
+
+@pytest.mark.parametrize("h, w", [(64, 96), (64, 64)])
+def test_user_named_dims(h, w):
+    """`--input x=B,3,H=..,W=..` names H and W where the dims follow them (the first convolutions, padding 1),
+    not where they were pooled; H = W tells them apart still."""
+    rec, got = _records("tvstyle:vgg_tiny", input_specs=[f"x=B,3,H={h},W={w}"])
+    shapes = rec["extras"]["shapes"]
+    assert shapes["named"] == {"H": h, "W": w}
+    b = shapes["B"]
+    model = tvstyle.vgg_tiny()
+    one = real_calls(model, torch.zeros(b, 3, h, w))
+    two = real_calls(model, torch.zeros(5, 3, h + 8, w + 16))  # another B, H and W, each by its own step
+
+    def name(s1, s2):
+        out = []
+        for i, (d1, d2) in enumerate(zip(s1, s2)):
+            moved = {(b, 5): "B", (h, h + 8): "H", (w, w + 16): "W"}
+            out.append(moved.get((d1, d2), d1) if d1 != d2 else d1)
+        return out
+
+    expected = {p: [{k: [name(s1, s2) for s1, s2 in zip(c1[k], c2[k])] for k in ("inputs", "outputs")}
+                    for c1, c2 in zip(one[p], two[p])] for p in one}
+    assert got == expected
+    assert got["features.0"][0] == {"inputs": [["B", 3, "H", "W"]], "outputs": [["B", 8, "H", "W"]]}

@@ -71,6 +71,7 @@ def run_notes(record: ModelRecord) -> Group | None:
         mode = f" ({shapes['mode']} mode)" if shapes.get("mode") else ""
         used = shapes.get("used", ("B", "T"))  # records from before "used": both
         sizes = [f"{s} = {shapes.get(s)} ({what})" for s, what in (("B", "batch"), ("T", "positions")) if s in used]
+        sizes += [f"{s} = {v}" for s, v in (shapes.get("named") or {}).items()]
         parts.append(Text(f"meta pass{mode}: " + (", ".join(sizes) if sizes else "every input given with explicit "
                                                                                  "sizes"), style="dim"))
         parts += [Text(f"meta pass: {n}", style="dim") for n in shapes.get("notes") or ()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 from typing import Any, Iterator
 
 import torch
@@ -164,9 +165,10 @@ def _input_example(built: Built, name: str) -> str:
     return _MODALITY_INPUTS.get(name, "B,3,224,224:float32")
 
 
-def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
-    """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints or the
-    symbols B and T; the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
+def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None = None) -> tuple[tuple, dict]:
+    """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints, the
+    symbols B and T, or a dim the user names with its size (`x=B,3,H=224,W=224`: H and W, sized 224 unless `sizes`
+    says otherwise); the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
     `name=none` passes None."""
     kwargs: dict[str, Any] = {}
     for spec in specs:
@@ -188,8 +190,12 @@ def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
                 dims.append(B if d == "B" else T)
             elif d.isdigit():
                 dims.append(int(d))
+            elif _NAMED.fullmatch(d):
+                symbol, size = d.split("=")
+                dims.append((sizes or {}).get(symbol, int(size)))
             else:
-                raise ShapeError(f"--input {spec!r}: dim {d!r} is not an int, B or T", hint="e.g. B,T,512")
+                raise ShapeError(f"--input {spec!r}: dim {d!r} is not an int, B or T",
+                                 hint="e.g. B,T,512; name a dim with its size: B,3,H=224,W=224")
         default = "int64" if dims_text.replace(" ", "") == "B,T" else "float32"
         dtype = getattr(torch, dtype_text or default, None)
         if not isinstance(dtype, torch.dtype):
@@ -198,13 +204,32 @@ def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
     return (), kwargs
 
 
+_NAMED = re.compile(r"(?!(?:B|T)=)[A-Za-z_]\w*=\d+")
+
+
 def spec_symbols(specs: list[str] | None) -> set[str]:
-    """The symbols (B, T) that `--input` specs size their tensors by."""
+    """The symbols (B, T, and dims the user named) that `--input` specs size their tensors by."""
     used: set[str] = set()
     for spec in specs or ():
         dims_text = spec.partition("=")[2].partition(":")[0]
-        used.update(d.strip() for d in dims_text.split(",") if d.strip() in ("B", "T"))
+        for d in (d.strip() for d in dims_text.split(",")):
+            if d in ("B", "T"):
+                used.add(d)
+            elif _NAMED.fullmatch(d):
+                used.add(d.split("=")[0])
     return used
+
+
+def named_sizes(specs: list[str] | None) -> dict[str, int]:
+    """{name: size} of the dims the user named in `--input` specs (`H=224`)."""
+    out: dict[str, int] = {}
+    for spec in specs or ():
+        dims_text = spec.partition("=")[2].partition(":")[0]
+        for d in (d.strip() for d in dims_text.split(",")):
+            if _NAMED.fullmatch(d):
+                name, size = d.split("=")
+                out.setdefault(name, int(size))
+    return out
 
 
 def merge_inputs(model: Any, base: tuple[tuple, dict], given: dict[str, Any]) -> tuple[tuple, dict]:

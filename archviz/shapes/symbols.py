@@ -81,14 +81,18 @@ def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
 
 
 def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int],
-              used: frozenset[str] | set[str] = frozenset({"B", "T"})) -> tuple[int | str, ...]:
-    """`shape` with the dims of size B, T, B·T or a routed count named; only the symbols in `used` (those the
-    pass's inputs were actually sized by) name anything: with every input given in ints, a 7x7 map stays 7."""
+              used: frozenset[str] | set[str] = frozenset({"B", "T"}),
+              named: dict[int, str] | None = None) -> tuple[int | str, ...]:
+    """`shape` with the dims of size B, T, B·T, a dim the user named (`named`: size -> name) or a routed count
+    named; only the symbols in `used` (those the pass's inputs were actually sized by) name anything: with every
+    input given in ints, a 7x7 map stays 7."""
     out: list[int | str] = []
     b, t = "B" in used, "T" in used
     for d in shape:
         d = int(d)
-        if b and t and d == B * T:
+        if named and d in named:
+            out.append(named[d])
+        elif b and t and d == B * T:
             out.append("B·T")
         elif b and d == B:
             out.append("B")

@@ -19,7 +19,10 @@ Stubbed kernels (modules that could not import) are answered by the rules in `ar
 rule stops the pass with a message that names it and says how to declare one.
 
 Dims are named after the pass: B (batch) and T (positions) are run at values chosen to collide with no width of the
-model, so a dim equal to B, T or B·T is that symbol; every other dim is a fixed int.
+model, and only the symbols the inputs were sized by name anything (with every input given in ints, none). A name
+takes evidence: a second pass runs at another B and T (and a user-named dim, `--input x=B,3,H=224,W=224`, at
+another size), and a dim keeps its name only where it followed the input, so a 7x7 feature map at B = 7 stays 7.
+Every other dim is a fixed int. The pass runs the model in eval mode unless asked for training mode.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from .inputs import (
     image_default,
     merge_inputs,
     missing_input_hint,
+    named_sizes,
     none_hint,
     parse_inputs,
     spec_symbols,
@@ -103,6 +107,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                 raise
             base = ((), {})
     args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B, T)[1]) if input_specs else base
+    user = named_sizes(input_specs)  # dims the user named: {name: size}
     # The symbols the inputs are sized by: only those name dims, and the pass line shows only those.
     if inputs is not None:
         used = {"B", "T"}  # inputs made by the caller (the probe): sized by B and T
@@ -150,14 +155,15 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         progress(tracer.total, tracer.total)
     routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
     # Evidence for the names: a second pass at other sizes; a dim keeps its name only where it followed the input.
-    second = _second_pass(built, record, spans.display, B, T, used, input_specs, registry, memo, train) \
+    second = _second_pass(built, record, spans.display, B, T, used, input_specs, registry, memo, train, user) \
         if used and inputs is None else None
+    by_size = {v: k for k, v in reversed(user.items())}
     named: dict[tuple, tuple] = {}
 
     def dims(shape: tuple, other: tuple | None) -> tuple:
         hit = named.get((shape, other))
         if hit is None:
-            hit = named[(shape, other)] = _named(shape, other, B, T, routed, used, second)
+            hit = named[(shape, other)] = _named(shape, other, B, T, routed, used, second, by_size)
         return hit
 
     made: dict[tuple, Call] = {}  # identical calls (every expert, every norm) share one record
@@ -210,7 +216,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                      "dim followed the input")
     elif used and inputs is None:
         notes.append("dims named by value (B, T equal to a dim): the second pass for evidence could not run")
-    shapes_info = {"B": B, "T": T, "used": sorted(used), "clean": clean, "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
+    shapes_info = {"B": B, "T": T, "used": sorted(used), **({"named": user} if user else {}), "clean": clean, "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
                    "routed_sizes": sorted(routed),
                    "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
                              "over E experts (R = ceil(B·T·k/E))"}
@@ -225,26 +231,31 @@ class _Second:
     vary: set[str]
     calls: dict[str, list]
     routed: set[int]
+    user: dict[str, int] = dataclasses.field(default_factory=dict)  # the user's named dims, resized
 
     def sizes_text(self) -> str:
-        return ", ".join(f"{s} = {getattr(self, s)}" for s in ("B", "T") if s in self.vary)
+        return ", ".join([f"{s} = {getattr(self, s)}" for s in ("B", "T") if s in self.vary] +
+                         [f"{s} = {v}" for s, v in self.user.items()])
 
 
 def _second_pass(built: Built, record: ModelRecord, display: Any, B: int, T: int, used: set[str],
                  input_specs: list[str] | None, registry: stubs.StubRegistry, memo: bool,
-                 train: bool) -> _Second | None:
+                 train: bool, user: dict[str, int]) -> _Second | None:
     """The same forward with B and T at other values, for the names' evidence; None when no used symbol can take
     another value (max_batch_size 1) or the model fails at those sizes (then names are by value, as before)."""
     B2, T2, _ = choose_dims(record, None, None, differ=(B, T))
-    vary = {s for s, a, b in (("B", B, B2), ("T", T, T2)) if a != b and s in used}
+    vary = {s for s, a, b in (("B", B, B2), ("T", T, T2)) if a != b and s in used} | set(user)
     if not vary:
         return None
+    # +8 (+16, ...) keeps a multiple of 8 one, and tells apart dims named alike in size (H = W = 64)
+    user2 = {name: size + 8 * (i + 1) for i, (name, size) in enumerate(user.items())}
     tracer = Tracer(built.model, display)
     try:
         base = default_inputs(built, B2, T2)
     except ShapeError:
         base = ((), {})
-    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B2, T2)[1]) if input_specs else base
+    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B2, T2, user2)[1]) if input_specs \
+        else base
     try:
         _, error = _forward(built, record, tracer, args, kwargs, registry, memo=memo, train=train, notes=[],
                             progress=None)
@@ -252,24 +263,28 @@ def _second_pass(built: Built, record: ModelRecord, display: Any, B: int, T: int
         return None
     if error is not None:
         return None
-    return _Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2})
+    return _Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2}, user2)
 
 
 def _named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], used: set[str],
-           second: _Second | None) -> tuple:
+           second: _Second | None, user: dict[int, str]) -> tuple:
     """`shape` named by value (B, T, B·T, R), a name kept only where the second pass's `other` shape has the same
     name at its own sizes: a 7x7 map at B = 7 stays 7, as it stays 7 at B = 5. Symbols the second pass could not
     vary, and shapes it has no counterpart for, keep their names by value."""
-    first = name_dims(shape, B, T, routed, used)
+    first = name_dims(shape, B, T, routed, used, user)
     if second is None or other is None or len(other) != len(shape):
         return first
-    again = name_dims(other, second.B, second.T, second.routed, used)
+    again = name_dims(other, second.B, second.T, second.routed, used, {v: k for k, v in second.user.items()})
     out = []
     for d, a, b in zip(shape, first, again):
+        if isinstance(b, str) and b in second.user and user.get(int(d)) is not None and \
+                second.user[b] - int(d) == 8 * (list(second.user).index(b) + 1):
+            out.append(b)  # a named dim whose size another shares in the first pass: the second tells them apart
+            continue
         if not isinstance(a, str):
             out.append(a)
             continue
-        needs = {"B·T": {"B", "T"}, "B": {"B"}, "T": {"T"}}.get(a, set())
+        needs = {"B·T": {"B", "T"}, "B": {"B"}, "T": {"T"}}.get(a, {a} if a in second.user else set())
         if a == b or not needs <= second.vary:
             out.append(a)
         else:
