@@ -71,16 +71,17 @@ def test_installed_package_in_a_venv_is_not_model_code(tmp_path):
     rec = json.loads(r.stdout)
     assert "archviz_absent_accelerator" not in rec["source"]["stubbed_imports"]
     # the real run of the same code, with the helper importable as it is for archviz
+    import importlib.util
+
     sys.path.insert(0, str(site))
-    sys.path.insert(0, str(proj))
-    try:
-        import model as real_model
+    try:  # under its own name: other tests' "model" modules may be imported already
+        spec = importlib.util.spec_from_file_location("venv_beside_model", proj / "model.py")
+        real_model = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(real_model)
         m = real_model.Transformer(real_model.ModelArgs())
         out = m(torch.zeros(2, 5, dtype=torch.long))
     finally:
         sys.path.remove(str(site))
-        sys.path.remove(str(proj))
-        sys.modules.pop("model", None)
         sys.modules.pop("accel_helpers", None)
     calls = {x["path"]: x["calls"] for x in rec["modules"] if x.get("calls")}
     B, T = rec["extras"]["shapes"]["B"], rec["extras"]["shapes"]["T"]
