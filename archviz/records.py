@@ -169,6 +169,17 @@ class Summary:
     modules: int
     moe: tuple[MoELayer, ...] = ()
     active_assumptions: tuple[str, ...] = ()
+    # The input embedding (token ids -> vectors): its path and parameters, 0 when it is tied to the output head
+    # (which computes with it on every token). OpenAI (gpt-oss) and DeepSeek (V2) publish active counts without it.
+    input_embedding_path: str | None = None
+    input_embedding_parameters: int = 0
+
+    @property
+    def active_without_input_embedding(self) -> int | None:
+        """Active parameters per token less the input embedding's, which a token reads one row of."""
+        if self.active_parameters is None:
+            return None
+        return self.active_parameters - self.input_embedding_parameters
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +432,8 @@ def from_json_dict(d: dict[str, Any]) -> ModelRecord:
         parameters_by_dtype=tuple(sm["parameters_by_dtype"].items()), modules=sm["modules"],
         moe=tuple(MoELayer(**m) for m in sm.get("moe", ())),
         active_assumptions=tuple(sm.get("active_assumptions", ())),
+        input_embedding_path=sm.get("input_embedding_path"),
+        input_embedding_parameters=sm.get("input_embedding_parameters", 0),
     )
     return ModelRecord(
         source=source,

@@ -86,7 +86,7 @@ def check(
     from ..checkpoint.rules import load_rules
 
     fmt = "json" if json_ else format_.lower()
-    with handled(debug):
+    with handled(debug, fmt == "json"):
         if fmt not in ("table", "github", "json"):
             raise ArchvizError(f"--format {format_!r}: unknown format", hint="use table, github or json")
         rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model build
@@ -139,7 +139,7 @@ def manifest(
     can `archviz check` a model against it without downloading the checkpoint."""
     from ..checkpoint import open_checkpoint, write_manifest
 
-    with handled(debug):
+    with handled(debug, json_):
         with progress_bar(f"reading {checkpoint}") as cb:
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
         target = os.path.abspath(output)

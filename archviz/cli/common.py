@@ -39,7 +39,10 @@ class State:
 SourceArg = Annotated[str, typer.Argument(help="hf:<model_type> | config.json | model folder | model.py | "
                                                "package.module:callable")]
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="config.json of a reference model.py")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a config field: key=value (repeatable)")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a config field (a factory: pass a keyword "
+                                                   "argument): key=value, the value read as JSON (4, true, null, "
+                                                   "[1, 2]), else a Python literal (None, True, False), else a "
+                                                   "string (repeatable)")]
 ModelClassOpt = Annotated[Optional[str], typer.Option("--model-class", help="reference: the top nn.Module class")]
 TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="reference: tokenizer.json for "
                                                                         "constructors that take a tokenizer")]
@@ -64,13 +67,17 @@ EveryBlockOpt = Annotated[bool, flag("--every-block", help="run every repeated l
                                                 "the meta pass instead of answering identical ones from the first "
                                                 "that ran (slower; for blocks that differ in what their classes, "
                                                 "tensors and attributes do not show)")]
+TrainOpt = Annotated[bool, flag("--train", help="trace the meta pass in training mode (dropout, batch statistics, "
+                                         "auxiliary heads) instead of eval mode, the default")]
 JsonOpt = Annotated[bool, flag("--json", help="print JSON instead of tables")]
 DebugOpt = Annotated[bool, flag("--debug", help="show tracebacks")]
 
 
 @contextmanager
-def handled(debug: bool) -> Iterator[None]:
-    """Turn archviz errors (and any crash) into one line on stderr and a distinct exit code."""
+def handled(debug: bool, json_: bool = False) -> Iterator[None]:
+    """Turn archviz errors (and any crash) into one line on stderr and a distinct exit code; with `json_` (the
+    command's --json) the same error is also written to stdout as JSON, `{"error", "hint", "exit_code"}`, so a
+    script reading stdout gets a parseable answer either way."""
     try:
         yield
     except typer.Exit:
@@ -79,15 +86,24 @@ def handled(debug: bool) -> Iterator[None]:
         if debug:
             raise
         err.print(Text.assemble(("error:", "bold red"), f" {e.line()}"), highlight=False, soft_wrap=True)
+        if json_:
+            emit_json({"error": one_line(e.message), "hint": one_line(e.hint) if e.hint else None,
+                       "exit_code": e.exit_code})
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         err.print("interrupted")
+        if json_:
+            emit_json({"error": "interrupted", "hint": None, "exit_code": 130})
         raise typer.Exit(130) from None
     except Exception as e:  # noqa: BLE001
         if debug:
             raise
-        err.print(Text.assemble(("internal error:", "bold red"), f" {type(e).__name__}: {one_line(str(e))} — rerun "
-                                "with --debug and report it"), highlight=False, soft_wrap=True)
+        what = f"{type(e).__name__}: {one_line(str(e))}"
+        err.print(Text.assemble(("internal error:", "bold red"), f" {what} — rerun with --debug and report it"),
+                  highlight=False, soft_wrap=True)
+        if json_:
+            emit_json({"error": f"internal error: {what}", "hint": "rerun with --debug and report it",
+                       "exit_code": 3})
         raise typer.Exit(3) from None
 
 
@@ -153,10 +169,10 @@ def _given(options: dict[str, Any]) -> list[str]:
 
 
 def refuse_pass_options(*, batch: int | None = None, seq: int | None = None, kernel_rules: str | None = None,
-                        inputs: list[str] | None = None, every_block: bool = False) -> None:
+                        inputs: list[str] | None = None, every_block: bool = False, train: bool = False) -> None:
     """Options of the meta forward pass given to a run without it would be ignored: say so instead."""
     given = _given({"--batch": batch, "--seq": seq, "--kernel-rules": kernel_rules, "--input": inputs,
-                    "--every-block": every_block})
+                    "--every-block": every_block, "--train": train})
     if given:
         raise ArchvizError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the meta forward pass, "
                            "which this run skips",
@@ -169,12 +185,12 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
                 kernel_rules: str | None = None, names: str | None = None,
                 inputs: list[str] | None = None, every_block: bool = False, trust_remote_code: bool = False,
-                quantized: bool = False) -> Any:
+                quantized: bool = False, train: bool = False) -> Any:
     if is_records_file(source):  # already built (by `archviz walk -o`, maybe elsewhere): read, group if asked
         options = {"--config": config, "--set": sets, "--model-class": model_class, "--tokenizer": tokenizer,
                    "--world-size": world_size, "--rank": rank, "--batch": batch, "--seq": seq,
                    "--kernel-rules": kernel_rules, "--input": inputs, "--every-block": every_block,
-                   "--trust-remote-code": trust_remote_code, "--quantized": quantized}
+                   "--trust-remote-code": trust_remote_code, "--quantized": quantized, "--train": train}
         given = _given(options)
         if given:
             raise ArchvizError(f"{source}: a records file is already built, so {', '.join(given)} cannot apply",
@@ -186,20 +202,22 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
             record = group(record, names=load_names(names) if names else None)
         return record
     if not shapes:
-        refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block)
+        refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block,
+                            train=train)
     from ..sources.guard import model_code
 
     with model_code():  # the model's code may not end the process or print to stdout (--json stays JSON)
         return _built_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
                              batch=batch, seq=seq, grouping=grouping, kernel_rules=kernel_rules, names=names,
                              inputs=inputs, every_block=every_block, trust_remote_code=trust_remote_code,
-                             quantized=quantized)
+                             quantized=quantized, train=train)
 
 
 def _built_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
                   tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool,
                   batch: int | None, seq: int | None, grouping: bool, kernel_rules: str | None, names: str | None,
-                  inputs: list[str] | None, every_block: bool, trust_remote_code: bool, quantized: bool) -> Any:
+                  inputs: list[str] | None, every_block: bool, trust_remote_code: bool, quantized: bool,
+                  train: bool = False) -> Any:
     from .. import build
     from ..walk import walk
 
@@ -219,7 +237,7 @@ def _built_record(source: str, config: str | None, sets: list[str] | None, model
         try:
             with progress_bar("meta forward pass") as cb:
                 record = trace_shapes(built, record, batch=batch, seq=seq, input_specs=inputs, memo=not every_block,
-                                      progress=cb)
+                                      train=train, progress=cb)
         except ShapeError as e:  # the commands that run the pass here all have --no-shapes
             e.hint = f"{e.hint}; --no-shapes skips shapes" if e.hint else "--no-shapes skips shapes"
             raise

@@ -21,6 +21,7 @@ from .common import (
     RankOpt,
     SeqOpt,
     SetOpt,
+    TrainOpt,
     SourceArg,
     TokenizerOpt,
     TrustRemoteCodeOpt,
@@ -53,7 +54,7 @@ def summary(
     from ..render.terminal import summary_table
     from ..render.views import summary_json
 
-    with handled(debug):
+    with handled(debug, json_):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
                              trust_remote_code=trust_remote_code, quantized=quantized)
         if json_:
@@ -85,6 +86,7 @@ def inspect(
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,
     every_block: EveryBlockOpt = False,
+    train: TrainOpt = False,
     names: Annotated[Optional[str], typer.Option("--names", help="titles of grouped nodes: a TOML/JSON file mapping "
                                                                  "paths, globs or classes to names")] = None,
     json_: JsonOpt = False,
@@ -95,11 +97,11 @@ def inspect(
     from ..render.terminal import grouped_tree, module_card, module_tree, run_notes
     from ..render.views import module_json
 
-    with handled(debug):
+    with handled(debug, json_):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, batch=batch, seq=seq, grouping=not flat,
                              kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
-                             trust_remote_code=trust_remote_code, quantized=quantized)
+                             trust_remote_code=trust_remote_code, quantized=quantized, train=train)
         path = resolve_target(record, target or [])
         if json_:
             emit_json(module_json(record, path))
@@ -129,17 +131,18 @@ def walk(
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,
     every_block: EveryBlockOpt = False,
+    train: TrainOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Write the records (versioned JSON schema, docs/records-schema.md) of every module."""
     from ..records import dumps_compact as dumps
 
-    with handled(debug):
+    with handled(debug, json_):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
                              inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,
-                             quantized=quantized)
+                             quantized=quantized, train=train)
         text = dumps(record)
         if output == "-":
             sys.stdout.write(text + "\n")

@@ -90,7 +90,7 @@ def probe(
     from ..probe import parse_size, run_probe
     from ..sources.guard import model_code
 
-    with handled(debug):
+    with handled(debug, json_):
         limit = parse_size(max_memory) if max_memory else None
         if kernel_rules:
             from ..shapes.kernels import load_rules_file

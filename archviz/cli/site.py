@@ -23,6 +23,7 @@ from .common import (
     RankOpt,
     SeqOpt,
     SetOpt,
+    TrainOpt,
     TokenizerOpt,
     TrustRemoteCodeOpt,
     WorldSizeOpt,
@@ -69,13 +70,14 @@ def _compare(record: Any, checkpoint: str) -> Any:
 def _load(source: str, config: str | None, sets: list[str] | None, model_class: str | None, tokenizer: str | None,
           world_size: int | None, rank: int | None, shapes: bool, batch: int | None, seq: int | None, names: str | None,
           every_block: bool = False, kernel_rules: str | None = None, inputs: list[str] | None = None,
-          trust_remote_code: bool = False, quantized: bool = False) -> Any:
+          trust_remote_code: bool = False, quantized: bool = False, train: bool = False) -> Any:
     if is_records_file(source):  # load_record says which build options cannot apply to it
         return _group(load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False,
                                   kernel_rules=kernel_rules, inputs=inputs, trust_remote_code=trust_remote_code,
-                                  quantized=quantized), names)
+                                  quantized=quantized, train=train), names)
     if not shapes:
-        refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block)
+        refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block,
+                            train=train)
     if shapes and kernel_rules:  # a bad option is an error, not a reason to render without shapes
         from ..shapes.kernels import load_rules_file
 
@@ -87,7 +89,7 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
     try:
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
                              batch=batch, seq=seq, grouping=False, every_block=every_block, inputs=inputs,
-                             trust_remote_code=trust_remote_code, quantized=quantized)
+                             trust_remote_code=trust_remote_code, quantized=quantized, train=train)
     except ShapeError as e:
         err.print(f"warning: {source}: no shapes ({e.line()}); the pages show counts and code only",
                   highlight=False, markup=False, soft_wrap=True)
@@ -117,6 +119,7 @@ def build(
     batch: BatchOpt = None,
     seq: SeqOpt = None,
     every_block: EveryBlockOpt = False,
+    train: TrainOpt = False,
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,
     annotations: Annotated[Optional[str], typer.Option("--annotations", help="TOML of node titles, descriptions and "
@@ -133,7 +136,7 @@ def build(
     """Render a static HTML explorer: one page per node of the grouped tree, an overview per model, search."""
     from ..render.site import build_site
 
-    with handled(debug):
+    with handled(debug, json_):
         if source_url is not None and "{path}" not in source_url:
             raise ArchvizError(f"--source-url {source_url!r}: the template has no {{path}}",
                                hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
@@ -147,7 +150,7 @@ def build(
         records = []
         for s in sources:
             record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names,
-                           every_block, kernel_rules, input_, trust_remote_code, quantized)
+                           every_block, kernel_rules, input_, trust_remote_code, quantized, train)
             if checkpoint:
                 record = _compare(record, checkpoint)
             records.append(record)

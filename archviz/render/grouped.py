@@ -38,6 +38,23 @@ def node_label(node: dict) -> Text:
     return text
 
 
+def _shapes(calls: tuple, text: Text) -> None:
+    """`  [B, T, 64] → [B, T, 64]` of the node's first call, compactly: at most two inputs and two outputs shown,
+    and how many other call shapes there are."""
+    if not calls:
+        return
+    c = calls[0]
+
+    def some(shapes: tuple) -> str:
+        shown = ", ".join(fmt.shape(s) for s in shapes[:2])
+        return shown + (f", +{len(shapes) - 2}" if len(shapes) > 2 else "") if shapes else "()"
+
+    text.append(f"  {some(c.inputs)} → {some(c.outputs)}", style="magenta")
+    other = len({(k.inputs, k.outputs) for k in calls}) - 1
+    if other:
+        text.append(f" (+{other} other call shape{'' if other == 1 else 's'})", style="dim")
+
+
 def grouped_tree(record: ModelRecord, path: str = "", depth: int = 3) -> Tree:
     """The grouped tree below the node standing for `path` (the model when ""), `depth` levels deep. For an item of
     the main layer list, the root line first says which group and kind the layer belongs to."""
@@ -46,7 +63,16 @@ def grouped_tree(record: ModelRecord, path: str = "", depth: int = 3) -> Tree:
     by_id = {n["id"]: n for n in nodes}
     entry = g["by_path"].get(path) if path else None
     start = by_id[entry["node"]] if entry else nodes[0]
-    label = node_label(start)
+    index = {m.path: m for m in record.modules}
+
+    def label_of(node: dict) -> Text:  # the node's numbers, and the shapes of the first module it stands for
+        text = node_label(node)
+        first = index.get(node["paths"][0]) if node.get("paths") else None
+        if first is not None:
+            _shapes(first.calls, text)
+        return text
+
+    label = label_of(start)
     if path and entry is not None:
         shown = Text()
         where = layer_membership(record, path)
@@ -71,7 +97,7 @@ def grouped_tree(record: ModelRecord, path: str = "", depth: int = 3) -> Tree:
             return
         for cid in node["children"]:
             child = by_id[cid]
-            add(branch.add(node_label(child)), child, level + 1)
+            add(branch.add(label_of(child)), child, level + 1)
 
     add(tree, start, 0)
     return tree

@@ -28,7 +28,12 @@ def summary_table(record: ModelRecord) -> Group:
     per_rank = f" per rank (× {ws} ranks = {fmt.count(s.parameters * ws)})" if ws > 1 else ""
     t.add_row("parameters", fmt.count(s.parameters), fmt.human(s.parameters) + per_rank)
     if s.active_parameters is not None:
-        t.add_row("active per token", fmt.count(s.active_parameters), fmt.human(s.active_parameters))
+        with_emb = "with the input embedding" if s.input_embedding_parameters else ""
+        t.add_row("active per token", fmt.count(s.active_parameters),
+                  f"{fmt.human(s.active_parameters)} {with_emb}".rstrip())
+        if s.input_embedding_parameters:
+            without = s.active_without_input_embedding
+            t.add_row("  without input embedding", fmt.count(without), fmt.human(without))
     t.add_row("quantization scales", fmt.count(s.scale_elements), "not parameters")
     if s.table_elements:
         t.add_row("integer tables", fmt.count(s.table_elements), "not parameters")
@@ -63,7 +68,12 @@ def run_notes(record: ModelRecord) -> Group | None:
     parts: list[Any] = [Text(f"note: {n}", style="dim") for n in record.source.notes]
     shapes = record.extra("shapes")
     if shapes:
-        parts.append(Text(f"meta pass: B = {shapes.get('B')} (batch), T = {shapes.get('T')} (positions)", style="dim"))
+        mode = f" ({shapes['mode']} mode)" if shapes.get("mode") else ""
+        used = shapes.get("used", ("B", "T"))  # records from before "used": both
+        sizes = [f"{s} = {shapes.get(s)} ({what})" for s, what in (("B", "batch"), ("T", "positions")) if s in used]
+        sizes += [f"{s} = {v}" for s, v in (shapes.get("named") or {}).items()]
+        parts.append(Text(f"meta pass{mode}: " + (", ".join(sizes) if sizes else "every input given with explicit "
+                                                                                 "sizes"), style="dim"))
         parts += [Text(f"meta pass: {n}", style="dim") for n in shapes.get("notes") or ()]
     return Group(*parts) if parts else None
 

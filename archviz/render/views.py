@@ -29,6 +29,9 @@ def summary_json(record: ModelRecord) -> dict[str, Any]:
         "model_class": src.model_class,
         "parameters": s.parameters,
         "active_parameters": s.active_parameters,
+        "active_parameters_without_input_embedding": s.active_without_input_embedding,
+        "input_embedding": {"path": s.input_embedding_path, "parameters": s.input_embedding_parameters}
+        if s.input_embedding_path is not None else None,
         "scale_elements": s.scale_elements,
         "table_elements": s.table_elements,
         "buffer_elements": s.buffer_elements,

@@ -10,11 +10,21 @@ from ..sources import stubs
 from .tracer import ARCHVIZ_DIR
 
 
+_INSTALLED = frozenset({"site-packages", "dist-packages"})
+
+
+def _installed(path: str) -> bool:
+    """`path` lies in an installed package (a site-packages folder, a virtualenv's included)."""
+    return not _INSTALLED.isdisjoint(path.split(os.sep))
+
+
 class ImportsInForward:
     """Imports inside forward (`from fast_hadamard_transform import hadamard_transform`) of modules that are not
     installed get stub modules too, recorded like the build's, so their functions are answered by shape rules (meta
     pass) or `archviz.kernels` implementations (probe). Only imports made by the model's own files (under `roots`)
-    are answered: libraries handle their own ImportErrors (sympy probing for gmpy2 inside torch)."""
+    are answered: libraries handle their own ImportErrors (sympy probing for gmpy2 inside torch). A package
+    installed in a site-packages folder is never the model's code, even where that folder lies under the model's
+    (`proj/model.py` beside `proj/.venv`)."""
 
     def __init__(self, registry: stubs.StubRegistry, roots: tuple[str, ...],
                  on_stub: Callable[[str], None] | None = None):
@@ -30,7 +40,8 @@ class ImportsInForward:
             if fn.startswith("<frozen") or fn.startswith(ARCHVIZ_DIR) or "importlib" in fn:
                 f = f.f_back
                 continue
-            return os.path.abspath(fn).startswith(self.roots)
+            full = os.path.abspath(fn)
+            return full.startswith(self.roots) and not _installed(full)
         return False
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:

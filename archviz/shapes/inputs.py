@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 from typing import Any, Iterator
 
 import torch
@@ -34,6 +35,48 @@ def cache_off(model: Any) -> Iterator[None]:
             cfg.use_cache = value
 
 
+_SIZE_KEYS = ("image_size", "img_size", "input_size")
+_CHANNEL_KEYS = ("num_channels", "in_chans", "in_channels")
+
+
+def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
+    """For a factory or reference model whose forward takes images: ((C, H, W), where the sizes came from), from
+    timm's `pretrained_cfg["input_size"]`, else the config's (or factory arguments') image size and channels, else
+    the channels of a first Conv2d (no embedding before it) at 224 x 224. None for everything else."""
+    model = built.model
+    for attr in ("pretrained_cfg", "default_cfg"):
+        cfg = getattr(model, attr, None)
+        size = cfg.get("input_size") if isinstance(cfg, dict) else None
+        if isinstance(size, (tuple, list)) and len(size) == 3 and all(isinstance(d, int) and d > 0 for d in size):
+            return (size[0], size[1], size[2]), f"{type(model).__name__}.{attr}['input_size']"
+    config = built.config if isinstance(built.config, dict) else {}
+    size_key = next((k for k in _SIZE_KEYS if k in config), None)
+    if size_key is not None:
+        size = config[size_key]
+        hw = (size, size) if isinstance(size, int) else tuple(size)[-2:] if isinstance(size, (list, tuple)) else None
+        ch_key = next((k for k in _CHANNEL_KEYS if isinstance(config.get(k), int)), None)
+        channels = config[ch_key] if ch_key else 3
+        if hw and len(hw) == 2 and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in hw):
+            return (channels, hw[0], hw[1]), f"the config's {size_key}" + (f" and {ch_key}" if ch_key else "")
+    for m in model.modules():  # the first module holding weights: a Conv2d reads images
+        if any(True for _ in m.parameters(recurse=False)):
+            if isinstance(m, torch.nn.Conv2d):
+                return (m.in_channels, 224, 224), "the first Conv2d's in_channels, at 224 x 224"
+            return None
+    return None
+
+
+def forward_arguments(model: Any) -> str | None:
+    """The forward's arguments as `name` (required) or `name=default`, for a hint."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    shown = [p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}" for p in params
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY)]
+    return f"{type(model).__name__}.forward({', '.join(shown)})" if shown else None
+
+
 def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     model = built.model
     try:
@@ -55,6 +98,9 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     if not params:
         raise ShapeError(f"{type(model).__name__}.forward takes no inputs archviz can guess",
                          hint="give them with --input name=B,T,512[:dtype]")
+    image = image_default(built)
+    if image is not None:  # a vision model: one image batch [B, C, H, W] instead of token ids
+        return (torch.zeros((B, *image[0]), dtype=torch.float32, device="meta"),), {}
     args: list[Any] = [ids]
     kwargs = {}
     if "start_pos" in names[1:]:
@@ -119,9 +165,10 @@ def _input_example(built: Built, name: str) -> str:
     return _MODALITY_INPUTS.get(name, "B,3,224,224:float32")
 
 
-def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
-    """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints or the
-    symbols B and T; the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
+def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None = None) -> tuple[tuple, dict]:
+    """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints, the
+    symbols B and T, or a dim the user names with its size (`x=B,3,H=224,W=224`: H and W, sized 224 unless `sizes`
+    says otherwise); the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
     `name=none` passes None."""
     kwargs: dict[str, Any] = {}
     for spec in specs:
@@ -143,14 +190,46 @@ def parse_inputs(specs: list[str], B: int, T: int) -> tuple[tuple, dict]:
                 dims.append(B if d == "B" else T)
             elif d.isdigit():
                 dims.append(int(d))
+            elif _NAMED.fullmatch(d):
+                symbol, size = d.split("=")
+                dims.append((sizes or {}).get(symbol, int(size)))
             else:
-                raise ShapeError(f"--input {spec!r}: dim {d!r} is not an int, B or T", hint="e.g. B,T,512")
+                raise ShapeError(f"--input {spec!r}: dim {d!r} is not an int, B or T",
+                                 hint="e.g. B,T,512; name a dim with its size: B,3,H=224,W=224")
         default = "int64" if dims_text.replace(" ", "") == "B,T" else "float32"
         dtype = getattr(torch, dtype_text or default, None)
         if not isinstance(dtype, torch.dtype):
             raise ShapeError(f"--input {spec!r}: {dtype_text!r} is not a torch dtype", hint="e.g. float32, int64")
         kwargs[name] = torch.zeros(dims, dtype=dtype, device="meta")
     return (), kwargs
+
+
+_NAMED = re.compile(r"(?!(?:B|T)=)[A-Za-z_]\w*=\d+")
+
+
+def spec_symbols(specs: list[str] | None) -> set[str]:
+    """The symbols (B, T, and dims the user named) that `--input` specs size their tensors by."""
+    used: set[str] = set()
+    for spec in specs or ():
+        dims_text = spec.partition("=")[2].partition(":")[0]
+        for d in (d.strip() for d in dims_text.split(",")):
+            if d in ("B", "T"):
+                used.add(d)
+            elif _NAMED.fullmatch(d):
+                used.add(d.split("=")[0])
+    return used
+
+
+def named_sizes(specs: list[str] | None) -> dict[str, int]:
+    """{name: size} of the dims the user named in `--input` specs (`H=224`)."""
+    out: dict[str, int] = {}
+    for spec in specs or ():
+        dims_text = spec.partition("=")[2].partition(":")[0]
+        for d in (d.strip() for d in dims_text.split(",")):
+            if _NAMED.fullmatch(d):
+                name, size = d.split("=")
+                out.setdefault(name, int(size))
+    return out
 
 
 def merge_inputs(model: Any, base: tuple[tuple, dict], given: dict[str, Any]) -> tuple[tuple, dict]:

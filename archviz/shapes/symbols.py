@@ -31,10 +31,12 @@ def _taken(record: ModelRecord) -> set[int]:
 
 
 def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
-                avoid: tuple[int, int] | None = None, routed: bool = True) -> tuple[int, int, bool]:
+                avoid: tuple[int, int] | None = None, routed: bool = True,
+                differ: tuple[int, int] | None = None) -> tuple[int, int, bool]:
     """(B, T, clean): values that collide with no width of the model (tensor dims, config ints, routed token counts)
     when possible (`clean`), within the model's max_batch_size / max_seq_len; `avoid` excludes a pair already used.
-    `routed=False` keeps T small rather than R apart (the probe, whose real pass costs tokens)."""
+    `routed=False` keeps T small rather than R apart (the probe, whose real pass costs tokens). `differ` (B, T)
+    asks for another B and another T than those where the limits allow (the second pass, for names by evidence)."""
     taken = _taken(record)
     config = dict(record.source.config)
     max_b = config.get("max_batch_size") if isinstance(config.get("max_batch_size"), int) else None
@@ -60,6 +62,9 @@ def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
     bs = [batch] if batch else [b for b in _PRIMES_B if not max_b or b <= max_b] + (
         list(range(max_b, 1, -1)) if max_b else [])
     ts = [seq] if seq else [t for t in _PRIMES_T if not max_t or t <= max_t]
+    if differ is not None:
+        bs = [b for b in bs if b != differ[0]] or bs
+        ts = [t for t in ts if t != differ[1]] or ts
     bs = bs or [1]
     tiers = (((lambda b, t: ok(b, t) and routed_apart(b, t)), True), (ok, True), (but_b, False)) if routed else \
         ((ok, True),)
@@ -75,15 +80,23 @@ def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
     return bs[0], ts[0], False
 
 
-def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int]) -> tuple[int | str, ...]:
+def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int],
+              used: frozenset[str] | set[str] = frozenset({"B", "T"}),
+              named: dict[int, str] | None = None) -> tuple[int | str, ...]:
+    """`shape` with the dims of size B, T, B·T, a dim the user named (`named`: size -> name) or a routed count
+    named; only the symbols in `used` (those the pass's inputs were actually sized by) name anything: with every
+    input given in ints, a 7x7 map stays 7."""
     out: list[int | str] = []
+    b, t = "B" in used, "T" in used
     for d in shape:
         d = int(d)
-        if d == B * T:
+        if named and d in named:
+            out.append(named[d])
+        elif b and t and d == B * T:
             out.append("B·T")
-        elif d == B:
+        elif b and d == B:
             out.append("B")
-        elif d == T:
+        elif t and d == T:
             out.append("T")
         elif d in routed:
             out.append(ROUTED)

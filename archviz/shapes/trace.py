@@ -19,7 +19,10 @@ Stubbed kernels (modules that could not import) are answered by the rules in `ar
 rule stops the pass with a message that names it and says how to declare one.
 
 Dims are named after the pass: B (batch) and T (positions) are run at values chosen to collide with no width of the
-model, so a dim equal to B, T or B·T is that symbol; every other dim is a fixed int.
+model, and only the symbols the inputs were sized by name anything (with every input given in ints, none). A name
+takes evidence: a second pass runs at another B and T (and a user-named dim, `--input x=B,3,H=224,W=224`, at
+another size), and a dim keeps its name only where it followed the input, so a 7x7 feature map at B = 7 stays 7.
+Every other dim is a fixed int. The pass runs the model in eval mode unless asked for training mode.
 """
 
 from __future__ import annotations
@@ -38,7 +41,18 @@ from ..sources import Built, stubs
 from ..walk.provenance import file_facts
 from ..sources.meta import strays_to_meta, warnings_noted
 from .imports import ImportsInForward
-from .inputs import cache_off, default_inputs, merge_inputs, missing_input_hint, none_hint, parse_inputs
+from .inputs import (
+    cache_off,
+    default_inputs,
+    forward_arguments,
+    image_default,
+    merge_inputs,
+    missing_input_hint,
+    named_sizes,
+    none_hint,
+    parse_inputs,
+    spec_symbols,
+)
 from .memo import ALL_FIELDS, CALLS_FIELD, BlockMemo, weight_uses
 from .policy import ROUTED, DispatchPolicy, TolistPolicy
 from .symbols import choose_dims, name_dims
@@ -55,17 +69,24 @@ from .tracer import ARCHVIZ_DIR, TORCH_DIR, Tracer
 def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None, seq: int | None = None,
                  inputs: tuple[tuple, dict] | None = None, input_specs: list[str] | None = None,
                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None,
-                 memo: bool = True,
+                 memo: bool = True, train: bool = False,
                  progress: Callable[[int, int], None] | None = None,
                  op_observer: Callable[..., None] | None = None,
                  on_memo: Callable[[str, str], None] | None = None) -> ModelRecord:
-    """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled."""
+    """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled.
+
+    The pass runs the model in eval mode, or in training mode with `train` (auxiliary heads, batch statistics);
+    every module's own mode is put back afterwards. The mode is recorded in the shapes extra ("mode").
+    `op_observer(func, args, kwargs, out, module path)` sees every aten op of the pass (archviz.cost counts FLOPs with
+    it) and `on_memo(source, target)` every block answered from the memo. An observed pass runs once: the second
+    pass, which gathers the evidence for the dims' names, would run the module hooks of whoever observes again, so
+    its dims are named by value (and noted so)."""
     # The pass makes many short-lived meta tensors and records, but no cycles worth a rescan of the model's heap.
     # --quantized: its modules call kernels meta cannot run; the unquantized ones they replaced are put back for it.
     with collector_paused(), built.unquantized() if built.unquantized is not None else nullcontext():
         traced = _trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, input_specs=input_specs,
-                               on_kernel=on_kernel, memo=memo, progress=progress, op_observer=op_observer,
-                               on_memo=on_memo)
+                               on_kernel=on_kernel, memo=memo, train=train, progress=progress,
+                               op_observer=op_observer, on_memo=on_memo)
     if built.unquantized is not None:
         info = traced.extra("shapes")
         traced = traced.with_extra("shapes", {**info, "notes": [
@@ -76,7 +97,7 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
 
 def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: int | None,
                   inputs: tuple[tuple, dict] | None, input_specs: list[str] | None,
-                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool,
+                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool, train: bool,
                   progress: Callable[[int, int], None] | None, op_observer: Callable[..., None] | None = None,
                   on_memo: Callable[[str, str], None] | None = None) -> ModelRecord:
     from ..walk.spans import Spans
@@ -96,7 +117,20 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                 raise
             base = ((), {})
     args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B, T)[1]) if input_specs else base
+    user = named_sizes(input_specs)  # dims the user named: {name: size}
+    # The symbols the inputs are sized by: only those name dims, and the pass line shows only those.
+    if inputs is not None:
+        used = {"B", "T"}  # inputs made by the caller (the probe): sized by B and T
+    else:
+        defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
+        kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
+        image = image_default(built) if kept and built.kind != "hf" else None
+        used = ({"B"} if image else {"B", "T"} if kept else set()) | spec_symbols(input_specs)
     notes: list[str] = []
+    if inputs is None and image is not None:
+        first = forward_arguments(built.model) or "forward"
+        notes.append(f"default input: an image batch [B, {', '.join(map(str, image[0]))}] (float32) from "
+                     f"{image[1]}, passed as the first argument of {first}; --input NAME=... gives another")
     moved = strays_to_meta(tracer.objects_by_id.values())
     if moved:
         notes.append(f"{moved:,} tensors the build left on the CPU (legacy constructors such as "
@@ -113,71 +147,61 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
             except Exception:  # noqa: BLE001 - models without fused experts refuse; nothing to change then
                 continue
     registry = built.stubs or stubs.StubRegistry()
-    # Reference code runs under the default dtype its launcher sets (DeepSeek's generate.py: bfloat16).
-    compute = getattr(torch, built.default_dtype) if built.default_dtype else None
-    experts: BlockMemo | None = None
-    previous = stubs.set_call_handler(tracer.stub_call)
-    saved_dtype = torch.get_default_dtype()
-    error: BaseException | None = None
-    try:
-        tracer.install()
-        tracer.progress = progress
-        experts = BlockMemo(tracer, record) if memo else None
-        if compute is not None:
-            torch.set_default_dtype(compute)
-
-        def warned(text: str) -> None:
-            notes.append(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'}: {text}")
-
-        with warnings_noted(warned), torch.no_grad(), torch.device("meta"), \
-                DispatchPolicy(tracer.policy, op_observer), \
-                TolistPolicy(tracer.policy), cache_off(built.model) if built.kind == "hf" else nullcontext(), \
-                ImportsInForward(registry, built.roots if built.kind != "hf" else (),
-                                 lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
-            built.model(*args, **kwargs)
-    except ShapeError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        error = e
-    finally:
-        if experts is not None:
-            experts.remove()
-        stubs.set_call_handler(previous)
-        tracer.remove()
-        torch.set_default_dtype(saved_dtype)
+    experts, error = _forward(built, record, tracer, args, kwargs, registry, memo=memo, train=train, notes=notes,
+                              progress=progress, observer=op_observer)
     if error is not None:
         where = tracer.stack[-1] if tracer.stack else "(model)"
         frame = _user_frame(error)
         raise ShapeError(f"the meta forward pass failed in {where or 'the model'}"
                          f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
-                         hint=missing_input_hint(built, kwargs, error) or none_hint(error, built) or
-                         "give a missing forward input with --input name=B,T (repeatable), run with --debug "
-                         "for the traceback") from error
+                         hint=(train and "when training" in str(error) and
+                               "the pass ran in training mode (--train): drop --train to trace eval mode, or give "
+                               "inputs whose batch statistics exist (a batch above 1)") or
+                         missing_input_hint(built, kwargs, error) or none_hint(error, built) or
+                         "give a missing forward input with --input name=B,T (repeatable)" +
+                         (_arguments_hint(built, input_specs) or "") + ", run with --debug for the traceback") \
+            from error
     if progress is not None:
         progress(tracer.total, tracer.total)
     routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
+    # Evidence for the names: a second pass at other sizes; a dim keeps its name only where it followed the input.
+    second = _second_pass(built, record, spans.display, B, T, used, input_specs, registry, memo, train, user) \
+        if used and inputs is None and op_observer is None else None  # an observed pass (cost) runs once
+    by_size = {v: k for k, v in reversed(user.items())}
     named: dict[tuple, tuple] = {}
 
-    def dims(shape: tuple) -> tuple:
-        hit = named.get(shape)
+    def dims(shape: tuple, other: tuple | None) -> tuple:
+        hit = named.get((shape, other))
         if hit is None:
-            hit = named[shape] = name_dims(shape, B, T, routed)
+            hit = named[(shape, other)] = _named(shape, other, B, T, routed, used, second, by_size)
         return hit
 
     made: dict[tuple, Call] = {}  # identical calls (every expert, every norm) share one record
 
-    def call(ins: tuple, outs: tuple) -> Call:
-        c = made.get((ins, outs))
+    def call(ins: tuple, outs: tuple, other: tuple | None) -> Call:
+        key = (ins, outs, other)
+        c = made.get(key)
         if c is None:
-            c = made[(ins, outs)] = Call(inputs=tuple(dims(s) for s, _ in ins), outputs=tuple(dims(s) for s, _ in outs),
-                                         input_dtypes=tuple(d for _, d in ins), output_dtypes=tuple(d for _, d in outs))
+            ins2, outs2 = other if other is not None and len(other[0]) == len(ins) and \
+                len(other[1]) == len(outs) else ((None,) * len(ins), (None,) * len(outs))
+            c = made[key] = Call(inputs=tuple(dims(s, o and o[0]) for (s, _), o in zip(ins, ins2)),
+                                 outputs=tuple(dims(s, o and o[0]) for (s, _), o in zip(outs, outs2)),
+                                 input_dtypes=tuple(d for _, d in ins), output_dtypes=tuple(d for _, d in outs))
         return c
+
+    def paired(path: str) -> list[tuple]:
+        first = tracer.calls.get(path, ())
+        other = second.calls.get(path, ()) if second is not None else ()
+        if len(other) != len(first):  # no evidence for this module: its calls differ between the passes
+            other = (None,) * len(first)
+        return [(tuple(ins), tuple(outs), None if o is None else (tuple(o[0]), tuple(o[1])))
+                for (ins, outs), o in zip(first, other)]
 
     modules = []
     site_of: dict[tuple, CallSite] = {}
     for m in record.modules:
         path = m.path
-        calls = tuple(call(tuple(ins), tuple(outs)) for ins, outs in tracer.calls.get(path, ()))
+        calls = tuple(call(ins, outs, other) for ins, outs, other in paired(path))
         sites = []
         for s in tracer.sites.get(path, ()):
             cs = site_of.get(s)
@@ -198,11 +222,142 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
                      "experts) answered from an "
                      "identical one's shapes (taken as pure functions of their input shapes)")
-    shapes_info = {"B": B, "T": T, "clean": clean, "notes": notes, "routed_symbol": ROUTED,
+    if second is not None:
+        notes.append(f"dims named by evidence: a second pass at {second.sizes_text()} kept a name only where the "
+                     "dim followed the input")
+    elif used and inputs is None:
+        notes.append("dims named by value (B, T equal to a dim): the second pass for evidence could not run")
+    shapes_info = {"B": B, "T": T, "used": sorted(used), **({"named": user} if user else {}), "clean": clean,
+                   "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
                    "routed_sizes": sorted(routed),
                    "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
                              "over E experts (R = ceil(B·T·k/E))"}
     return dataclasses.replace(record, modules=tuple(modules), source=source).with_extra("shapes", shapes_info)
+
+
+@dataclasses.dataclass
+class _Second:
+    """The second pass: its sizes, which symbols took another value, its calls and routed sizes."""
+    B: int
+    T: int
+    vary: set[str]
+    calls: dict[str, list]
+    routed: set[int]
+    user: dict[str, int] = dataclasses.field(default_factory=dict)  # the user's named dims, resized
+
+    def sizes_text(self) -> str:
+        return ", ".join([f"{s} = {getattr(self, s)}" for s in ("B", "T") if s in self.vary] +
+                         [f"{s} = {v}" for s, v in self.user.items()])
+
+
+def _second_pass(built: Built, record: ModelRecord, display: Any, B: int, T: int, used: set[str],
+                 input_specs: list[str] | None, registry: stubs.StubRegistry, memo: bool,
+                 train: bool, user: dict[str, int]) -> _Second | None:
+    """The same forward with B and T at other values, for the names' evidence; None when no used symbol can take
+    another value (max_batch_size 1) or the model fails at those sizes (then names are by value, as before)."""
+    B2, T2, _ = choose_dims(record, None, None, differ=(B, T))
+    vary = {s for s, a, b in (("B", B, B2), ("T", T, T2)) if a != b and s in used} | set(user)
+    if not vary:
+        return None
+    # +8 (+16, ...) keeps a multiple of 8 one, and tells apart dims named alike in size (H = W = 64)
+    user2 = {name: size + 8 * (i + 1) for i, (name, size) in enumerate(user.items())}
+    tracer = Tracer(built.model, display)
+    try:
+        base = default_inputs(built, B2, T2)
+    except ShapeError:
+        base = ((), {})
+    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B2, T2, user2)[1]) if input_specs \
+        else base
+    try:
+        _, error = _forward(built, record, tracer, args, kwargs, registry, memo=memo, train=train, notes=[],
+                            progress=None)
+    except ShapeError:
+        return None
+    if error is not None:
+        return None
+    return _Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2}, user2)
+
+
+def _named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], used: set[str],
+           second: _Second | None, user: dict[int, str]) -> tuple:
+    """`shape` named by value (B, T, B·T, R), a name kept only where the second pass's `other` shape has the same
+    name at its own sizes: a 7x7 map at B = 7 stays 7, as it stays 7 at B = 5. Symbols the second pass could not
+    vary, and shapes it has no counterpart for, keep their names by value."""
+    first = name_dims(shape, B, T, routed, used, user)
+    if second is None or other is None or len(other) != len(shape):
+        return first
+    again = name_dims(other, second.B, second.T, second.routed, used, {v: k for k, v in second.user.items()})
+    out = []
+    for d, a, b in zip(shape, first, again):
+        if isinstance(b, str) and b in second.user and user.get(int(d)) is not None and \
+                second.user[b] - int(d) == 8 * (list(second.user).index(b) + 1):
+            out.append(b)  # a named dim whose size another shares in the first pass: the second tells them apart
+            continue
+        if not isinstance(a, str):
+            out.append(a)
+            continue
+        needs = {"B·T": {"B", "T"}, "B": {"B"}, "T": {"T"}}.get(a, {a} if a in second.user else set())
+        if a == b or not needs <= second.vary:
+            out.append(a)
+        else:
+            out.append(int(d))
+    return tuple(out)
+
+
+def _arguments_hint(built: Built, input_specs: list[str] | None) -> str | None:
+    """For a factory or reference model run on the default token ids: its forward's arguments, and what --input
+    each tensor needs."""
+    if built.kind == "hf" or input_specs:
+        return None
+    args = forward_arguments(built.model)
+    if args is None:
+        return None
+    return (f"; the pass fed token ids [B, T] to {args}: give each tensor argument as NAME=dims[:dtype] (dims "
+            "are ints, B, T; e.g. an image NAME=B,3,224,224, features NAME=B,T,64:float32)")
+
+
+def _forward(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwargs: dict,
+             registry: stubs.StubRegistry, *, memo: bool, train: bool, notes: list[str],
+             progress: Callable[[int, int], None] | None,
+             observer: Callable[..., None] | None = None) -> tuple[BlockMemo | None, BaseException | None]:
+    """One forward of the model on meta under `tracer`: (the block memo, the error the model raised or None)."""
+    # Reference code runs under the default dtype its launcher sets (DeepSeek's generate.py: bfloat16).
+    compute = getattr(torch, built.default_dtype) if built.default_dtype else None
+    experts: BlockMemo | None = None
+    previous = stubs.set_call_handler(tracer.stub_call)
+    saved_dtype = torch.get_default_dtype()
+    error: BaseException | None = None
+    modes = [(m, m.training) for m in built.model.modules()]
+    try:
+        built.model.train(train)
+        tracer.install()
+        tracer.progress = progress
+        experts = BlockMemo(tracer, record) if memo else None
+        if compute is not None:
+            torch.set_default_dtype(compute)
+
+        def warned(text: str) -> None:
+            notes.append(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'}: {text}")
+
+        with warnings_noted(warned), torch.no_grad(), torch.device("meta"), \
+                DispatchPolicy(tracer.policy, observer), TolistPolicy(tracer.policy), \
+                cache_off(built.model) if built.kind == "hf" else nullcontext(), \
+                ImportsInForward(registry, built.roots if built.kind != "hf" else (),
+                                 lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
+            built.model(*args, **kwargs)
+    except ShapeError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        error = e
+    finally:
+        if experts is not None:
+            experts.remove()
+        stubs.set_call_handler(previous)
+        tracer.remove()
+        torch.set_default_dtype(saved_dtype)
+        for m, mode in modes:
+            m.training = mode
+    return experts, error
 
 
 def _user_frame(e: BaseException) -> str | None:

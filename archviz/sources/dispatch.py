@@ -65,11 +65,17 @@ def build(spec: str, options: BuildOptions = BuildOptions()) -> Built:
     _refuse_unused(spec, kind, options)
     if kind == "hf":
         from . import hf
-        return hf.build(spec, options)
-    if kind == "reference":
+        built = hf.build(spec, options)
+    elif kind == "reference":
         from . import reference
-        return reference.build(spec, options)
-    return build_factory(spec, options)
+        built = reference.build(spec, options)
+    else:
+        built = build_factory(spec, options)
+    # Every kind is built in eval mode, as transformers' from_pretrained leaves its models: what a model card
+    # documents is inference (dropout off, batch norm on running statistics, no auxiliary training heads). The meta
+    # pass can trace training mode on request (`trace_shapes(train=True)`, the CLI's --train).
+    built.model.eval()
+    return built
 
 
 __all__ = ["BuildOptions", "Built", "build", "classify", "parse_override", "read_json_config", "suggest"]

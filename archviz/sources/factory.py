@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 from ..errors import SourceError
-from .options import BuildOptions, Built, _versions
+from .options import SET_VALUES, BuildOptions, Built, _versions
 
 
 def build_factory(spec: str, options: BuildOptions) -> Built:
@@ -51,8 +51,12 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
             raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}",
                               hint="archviz builds on the meta device; remove the hard CUDA requirement "
                                    "or guard it with torch.cuda.is_available()") from None
-        raise SourceError(f"{spec}: building the model raised {type(e).__name__}: {e} ({where})",
-                          hint="run with --debug for the traceback") from e
+        strings = [f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)]
+        hint = "run with --debug for the traceback"
+        if strings:  # a value the user meant as something else may have stayed a string
+            hint = (f"{', '.join(strings)} {'was' if len(strings) == 1 else 'were'} passed as "
+                    f"{'a string' if len(strings) == 1 else 'strings'} (--set: {SET_VALUES}); {hint}")
+        raise SourceError(f"{spec}: building the model raised {type(e).__name__}: {e} ({where})", hint=hint) from e
     if not isinstance(model, torch.nn.Module):
         raise SourceError(f"{spec}: returned {type(model).__name__}, not a torch.nn.Module",
                           hint="the factory must return the model (an nn.Module)")

@@ -6,6 +6,11 @@ neutralised and noted once with the file:line that made it. Weights are never al
 tensor of defined values (`linspace`, `arange`, `tensor`, `zeros`, ...; at most `SMALL_CPU_NUMEL` elements, and
 `CPU_BUDGET_NUMEL` in all) that the code asks for on the CPU by name is made there, because such code reads its values
 (`.item()`, `.tolist()`). `torch.empty`, which nn.Linear and its kin use for weights, always gives meta.
+
+A small tensor of defined values made without a device (`torch.arange(depth)`) is made on meta too, with a CPU twin
+kept beside it (at most `TWIN_NUMEL` elements) and carried through the ops made of twinned tensors only
+(`.int()`, `* rate`); when the construction reads its values (`.tolist()`, `.item()`, `int(...)`, as torchvision's
+RegNet does with `torch.arange(depth).int().tolist()`), the twin answers, and the build notes it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ ARCHVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # fra
 #: 8 MB at most), and the most elements it makes so in one build.
 SMALL_CPU_NUMEL = 1 << 20
 CPU_BUDGET_NUMEL = 1 << 24
+#: Largest tensor made without a device that keeps a CPU twin for the construction to read.
+TWIN_NUMEL = 4096
+# Tensor methods that read values out: on a meta tensor with a twin, the twin answers.
+_READERS = frozenset(getattr(torch.Tensor, n) for n in ("tolist", "item", "__int__", "__float__", "__bool__",
+                                                         "__index__", "numpy"))
 # Factories whose values are defined by their arguments (not `empty`, nor random ones): what code reads back.
 _VALUE_CONSTRUCTORS = frozenset(
     getattr(torch, name) for name in ("arange", "as_tensor", "asarray", "eye", "full", "linspace", "logspace", "ones",
@@ -53,9 +63,53 @@ class _MetaMode(TorchFunctionMode):
         self.device = device
         self.constructors = _device_constructors()
         self.cpu_budget = CPU_BUDGET_NUMEL
+        from torch.utils.weak import WeakTensorKeyDictionary
+
+        self.twins: WeakTensorKeyDictionary = WeakTensorKeyDictionary()  # meta tensor -> its CPU values
+
+    def _twinned(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """Give `out` (a small meta tensor made by `func` from twinned tensors only) a twin: `func` on the twins."""
+        found = False
+
+        def twin(a: Any) -> Any:
+            nonlocal found
+            if isinstance(a, torch.Tensor):
+                t = self.twins.get(a)
+                if t is None:
+                    raise LookupError
+                found = True
+                return t
+            if isinstance(a, (list, tuple)):
+                return type(a)(twin(x) for x in a)
+            return a
+
+        try:
+            targs = tuple(twin(a) for a in args)
+            tkwargs = {k: twin(v) for k, v in kwargs.items()}
+        except LookupError:
+            return
+        if not found:
+            return
+        try:
+            value = func(*targs, **tkwargs)
+        except Exception:  # noqa: BLE001 - the twin is a convenience; the meta tensor stands as it is
+            return
+        if isinstance(value, torch.Tensor) and value.shape == out.shape:
+            self.twins[out] = value
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        if func in _READERS and self.twins and args and isinstance(args[0], torch.Tensor) \
+                and args[0].device.type == "meta":
+            t = self.twins.get(args[0])
+            if t is not None:
+                self.notes.read(f"{getattr(func, '__name__', 'a read')}() of a tensor made without a device")
+                return func(t, *args[1:], **kwargs)
+        if func not in self.constructors and self.twins:
+            out = func(*args, **kwargs)
+            if isinstance(out, torch.Tensor) and out.device.type == "meta" and out.numel() <= TWIN_NUMEL:
+                self._twinned(func, args, kwargs, out)
+            return out
         if func in self.constructors:
             dev = kwargs.get("device")
             asked = torch.device(dev).type if dev is not None else None
@@ -64,6 +118,12 @@ class _MetaMode(TorchFunctionMode):
             kwargs["device"] = self.device
             kwargs.pop("pin_memory", None)
             out = func(*args, **kwargs)
+            if asked is None and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
+                    and isinstance(out, torch.Tensor) and out.numel() <= TWIN_NUMEL:
+                try:
+                    self.twins[out] = func(*args, **{**kwargs, "device": "cpu"})
+                except Exception:  # noqa: BLE001
+                    pass
             if asked == "cpu" and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
                     and isinstance(out, torch.Tensor) and out.numel() <= min(SMALL_CPU_NUMEL, self.cpu_budget):
                 # Code that names the CPU for values reads them, as transformers' vision models do:
@@ -153,6 +213,13 @@ class MetaNotes:
 
     def warned(self, text: str) -> None:
         self.items.append(f"warning while building: {text}")
+
+    def read(self, what: str) -> None:
+        where = _caller(self._skip)
+        note = f"{what} at {where} answered with its values computed on the CPU"
+        if note not in self._seen:
+            self._seen.add(note)
+            self.items.append(note)
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 from dataclasses import dataclass, field
@@ -51,17 +52,27 @@ class Built:
     loading: Callable[[list[tuple[str, Any]]], dict[str, Any]] | None = None
 
 
+SET_VALUES = ("a value is read as JSON (4, 0.5, true, null, [1, 2], \"text\"), else as a Python literal (None, "
+              "True, False, (1, 2), 'text'), else kept as the string it is")
+
+
 def parse_override(text: str) -> tuple[str, Any]:
-    """`key=value`; the value is read as JSON when it parses (numbers, booleans, lists), else kept as a string."""
+    """`key=value`; the value is read as JSON when it parses (numbers, booleans, null, lists), else as a Python
+    literal (`None`, `True`, `False`, tuples, quoted strings: `weights_backbone=None` gives None, not "None"),
+    else kept as a string (`act=gelu`)."""
     if "=" not in text:
-        raise SourceError(f"--set {text!r} is not key=value", hint="write e.g. --set num_hidden_layers=4")
+        raise SourceError(f"--set {text!r} is not key=value", hint="write e.g. --set num_hidden_layers=4; "
+                                                                  + SET_VALUES)
     key, raw = text.split("=", 1)
     key = key.strip()
     try:
-        value = json.loads(raw)
+        return key, json.loads(raw)
     except json.JSONDecodeError:
-        value = raw
-    return key, value
+        pass
+    try:  # literals only: ast.literal_eval never calls or imports anything
+        return key, ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return key, raw
 
 
 def _versions(*packages: str) -> dict[str, str]:

@@ -3,6 +3,7 @@ the accounting rules of `tensors`, totals, source spans), and the model's `Summa
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from ..gcpause import collector_paused
@@ -138,6 +139,9 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
     by_path = dict(entries)
     moe, moe_notes = find_moe(model, index, built.config, by_path)
     summary = summarize(records, moe, moe_notes, unique_modules=len({id(m) for _, m in entries}))
+    emb_path, emb_params = _input_embedding(model, entries, index)
+    if emb_path is not None:
+        summary = dataclasses.replace(summary, input_embedding_path=emb_path, input_embedding_parameters=emb_params)
     source = SourceInfo(
         spec=built.spec, kind=built.kind, name=built.name, model_class=f"{type(model).__module__}."
                                                                         f"{type(model).__qualname__}",
@@ -148,6 +152,40 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
     )
     extras = (("transformers_loading", built.loading(entries)),) if built.loading is not None else ()
     return ModelRecord(source=source, modules=records, summary=summary, extras=extras)
+
+
+def _input_embedding(model: Any, entries: list, index: dict[str, ModuleRecord]) -> tuple[str | None, int]:
+    """(path, parameters) of the input embedding: transformers' `get_input_embeddings()`, else the first module in
+    pre-order that is an `nn.Embedding` or whose class is named ...Embedding and holds a 2-D weight (DeepSeek's
+    ParallelEmbedding). Parameters are 0 when its weight is the output head's too (tied)."""
+    import torch
+
+    emb = None
+    get = getattr(model, "get_input_embeddings", None)
+    if callable(get):
+        try:
+            emb = get()
+        except Exception:  # noqa: BLE001 - models that do not implement it raise NotImplementedError
+            emb = None
+    if not isinstance(emb, torch.nn.Module):
+        emb = next((m for _, m in entries if isinstance(m, torch.nn.Embedding) or (
+            type(m).__name__.endswith("Embedding") and getattr(getattr(m, "weight", None), "ndim", 0) == 2)), None)
+    if emb is None:
+        return None, 0
+    path = next((p for p, m in entries if m is emb), None)
+    if path is None or path not in index:
+        return None, 0
+    head = None
+    get_out = getattr(model, "get_output_embeddings", None)
+    if callable(get_out):
+        try:
+            head = get_out()
+        except Exception:  # noqa: BLE001
+            head = None
+    weight = getattr(emb, "weight", None)
+    if weight is not None and getattr(head, "weight", None) is weight:
+        return path, 0
+    return path, index[path].totals.parameters
 
 
 def summarize(records: tuple[ModuleRecord, ...], moe: tuple[MoELayer, ...], moe_notes: list[str],
