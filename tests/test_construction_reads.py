@@ -14,6 +14,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data" / "factories"))
 import tvstyle  # noqa: E402
 from realrun import real_calls  # noqa: E402
+from archviz.records import loads, to_json_dict  # a records file of either version, as /1's dicts
 
 FIXTURE = Path(tvstyle.__file__)
 
@@ -28,7 +29,7 @@ def test_regnet_style_builder(archviz_cli, depth):
     r = archviz_cli("walk", "tvstyle:regnet_tiny", "--set", f"depth={depth}", "--shapes", "--input",
                     "x=2,3,32,32", "-o", "-")
     assert r.returncode == 0, r.stderr
-    rec = json.loads(r.stdout)
+    rec = to_json_dict(loads(r.stdout))
     assert rec["summary"]["parameters"] == sum(p.numel() for p in real.parameters())
     assert [m["path"] for m in rec["modules"]] == [p for p, _ in real.named_modules()]
     got = {m["path"]: [{"inputs": c["inputs"], "outputs": c["outputs"]} for c in m["calls"]]

@@ -18,6 +18,7 @@ from realrun import real_calls, record_calls  # noqa: E402
 import archviz  # noqa: E402
 from archviz.shapes import trace_shapes  # noqa: E402
 from archviz.walk import walk  # noqa: E402
+from archviz.records import loads, to_json_dict  # a records file of either version, as /1's dicts
 
 DSV3 = Path(__file__).resolve().parent / "fixtures" / "dsv3like"
 
@@ -25,7 +26,7 @@ DSV3 = Path(__file__).resolve().parent / "fixtures" / "dsv3like"
 def _walk(archviz_cli, *args):
     r = archviz_cli("walk", *args, "--shapes", "-o", "-")
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return to_json_dict(loads(r.stdout))
 
 
 @pytest.mark.parametrize("train", [False, True])
