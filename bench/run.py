@@ -210,7 +210,7 @@ def diff_fixture() -> dict:
     import archviz
     from archviz.diff import diff
     from archviz.gcpause import collector_paused
-    from archviz.records import dumps, loads
+    from archviz.records import dumps_compact, loads
     from archviz.shapes import trace_shapes
     from archviz.walk import walk
 
@@ -220,7 +220,7 @@ def diff_fixture() -> dict:
             built = archviz.build(V3_FIXTURE[0], config=V3_FIXTURE[1], overrides=overrides)
             path = os.path.join(d, f"{name}.json")
             with open(path, "w") as f:
-                f.write(dumps(trace_shapes(built, walk(built))))
+                f.write(dumps_compact(trace_shapes(built, walk(built))))
             paths.append(path)
             del built
 
@@ -231,6 +231,29 @@ def diff_fixture() -> dict:
         seconds, result = _timed(lambda: diff(a, b))
     return {"seconds": seconds, "read_seconds": read_s, "modules": a.summary.modules + b.summary.modules,
             "entries": len(result.folded), "changed_modules": len(result.nodes)}
+
+
+# -- issue 22: the compact records file, read back ------------------------------------------------------------------
+
+@case("records file read back (archviz.records/2): V3-size fixture")
+def records_v2_fixture() -> dict:
+    """The V3-size fixture's records with shapes as `walk -o` writes them: size, and the time to read them back (what
+    `summary`, `inspect`, `check` and `diff` of a records file do first); torch is imported by the build before."""
+    import archviz
+    from archviz.records import dumps, dumps_compact, loads
+    from archviz.shapes import trace_shapes
+    from archviz.walk import walk
+
+    built = archviz.build(V3_FIXTURE[0], config=V3_FIXTURE[1])
+    rec = trace_shapes(built, walk(built))
+    del built
+    write_s, text = _timed(lambda: dumps_compact(rec))
+    v1 = len(dumps(rec))
+    seconds, back = _timed(lambda: loads(text))
+    assert back == rec
+    return {"seconds": seconds, "write_seconds": write_s, "size_mb": len(text) / 1e6, "v1_size_mb": v1 / 1e6}
+
+
 # -- issue 20: cost (FLOPs, KV cache, memory) at L = 1M beside the meta pass at T = 128 and FlopCounterMode ----------
 
 def _cost(spec: str, config: str | None) -> dict:
@@ -316,6 +339,8 @@ GROUPS = [
      "goal: ≤ 10 s and ≤ 30 MB for the fixture"),
     ("Issue 21 — diff of two V3-size records files (seconds: the diff of the records; read_seconds: reading the two "
      "files before it)", ["archviz diff: two V3-size records files"], "goal: ≤ 2 s"),
+    ("Issue 22 — the compact records file (archviz.records/2): seconds to read it back, write_seconds to write it",
+     ["records file read back (archviz.records/2): V3-size fixture"], "goal: ≤ 8 MB; summary/inspect from it ≤ 0.5 s"),
     ("Issue 20 — cost (prefill at T=128, decode and KV cache at L=1M) vs the meta pass at T=128 (walk --shapes) and "
      "FlopCounterMode", [
          "archviz walk --shapes: V3-size fixture", "archviz cost at L=1M: V3-size fixture",
