@@ -32,6 +32,7 @@ import stat
 import sys
 from typing import Any, Iterable, Mapping
 
+from .gcpause import collector_paused
 from .outputs import sweep_temporaries
 
 __all__ = ["FORMAT", "MAX_BYTES", "MAX_ENTRIES", "Lookup", "cache_dir", "disabled", "entry_path", "key_id",
@@ -247,7 +248,8 @@ def lookup(key: Mapping[str, Any]) -> Lookup:
         for file, digest in files.items():
             if sha256_file(file) != digest:
                 return Lookup(path=path)  # an input changed: rebuilt, and this entry replaced
-        record = loads(body.decode("utf-8"))
+        with collector_paused():  # a million small acyclic objects: the cyclic collector would only rescan them
+            record = loads(body.decode("utf-8"))
     except (ArchvizError, OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
         return bad
     try:

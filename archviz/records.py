@@ -564,6 +564,9 @@ def dumps_compact(record: ModelRecord) -> str:
     return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
 
 
+_item = list.__getitem__
+
+
 def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
     """A version 2 dict as a record; malformed data raises ValueError (TypeError, KeyError, IndexError inside)."""
     try:
@@ -590,9 +593,11 @@ def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
                 paths.append(path)
                 if len(row) != n + 2:
                     raise ValueError(f"module row {i}: {len(row)} cells, not {n + 2}")
-                vals = [tables[k][row[k + 2]] for k in range(n)]
-                prefix = f"{path}." if path else ""
-                vals[_CHILDREN] = tuple(prefix + c for c in vals[_CHILDREN])
+                vals = list(map(_item, tables, row[2:]))  # values[k][row[k + 2]] for each field k, in C
+                children = vals[_CHILDREN]
+                if children:
+                    prefix = f"{path}." if path else ""
+                    vals[_CHILDREN] = tuple([prefix + c for c in children])
                 modules.append(ModuleRecord(path, *vals))
         v1 = {k: v for k, v in d.items() if k not in ("fields", "values", "modules")}
         v1["schema"] = "archviz.records/1"

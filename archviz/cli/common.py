@@ -156,10 +156,11 @@ def is_records_file(path: str) -> bool:
 
 
 def read_records(path: str) -> Any:
+    from ..gcpause import collector_paused
     from ..records import loads
 
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f, collector_paused():  # JSON of a million acyclic objects
             return loads(f.read())
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ArchvizError(f"{path}: not a readable records file ({e})",
@@ -200,9 +201,11 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                                hint="give the model source to build it again with them, or drop them")
         record = read_records(source)
         if grouping and record.extra("grouping") is None:
+            from ..gcpause import collector_paused
             from ..group import group, load_names
 
-            record = group(record, names=load_names(names) if names else None)
+            with collector_paused():
+                record = group(record, names=load_names(names) if names else None)
         return record
     if not shapes:
         refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block,
@@ -225,9 +228,11 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                "tokenizer": tokenizer, "kernel_rules": kernel_rules}
     record = cached("records", source, options, (config, tokenizer, kernel_rules), build, cache)
     if grouping:
+        from ..gcpause import collector_paused
         from ..group import group, load_names
 
-        record = group(record, names=load_names(names) if names else None)
+        with collector_paused():  # tens of thousands of signatures and nodes, none cyclic
+            record = group(record, names=load_names(names) if names else None)
     return record
 
 
