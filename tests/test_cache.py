@@ -329,7 +329,7 @@ def test_source_files_cover_the_folder_of_a_model_py(tmp_path):
 
 
 def test_help_lists_no_cache_on_every_command():
-    for command in ("summary", "inspect", "walk", "build", "check", "cost"):
+    for command in ("summary", "inspect", "walk", "build", "check", "cost", "diff"):
         p = run(command, "--help", importtime=False)
         assert p.returncode == 0 and "--no-cache" in p.stdout, command
 
