@@ -427,9 +427,20 @@ class ModelSite:
             "shapes_pass": _shapes_pass(r.extra("shapes")),
             "excerpts": self.code_excerpts(rootn, self.index[rootn.representative])
             if rootn.representative in self.index else [],
-            "dataflow": flow_picture(self, rootn, self.index[rootn.representative], "", ann.get("title") or src.name)
-            if rootn.representative in self.index else None,
+            "dataflow": self.overview_flow(rootn, ann.get("title") or src.name),
         }
+
+    def overview_flow(self, rootn: Node, title: str) -> dict[str, Any] | None:
+        """The overview's picture: the forward of the module that runs the layer list (the block sequence, folded
+        by kind), which is the root's own or one below it (transformers' `model` under the LM head)."""
+        from .dataflow import overview_module
+
+        m = overview_module(self.record, self.index)
+        if m is None:
+            return None
+        nid = self.node_of.get(m.path) if m.path else self.root
+        return flow_picture(self, self.nodes[nid] if nid else rootn, m, "",
+                            title if not m.path else f"{title} · {m.path}", collapse=4)
 
     def search_entries(self, model_index: int) -> list[list[Any]]:
         out = []

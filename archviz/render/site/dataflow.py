@@ -92,9 +92,10 @@ def _absorb(steps: tuple[FlowStep, ...], run: _Run, gap: tuple) -> _Run:
 
 
 def flow_items(m: ModuleRecord, flow: Flow, *, shape: Any, node_of: Any, node_info: Any,
-               inputs: tuple[str, ...], outputs: tuple[str, ...]) -> tuple[list[Item], int]:
+               inputs: tuple[str, ...], outputs: tuple[str, ...], collapse: int = 0) -> tuple[list[Item], int]:
     """The boxes of `m`'s forward, folded (pure: `node_of(rel)` names a child's node id, `node_info(nid, paths)`
-    gives its (title, href, class name) and `shape(dims)` writes a shape); and how many steps were cut."""
+    gives its (title, href, class name) and `shape(dims)` writes a shape); and how many steps were cut. With
+    `collapse`, a run of more ops than that between two calls is one pill (the overview: masks and positions)."""
     steps = flow.steps
     runs = {r.start: r for r in _runs(steps, node_of)}
     items: list[Item] = []
@@ -139,6 +140,21 @@ def flow_items(m: ModuleRecord, flow: Flow, *, shape: Any, node_of: Any, node_in
             k = run.end + 1
             continue
         s = steps[k]
+        end = k
+        while collapse and end + 1 < len(steps) and steps[end + 1].kind == "op" and end + 1 not in runs:
+            end += 1
+        if s.kind == "op" and collapse and end - k + 1 > collapse:
+            ops = steps[k:end + 1]
+            names = list(dict.fromkeys(x.name.lstrip("_") for x in ops))
+            ins = sorted({j for x in ops for j in x.inputs if j < k})
+            last = ops[-1]
+            item = Item("op", f"{len(ops)} ops ({', '.join(names[:3])}{', …' if len(names) > 3 else ''})", "",
+                        inputs=[at[j] for j in ins if j in at], shape=shape(last.shapes[0]) if last.shapes else "")
+            for j in range(k, end + 1):
+                at[j] = len(items)
+            items.append(item)
+            k = end + 1
+            continue
         ins = [at[j] for j in s.inputs if j in at]
         shp = shape(s.shapes[0]) if s.shapes else ""
         if len(s.shapes) > 1:
@@ -161,7 +177,25 @@ def flow_items(m: ModuleRecord, flow: Flow, *, shape: Any, node_of: Any, node_in
     return items, cut
 
 
-def flow_picture(ms: Any, n: Any, m: ModuleRecord, mroot: str, title: str) -> dict[str, Any] | None:
+def overview_module(record: Any, index: dict[str, ModuleRecord]) -> ModuleRecord | None:
+    """The module whose forward runs the main layer list (the list's nearest ancestor with a flow), else the root."""
+    from ...errors import ArchvizError
+    from ...group.layers import main_layer_list
+
+    root = index.get("")
+    try:
+        path = main_layer_list(record).path
+    except ArchvizError:
+        return root
+    while path:
+        path = path.rpartition(".")[0]
+        m = index.get(path)
+        if m is not None and m.flow is not None:
+            return m
+    return root
+
+
+def flow_picture(ms: Any, n: Any, m: ModuleRecord, mroot: str, title: str, collapse: int = 0) -> dict[str, Any] | None:
     """The picture of `m`'s forward for node `n`'s page (`mroot`: the page's way back to the model's folder), or
     None where the records hold no flow (no shape pass, a leaf, a repeating group node)."""
     flow = m.flow
@@ -187,8 +221,10 @@ def flow_picture(ms: Any, n: Any, m: ModuleRecord, mroot: str, title: str) -> di
     call = m.calls[0] if m.calls else None
     items, cut = flow_items(m, flow, shape=shape, node_of=node_of, node_info=node_info,
                             inputs=tuple(shape(s) for s in call.inputs) if call else (),
-                            outputs=tuple(shape(s) for s in call.outputs) if call else ())
-    label = f"Dataflow of {title}: {sum(1 for i in items if i.kind in ('call', 'fold'))} module boxes and " \
-            f"{sum(1 for i in items if i.kind == 'op')} ops in forward order"
+                            outputs=tuple(shape(s) for s in call.outputs) if call else (), collapse=collapse)
+    boxes = sum(1 for i in items if i.kind in ("call", "fold"))
+    ops = sum(1 for i in items if i.kind == "op")
+    label = f"Dataflow of {title}: {boxes} module box{'' if boxes == 1 else 'es'} and {ops} op" \
+            f"{'' if ops == 1 else 's'} in forward order"
     return {"svg": render_svg(items, label), "label": label, "steps": [i.as_list_item() for i in items],
             "cut": cut, "truncated": flow.truncated}
