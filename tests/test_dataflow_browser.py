@@ -122,3 +122,15 @@ def test_the_picture_needs_no_javascript(site):
     _no_overlap(boxes)
     assert page.locator("svg.dataflow").get_attribute("aria-label").startswith("Dataflow of ")
     context.close()
+
+
+def test_the_picture_stays_inside_the_page_at_420px(site):
+    page = site["browser"].new_page(viewport={"width": 420, "height": 800})
+    page.goto((site["model"] / "n" / "layers.0-2.html").as_uri())
+    fig = page.evaluate("""() => { const f = document.querySelector('figure.dataflow-fig');
+        const s = f.querySelector('svg'); return {right: f.getBoundingClientRect().right, inner: innerWidth,
+        svg: s.getBoundingClientRect().width, scroll: f.scrollWidth, client: f.clientWidth}; }""")
+    assert fig["right"] <= fig["inner"], fig  # the figure stays inside the page
+    assert fig["svg"] > 0
+    assert fig["svg"] <= fig["client"] or fig["scroll"] > fig["client"], fig  # a wider picture scrolls within it
+    page.close()

@@ -92,7 +92,8 @@ def _absorb(steps: tuple[FlowStep, ...], run: _Run, gap: tuple) -> _Run:
 
 
 def flow_items(m: ModuleRecord, flow: Flow, *, shape: Any, node_of: Any, node_info: Any,
-               inputs: tuple[str, ...], outputs: tuple[str, ...], collapse: int = 0) -> tuple[list[Item], int]:
+               inputs: tuple[str, ...], outputs: tuple[str, ...], collapse: int = 0,
+               group_of: Any = None) -> tuple[list[Item], int]:
     """The boxes of `m`'s forward, folded (pure: `node_of(rel)` names a child's node id, `node_info(nid, paths)`
     gives its (title, href, class name) and `shape(dims)` writes a shape); and how many steps were cut. With
     `collapse`, a run of more ops than that between two calls is one pill (the overview: masks and positions)."""
@@ -124,10 +125,19 @@ def flow_items(m: ModuleRecord, flow: Flow, *, shape: Any, node_of: Any, node_in
             infos = [node_info(nid, members[i:i + 1]) for i, nid in enumerate(kinds)]
             reps = len(members) // run.period
             # a group node's title may carry its own count ("58 MoE layers"): the box says how many it folds
-            title = " → ".join(re.sub(r"^\d[\d,]*\s+", "", i[0]) for i in infos)
+            names = [re.sub(r"^\d[\d,]*\s+", "", i[0]) for i in infos]
+            unit: list[list] = []  # the period's kinds, run-length: "KV-source layer → reusing layers ×5"
+            for x in names:
+                if unit and unit[-1][0] == x:
+                    unit[-1][1] += 1
+                else:
+                    unit.append([x, 1])
+            title = " → ".join(x + (f" ×{c}" if c > 1 else "") for x, c in unit)
             label = f"{head} {span}"
             sub = f"{title} ×{reps}" if run.period == 1 else f"({title}) ×{reps}"
             href = infos[0][1]
+            if run.period > 1 and group_of is not None:  # the node of the repeating group, where there is one
+                href = group_of(kinds) or href
             ins = sorted({j for s in steps[run.start:run.end + 1] for j in s.inputs
                           if j < run.start or j > run.end})
             item = Item("fold", label, sub, href=href, cls=infos[0][2] if run.period == 1 else "",
@@ -218,10 +228,18 @@ def flow_picture(ms: Any, n: Any, m: ModuleRecord, mroot: str, title: str, colla
         t = (ms.annotations.get(nid) or {}).get("title") or node.title
         return (t, mroot + node.file, node.class_name)
 
+    def group_of(nids: list[str | None]) -> str | None:
+        parents = {ms.nodes[x].parent for x in nids if x is not None}
+        if len(parents) != 1 or None in parents:
+            return None
+        (p,) = parents
+        return None if p == ms.root or p == ms.node_of.get(m.path) else mroot + ms.nodes[p].file
+
     call = m.calls[0] if m.calls else None
     items, cut = flow_items(m, flow, shape=shape, node_of=node_of, node_info=node_info,
                             inputs=tuple(shape(s) for s in call.inputs) if call else (),
-                            outputs=tuple(shape(s) for s in call.outputs) if call else (), collapse=collapse)
+                            outputs=tuple(shape(s) for s in call.outputs) if call else (), collapse=collapse,
+                            group_of=group_of)
     boxes = sum(1 for i in items if i.kind in ("call", "fold"))
     ops = sum(1 for i in items if i.kind == "op")
     label = f"Dataflow of {title}: {boxes} module box{'' if boxes == 1 else 'es'} and {ops} op" \
