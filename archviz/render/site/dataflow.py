@@ -98,7 +98,13 @@ def flow_items(m: ModuleRecord, flow: Flow, *, shape: Any, node_of: Any, node_in
     gives its (title, href, class name) and `shape(dims)` writes a shape); and how many steps were cut. With
     `collapse`, a run of more ops than that between two calls is one pill (the overview: masks and positions)."""
     steps = flow.steps
-    runs = {r.start: r for r in _runs(steps, node_of)}
+    runs: dict[int, _Run] = {}
+    last = -1
+    for r in sorted(_runs(steps, node_of), key=lambda r: r.start):  # ops two folds both took in go to the first
+        r.start = max(r.start, last + 1)
+        if r.start <= r.calls[0]:
+            runs[r.start] = r
+            last = r.end
     items: list[Item] = []
     at: dict[int, int] = {}  # flow index (step k, input -1 - i) -> item index
     used_inputs = sorted({j for s in steps for j in s.inputs if j < 0} | {j for j in flow.outputs if j < 0},
