@@ -150,6 +150,7 @@ class BlockMemo:
 
     def _copy(self, source: str, target: str) -> None:
         t = self.tracer
+        flows = t.flows
         for rel in self.rels(target):
             src = source + rel
             dst = target + rel
@@ -162,6 +163,10 @@ class BlockMemo:
             for table in (t.sites, t.assumptions, t.kernels):
                 if src in table:
                     table.setdefault(dst, {}).update(table[src])
+            if src in flows:
+                flows.setdefault(dst, flows[src])
+        if source in flows:  # flows name children relative to their module: shared as they are
+            flows.setdefault(target, flows[source])
         for table in (t.assumptions, t.kernels):  # what the block's own forward noted (its hooks record the rest)
             if source in table:
                 table.setdefault(target, {}).update(table[source])

@@ -26,6 +26,7 @@ from ...records import (
 from ..views import tied_text
 from .checkpoint_index import CheckpointIndex, checkpoint_text
 from .code import CodeBank
+from .dataflow import flow_picture
 from .describe import DTYPE_BYTES, calc_text, component_text, describe, linear_dims, logical_shape, main_weight
 from .nodes import CONTAINERS, Node, build_nodes, instances, mult_text, page_names
 from .treemap import treemap
@@ -296,6 +297,7 @@ class ModelSite:
             "patterns": patterns[:8], "more_patterns": max(0, len(patterns) - 8),
             "evidence": [self.evidence(c) for c in ann.get("claims", ())],
             "learned": m.totals.parameters > 0,
+            "dataflow": flow_picture(self, n, m, "../" * n.file.count("/"), ann.get("title") or n.title),
         }
 
     def evidence(self, claim: Mapping[str, Any]) -> dict[str, Any]:
@@ -425,7 +427,20 @@ class ModelSite:
             "shapes_pass": _shapes_pass(r.extra("shapes")),
             "excerpts": self.code_excerpts(rootn, self.index[rootn.representative])
             if rootn.representative in self.index else [],
+            "dataflow": self.overview_flow(rootn, ann.get("title") or src.name),
         }
+
+    def overview_flow(self, rootn: Node, title: str) -> dict[str, Any] | None:
+        """The overview's picture: the forward of the module that runs the layer list (the block sequence, folded
+        by kind), which is the root's own or one below it (transformers' `model` under the LM head)."""
+        from .dataflow import overview_module
+
+        m = overview_module(self.record, self.index)
+        if m is None:
+            return None
+        nid = self.node_of.get(m.path) if m.path else self.root
+        return flow_picture(self, self.nodes[nid] if nid else rootn, m, "",
+                            title if not m.path else f"{title} · {m.path}", collapse=4)
 
     def search_entries(self, model_index: int) -> list[list[Any]]:
         out = []
