@@ -4,13 +4,16 @@
   var doc = document, html = doc.documentElement;
   var root = html.getAttribute("data-root") || "";
 
-  // ---- code excerpts: cut from the highlighted file in code/<key>.js
+  // ---- code excerpts: built into the page (a code/<key>.js bank, where one is loaded, fills empty ones); scroll
+  // each to its marked line
   function renderExcerpts() {
     var bank = window.ARCHVIZ_CODE || {};
     var boxes = doc.querySelectorAll(".excerpt[data-code]");
     for (var b = 0; b < boxes.length; b++) {
       var box = boxes[b], lines = bank[box.getAttribute("data-code")];
-      if (!lines) continue;
+      var built = box.querySelector("tr.mark");
+      if (built) { box.scrollTop = Math.max(0, built.offsetTop - box.clientHeight / 3); continue; }
+      if (!lines || box.querySelector("table.code")) continue;  // the page carries the excerpt: nothing to cut
       var start = parseInt(box.getAttribute("data-start"), 10), end = parseInt(box.getAttribute("data-end"), 10);
       var marks = {};
       (box.getAttribute("data-marks") || "").split(" ").forEach(function (m) { if (m) marks[m] = true; });
