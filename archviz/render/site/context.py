@@ -121,7 +121,56 @@ class ModelSite:
                             "traced": False})
         return out[:4]
 
+    def gathered(self, n: Node, m: ModuleRecord) -> list[ModuleRecord]:
+        """The members of a virtual node gathering some of `m`'s children under one title (a names file's
+        [groups]: "Grouped output" over wo_a and wo_b), in order; [] for any other node."""
+        if not n.virtual:
+            return []
+        members = [self.index.get(self.nodes[c].representative) for c in n.children]
+        if not members or any(x is None or x.parent != m.path for x in members):
+            return []
+        return [x for x in members if x is not None]
+
+    def gathered_excerpts(self, m: ModuleRecord, members: list[ModuleRecord]) -> list[dict[str, Any]]:
+        """Where the members are built (the lines of `m`'s __init__ assigning them) and used (their call sites and
+        the lines of `m`'s forward naming them): the code of `m`, the module that holds them."""
+        out: list[dict[str, Any]] = []
+        names = [x.name for x in members]
+        words = ", ".join(names)
+        init, fwd = m.init_span, m.forward_span
+        if init is not None:
+            start = init.start
+            cs = m.class_span
+            if cs is not None and cs.file == init.file and cs.start <= init.start <= cs.end:
+                start = cs.start
+            built = [self._find_line(init, re.compile(rf"self\.{re.escape(a)}\s*(?::[^=]*)?=(?!=)")) for a in names]
+            ex = self.excerpt(f"{m.class_name}.__init__ — where {words} are built", (init.file, start, init.end),
+                              {b: "built" for b in built if b})
+            if ex:
+                out.append(ex)
+        if fwd is not None:
+            marks: dict[int, str] = {}
+            for x in members:
+                sites = list(x.call_sites) or [CallSite(s["file"], s["line"], s["code"])
+                                               for s in self.static_call_sites(x)]
+                for site in sites:
+                    if site.file == fwd.file and fwd.start <= site.line <= fwd.end:
+                        marks[site.line] = "called"
+            lines = self.code.lines(self.files.get(fwd.file)) if self.files.get(fwd.file) else None
+            if lines:  # a member used without a call (self.wo_a.weight.view(...)) is used on that line all the same
+                rx = re.compile(r"self\.(?:" + "|".join(re.escape(a) for a in names) + r")\b")
+                for i in range(fwd.start, min(fwd.end, len(lines)) + 1):
+                    if rx.search(lines[i - 1]):
+                        marks.setdefault(i, "used")
+            ex = self.excerpt(f"{m.class_name}.forward — where {words} are called", fwd, marks)
+            if ex:
+                out.append(ex)
+        return out
+
     def code_excerpts(self, n: Node, m: ModuleRecord) -> list[dict[str, Any]]:
+        members = self.gathered(n, m)
+        if members:
+            return self.gathered_excerpts(m, members)
         out: list[dict[str, Any]] = []
         owner, attr = _owner(self.index, m.path) if m.path else (None, "")
         sites = list(m.call_sites) or [CallSite(s["file"], s["line"], s["code"]) for s in self.static_call_sites(m)]
