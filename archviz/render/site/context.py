@@ -328,6 +328,9 @@ class ModelSite:
                      "per_instance": fmt.count(self.nodes[c].per_instance), "count": self.nodes[c].count,
                      "total": fmt.count(self.nodes[c].total), "mult": mult_text(self.nodes[c].multiplicity)}
                     for c in n.children]
+        own = self.own_part(n, n.file + "#parameters")
+        if own:
+            children.append(own)
         patterns = n.patterns
         return {
             "node": n, "module": m, "title": ann.get("title") or n.title,
@@ -397,6 +400,9 @@ class ModelSite:
 
     def outline(self) -> list[dict[str, Any]]:
         out = []
+        own = self.own_part(self.nodes[self.root], "#own-tensors")
+        if own:
+            out.append({**own, "depth": 1})
         for nid, n in self.nodes.items():
             if nid == self.root:
                 continue
@@ -466,7 +472,8 @@ class ModelSite:
             "children": [{"title": (self.annotations.get(c) or {}).get("title") or self.nodes[c].title,
                           "href": self.nodes[c].file, "class_name": self.nodes[c].class_name,
                           "total": fmt.count(self.nodes[c].total), "mult": mult_text(self.nodes[c].multiplicity)}
-                         for c in rootn.children],
+                         for c in rootn.children] + [x for x in [self.own_part(rootn, "#own-tensors")] if x],
+            "own_tensors": self.own_tensors() if self.own_part(rootn, "#own-tensors") else [],
             "config": [(k, json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v)
                        for k, v in sorted(src.config)][:400],
             "overrides": [(k, json.dumps(v, ensure_ascii=False)) for k, v in src.overrides],
@@ -476,12 +483,35 @@ class ModelSite:
             if rootn.representative in self.index else [],
         }
 
+    def own_part(self, n: Node, href: str) -> dict[str, Any] | None:
+        """A node's own parameter tensors as one more part beside its children (the top module's image_start,
+        image_end, image_newline), so the parts add up to the node's total; None where it holds none or has no
+        children (its page's table lists them)."""
+        m = self.index.get(n.representative)
+        if n.virtual or not n.children or m is None or m.own.parameters <= 0:
+            return None
+        names = [t.name for t in m.tensors if t.kind in (WEIGHT, BIAS)]
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        return {"title": f"{m.class_name}’s own tensors" if n.id != self.root else "Top-level tensors",
+                "href": href, "class_name": shown, "per_instance": fmt.count(m.own.parameters), "count": n.count,
+                "total": fmt.count(m.own.parameters * instances(n)), "mult": mult_text(n.multiplicity), "own": True}
+
+    def own_tensors(self) -> list[dict[str, Any]]:
+        """The top module's own tensors, one row each, for the overview's table."""
+        m = self.index.get(self.nodes[self.root].representative)
+        if m is None:
+            return []
+        return [{"name": t.name, "shape": fmt.shape(logical_shape(t)), "dtype": t.dtype,
+                 "parameters": fmt.count(t.elements) if t.kind in (WEIGHT, BIAS) else "—",
+                 "kind": t.kind if t.kind not in (WEIGHT, BIAS) else ""} for t in m.tensors if t.kind != ALIAS]
+
     def search_entries(self, model_index: int) -> list[list[Any]]:
         out = []
         for nid, n in self.nodes.items():
             title = (self.annotations.get(nid) or {}).get("title") or n.title
+            # [model, title, class, page, total, path patterns, depth, virtual (1: a group of other nodes)]
             out.append([model_index, title, n.class_name, f"{self.slug}/{n.file}", n.total,
-                        n.patterns[:16]])
+                        n.patterns[:16], n.depth, 1 if n.virtual else 0])
         return out
 
 
