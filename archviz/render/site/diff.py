@@ -103,7 +103,7 @@ def _tree(side: _Side, title: str) -> str:
 def _links(side: _Side, patterns: Sequence[str], paths: Sequence[str]) -> str:
     if not patterns:
         return "—"
-    text = html.escape(clean(", ".join(patterns)))
+    text = html.escape(clean(", ".join(p or "(model)" for p in patterns)))  # "": the top module itself
     href = side.href(paths[0]) if paths else None
     return f'<a href="{html.escape(href)}">{text}</a>' if href else text
 
@@ -139,7 +139,12 @@ def _entries(d: ModelDiff, sa: _Side, sb: _Side) -> str:
 
 
 _STYLE = """
-.diff-cols{display:grid;grid-template-columns:1fr 1fr;gap:1.5rem}
+.diff-cols{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1.5rem}
+@media (max-width:640px){.diff-cols{grid-template-columns:minmax(0,1fr)}}
+.diff-entries{width:100%;table-layout:fixed}
+.diff-entries th:nth-child(1){width:5.5rem}.diff-entries th:nth-child(4){width:6rem}
+.diff-entries th:nth-child(6){width:6.5rem}
+.diff-entries td,.diff-tree li{overflow-wrap:anywhere}
 .diff-tree,.diff-tree ul{list-style:none;padding-left:1.1rem;margin:0}
 .diff-tree li{margin:.1rem 0}
 .diff-n{color:#888;font-size:.85em}
