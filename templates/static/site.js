@@ -4,41 +4,12 @@
   var doc = document, html = doc.documentElement;
   var root = html.getAttribute("data-root") || "";
 
-  // ---- code excerpts: built into the page (a code/<key>.js bank, where one is loaded, fills empty ones); scroll
-  // each to its marked line
+  // ---- code excerpts: built into the page at build time; scroll each to its marked line
   function renderExcerpts() {
-    var bank = window.ARCHVIZ_CODE || {};
     var boxes = doc.querySelectorAll(".excerpt[data-code]");
     for (var b = 0; b < boxes.length; b++) {
-      var box = boxes[b], lines = bank[box.getAttribute("data-code")];
-      var built = box.querySelector("tr.mark");
-      if (built) { box.scrollTop = Math.max(0, built.offsetTop - box.clientHeight / 3); continue; }
-      if (!lines || box.querySelector("table.code")) continue;  // the page carries the excerpt: nothing to cut
-      var start = parseInt(box.getAttribute("data-start"), 10), end = parseInt(box.getAttribute("data-end"), 10);
-      var marks = {};
-      (box.getAttribute("data-marks") || "").split(" ").forEach(function (m) { if (m) marks[m] = true; });
-      var table = doc.createElement("table");
-      table.className = "code hl";
-      var body = doc.createElement("tbody");
-      for (var i = start; i <= end && i <= lines.length; i++) {
-        var tr = doc.createElement("tr");
-        if (marks[i]) tr.className = "mark";
-        if (!doc.getElementById("L" + i)) tr.id = "L" + i;
-        var ln = doc.createElement("td");
-        ln.className = "ln";
-        ln.textContent = String(i);
-        var src = doc.createElement("td");
-        src.className = "src";
-        src.innerHTML = lines[i - 1];  // pygments output: the code text is escaped at build time
-        tr.appendChild(ln);
-        tr.appendChild(src);
-        body.appendChild(tr);
-      }
-      table.appendChild(body);
-      box.textContent = "";
-      box.appendChild(table);
-      var mark = box.querySelector("tr.mark");
-      if (mark) box.scrollTop = Math.max(0, mark.offsetTop - box.clientHeight / 3);
+      var mark = boxes[b].querySelector("tr.mark");
+      if (mark) boxes[b].scrollTop = Math.max(0, mark.offsetTop - boxes[b].clientHeight / 3);
     }
     if (location.hash) {
       var t = doc.getElementById(decodeURIComponent(location.hash.slice(1)));

@@ -88,9 +88,6 @@ class CodeBank:
             rows.append(f'<tr{attrs}><td class="ln">{i}</td><td class="src">{lines[i - 1]}</td></tr>')
         return '<table class="code hl"><tbody>' + "".join(rows) + "</tbody></table>"
 
-    def script(self, key: str) -> str:
-        return f"(window.ARCHVIZ_CODE=window.ARCHVIZ_CODE||{{}})[{json.dumps(key)}]={js_json(self.highlighted(key))};\n"
-
 
 def js_json(obj: Any) -> str:
     """JSON that is also safe to place anywhere a script can be: no raw `<`, U+2028 or U+2029."""
