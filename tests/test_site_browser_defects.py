@@ -195,12 +195,16 @@ def test_nothing_scrolls_sideways_at_420px(sites, browser, tmp_path):
     long.mkdir(parents=True)
     (long / "modeling_a_model_with_a_really_long_file_name_v4_1_flash.py").write_text(
         (TOP / "model.py").read_text())
-    (long / "config.json").write_text((TOP / "config.json").read_text())
+    # V3-sized widths (counts of 13 digits in the dtype table) and a title with no place to break
+    cfg = {**json.loads((TOP / "config.json").read_text()), "vocab_size": 129280, "dim": 7168, "inter_dim": 18432,
+           "n_layers": 61, "n_heads": 128, "head_dim": 128, "o_groups": 16, "o_lora_rank": 1024}
+    (long / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "names.toml").write_text('"layers.*.attn.wo_b" = "Output_projection_of_the_grouped_low_rank_output"\n')
     _cli("build", str(long / "modeling_a_model_with_a_really_long_file_name_v4_1_flash.py"), "--no-shapes",
-         "-o", str(tmp_path / "site"))
+         "--names", str(tmp_path / "names.toml"), "-o", str(tmp_path / "site"))
     pages = sorted((tmp_path / "site").glob("*/n/*wo_b*.html"))
     assert pages
-    for p in pages:
+    for p in pages + sorted((tmp_path / "site").glob("*/index.html")):
         _no_sideways(page, p.as_uri())
     assert con.errors == []
     page.close()
