@@ -129,8 +129,8 @@ def render_svg(items: list[Item], label: str) -> Markup:
         body = f'<rect x="{b["x"]:g}" y="{b["y"]}" width="{b["w"]}" height="{b["h"]}" rx="{rx}"/>' + "".join(text)
         name = escape(" · ".join(lines))
         if it.href:
-            out.append(f'<a class="box {it.kind}" href="{escape(it.href)}" data-path="{escape(it.path)}" '
-                       f'aria-label="{name}"><title>{name}</title>{body}</a>')
+            out.append(f'<a class="box {it.kind}" href="{escape(it.href)}" data-path="{escape(it.path)}">'
+                       f'<title>{name}</title>{body}</a>')  # named by its <title>, which holds the visible text
         else:
             data = f' data-path="{escape(it.path)}"' if it.path else ""
             out.append(f'<g class="box {it.kind}"{data}><title>{name}</title>{body}</g>')
