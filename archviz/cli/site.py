@@ -130,6 +130,10 @@ def build(
                                                                  "stage)")] = None,
     checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="compare with this checkpoint and show "
                                                                           "the verdicts")] = None,
+    cost: Annotated[bool, flag("--cost/--no-cost", help="count FLOPs and the KV cache too (archviz cost): the "
+                               "overview's cost section against context length 1K .. the config's max positions, "
+                               "and FLOPs per call on every node; records of `archviz cost -o` show them "
+                               "without it")] = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -151,6 +155,11 @@ def build(
         for s in sources:
             record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names,
                            every_block, kernel_rules, input_, trust_remote_code, quantized, train)
+            if cost:
+                from .site_cost import with_cost
+
+                record = with_cost(record, s, config, set_, model_class, tokenizer, world_size, rank, batch, seq,
+                                   every_block, input_, trust_remote_code, quantized, train)
             if checkpoint:
                 record = _compare(record, checkpoint)
             records.append(record)

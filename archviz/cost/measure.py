@@ -11,8 +11,9 @@ shapes cost the same at L = 1M as at L = 128: nothing here loops over positions.
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -20,6 +21,7 @@ from ..errors import ArchvizError, ShapeError, SourceError
 from .flops import FlopCounter, exact_routing, module_paths
 from .kv import MAX_RATIO, cache_entries, reference_entries, stretch
 from .activations import ActivationPeak
+from .curve import curve_contexts, max_positions, point
 
 CONTEXT_DEFAULT = 1 << 20
 SEQ_DEFAULT = 4096
@@ -55,6 +57,24 @@ def _distinct(lo: int, taken: set[int], ratios: bool = False) -> int:
         if _is_prime(n) and n not in taken and not (ratios and any(n // r in taken for r in range(1, MAX_RATIO + 1))):
             return n
         n += 1
+
+
+def _lengths(context: int | None, contexts: Sequence[int]) -> tuple[int, list[int]]:
+    """(the decode step's context: `context`, else the longest of `contexts`; the other lengths, ascending)."""
+    if context is None:
+        context = max(contexts) if contexts else CONTEXT_DEFAULT
+    return context, sorted({int(L) for L in contexts if int(L) != context and int(L) >= 0})
+
+
+def _file_config(path: str | None) -> dict[str, Any]:
+    import json
+
+    try:
+        with open(path or "", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None,
@@ -97,37 +117,37 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
             model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
             rank: int | None = None, trust_remote_code: bool = False, quantized: bool = False, batch: int = 1,
             seq: int = SEQ_DEFAULT,
-            context: int = CONTEXT_DEFAULT, every_block: bool = False,
-            progress: Callable[[str], None] | None = None) -> Any:
-    """The records of SOURCE (shapes from the prefill pass, grouped) with `extras["cost"]` filled."""
+            context: int | None = CONTEXT_DEFAULT, every_block: bool = False,
+            progress: Callable[[str], None] | None = None, contexts: Sequence[int] | str = ()) -> Any:
+    """The records of SOURCE (shapes from the prefill pass, grouped) with `extras["cost"]` filled; `contexts`: more
+    lengths a decode step runs at, summed to `extras["cost"]["curve"]` (archviz.cost.curve), the step at `context`
+    kept whole; "auto": the standard lengths up to the config's max positions (context None: the longest)."""
     from .. import build
     from ..group import group
     from ..sources import BuildOptions, classify
     from ..walk import walk
 
-    if batch < 1 or seq < 1 or context < 0:
+    if batch < 1 or seq < 1 or (context is not None and context < 0):
         raise ArchvizError(f"--batch {batch}, --seq {seq}, --context {context}: batch and seq must be ≥ 1, "
                            "context ≥ 0", hint="e.g. --batch 1 --seq 4096 --context 1M")
     say = progress or (lambda text: None)
     overrides = dict(overrides or {})
+    given = context
     kind = classify(source, BuildOptions(config=config))
+    auto = contexts == "auto"
+    if auto and kind == "reference":  # its caches are sized by the longest length: known before the build
+        contexts = curve_contexts(max_positions({**_file_config(config), **overrides}))
+    context, more = _lengths(context, () if isinstance(contexts, str) else contexts)
     notes: list[str] = []
     build_opts = dict(config=config, model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
                       trust_remote_code=trust_remote_code, quantized=quantized)
     limits: tuple[int, int] | None = None
     say(f"building {source} on meta")
     if kind == "reference":
-        import json
-
-        try:
-            with open(config or "", encoding="utf-8") as f:
-                file_config = json.load(f)
-        except (OSError, ValueError):
-            file_config = {}
-        taken = _config_ints({**(file_config if isinstance(file_config, dict) else {}), **overrides})
+        taken = _config_ints({**_file_config(config), **overrides})
         # at least 2^20 whatever the context, so that max_seq_len // r (r ≤ MAX_RATIO) clears the config's widths
-        max_seq = _distinct(max(context + 1, seq, 1 << 20, int(overrides.get("max_seq_len", 0) or 0)), taken,
-                            ratios=True)
+        longest = max([context, *more]) + 1
+        max_seq = _distinct(max(longest, seq, 1 << 20, int(overrides.get("max_seq_len", 0) or 0)), taken, ratios=True)
         max_batch = _distinct(max(batch, 2, int(overrides.get("max_batch_size", 0) or 0)), taken | {max_seq})
         try:
             built = build(source, overrides={**overrides, "max_seq_len": max_seq, "max_batch_size": max_batch},
@@ -145,6 +165,9 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
         built = build(source, overrides=overrides, **build_opts)
     say("walking modules")
     record = walk(built)
+    if auto and kind != "reference":  # the config as built, its defaults filled
+        context, more = _lengths(None if given is None else context,
+                                 curve_contexts(max_positions(record.source.config)))
 
     say(f"prefill pass at B={batch}, T={seq:,}")
     paths = module_paths(built.model)
@@ -154,6 +177,7 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
     layer_list, kinds = _layer_kinds(traced)
 
     decode: dict[str, Any] | None = None
+    curve: list[dict[str, Any]] = []
     kv: dict[str, Any] = {"entries": [], "source": None}
     ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
     if built.kind == "reference":
@@ -171,27 +195,38 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
                 _, fc2, _ = _pass(built, record, inputs=((ids,), {"start_pos": context}), memo=not every_block,
                                   paths=paths)
                 decode = _flops_json(fc2, traced, batch, 1, context)
+                for L in more:  # the curve: one more step at each length (a meta buffer's slots cost nothing)
+                    say(f"decode step at context {L:,}")
+                    _, fc3, _ = _pass(built, record, inputs=((ids,), {"start_pos": L}), memo=not every_block,
+                                      paths=paths)
+                    curve.append(point(_flops_json(fc3, traced, batch, 1, L), layer_list))
             except ShapeError as e:
                 notes.append(f"no decode step: {e.line()}")
         else:
             notes.append(f"{type(built.model).__name__}.forward takes no start_pos: no decode step")
     elif built.kind == "hf":
         try:
-            decode, kv = _hf_decode(built, record, traced, batch, context, layer_list, say, not every_block, paths)
+            decode, kv, curve = _hf_decode(built, record, traced, batch, context, layer_list, say, not every_block,
+                                           paths, more)
         except ShapeError as e:
             notes.append(f"no decode step: {e.line()}")
     else:
         notes.append("a package.module:callable model: no decode step (archviz knows a cache only for reference "
                      "models' start_pos and transformers' past_key_values)")
+    if decode is not None and more:
+        curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
     cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,
+            **({"curve": curve} if curve else {}),
             "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
             "activation_peak": act.peak if act is not None else None, "notes": notes}
     return traced.with_extra("cost", cost)
 
 
 def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, layer_list: str | None,
-               say: Callable[[str], None], memo: bool, paths: dict[int, str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A prefill on meta with the model's own cache, its layers stretched to `context` slots, then one token."""
+               say: Callable[[str], None], memo: bool, paths: dict[int, str],
+               more: Sequence[int] = ()) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """A prefill on meta with the model's own cache, its layers stretched to `context` slots, then one token; at
+    each of `more` lengths again from a copy of the filled cache (the two prefills run once), summed to points."""
     try:
         from transformers import DynamicCache
     except ImportError as e:  # pragma: no cover - hf sources need transformers
@@ -225,13 +260,21 @@ def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, l
     if not entries:
         raise ShapeError(f"{type(model).__name__} filled no cache layer on meta", hint="its cache is not a "
                          "DynamicCache: KV and decode figures are not available")
+    ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
+    kv = {"source": f"{type(cache).__name__} layers after prefills of {t0} and {t1} tokens on meta", "entries": entries}
+    points = []
+    for L in more:  # a copy each: the step appends to the cache it is given
+        step = copy.deepcopy(cache)
+        stretch(step, longer, t0, t1, L)
+        say(f"decode step at context {L:,}")
+        _, fc, _ = _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": step, "use_cache": True}),
+                         memo=memo, paths=paths)
+        points.append(point(_flops_json(fc, traced, batch, 1, L), layer_list))
     stretch(cache, longer, t0, t1, context)
     say(f"decode step at context {context:,}")
-    ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
     _, fc, _ = _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}),
                      memo=memo, paths=paths)
-    kv = {"source": f"{type(cache).__name__} layers after prefills of {t0} and {t1} tokens on meta", "entries": entries}
-    return _flops_json(fc, traced, batch, 1, context), kv
+    return _flops_json(fc, traced, batch, 1, context), kv, points
 
 
 __all__ = ["measure", "CONTEXT_DEFAULT", "SEQ_DEFAULT"]
