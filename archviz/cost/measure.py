@@ -96,6 +96,34 @@ def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None 
     return traced, fc, act
 
 
+def _steps(built: Any, record: Any, steps: list[tuple[int, Callable[[], tuple[tuple, dict]]]], memo: bool,
+           paths: dict[int, str]) -> dict[int, FlopCounter]:
+    """Decode steps one after another under one tracer (`run_steps`), each counted by its own FlopCounter."""
+    from ..shapes import run_steps
+
+    counters: dict[int, FlopCounter] = {}
+    current: list[FlopCounter] = []
+
+    def step(L: int, inputs: Callable[[], tuple[tuple, dict]]) -> Callable[[], tuple[tuple, dict]]:
+        def start() -> tuple[tuple, dict]:
+            if current:
+                current.pop().remove()
+            fc = counters[L] = FlopCounter(built.model, paths)
+            fc.install()
+            current.append(fc)
+            return inputs()
+        return start
+
+    try:
+        run_steps(built, record, [step(L, f) for L, f in steps], memo=memo,
+                  op_observer=lambda *a: current[-1].observe(*a), on_kernel=lambda *a: current[-1].kernel(*a),
+                  on_memo=lambda source, target: current[-1].memo(source, target))
+    finally:
+        while current:
+            current.pop().remove()
+    return counters
+
+
 def _flops_json(fc: FlopCounter, record: Any, batch: int, tokens: int, start: int) -> dict[str, Any]:
     flops, calls, unknown = fc.by_path()
     flops, notes = exact_routing(flops, fc.rows(), record, batch * tokens)
@@ -190,16 +218,12 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
         except (TypeError, ValueError):
             params = {}
         if "start_pos" in params:
-            say(f"decode step at context {context:,}")
-            try:
-                _, fc2, _ = _pass(built, record, inputs=((ids,), {"start_pos": context}), memo=not every_block,
-                                  paths=paths)
-                decode = _flops_json(fc2, traced, batch, 1, context)
-                for L in more:  # the curve: one more step at each length (a meta buffer's slots cost nothing)
-                    say(f"decode step at context {L:,}")
-                    _, fc3, _ = _pass(built, record, inputs=((ids,), {"start_pos": L}), memo=not every_block,
-                                      paths=paths)
-                    curve.append(point(_flops_json(fc3, traced, batch, 1, L), layer_list))
+            say(f"decode step{'s' if more else ''} at context {', '.join(f'{L:,}' for L in [context, *more])}")
+            try:  # one tracer for every length (a meta buffer's slots cost nothing, whatever L)
+                counters = _steps(built, record, [(L, lambda L=L: ((ids,), {"start_pos": L})) for L in
+                                                  [context, *more]], not every_block, paths)
+                decode = _flops_json(counters[context], traced, batch, 1, context)
+                curve = [point(_flops_json(counters[L], traced, batch, 1, L), layer_list) for L in more]
             except ShapeError as e:
                 notes.append(f"no decode step: {e.line()}")
         else:
@@ -247,34 +271,32 @@ def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, l
                 if isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 4096 and step % x:
                     step = step * x // math.gcd(step, x)
     t1 = t0 + step
-    caches = []
-    for n in (t0, t1):
-        cache = DynamicCache(config=cfg)
+    caches = [DynamicCache(config=cfg), DynamicCache(config=cfg)]
+    say(f"filling the model's cache on meta ({t0} and {t1} tokens)")
+
+    def fill(cache: Any, n: int) -> Callable[[], tuple[tuple, dict]]:
         ids = torch.zeros((batch, n), dtype=torch.long, device="meta")
-        say(f"filling the model's cache on meta ({n} tokens)")
-        _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}),
-              memo=memo, paths=paths)
-        caches.append(cache)
+        return lambda: ((), {"input_ids": ids, "past_key_values": cache, "use_cache": True})
+
+    from ..shapes import run_steps
+
+    run_steps(built, record, [fill(caches[0], t0), fill(caches[1], t1)], memo=memo)
     cache, longer = caches
     entries = cache_entries(cache, longer, t0, t1, lambda i: f"{layer_list}.{i}" if layer_list else str(i))
     if not entries:
         raise ShapeError(f"{type(model).__name__} filled no cache layer on meta", hint="its cache is not a "
                          "DynamicCache: KV and decode figures are not available")
-    ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
     kv = {"source": f"{type(cache).__name__} layers after prefills of {t0} and {t1} tokens on meta", "entries": entries}
-    points = []
-    for L in more:  # a copy each: the step appends to the cache it is given
-        step = copy.deepcopy(cache)
-        stretch(step, longer, t0, t1, L)
-        say(f"decode step at context {L:,}")
-        _, fc, _ = _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": step, "use_cache": True}),
-                         memo=memo, paths=paths)
-        points.append(point(_flops_json(fc, traced, batch, 1, L), layer_list))
-    stretch(cache, longer, t0, t1, context)
-    say(f"decode step at context {context:,}")
-    _, fc, _ = _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}),
-                     memo=memo, paths=paths)
-    return _flops_json(fc, traced, batch, 1, context), kv, points
+    ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
+    steps = {}
+    for L in [context, *more]:  # a copy each: a step appends to the cache it is given
+        filled = copy.deepcopy(cache) if more else cache
+        stretch(filled, longer, t0, t1, L)
+        steps[L] = {"input_ids": ids, "past_key_values": filled, "use_cache": True}
+    say(f"decode step{'s' if more else ''} at context {', '.join(f'{L:,}' for L in steps)}")
+    counters = _steps(built, record, [(L, lambda k=k: ((), k)) for L, k in steps.items()], memo, paths)
+    points = [point(_flops_json(counters[L], traced, batch, 1, L), layer_list) for L in more]
+    return _flops_json(counters[context], traced, batch, 1, context), kv, points
 
 
 __all__ = ["measure", "CONTEXT_DEFAULT", "SEQ_DEFAULT"]
