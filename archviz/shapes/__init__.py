@@ -15,5 +15,5 @@ from .symbols import choose_dims, name_dims
 from .trace import run_steps, trace_shapes
 from .tracer import Tracer
 
-__all__ = ["trace_shapes", "run_steps", "choose_dims", "name_dims", "parse_inputs", "merge_inputs", "default_inputs", "cache_off",
-           "Tracer", "ImportsInForward", "ROUTED"]
+__all__ = ["trace_shapes", "run_steps", "choose_dims", "name_dims", "parse_inputs", "merge_inputs", "default_inputs",
+           "cache_off", "Tracer", "ImportsInForward", "ROUTED"]
