@@ -27,7 +27,7 @@ install-test: $(VENV)/.installed-test
 site: install
 	$(BIN)/archviz build examples/deepseek-v4-flash/config.json \
 		--checkpoint examples/deepseek-v4-flash/manifest.json.gz \
-		--annotations examples/deepseek-v4-flash/annotations.toml -o site
+		--annotations examples/deepseek-v4-flash/annotations.toml --cost -o site
 
 test: install-test
 	$(BIN)/python -m pytest

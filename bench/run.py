@@ -168,7 +168,7 @@ def grouping_fixture() -> dict:
 
 # -- issue 6: site build -----------------------------------------------------------------------------------------------
 
-def _site(spec: str, config: str | None) -> dict:
+def _site(spec: str, config: str | None, cost: bool = False) -> dict:
     import archviz
     from archviz.group import group
     from archviz.shapes import trace_shapes
@@ -178,6 +178,14 @@ def _site(spec: str, config: str | None) -> dict:
     t0 = time.perf_counter()
     built = archviz.build(spec, config=config)
     rec = group(trace_shapes(built, walk(built)))
+    del built
+    cost_s = None
+    if cost:  # what `archviz build --cost` adds: the cost extra at 1K .. 1M (or the config's max positions)
+        from archviz.cost.measure import measure
+
+        t1 = time.perf_counter()
+        rec = rec.with_extra("cost", measure(spec, config=config, context=None, contexts="auto").extra("cost"))
+        cost_s = time.perf_counter() - t1
     records_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "site")
@@ -187,12 +195,18 @@ def _site(spec: str, config: str | None) -> dict:
             for n in names:
                 files += 1
                 size += os.path.getsize(os.path.join(root, n))
-    return {"seconds": seconds, "records_seconds": records_s, "size_mb": size / 2**20, "files": files}
+    return {"seconds": seconds, "records_seconds": records_s, "size_mb": size / 2**20, "files": files,
+            **({"cost_seconds": cost_s} if cost else {})}
 
 
 @case("archviz build (render): V3-size fixture")
 def site_fixture() -> dict:
     return _site(*V3_FIXTURE)
+
+
+@case("archviz build --cost (render): V3-size fixture")
+def site_cost_fixture() -> dict:
+    return _site(*V3_FIXTURE, cost=True)
 
 
 @case("archviz build (render): transformers deepseek_v3")
@@ -386,8 +400,9 @@ GROUPS = [
      "goal: ≤ 2× (fixture), ≤ 1.5× (transformers); each ratio is against the bare build above it"),
     ("Issue 4 — grouping added to the walk", ["walk + grouping: V3-size fixture"], "goal: grouping ≤ 20% of walk"),
     ("Issue 6 — site build (render of the grouped records with shapes; records_seconds is the meta build + walk + "
-     "shapes + grouping before it)", ["archviz build (render): V3-size fixture",
-                                      "archviz build (render): transformers deepseek_v3"],
+     "shapes + grouping before it; with --cost, cost_seconds of it: the prefill and a decode step at each L)",
+     ["archviz build (render): V3-size fixture", "archviz build --cost (render): V3-size fixture",
+      "archviz build (render): transformers deepseek_v3"],
      "goal: ≤ 10 s and ≤ 30 MB for the fixture"),
     ("Issue 21 — diff of two V3-size records files (seconds: the diff of the records; read_seconds: reading the two "
      "files before it)", ["archviz diff: two V3-size records files"], "goal: ≤ 2 s"),

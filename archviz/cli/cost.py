@@ -152,10 +152,12 @@ def cost(
 
             atomic_write(output, dumps(records[0]) + "\n")
         if json_:
+            from ..cost.per_node import nodes_json
+
             if len(reports) == 1:
-                emit_json(report_json(reports[0]))
+                emit_json({**report_json(reports[0]), "nodes": nodes_json(records[0])})
             else:
-                a, b = (report_json(x) for x in reports)
+                a, b = ({**report_json(x), "nodes": nodes_json(rec)} for x, rec in zip(reports, records))
                 emit_json({"a": a, "b": b, "ratio": _ratios(reports[0], reports[1])})
             return
         if len(reports) == 1:

@@ -133,6 +133,10 @@ def build(
     checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="compare with this checkpoint and show "
                                                                           "the verdicts")] = None,
     no_cache: NoCacheOpt = False,
+    cost: Annotated[bool, flag("--cost/--no-cost", help="count FLOPs and the KV cache too (archviz cost): the "
+                               "overview's cost section against context length 1K .. the config's max positions, "
+                               "and FLOPs per call on every node; records of `archviz cost -o` show them "
+                               "without it")] = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -154,6 +158,11 @@ def build(
         for s in sources:
             record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names,
                            every_block, kernel_rules, input_, trust_remote_code, quantized, train, not no_cache)
+            if cost:
+                from .site_cost import with_cost
+
+                record = with_cost(record, s, config, set_, model_class, tokenizer, world_size, rank, batch, seq,
+                                   every_block, input_, trust_remote_code, quantized, train)
             if checkpoint:
                 record = _compare(record, checkpoint)
             records.append(record)

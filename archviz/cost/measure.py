@@ -11,8 +11,9 @@ shapes cost the same at L = 1M as at L = 128: nothing here loops over positions.
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -20,6 +21,7 @@ from ..errors import ArchvizError, ShapeError, SourceError
 from .flops import FlopCounter, exact_routing, module_paths
 from .kv import MAX_RATIO, cache_entries, reference_entries, stretch
 from .activations import ActivationPeak
+from .curve import curve_contexts, max_positions, point
 
 CONTEXT_DEFAULT = 1 << 20
 SEQ_DEFAULT = 4096
@@ -57,6 +59,24 @@ def _distinct(lo: int, taken: set[int], ratios: bool = False) -> int:
         n += 1
 
 
+def _lengths(context: int | None, contexts: Sequence[int]) -> tuple[int, list[int]]:
+    """(the decode step's context: `context`, else the longest of `contexts`; the other lengths, ascending)."""
+    if context is None:
+        context = max(contexts) if contexts else CONTEXT_DEFAULT
+    return context, sorted({int(L) for L in contexts if int(L) != context and int(L) >= 0})
+
+
+def _file_config(path: str | None) -> dict[str, Any]:
+    import json
+
+    try:
+        with open(path or "", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None,
           inputs: tuple | None = None, memo: bool = True, peak: bool = False,
           paths: dict[int, str] | None = None) -> tuple[Any, FlopCounter, ActivationPeak | None]:
@@ -74,6 +94,34 @@ def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None 
         traced = trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, memo=memo,
                               op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo)
     return traced, fc, act
+
+
+def _steps(built: Any, record: Any, steps: list[tuple[int, Callable[[], tuple[tuple, dict]]]], memo: bool,
+           paths: dict[int, str]) -> dict[int, FlopCounter]:
+    """Decode steps one after another under one tracer (`run_steps`), each counted by its own FlopCounter."""
+    from ..shapes import run_steps
+
+    counters: dict[int, FlopCounter] = {}
+    current: list[FlopCounter] = []
+
+    def step(L: int, inputs: Callable[[], tuple[tuple, dict]]) -> Callable[[], tuple[tuple, dict]]:
+        def start() -> tuple[tuple, dict]:
+            if current:
+                current.pop().remove()
+            fc = counters[L] = FlopCounter(built.model, paths)
+            fc.install()
+            current.append(fc)
+            return inputs()
+        return start
+
+    try:
+        run_steps(built, record, [step(L, f) for L, f in steps], memo=memo,
+                  op_observer=lambda *a: current[-1].observe(*a), on_kernel=lambda *a: current[-1].kernel(*a),
+                  on_memo=lambda source, target: current[-1].memo(source, target))
+    finally:
+        while current:
+            current.pop().remove()
+    return counters
 
 
 def _flops_json(fc: FlopCounter, record: Any, batch: int, tokens: int, start: int) -> dict[str, Any]:
@@ -97,37 +145,37 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
             model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
             rank: int | None = None, trust_remote_code: bool = False, quantized: bool = False, batch: int = 1,
             seq: int = SEQ_DEFAULT,
-            context: int = CONTEXT_DEFAULT, every_block: bool = False,
-            progress: Callable[[str], None] | None = None) -> Any:
-    """The records of SOURCE (shapes from the prefill pass, grouped) with `extras["cost"]` filled."""
+            context: int | None = CONTEXT_DEFAULT, every_block: bool = False,
+            progress: Callable[[str], None] | None = None, contexts: Sequence[int] | str = ()) -> Any:
+    """The records of SOURCE (shapes from the prefill pass, grouped) with `extras["cost"]` filled; `contexts`: more
+    lengths a decode step runs at, summed to `extras["cost"]["curve"]` (archviz.cost.curve), the step at `context`
+    kept whole; "auto": the standard lengths up to the config's max positions (context None: the longest)."""
     from .. import build
     from ..group import group
     from ..sources import BuildOptions, classify
     from ..walk import walk
 
-    if batch < 1 or seq < 1 or context < 0:
+    if batch < 1 or seq < 1 or (context is not None and context < 0):
         raise ArchvizError(f"--batch {batch}, --seq {seq}, --context {context}: batch and seq must be ≥ 1, "
                            "context ≥ 0", hint="e.g. --batch 1 --seq 4096 --context 1M")
     say = progress or (lambda text: None)
     overrides = dict(overrides or {})
+    given = context
     kind = classify(source, BuildOptions(config=config))
+    auto = contexts == "auto"
+    if auto and kind == "reference":  # its caches are sized by the longest length: known before the build
+        contexts = curve_contexts(max_positions({**_file_config(config), **overrides}))
+    context, more = _lengths(context, () if isinstance(contexts, str) else contexts)
     notes: list[str] = []
     build_opts = dict(config=config, model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
                       trust_remote_code=trust_remote_code, quantized=quantized)
     limits: tuple[int, int] | None = None
     say(f"building {source} on meta")
     if kind == "reference":
-        import json
-
-        try:
-            with open(config or "", encoding="utf-8") as f:
-                file_config = json.load(f)
-        except (OSError, ValueError):
-            file_config = {}
-        taken = _config_ints({**(file_config if isinstance(file_config, dict) else {}), **overrides})
+        taken = _config_ints({**_file_config(config), **overrides})
         # at least 2^20 whatever the context, so that max_seq_len // r (r ≤ MAX_RATIO) clears the config's widths
-        max_seq = _distinct(max(context + 1, seq, 1 << 20, int(overrides.get("max_seq_len", 0) or 0)), taken,
-                            ratios=True)
+        longest = max([context, *more]) + 1
+        max_seq = _distinct(max(longest, seq, 1 << 20, int(overrides.get("max_seq_len", 0) or 0)), taken, ratios=True)
         max_batch = _distinct(max(batch, 2, int(overrides.get("max_batch_size", 0) or 0)), taken | {max_seq})
         try:
             built = build(source, overrides={**overrides, "max_seq_len": max_seq, "max_batch_size": max_batch},
@@ -145,6 +193,9 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
         built = build(source, overrides=overrides, **build_opts)
     say("walking modules")
     record = walk(built)
+    if auto and kind != "reference":  # the config as built, its defaults filled
+        context, more = _lengths(None if given is None else context,
+                                 curve_contexts(max_positions(record.source.config)))
 
     say(f"prefill pass at B={batch}, T={seq:,}")
     paths = module_paths(built.model)
@@ -154,6 +205,7 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
     layer_list, kinds = _layer_kinds(traced)
 
     decode: dict[str, Any] | None = None
+    curve: list[dict[str, Any]] = []
     kv: dict[str, Any] = {"entries": [], "source": None}
     ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
     if built.kind == "reference":
@@ -166,32 +218,39 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
         except (TypeError, ValueError):
             params = {}
         if "start_pos" in params:
-            say(f"decode step at context {context:,}")
-            try:
-                _, fc2, _ = _pass(built, record, inputs=((ids,), {"start_pos": context}), memo=not every_block,
-                                  paths=paths)
-                decode = _flops_json(fc2, traced, batch, 1, context)
+            say(f"decode step{'s' if more else ''} at context {', '.join(f'{L:,}' for L in [context, *more])}")
+            try:  # one tracer for every length (a meta buffer's slots cost nothing, whatever L)
+                counters = _steps(built, record, [(L, lambda L=L: ((ids,), {"start_pos": L})) for L in
+                                                  [context, *more]], not every_block, paths)
+                decode = _flops_json(counters[context], traced, batch, 1, context)
+                curve = [point(_flops_json(counters[L], traced, batch, 1, L), layer_list) for L in more]
             except ShapeError as e:
                 notes.append(f"no decode step: {e.line()}")
         else:
             notes.append(f"{type(built.model).__name__}.forward takes no start_pos: no decode step")
     elif built.kind == "hf":
         try:
-            decode, kv = _hf_decode(built, record, traced, batch, context, layer_list, say, not every_block, paths)
+            decode, kv, curve = _hf_decode(built, record, traced, batch, context, layer_list, say, not every_block,
+                                           paths, more)
         except ShapeError as e:
             notes.append(f"no decode step: {e.line()}")
     else:
         notes.append("a package.module:callable model: no decode step (archviz knows a cache only for reference "
                      "models' start_pos and transformers' past_key_values)")
+    if decode is not None and more:
+        curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
     cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,
+            **({"curve": curve} if curve else {}),
             "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
             "activation_peak": act.peak if act is not None else None, "notes": notes}
     return traced.with_extra("cost", cost)
 
 
 def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, layer_list: str | None,
-               say: Callable[[str], None], memo: bool, paths: dict[int, str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A prefill on meta with the model's own cache, its layers stretched to `context` slots, then one token."""
+               say: Callable[[str], None], memo: bool, paths: dict[int, str],
+               more: Sequence[int] = ()) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """A prefill on meta with the model's own cache, its layers stretched to `context` slots, then one token; at
+    each of `more` lengths again from a copy of the filled cache (the two prefills run once), summed to points."""
     try:
         from transformers import DynamicCache
     except ImportError as e:  # pragma: no cover - hf sources need transformers
@@ -212,26 +271,32 @@ def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, l
                 if isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 4096 and step % x:
                     step = step * x // math.gcd(step, x)
     t1 = t0 + step
-    caches = []
-    for n in (t0, t1):
-        cache = DynamicCache(config=cfg)
+    caches = [DynamicCache(config=cfg), DynamicCache(config=cfg)]
+    say(f"filling the model's cache on meta ({t0} and {t1} tokens)")
+
+    def fill(cache: Any, n: int) -> Callable[[], tuple[tuple, dict]]:
         ids = torch.zeros((batch, n), dtype=torch.long, device="meta")
-        say(f"filling the model's cache on meta ({n} tokens)")
-        _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}),
-              memo=memo, paths=paths)
-        caches.append(cache)
+        return lambda: ((), {"input_ids": ids, "past_key_values": cache, "use_cache": True})
+
+    from ..shapes import run_steps
+
+    run_steps(built, record, [fill(caches[0], t0), fill(caches[1], t1)], memo=memo)
     cache, longer = caches
     entries = cache_entries(cache, longer, t0, t1, lambda i: f"{layer_list}.{i}" if layer_list else str(i))
     if not entries:
         raise ShapeError(f"{type(model).__name__} filled no cache layer on meta", hint="its cache is not a "
                          "DynamicCache: KV and decode figures are not available")
-    stretch(cache, longer, t0, t1, context)
-    say(f"decode step at context {context:,}")
-    ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
-    _, fc, _ = _pass(built, record, inputs=((), {"input_ids": ids, "past_key_values": cache, "use_cache": True}),
-                     memo=memo, paths=paths)
     kv = {"source": f"{type(cache).__name__} layers after prefills of {t0} and {t1} tokens on meta", "entries": entries}
-    return _flops_json(fc, traced, batch, 1, context), kv
+    ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
+    steps = {}
+    for L in [context, *more]:  # a copy each: a step appends to the cache it is given
+        filled = copy.deepcopy(cache) if more else cache
+        stretch(filled, longer, t0, t1, L)
+        steps[L] = {"input_ids": ids, "past_key_values": filled, "use_cache": True}
+    say(f"decode step{'s' if more else ''} at context {', '.join(f'{L:,}' for L in steps)}")
+    counters = _steps(built, record, [(L, lambda k=k: ((), k)) for L, k in steps.items()], memo, paths)
+    points = [point(_flops_json(counters[L], traced, batch, 1, L), layer_list) for L in more]
+    return _flops_json(counters[context], traced, batch, 1, context), kv, points
 
 
 __all__ = ["measure", "CONTEXT_DEFAULT", "SEQ_DEFAULT"]

@@ -16,6 +16,7 @@ under it); the site multiplies them by a node's multiplicity as it does paramete
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,14 @@ def part_of(path: str, layer_list: str | None = None) -> str:
     rest = path
     if layer_list and path.startswith(layer_list + "."):
         rest = path[len(layer_list) + 1:]
+        head, _, tail = rest.partition(".")
+        if head.isdigit():  # the layer's number says nothing: every layer's paths share one answer
+            rest = tail
+    return _part(rest)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _part(rest: str) -> str:
     for name in rest.split("."):
         low = name.lower()
         if low in _ATTENTION or low.endswith("attn") or "attention" in low:

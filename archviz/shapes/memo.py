@@ -9,6 +9,7 @@ import operator
 from typing import Any, Callable
 
 from ..records import CallSite, ModelRecord, ModuleRecord
+from .cachememo import CacheMemo
 from .policy import Uncacheable, memo_key, output_spec, rebuild_output
 from .tracer import MAX_CALLS, Tracer
 
@@ -106,7 +107,7 @@ class BlockMemo:
                 continue
             if "forward" in mod.__dict__:  # already wrapped (a module under two paths) or patched by its code
                 continue
-            mod.forward = self._shim(path, mod.forward)
+            mod.forward = self._shim(path, mod.forward, CacheMemo(mod))
             self.installed.append(mod)
 
     def remove(self) -> None:
@@ -114,21 +115,27 @@ class BlockMemo:
             mod.__dict__.pop("forward", None)
         self.installed.clear()
 
-    def _shim(self, path: str, forward: Callable[..., Any]) -> Callable[..., Any]:
+    def _shim(self, path: str, forward: Callable[..., Any], caches: CacheMemo) -> Callable[..., Any]:
         def memoized(*args: Any, **kwargs: Any) -> Any:
             try:
-                key = (self.kind[path], memo_key(args), memo_key(kwargs))
+                # a transformers cache in the kwargs is keyed by the state of the block's own cache layer
+                kw, cache = caches.key(kwargs)
+                key = (self.kind[path], memo_key(args), kw)
             except Uncacheable:
                 return forward(*args, **kwargs)
             hit = self.memo.get(key)
             if hit is not None:
+                if cache is not None:
+                    caches.apply(cache, hit[2])
                 self._copy(hit[0], path)
                 self.hits += 1
                 return rebuild_output(hit[1])
+            before = caches.snapshot(cache) if cache is not None else None
             out = forward(*args, **kwargs)
             spec = output_spec(out)
-            if spec is not None:
-                self.memo[key] = (path, spec)
+            after = caches.effect(cache, before) if cache is not None else None
+            if spec is not None and (cache is None or after is not None):
+                self.memo[key] = (path, spec, after)
             return out
 
         return memoized

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -93,6 +93,31 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
             *info["notes"], "traced through the unquantized modules that --quantized replaced (a quantized linear "
             "or expert block computes the same shapes)"]})
     return traced
+
+
+def run_steps(built: Built, record: ModelRecord, steps: Sequence[Callable[[], tuple[tuple, dict]]], *,
+              memo: bool = True, op_observer: Callable[..., None] | None = None,
+              on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None,
+              on_memo: Callable[[str, str], None] | None = None) -> None:
+    """Forwards of the model on meta one after another under one tracer, set up once (archviz.cost's decode steps
+    at several context lengths, after a `trace_shapes` pass): each of `steps` returns its forward's (args, kwargs)
+    and may swap what the callbacks report to; the block memo starts empty at each. Only ops, kernels and memo
+    answers are reported: no record is made. Raises ShapeError where a forward fails."""
+    from ..walk.spans import Spans
+
+    if not steps:
+        return
+    with collector_paused(), built.unquantized() if built.unquantized is not None else nullcontext():
+        tracer = Tracer(built.model, Spans(built.display_roots).display)
+        tracer.on_kernel = on_kernel
+        tracer.on_memo = on_memo
+        args, kwargs = steps[0]()
+        _, error = _forward(built, record, tracer, args, kwargs, built.stubs or stubs.StubRegistry(), memo=memo,
+                            train=False, notes=[], progress=None, observer=op_observer, steps=steps[1:])
+    if error is not None:
+        where = tracer.stack[-1] if tracer.stack else "(model)"
+        raise ShapeError(f"the meta forward pass failed in {where or 'the model'}: {type(error).__name__}: "
+                         f"{str(error)[:300]}", hint="run with --debug for the traceback") from error
 
 
 def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: int | None,
@@ -359,8 +384,10 @@ def _arguments_hint(built: Built, input_specs: list[str] | None) -> str | None:
 def _forward(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwargs: dict,
              registry: stubs.StubRegistry, *, memo: bool, train: bool, notes: list[str],
              progress: Callable[[int, int], None] | None,
-             observer: Callable[..., None] | None = None) -> tuple[BlockMemo | None, BaseException | None]:
-    """One forward of the model on meta under `tracer`: (the block memo, the error the model raised or None)."""
+             observer: Callable[..., None] | None = None,
+             steps: Sequence[Callable[[], tuple[tuple, dict]]] = ()) -> tuple[BlockMemo | None, BaseException | None]:
+    """One forward of the model on meta under `tracer` (then one more for each of `steps`, which returns its
+    inputs, the memo emptied before it): (the block memo, the error the model raised or None)."""
     # Reference code runs under the default dtype its launcher sets (DeepSeek's generate.py: bfloat16).
     compute = getattr(torch, built.default_dtype) if built.default_dtype else None
     experts: BlockMemo | None = None
@@ -385,6 +412,11 @@ def _forward(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwa
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
                                  lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
             built.model(*args, **kwargs)
+            for step in steps:
+                if experts is not None:
+                    experts.memo.clear()
+                more_args, more_kwargs = step()
+                built.model(*more_args, **more_kwargs)
     except ShapeError:
         raise
     except Exception as e:  # noqa: BLE001
@@ -411,4 +443,4 @@ def _user_frame(e: BaseException) -> str | None:
     return hit
 
 
-__all__ = ["trace_shapes"]
+__all__ = ["trace_shapes", "run_steps"]

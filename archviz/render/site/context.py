@@ -27,6 +27,7 @@ from ..views import tied_text
 from .checkpoint_index import CheckpointIndex, checkpoint_text
 from .code import CodeBank
 from .dataflow import flow_picture
+from .cost import SiteCost
 from .describe import DTYPE_BYTES, calc_text, component_text, describe, linear_dims, logical_shape, main_weight
 from .nodes import CONTAINERS, Node, build_nodes, instances, mult_text, page_names
 from .treemap import treemap
@@ -76,6 +77,7 @@ class ModelSite:
         probe = record.extra("probe")
         self.probe = (probe.get("modules") or {}) if isinstance(probe, Mapping) else {}
         self.annotations = annotations or {}
+        self.cost = SiteCost(record)  # FLOPs and KV figures where the records carry the cost extra
 
     # --- pieces
 
@@ -348,7 +350,7 @@ class ModelSite:
             "confirmed": self.confirmed(n), "excerpts": self.code_excerpts(n, m), "children": children,
             "patterns": patterns[:8], "more_patterns": max(0, len(patterns) - 8),
             "evidence": [self.evidence(c) for c in ann.get("claims", ())],
-            "learned": m.totals.parameters > 0,
+            "learned": m.totals.parameters > 0, "flops": self.cost.node(n),
             "dataflow": flow_picture(self, n, m, "../" * n.file.count("/"), ann.get("title") or n.title),
         }
 
@@ -480,7 +482,7 @@ class ModelSite:
                        for k, v in sorted(src.config)][:400],
             "overrides": [(k, json.dumps(v, ensure_ascii=False)) for k, v in src.overrides],
             "versions": [f"{k} {v}" for k, v in sorted(src.versions)], "shapes": any(m.calls for m in r.modules),
-            "shapes_pass": _shapes_pass(r.extra("shapes")),
+            "shapes_pass": _shapes_pass(r.extra("shapes")), "cost": self.cost.overview(),
             "excerpts": self.code_excerpts(rootn, self.index[rootn.representative])
             if rootn.representative in self.index else [],
             "dataflow": self.overview_flow(rootn, ann.get("title") or src.name),
