@@ -13,6 +13,7 @@ import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
 from .app import app
+from .validate import check_options
 from .common import (
     ConfigOpt,
     DebugOpt,
@@ -89,6 +90,7 @@ def check(
     with handled(debug, fmt == "json"):
         if fmt not in ("table", "github", "json"):
             raise ArchvizError(f"--format {format_!r}: unknown format", hint="use table, github or json")
+        check_options(sets={"--set": set_}, positive={"--limit": limit}, world_size=world_size, rank=rank)
         rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model build
         from ..checkpoint import open_checkpoint
 

@@ -134,10 +134,10 @@ def spinner(label: str) -> Iterator[None]:
         yield
 
 
-def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
-    from ..sources import parse_override
+def _parse_sets(sets: list[str] | None, flag: str = "--set") -> dict[str, Any]:
+    from ..sources.options import check_overrides
 
-    return dict(parse_override(s) for s in (sets or []))
+    return check_overrides(sets, flag)
 
 
 def is_records_file(path: str) -> bool:

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..format import ranges_text
 from .app import app
+from .validate import check_options
 from .common import (
     ConfigOpt,
     DebugOpt,
@@ -91,6 +92,8 @@ def probe(
     from ..sources.guard import model_code
 
     with handled(debug, json_):
+        check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
+                      world_size=world_size, rank=rank)
         limit = parse_size(max_memory) if max_memory else None
         if kernel_rules:
             from ..shapes.kernels import load_rules_file
