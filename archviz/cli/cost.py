@@ -8,8 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import ArchvizError
-from ..sources.options import shown
+from ..errors import ArchvizError, shown
 from .app import app
 from .validate import check_options
 from .common import (
@@ -91,6 +90,11 @@ def cost(
     KV cache bytes per token and at (B, L) from the caches the code keeps, and memory to serve (weights + KV +
     activation peak of one prefill chunk) and to train (weights, gradients, Adam states). `archviz cost
     hf:deepseek_v3 --context 1M`; two sources: side by side with B / A."""
+    with handled(debug, json_):  # before the imports below: a typo costs no torch import
+        check_options(sets={"--set": set_, "--set2": set2}, positive={"--batch": batch}, world_size=world_size,
+                      rank=rank)
+        L = parse_tokens("1M" if context is None else context, "--context")
+        T = parse_tokens("4096" if seq is None else seq, "--seq")
     from ..cost.kv import kv_dtype_name
     from ..cost.measure import measure
     from ..cost.report import cost_report, report_json
@@ -99,10 +103,6 @@ def cost(
     with handled(debug, json_):
         given = [f for f, v in (("--context", context), ("--seq", seq), ("--batch", batch),
                                 ("--every-block", every_block), ("--kernel-rules", kernel_rules)) if v]
-        check_options(sets={"--set": set_, "--set2": set2}, positive={"--batch": batch}, world_size=world_size,
-                      rank=rank)
-        L = parse_tokens("1M" if context is None else context, "--context")
-        T = parse_tokens("4096" if seq is None else seq, "--seq")
         batch = 1 if batch is None else batch
         asked = None
         if kv_dtype is not None:

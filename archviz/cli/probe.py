@@ -88,12 +88,13 @@ def probe(
     ones), and compare every module call's shapes with the meta walk of the full model. Kernels that cannot import
     run as plain torch.
     With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
+    with handled(debug, json_):  # before the imports below: a typo costs no torch import
+        check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
+                      world_size=world_size, rank=rank)
     from ..probe import parse_size, run_probe
     from ..sources.guard import model_code
 
     with handled(debug, json_):
-        check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
-                      world_size=world_size, rank=rank)
         limit = parse_size(max_memory) if max_memory else None
         if kernel_rules:
             from ..shapes.kernels import load_rules_file

@@ -26,7 +26,7 @@ def check_options(*, sets: Mapping[str, list[str] | None] | None = None, inputs:
     for flag, texts in (sets or {}).items():
         check_overrides(texts, flag)
     if inputs:
-        from ..shapes.inputs import check_input_specs
+        from ..input_specs import check_input_specs
 
         check_input_specs(inputs)
     for flag, value in (positive or {}).items():

@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
-from ..errors import SourceError
+from ..errors import SourceError, shown
 from .stubs import StubRegistry
 
 
@@ -81,10 +81,6 @@ def parse_override(text: str, flag: str = "--set") -> tuple[str, Any]:
     check_override(key, value, where)
     return key, value
 
-
-def shown(text: str, limit: int = 80) -> str:
-    """`text` quoted for a message, cut to about `limit` characters (a 5,000-digit value stays one short line)."""
-    return repr(text if len(text) <= limit else f"{text[:limit - 20]}...{text[-12:]}")
 
 
 def _value(raw: str, where: str) -> Any:
