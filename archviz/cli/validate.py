@@ -8,6 +8,7 @@ are not sizes, a batch, sequence, depth or row limit below what the option means
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 from ..errors import ArchvizError
@@ -16,11 +17,12 @@ from ..errors import ArchvizError
 def check_options(*, sets: Mapping[str, list[str] | None] | None = None, inputs: list[str] | None = None,
                   positive: Mapping[str, int | None] | None = None,
                   non_negative: Mapping[str, int | None] | None = None,
-                  world_size: int | None = None, rank: int | None = None) -> None:
+                  world_size: int | None = None, rank: int | None = None, timeout: float | None = None) -> None:
     """Raise an ArchvizError (exit 2) for the first option value that no run could use.
 
     `sets`: flag -> its `key=value` texts (`--set`, `--set-a`, ...); `inputs`: the `--input` specs; `positive` and
-    `non_negative`: flag -> an int it must hold at least 1 or at least 0 (None: not given)."""
+    `non_negative`: flag -> an int it must hold at least 1 or at least 0 (None: not given); `timeout`: seconds, a
+    finite number (click checks its minimum; `inf` would be no deadline at all)."""
     from ..sources.options import check_overrides
 
     for flag, texts in (sets or {}).items():
@@ -35,6 +37,9 @@ def check_options(*, sets: Mapping[str, list[str] | None] | None = None, inputs:
     for flag, value in (non_negative or {}).items():
         if value is not None and value < 0:
             raise ArchvizError(f"{flag} {value}: cannot be negative", hint=_fix(flag))
+    if timeout is not None and not math.isfinite(timeout):
+        raise ArchvizError(f"--timeout {timeout}: must be a finite number of seconds",
+                           hint="e.g. --timeout 10 (each hf:// request; the whole read gets 30 times that)")
     if world_size is not None and world_size < 1:
         raise ArchvizError(f"--world-size {world_size}: must be at least 1", hint="e.g. --world-size 8")
     if rank is not None:

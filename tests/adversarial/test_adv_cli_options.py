@@ -66,6 +66,8 @@ CASES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "batch_zero_diff": (("diff", *LINEAR, *LINEAR, "--batch", "0"), ("--batch 0",)),
     "depth_negative": (("inspect", *LINEAR, "--depth", "-1"), ("--depth -1", "cannot be negative")),
     "limit_zero": (("check", *LINEAR, "-k", NOWHERE, "--limit", "0"), ("--limit 0", "at least 1")),
+    "timeout_infinite": (("check", *LINEAR, "-k", NOWHERE, "--timeout", "inf"), ("--timeout inf", "finite")),
+    "timeout_infinite_manifest": (("manifest", NOWHERE, "-o", "{out}", "--timeout", "inf"), ("--timeout inf",)),
     "rank_outside": (("summary", *LINEAR, "--world-size", "2", "--rank", "2"), ("--rank 2", "--world-size 2")),
     "world_size_zero": (("summary", *LINEAR, "--world-size", "0"), ("--world-size 0", "at least 1")),
     "rank_negative": (("walk", *LINEAR, "--rank", "-1", "-o", "{out}"), ("--rank -1", "negative")),
