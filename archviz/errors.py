@@ -37,6 +37,11 @@ def one_line(text: str) -> str:
     return printable(" ".join(text.split()) if "\n" in text or "\r" in text else text)
 
 
+def shown(text: str, limit: int = 80) -> str:
+    """`text` quoted for a message, cut to about `limit` characters (a 5,000-digit value stays one short line)."""
+    return repr(text if len(text) <= limit else f"{text[:limit - 20]}...{text[-12:]}")
+
+
 class SourceError(ArchvizError):
     """The model source cannot be resolved, imported or built."""
 

@@ -61,5 +61,5 @@ def test_error_lines_echo_what_was_typed(tmp_path):
     r = _run("summary", odd)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("error: ") and f"{odd}: no such file" in r.stderr, r.stderr
-    r = _run("summary", "hf:llama", "--set", "num_hidden_layers=abc")
+    r = _run("summary", "hf:llama", "--set", "hidden_act=1")  # transformers rejects it: the line names hf:llama
     assert r.returncode == 2 and "hf:llama: " in r.stderr and "\U0001f999" not in r.stderr, r.stderr

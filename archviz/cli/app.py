@@ -55,12 +55,29 @@ def main() -> None:
     if "--debug" not in sys.argv[1:]:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
-        app()
+        code = _run()
     except SystemExit as e:
         code = e.code
-    else:
-        code = 0
     _exit(code)
+
+
+def _run() -> object:
+    """Run the app; its exit code. With --json, a usage error (unknown option, missing argument, a value of the wrong
+    type) is the same JSON error object on stdout as every other error, and one line on stderr."""
+    if not wants_json(sys.argv[1:]):
+        app()  # click's own usage errors (its boxed text, exit 2)
+        return 0
+    try:
+        code = app(standalone_mode=False)
+    except _CLICK_ERROR as e:
+        code = e.exit_code
+        _json_error(*_usage_message(e), code)
+    except Exception as e:  # click's Abort (Ctrl-C at a prompt, EOF): it has no message of its own
+        if type(e).__name__ != "Abort":
+            raise
+        code = 130
+        _json_error("interrupted", None, code)
+    return code if isinstance(code, int) else 0
 
 
 def _exit(code: object) -> None:
@@ -90,3 +107,36 @@ def _exit(code: object) -> None:
     except (OSError, ValueError):
         sys.exit(code)
     os._exit(code % 256)
+
+
+# click's base of usage errors (typer may bundle its own click: found through the class typer exports)
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def wants_json(argv: list[str]) -> bool:
+    """Whether the command line asks for JSON: `--json`, or `--format json` (`-f json`, `--format=json`)."""
+    for i, arg in enumerate(argv):
+        if arg == "--json" or arg == "--format=json":
+            return True
+        if arg in ("--format", "-f") and i + 1 < len(argv) and argv[i + 1].lower() == "json":
+            return True
+    return False
+
+
+def _usage_message(e: Exception) -> tuple[str, str | None]:
+    """A click error as (message, hint): what was wrong, and the command's --help to read."""
+    message = e.format_message() if isinstance(e, _CLICK_ERROR) else str(e)
+    ctx = getattr(e, "ctx", None)
+    path = ctx.command_path if ctx is not None else "archviz"
+    return f"{path}: {message}", f"see `{path} --help`"
+
+
+def _json_error(message: str, hint: str | None, code: int) -> None:
+    from rich.text import Text
+
+    from ..errors import one_line
+    from .common import emit_json, err
+
+    line = one_line(f"{message} — {hint}" if hint else message)
+    err.print(Text.assemble(("error:", "bold red"), f" {line}"), highlight=False, soft_wrap=True)
+    emit_json({"error": one_line(message), "hint": one_line(hint) if hint else None, "exit_code": code})

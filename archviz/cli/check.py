@@ -13,6 +13,7 @@ import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
 from .app import app
+from .validate import check_options
 from .common import (
     ConfigOpt,
     DebugOpt,
@@ -91,6 +92,8 @@ def check(
     with handled(debug, fmt == "json"):
         if fmt not in ("table", "github", "json"):
             raise ArchvizError(f"--format {format_!r}: unknown format", hint="use table, github or json")
+        check_options(sets={"--set": set_}, positive={"--limit": limit}, world_size=world_size, rank=rank,
+                      timeout=timeout)
         rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model build
         from ..checkpoint import open_checkpoint
 
@@ -142,6 +145,7 @@ def manifest(
     from ..checkpoint import open_checkpoint, write_manifest
 
     with handled(debug, json_):
+        check_options(timeout=timeout)
         with progress_bar(f"reading {checkpoint}") as cb:
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
         target = os.path.abspath(output)

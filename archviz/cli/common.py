@@ -11,17 +11,57 @@ from contextlib import contextmanager
 from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderHook
+from rich.segment import Segment
 from rich.text import Text
 
 from ..errors import ArchvizError, ShapeError, one_line
-from ..sanitize import json_text
+from ..sanitize import json_text, printable
+
+
+def _escaped_lines(text: str) -> str:
+    """`text` with every control character escaped (archviz.sanitize) but its line breaks, which stay breaks."""
+    return "\n".join(map(printable, text.split("\n"))) if not text.isprintable() else text
+
+
+class _Escaped:
+    """A renderable whose text segments reach the terminal with their control characters escaped: the last guard,
+    behind the renderers' own escaping (archviz.render.text), for any text from a data file that reached rich
+    raw. Segments of rich's own controls (cursor moves of a progress bar) pass as they are."""
+
+    def __init__(self, renderable: Any) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: Any) -> Iterator[Segment]:
+        for seg in console.render(self.renderable, options):
+            if seg.control or seg.text.isprintable():
+                yield seg
+            else:
+                yield Segment(_escaped_lines(seg.text), seg.style)
+
+
+class _EscapeHook(RenderHook):
+    def process_renderables(self, renderables: list[Any]) -> list[Any]:
+        return [_Escaped(r) for r in renderables]
+
+
+class _SafeConsole(Console):
+    """A console that shows control characters in what it prints as escapes (strings before rich lays them out, so
+    tables stay aligned; every segment again on the way out) and never reads rich markup or emoji codes."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(markup=False, emoji=False, **kwargs)
+        self.push_render_hook(_EscapeHook())
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:  # str cells of tables, str printed as such
+        return super().render_str(_escaped_lines(text), **kwargs)
 
 
 # Everything printed is data (module paths, file names, error lines that echo what the user typed): never rich markup
-# ("[bold]") or emoji codes (hf:llama: read as ":llama:"). Styles are given as Text styles.
-out = Console(soft_wrap=False, markup=False, emoji=False)
-err = Console(stderr=True, markup=False, emoji=False)
+# ("[bold]") or emoji codes (hf:llama: read as ":llama:"), never a control character sent raw (an ESC sequence in a
+# module name). Styles are given as Text styles.
+out = _SafeConsole(soft_wrap=False)
+err = _SafeConsole(stderr=True)
 
 
 def flag(*names: str, **kw: Any) -> Any:
@@ -120,7 +160,7 @@ def progress_bar(label: str, enabled: bool = True) -> Iterator[Callable[[int, in
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as p:
-        task = p.add_task(label, total=None)
+        task = p.add_task(printable(label), total=None)  # a live display passes by the escaping hook
 
         def update(done: int, total: int) -> None:
             p.update(task, completed=done, total=total)
@@ -133,14 +173,14 @@ def spinner(label: str) -> Iterator[None]:
     if not err.is_terminal:
         yield
         return
-    with err.status(label):
+    with err.status(Text(printable(label))):  # a live display passes by the escaping hook
         yield
 
 
-def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
-    from ..sources import parse_override
+def _parse_sets(sets: list[str] | None, flag: str = "--set") -> dict[str, Any]:
+    from ..sources.options import check_overrides
 
-    return dict(parse_override(s) for s in (sets or []))
+    return check_overrides(sets, flag)
 
 
 def is_records_file(path: str) -> bool:

@@ -8,8 +8,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import ArchvizError
+from ..errors import ArchvizError, shown
 from .app import app
+from .validate import check_options
 from .common import (
     ConfigOpt,
     DebugOpt,
@@ -39,11 +40,15 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 def parse_tokens(text: str, flag_name: str) -> int:
     """'1M' -> 1,048,576; '128K' -> 131,072; '4096' -> 4096 (K and M are binary, as context lengths are quoted)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)\s*", text or "")
+    m = re.fullmatch(r"\s*([0-9]{1,15})\s*([kKmMgG]?)\s*", text or "")
     if not m:
-        raise ArchvizError(f"{flag_name} {text!r} is not a token count",
+        raise ArchvizError(f"{flag_name} {shown(text or '')} is not a token count",
                            hint=f"write e.g. {flag_name} 1M, 128K or 4096 (K = 1024, M = 1024²)")
-    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+    n = int(m.group(1)) * _UNITS[m.group(2).upper()]
+    if n < 1:
+        raise ArchvizError(f"{flag_name} {text!r}: must be at least 1 token",
+                           hint=f"write e.g. {flag_name} 1M, 128K or 4096 (K = 1024, M = 1024²)")
+    return n
 
 
 @app.command()
@@ -88,19 +93,19 @@ def cost(
     KV cache bytes per token and at (B, L) from the caches the code keeps, and memory to serve (weights + KV +
     activation peak of one prefill chunk) and to train (weights, gradients, Adam states). `archviz cost
     hf:deepseek_v3 --context 1M`; two sources: side by side with B / A."""
+    with handled(debug, json_):  # before the imports below: a typo costs no torch import
+        check_options(sets={"--set": set_, "--set2": set2}, positive={"--batch": batch}, world_size=world_size,
+                      rank=rank)
+        L = parse_tokens("1M" if context is None else context, "--context")
+        T = parse_tokens("4096" if seq is None else seq, "--seq")
     from ..cost.kv import kv_dtype_name
     from ..cost.report import cost_report, report_json
     from ..render.cost import compare_table, cost_tables
 
-    with handled(debug):
+    with handled(debug, json_):
         given = [f for f, v in (("--context", context), ("--seq", seq), ("--batch", batch),
                                 ("--every-block", every_block), ("--kernel-rules", kernel_rules)) if v]
-        L = parse_tokens(context or "1M", "--context")
-        T = parse_tokens(seq or "4096", "--seq")
         batch = 1 if batch is None else batch
-        if batch < 1 or T < 1:
-            raise ArchvizError(f"--batch {batch} --seq {seq}: both must be at least 1",
-                               hint="e.g. --batch 1 --seq 4096")
         asked = None
         if kv_dtype is not None:
             asked = kv_dtype_name(kv_dtype)

@@ -12,6 +12,7 @@ import typer
 from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError
 from ..gcpause import collector_paused
 from .app import app
+from .validate import check_options
 from .common import (
     BatchOpt,
     ConfigOpt,
@@ -119,10 +120,12 @@ def diff(
     from ..render.diff import diff_view, github_lines
 
     fmt = "json" if json_ else format_.lower()
-    with handled(debug):
+    with handled(debug, fmt == "json"):
         if fmt not in ("table", "github", "json"):
             raise ArchvizError(f"--format {format_!r}: unknown format", hint="use table, github or json")
         ignored = parse_ignore(ignore)
+        check_options(sets={"--set": set_, "--set-a": set_a, "--set-b": set_b}, inputs=input_,
+                      positive={"--batch": batch, "--seq": seq})
         if limit < 1:
             raise ArchvizError(f"--limit {limit}: must be at least 1", hint="give a positive number of rows")
         for side, both, one in (("--config-a", config, config_a), ("--config-b", config, config_b)):

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
+from .validate import check_options
 from .common import (
     BatchOpt,
     ConfigOpt,
@@ -57,6 +58,7 @@ def summary(
     from ..render.views import summary_json
 
     with handled(debug, json_):
+        check_options(sets={"--set": set_}, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
                              trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
         if json_:
@@ -101,6 +103,8 @@ def inspect(
     from ..render.views import module_json
 
     with handled(debug, json_):
+        check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
+                      non_negative={"--depth": depth}, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, batch=batch, seq=seq, grouping=not flat,
                              kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
@@ -144,6 +148,7 @@ def walk(
     from ..records import dumps_compact as dumps
 
     with handled(debug, json_):
+        check_options(sets={"--set": set_}, inputs=input_, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
                              inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..format import ranges_text
 from .app import app
+from .validate import check_options
 from .common import (
     ConfigOpt,
     DebugOpt,
@@ -87,6 +88,9 @@ def probe(
     ones), and compare every module call's shapes with the meta walk of the full model. Kernels that cannot import
     run as plain torch.
     With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
+    with handled(debug, json_):  # before the imports below: a typo costs no torch import
+        check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
+                      world_size=world_size, rank=rank)
     from ..probe import parse_size, run_probe
     from ..sources.guard import model_code
 

@@ -10,6 +10,7 @@ import typer
 
 from ..errors import ArchvizError, ShapeError
 from .app import app
+from .validate import check_options
 from .common import (
     BatchOpt,
     ConfigOpt,
@@ -144,6 +145,8 @@ def build(
     from ..render.site import build_site
 
     with handled(debug, json_):
+        check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
+                      world_size=world_size, rank=rank)
         if source_url is not None and "{path}" not in source_url:
             raise ArchvizError(f"--source-url {source_url!r}: the template has no {{path}}",
                                hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")

@@ -12,15 +12,12 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import format as fmt
+from ..sanitize import printable
 
 
 def safe(text: Any) -> str:
     """`text` with control and format characters escaped (\\x1b, \\u202e), so that a terminal shows them."""
-    s = str(text)
-    if s.isprintable():
-        return s
-    return "".join(c if c.isprintable() or c == " " else
-                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in s)
+    return printable(text)
 
 
 def flops(n: float | None) -> str:

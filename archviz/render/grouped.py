@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.text import Text
+from .text import SafeText as Text  # data shown with its control characters escaped
 from rich.tree import Tree
 
 from .. import format as fmt
@@ -77,13 +77,13 @@ def grouped_tree(record: ModelRecord, path: str = "", depth: int = 3) -> Tree:
         shown = Text()
         where = layer_membership(record, path)
         if where:
-            shown.append(where + "\n", style="yellow")
+            shown.line(where, style="yellow")
         n = len(start["paths"])
         if path not in start["paths"]:  # a list folded into the run of its items
-            shown.append(f"{path}: a list of {start['count']:,} folded into one node, {fmt.count(entry['total'])} "
-                         f"in all\n", style="dim")
+            shown.line(f"{path}: a list of {start['count']:,} folded into one node, {fmt.count(entry['total'])} "
+                       "in all", style="dim")
         elif n > 1:
-            shown.append(f"{path} is one of {n:,} modules folded into this node\n", style="dim")
+            shown.line(f"{path} is one of {n:,} modules folded into this node", style="dim")
         if start["breadcrumb"][:-1]:
             shown.append(" › ".join(start["breadcrumb"][:-1]) + " › ", style="dim")
         shown.append_text(label)

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.console import Group
 from rich.table import Table
-from rich.text import Text
+from .text import SafeText as Text  # data shown with its control characters escaped
 from rich.tree import Tree
 
 from .. import format as fmt

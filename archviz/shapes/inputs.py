@@ -12,6 +12,7 @@ import torch
 
 from ..errors import ShapeError
 from ..sources import Built
+from ..input_specs import check_input_specs
 from ..sources.meta import unset_field_hint
 
 
@@ -169,42 +170,24 @@ def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None 
     """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints, the
     symbols B and T, or a dim the user names with its size (`x=B,3,H=224,W=224`: H and W, sized 224 unless `sizes`
     says otherwise); the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
-    `name=none` passes None."""
+    `name=none` passes None. A spec that is wrong is a ShapeError (`check_input_specs`)."""
     kwargs: dict[str, Any] = {}
-    for spec in specs:
-        if "=" not in spec:
-            raise ShapeError(f"--input {spec!r} is not name=dims[:dtype]", hint="write e.g. --input x=B,T,512:float32")
-        name, rest = spec.split("=", 1)
-        if rest.strip().lower() == "none":
-            kwargs[name] = None
+    for name, kind, payload in check_input_specs(specs):
+        if kind != "tensor":
+            kwargs[name] = payload
             continue
-        dims_text, _, dtype_text = rest.partition(":")
-        if dims_text in ("int", "float", "bool"):
-            kwargs[name] = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true")}[dims_text](
-                dtype_text)
-            continue
-        dims: list[int] = []
-        for d in filter(None, dims_text.split(",")):
-            d = d.strip()
-            if d in ("B", "T"):
-                dims.append(B if d == "B" else T)
-            elif d.isdigit():
-                dims.append(int(d))
-            elif _NAMED.fullmatch(d):
-                symbol, size = d.split("=")
-                dims.append((sizes or {}).get(symbol, int(size)))
-            else:
-                raise ShapeError(f"--input {spec!r}: dim {d!r} is not an int, B or T",
-                                 hint="e.g. B,T,512; name a dim with its size: B,3,H=224,W=224")
-        default = "int64" if dims_text.replace(" ", "") == "B,T" else "float32"
-        dtype = getattr(torch, dtype_text or default, None)
-        if not isinstance(dtype, torch.dtype):
-            raise ShapeError(f"--input {spec!r}: {dtype_text!r} is not a torch dtype", hint="e.g. float32, int64")
-        kwargs[name] = torch.zeros(dims, dtype=dtype, device="meta")
+        dims_spec, dtype = payload
+        dims = [B if d == "B" else T if d == "T" else (sizes or {}).get(d[0], d[1]) if isinstance(d, tuple) else d
+                for d in dims_spec]
+        torch_dtype = getattr(torch, dtype, None)
+        if not isinstance(torch_dtype, torch.dtype):  # a name this torch has not
+            raise ShapeError(f"--input {name}=...:{dtype}: torch {torch.__version__} has no dtype {dtype!r}",
+                             hint="e.g. float32, bfloat16, int64")
+        kwargs[name] = torch.zeros(dims, dtype=torch_dtype, device="meta")
     return (), kwargs
 
 
-_NAMED = re.compile(r"(?!(?:B|T)=)[A-Za-z_]\w*=\d+")
+_NAMED = re.compile(r"(?!(?:B|T)=)[A-Za-z_]\w*=[0-9]+")
 
 
 def spec_symbols(specs: list[str] | None) -> set[str]:

@@ -12,7 +12,7 @@ import warnings
 from typing import Any, Callable, Iterator
 
 from ..errors import SourceError
-from .options import BuildOptions, Built, _versions, read_json_config, suggest
+from .options import BuildOptions, Built, _versions, read_json_config, shown, suggest
 
 
 def _import_transformers() -> Any:
@@ -187,16 +187,24 @@ def _config_for(cls: Any, config: Any) -> Any:
     return text
 
 
-def model_class(config: Any) -> Any:
+def model_class(config: Any, where: str = "config.json") -> Any:
     transformers = _import_transformers()
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES, MODEL_MAPPING_NAMES,
     )
 
-    for arch in getattr(config, "architectures", None) or ():
-        cls = getattr(transformers, arch, None)
-        if cls is not None:
+    archs = getattr(config, "architectures", None) or ()
+    for arch in archs:
+        cls = getattr(transformers, arch, None) if isinstance(arch, str) and arch.isidentifier() else None
+        if isinstance(cls, type) and hasattr(cls, "_from_config"):  # a model class, not any name transformers has
             return cls
+    if archs and not getattr(config, "auto_map", None):  # the folder's own classes (auto_map) are noted by build
+        names = ", ".join(shown(str(a), 60) for a in archs)
+        close = suggest(str(archs[0]), [n for n in dir(transformers) if n.endswith(("Model", "LM", "LMHeadModel"))
+                                        or "For" in n])
+        raise SourceError(f"{where}: architectures names {names}, which transformers {transformers.__version__} "
+                          "has no model class of", hint=(close + "; " if close else "") + "fix the class name, or "
+                          "remove \"architectures\" to build the model type's default class")
     causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
     if causal and "ForCausalLM" in causal:
         return getattr(transformers, causal)
@@ -340,7 +348,7 @@ def build(spec: str, options: BuildOptions) -> Built:
     cls = _remote_model_class(config, path) if code and options.trust_remote_code else None
     code_notes: list[str] = []
     if cls is None:
-        cls = model_class(config)
+        cls = model_class(config, path or spec)
         if code:
             code_notes.append(f"config.json names its own code (auto_map: {', '.join(sorted(set(code.values())))}); "
                               f"built with transformers' own {cls.__name__}; pass --trust-remote-code to build the "

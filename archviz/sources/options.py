@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
-from ..errors import SourceError
+from ..errors import SourceError, shown
 from .stubs import StubRegistry
 
 
@@ -56,23 +57,89 @@ SET_VALUES = ("a value is read as JSON (4, 0.5, true, null, [1, 2], \"text\"), e
               "True, False, (1, 2), 'text'), else kept as the string it is")
 
 
-def parse_override(text: str) -> tuple[str, Any]:
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_override(text: str, flag: str = "--set") -> tuple[str, Any]:
     """`key=value`; the value is read as JSON when it parses (numbers, booleans, null, lists), else as a Python
     literal (`None`, `True`, `False`, tuples, quoted strings: `weights_backbone=None` gives None, not "None"),
-    else kept as a string (`act=gelu`)."""
+    else kept as a string (`act=gelu`). The key must be a field or argument name; a size the config class would
+    take but no model can have (`num_hidden_layers=-3`) is refused (see `check_override`)."""
     if "=" not in text:
-        raise SourceError(f"--set {text!r} is not key=value", hint="write e.g. --set num_hidden_layers=4; "
+        raise SourceError(f"{flag} {shown(text)} is not key=value", hint=f"write e.g. {flag} num_hidden_layers=4; "
                                                                   + SET_VALUES)
     key, raw = text.split("=", 1)
     key = key.strip()
+    if not key:
+        raise SourceError(f"{flag} {shown(text)}: the key is empty",
+                          hint=f"write {flag} KEY=VALUE, e.g. {flag} num_hidden_layers=2")
+    if not _KEY.fullmatch(key):
+        raise SourceError(f"{flag} {shown(text)}: {shown(key, 40)} is not a field name (letters, digits and _)",
+                          hint=f"write {flag} KEY=VALUE, e.g. {flag} num_hidden_layers=2")
+    where = f"{flag} {shown(text)}"
+    value = _value(raw, where)
+    check_override(key, value, where)
+    return key, value
+
+
+
+def _value(raw: str, where: str) -> Any:
     try:
-        return key, json.loads(raw)
+        return json.loads(raw)
     except json.JSONDecodeError:
         pass
+    except (ValueError, RecursionError):  # an int of more digits than Python converts; nesting past the stack
+        raise SourceError(f"{where}: the value is too large or too deeply nested to read",
+                          hint="give a number of at most a few hundred digits, or a flat list") from None
     try:  # literals only: ast.literal_eval never calls or imports anything
-        return key, ast.literal_eval(raw.strip())
+        return ast.literal_eval(raw.strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return key, raw
+        return raw
+
+
+# Sizes no model can have at zero (a model of no layers, no width, no heads, no vocabulary is not the model asked
+# for), and name patterns of counts and widths no model can have below zero. Both are refused for `--set` values:
+# a config class takes them (transformers builds a llama of -3 layers: its embedding and head, no layers), and what
+# archviz would then report is not the model asked for.
+_AT_LEAST_ONE = frozenset({
+    "num_hidden_layers", "num_layers", "n_layer", "n_layers", "hidden_size", "d_model", "n_embd",
+    "num_attention_heads", "n_head", "n_heads", "num_key_value_heads", "vocab_size", "intermediate_size", "head_dim",
+    "max_position_embeddings",
+})  # not `dim`: a factory's `dim=-1` (nn.Softmax) is an axis
+_COUNT_OR_WIDTH = re.compile(r"^(?:num|n)_|_(?:size|layers|heads|experts|lora_rank|embeddings|features|channels|"
+                             r"head_dim|inter_dim)$")  # not `_dim`: nn.Flatten's end_dim=-1 is an axis
+
+
+def check_override(key: str, value: Any, where: str) -> None:
+    """Refuse a size that the config class would take but no model has: a negative count or width, a zero layer
+    count, width, head count or vocabulary, or a string, bool or fraction where those are whole numbers."""
+    core = key in _AT_LEAST_ONE
+    if (not core and not _COUNT_OR_WIDTH.search(key)) or "window" in key:
+        return
+    example = f"e.g. --set {key}={'2' if 'layer' in key else '64'}"
+    if core and isinstance(value, (bool, str, float)):
+        raise SourceError(f"{where}: {key} is a whole number, not {value!r}", hint=f"give a positive integer, {example}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if value < 0:
+        raise SourceError(f"{where}: {key} cannot be negative", hint=f"give a positive integer, {example}")
+    if core and value < 1:
+        raise SourceError(f"{where}: a model with {key} = {value:g} is not a model archviz can describe",
+                          hint=f"give at least 1, {example}")
+
+
+def check_overrides(texts: list[str] | None, flag: str = "--set") -> dict[str, Any]:
+    """`--set` values read (`parse_override`), a key given twice with different values refused."""
+    out: dict[str, Any] = {}
+    first: dict[str, str] = {}
+    for text in texts or ():
+        key, value = parse_override(text, flag)
+        if key in out and (out[key] != value or type(out[key]) is not type(value)):
+            raise SourceError(f"{flag} {shown(first[key])} and {flag} {shown(text)} disagree on {key}",
+                              hint=f"give {flag} {key}=... once")
+        out[key] = value
+        first.setdefault(key, text)
+    return out
 
 
 def _versions(*packages: str) -> dict[str, str]:

@@ -1,0 +1,108 @@
+"""The grammar of `--input name=spec`, read without torch: every spec checked before anything is imported or
+built, so that a typo is one line and exit 2 at once (`archviz.shapes.inputs` makes the meta tensors).
+
+`name=B,T,512[:dtype]` (dims: ints, the symbols B and T, or a dim named with its size, `H=224`), `name=int:5`,
+`name=float:0.5`, `name=bool:true`, `name=none`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .errors import ShapeError, shown
+
+__all__ = ["DTYPES", "MAX_DIM", "check_input_specs"]
+
+#: torch's dtype names (`torch.float32`, `torch.long`, ...), as torch 2.4 to 2.9 spell them.
+DTYPES = frozenset({
+    "bfloat16", "bool", "cdouble", "cfloat", "chalf", "complex128", "complex32", "complex64", "double", "float",
+    "float16", "float32", "float64", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float8_e8m0fnu", "float4_e2m1fn_x2", "half", "int", "int16", "int32", "int64", "int8", "long", "short",
+    "uint16", "uint32", "uint64", "uint8", "qint8", "quint8", "qint32",
+})
+
+#: The largest size one --input dim may have (a meta tensor of any size costs nothing, but no input is this long).
+MAX_DIM = 1 << 40
+_BOOLS = {"1": True, "true": True, "0": False, "false": False}
+_EXAMPLE = "e.g. --input x=B,T,512:float32, --input n=int:5 or --input mask=none"
+
+
+def check_input_specs(specs: list[str] | None) -> list[tuple[str, str, Any]]:
+    """Every `--input` read, or a ShapeError naming the one that is wrong and how to write it: [(name, kind,
+    payload)], kind "none", "int", "float", "bool" (payload the value) or "tensor" (payload (dims, dtype name)),
+    dims being ints, "B", "T" or (name, size). A name given twice with different specs is refused."""
+    out: list[tuple[str, str, Any]] = []
+    seen: dict[str, str] = {}
+    for spec in specs or ():
+        item = _read_spec(spec)
+        name = item[0]
+        if name in seen and seen[name] != spec:
+            raise ShapeError(f"--input {shown(seen[name])} and --input {shown(spec)} both give {name}",
+                             hint=f"give --input {name}=... once")
+        if name not in seen:
+            seen[name] = spec
+            out.append(item)
+    return out
+
+
+def _read_spec(spec: str) -> tuple[str, str, Any]:
+    where = f"--input {shown(spec)}"
+    if "=" not in spec:
+        raise ShapeError(f"{where} is not name=dims[:dtype]", hint=_EXAMPLE)
+    name, rest = spec.split("=", 1)
+    name = name.strip()
+    if not name:
+        raise ShapeError(f"{where}: the input's name is empty", hint=f"write --input NAME=dims[:dtype], {_EXAMPLE}")
+    if not name.isidentifier() or not name.isascii():
+        raise ShapeError(f"{where}: {shown(name, 40)} is not an argument name of a forward",
+                         hint=f"write --input NAME=dims[:dtype], {_EXAMPLE}")
+    if rest.strip().lower() == "none":
+        return name, "none", None
+    dims_text, _, dtype_text = rest.partition(":")
+    dims_text, dtype_text = dims_text.strip(), dtype_text.strip()
+    if dims_text in ("int", "float", "bool"):
+        return name, dims_text, _scalar(dims_text, dtype_text, where, name)
+    if not dims_text and not dtype_text:
+        raise ShapeError(f"{where}: no dims, dtype or value", hint=_EXAMPLE)
+    dims: list[Any] = []
+    for d in dims_text.split(",") if dims_text else ():
+        d = d.strip()
+        if d in ("B", "T"):
+            dims.append(d)
+            continue
+        symbol, eq, size = d.rpartition("=")
+        if eq and not _SYMBOL.fullmatch(symbol):
+            raise ShapeError(f"{where}: {shown(symbol, 40)} cannot name a dim",
+                             hint="name a dim with a letter and its size: B,3,H=224,W=224 (B and T need no size)")
+        if not re.fullmatch(r"-?[0-9]{1,20}", size):
+            what = "is empty (two commas in a row?)" if not d else "is not an int, B or T"
+            raise ShapeError(f"{where}: dim {shown(d, 40)} {what}",
+                             hint="e.g. B,T,512; name a dim with its size: B,3,H=224,W=224")
+        n = int(size)
+        if not 1 <= n <= MAX_DIM:
+            raise ShapeError(f"{where}: dim {shown(d, 40)} " + ("must be at least 1" if n < 1 else
+                             f"is larger than any input (at most {MAX_DIM:,})"),
+                             hint="give every dim a positive size, e.g. B,T,512")
+        dims.append((symbol, n) if eq else n)
+    default = "int64" if dims == ["B", "T"] else "float32"
+    dtype = dtype_text or default
+    if dtype not in DTYPES:
+        raise ShapeError(f"{where}: {shown(dtype, 40)} is not a torch dtype", hint="e.g. float32, bfloat16, int64")
+    return name, "tensor", (tuple(dims), dtype)
+
+
+def _scalar(kind: str, text: str, where: str, name: str) -> Any:
+    try:
+        if kind == "bool":
+            return _BOOLS[text.lower()]
+        if not re.fullmatch(r"[+-]?[0-9._eE+-]{1,40}|[+-]?(?:inf|nan)", text, re.I):
+            raise ValueError(text)
+        return int(text) if kind == "int" else float(text)
+    except (KeyError, ValueError):
+        example = {"int": "5", "float": "0.5", "bool": "true"}[kind]
+        raise ShapeError(f"{where}: {shown(text, 40)} is not {'an' if kind == 'int' else 'a'} {kind}",
+                         hint=f"write e.g. --input {name}={kind}:{example}") from None
+
+
+_SYMBOL = re.compile(r"(?!(?:B|T)$)[A-Za-z_]\w*")
