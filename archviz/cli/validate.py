@@ -23,10 +23,11 @@ def check_options(*, sets: Mapping[str, list[str] | None] | None = None, inputs:
     `sets`: flag -> its `key=value` texts (`--set`, `--set-a`, ...); `inputs`: the `--input` specs; `positive` and
     `non_negative`: flag -> an int it must hold at least 1 or at least 0 (None: not given); `timeout`: seconds, a
     finite number (click checks its minimum; `inf` would be no deadline at all)."""
-    from ..sources.options import check_overrides
-
     for flag, texts in (sets or {}).items():
-        check_overrides(texts, flag)
+        if texts:
+            from ..sources.options import check_overrides  # only when there are overrides: a cache hit builds nothing
+
+            check_overrides(texts, flag)
     if inputs:
         from ..input_specs import check_input_specs
 
