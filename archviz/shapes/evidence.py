@@ -32,10 +32,15 @@ class Second:
     routed: set[int]
     user: dict[str, int] = dataclasses.field(default_factory=dict)  # the user's named dims, resized
     copied: dict[str, str] = dataclasses.field(default_factory=dict)  # memoised block -> the block that ran
+    fixed: set[str] = dataclasses.field(default_factory=set)  # the user's dims the model took at no other size
 
     def sizes_text(self) -> str:
-        return ", ".join([f"{s} = {getattr(self, s)}" for s in ("B", "T") if s in self.vary] +
-                         [f"{s} = {v}" for s, v in self.user.items()])
+        text = ", ".join([f"{s} = {getattr(self, s)}" for s in ("B", "T") if s in self.vary] +
+                         [f"{s} = {v}" for s, v in self.user.items() if s not in self.fixed])
+        if self.fixed:
+            text += (f" ({', '.join(sorted(self.fixed))} named nowhere: the model failed at another size of "
+                     f"{'it' if len(self.fixed) == 1 else 'them'})")
+        return text
 
     def calls_of(self, path: str) -> list:
         """The calls of `path` in this pass: those of the block that ran where the memo answered its block."""
@@ -83,28 +88,37 @@ def second_pass(built: Built, record: ModelRecord, first: Tracer, first_memo: Bl
     """The same forward with B and T (and the user's named dims) at other values, recording the calls of `only`;
     run inside the first pass's `pass_mode`. None when no used symbol can take another value (max_batch_size 1)
     or the model fails at those sizes (then names are by value, as before)."""
+    # +8 (+16, ...) keeps a multiple of 8 one, and tells apart dims named alike in size (H = W = 64). A model that
+    # takes no other size of a dim the user named (channels C = 3, fixed by the first convolution) fails there: then
+    # each of the user's dims is tried alone, and those the model takes no other size of are named nowhere.
+    def run(resized: set[str], record_only: set[str]) -> Second | None:
+        user2 = {name: size + 8 * (i + 1) if name in resized else size for i, (name, size) in enumerate(user.items())}
+        vary = {s for s, a, b in (("B", B, B2), ("T", T, T2)) if a != b and s in used} | resized
+        if not vary:
+            return None
+        tracer = Tracer(built.model, first.display, like=first, sites=False, only=record_only)
+        try:
+            base = default_inputs(built, B2, T2)
+        except ShapeError:
+            base = ((), {})
+        try:
+            args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B2, T2, user2)[1]) \
+                if input_specs else base
+            _, error = run_forward(built, record, tracer, args, kwargs, registry, memo=memo, notes=[],
+                                   progress=None, like=first_memo)
+        except ShapeError:
+            return None
+        if error is not None:
+            return None
+        return Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2}, user2,
+                      tracer.copied or {}, fixed=set(user) - resized)
+
     B2, T2, _ = choose_dims(record, None, None, differ=(B, T))
-    vary = {s for s, a, b in (("B", B, B2), ("T", T, T2)) if a != b and s in used} | set(user)
-    if not vary:
-        return None
-    # +8 (+16, ...) keeps a multiple of 8 one, and tells apart dims named alike in size (H = W = 64)
-    user2 = {name: size + 8 * (i + 1) for i, (name, size) in enumerate(user.items())}
-    tracer = Tracer(built.model, first.display, like=first, sites=False, only=only)
-    try:
-        base = default_inputs(built, B2, T2)
-    except ShapeError:
-        base = ((), {})
-    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B2, T2, user2)[1]) if input_specs \
-        else base
-    try:
-        _, error = run_forward(built, record, tracer, args, kwargs, registry, memo=memo, notes=[], progress=None,
-                               like=first_memo)
-    except ShapeError:
-        return None
-    if error is not None:
-        return None
-    return Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2}, user2,
-                  tracer.copied or {})
+    second = run(set(user), only)
+    if second is not None or not user:
+        return second
+    takes = {name for name in user if run({name}, set()) is not None}  # trial passes: they record nothing
+    return run(takes, only) if takes != set(user) else None
 
 
 def named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], used: set[str],
@@ -122,8 +136,8 @@ def named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], u
                 second.user[b] - int(d) == 8 * (list(second.user).index(b) + 1):
             out.append(b)  # a named dim whose size another shares in the first pass: the second tells them apart
             continue
-        if not isinstance(a, str):
-            out.append(a)
+        if not isinstance(a, str) or a in second.fixed:
+            out.append(int(d) if isinstance(a, str) else a)
             continue
         needs = {"B·T": {"B", "T"}, "B": {"B"}, "T": {"T"}}.get(a, {a} if a in second.user else set())
         if a == b or not needs <= second.vary:

@@ -47,6 +47,7 @@ from .evidence import named as named_by_evidence
 from .forward import pass_mode, run_forward
 from .inputs import (
     default_inputs,
+    default_sizes,
     forward_arguments,
     image_default,
     merge_inputs,
@@ -119,21 +120,24 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
             if not input_specs:
                 raise
             base = ((), {})
-    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B, T)[1]) if input_specs else base
-    user = named_sizes(input_specs)  # dims the user named: {name: size}
+    fill = default_sizes(built, input_specs, B, T)  # dims named without a size (x=B,3,H,W): the default's
+    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B, T, fill)[1]) if input_specs \
+        else base
+    user = named_sizes(input_specs, fill)  # dims the user named: {name: size}
     # The symbols the inputs are sized by: only those name dims, and the pass line shows only those.
     if inputs is not None:
         used = {"B", "T"}  # inputs made by the caller (the probe): sized by B and T
     else:
         defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
         kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
-        image = image_default(built) if kept and built.kind != "hf" else None
+        image = image_default(built) if kept and (built.kind != "hf" or "pixel_values" in base[1]) else None
         used = ({"B"} if image else {"B", "T"} if kept else set()) | spec_symbols(input_specs)
     notes: list[str] = []
     if inputs is None and image is not None:
-        first = forward_arguments(built.model) or "forward"
+        first = "pixel_values" if built.kind == "hf" else \
+            f"the first argument of {forward_arguments(built.model) or 'forward'}"
         notes.append(f"default input: an image batch [B, {', '.join(map(str, image[0]))}] (float32) from "
-                     f"{image[1]}, passed as the first argument of {first}; --input NAME=... gives another")
+                     f"{image[1]}, passed as {first}; --input NAME=... gives another")
     moved = strays_to_meta(tracer.objects_by_id.values())
     if moved:
         notes.append(f"{moved:,} tensors the build left on the CPU (legacy constructors such as "
