@@ -84,6 +84,31 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
+class FlowStep:
+    """One step of a module's own forward, in the order it ran: a child module's call ("call": its path relative to
+    the module, e.g. "attn" or "layers.3") or a torch op the forward itself ran ("op": the aten name, e.g. "add").
+
+    `inputs` are the values it consumed that the forward made or received: k >= 0 is step k's output, -1 - i the
+    module's input i (as in `Call.inputs`); a residual `x + attn(x)` is an add whose inputs are the attn step and
+    -1. Consecutive runs of the same op (each consuming the one before) are one step with `count`."""
+
+    kind: str  # "call" | "op"
+    name: str
+    shapes: tuple[tuple[int | str, ...], ...]  # output shapes, dims named as in calls
+    inputs: tuple[int, ...] = ()
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """A module's forward as the meta pass ran it (its first call): the steps, and which of them it returned."""
+
+    steps: tuple[FlowStep, ...]
+    outputs: tuple[int, ...] = ()  # step k, or the module's input i as -1 - i
+    truncated: bool = False  # more steps ran than are kept (archviz.shapes.flow.MAX_STEPS)
+
+
+@dataclass(frozen=True, slots=True)
 class Totals:
     """Element counts of a module's subtree (tensors shared with another module counted once, where first seen)."""
 
@@ -131,6 +156,7 @@ class ModuleRecord:
     #                                          (8192, "n_groups × o_lora_rank") from `RowParallelLinear(self.n_groups
     #                                          * args.o_lora_rank, self.dim)` in the parent's __init__; a name
     #                                          is "" where the code's terms differ from the config's (unnamed)
+    flow: Flow | None = None  # modules with children: their forward's steps (shape pass; None without one)
 
     @property
     def name(self) -> str:
@@ -325,6 +351,32 @@ def _span_json(s: SourceSpan | None) -> dict[str, Any] | None:
     return None if s is None else {"file": s.file, "start": s.start, "end": s.end}
 
 
+def _flow_json(f: Flow) -> dict[str, Any]:
+    steps = []
+    for st in f.steps:
+        d: dict[str, Any] = {st.kind: st.name, "shapes": [list(x) for x in st.shapes]}
+        if st.inputs:
+            d["in"] = list(st.inputs)
+        if st.count != 1:
+            d["n"] = st.count
+        steps.append(d)
+    out: dict[str, Any] = {"steps": steps, "out": list(f.outputs)}
+    if f.truncated:
+        out["truncated"] = True
+    return out
+
+
+def _decode_flow(d: dict | None) -> Flow | None:
+    if d is None:
+        return None
+    steps = []
+    for x in d["steps"]:
+        kind = "call" if "call" in x else "op"
+        steps.append(FlowStep(kind, str(x[kind]), _dims(x.get("shapes", ())), tuple(int(i) for i in x.get("in", ())),
+                              int(x.get("n", 1))))
+    return Flow(tuple(steps), tuple(int(i) for i in d.get("out", ())), bool(d.get("truncated", False)))
+
+
 def _module_json(m: ModuleRecord) -> dict[str, Any]:
     """One module, written field by field (the generic encoder is 3x slower on 60,000 modules); empty lists of the
     shape pass (calls, call_sites, assumptions, kernels, dims) are left out."""
@@ -346,6 +398,8 @@ def _module_json(m: ModuleRecord) -> dict[str, Any]:
         d["kernels"] = list(m.kernels)
     if m.dims:
         d["dims"] = [[v, n] for v, n in m.dims]
+    if m.flow is not None:
+        d["flow"] = _flow_json(m.flow)
     return d
 
 
@@ -408,6 +462,7 @@ def _decode_module(d: dict) -> ModuleRecord:
         assumptions=tuple(d.get("assumptions", ())),
         kernels=tuple(d.get("kernels", ())),
         dims=tuple((int(v), str(n)) for v, n in d.get("dims", ())),
+        flow=_decode_flow(d.get("flow")),
     )
 
 
@@ -474,7 +529,8 @@ SCHEMA_V2 = "archviz.records/2"
 
 # ModuleRecord's fields after `path`, in its order (rows are built positionally)
 FIELDS = ("class_name", "class_module", "children", "tensors", "totals", "own", "class_span", "init_span",
-          "forward_span", "doc", "attributes", "calls", "call_sites", "called", "assumptions", "kernels", "dims")
+          "forward_span", "doc", "attributes", "calls", "call_sites", "called", "assumptions", "kernels", "dims",
+          "flow")
 _CHILDREN = FIELDS.index("children")
 
 
@@ -487,6 +543,7 @@ _ENCODE: dict[str, Callable[[Any], Any]] = {
     "call_sites": lambda v: [{"file": c.file, "line": c.line, "code": c.code} for c in v],
     "assumptions": list, "kernels": list, "children": list,
     "dims": lambda v: [[d, n] for d, n in v],
+    "flow": _flow_json,
 }
 
 _DECODE: dict[str, Callable[[Any], Any]] = {
@@ -499,6 +556,7 @@ _DECODE: dict[str, Callable[[Any], Any]] = {
     "call_sites": lambda v: tuple(CallSite(**c) for c in v),
     "assumptions": tuple, "kernels": tuple, "children": tuple,
     "dims": lambda v: tuple((int(d), str(n)) for d, n in v),
+    "flow": _decode_flow,
 }
 
 
@@ -564,11 +622,14 @@ def dumps_compact(record: ModelRecord) -> str:
     return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
 
 
+_item = list.__getitem__
+
+
 def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
     """A version 2 dict as a record; malformed data raises ValueError (TypeError, KeyError, IndexError inside)."""
     try:
         fields = d["fields"]
-        if list(fields) != list(FIELDS):
+        if list(fields) != list(FIELDS[:len(fields)]) or len(fields) < _CHILDREN + 1:
             raise ValueError(f"records/2 fields {fields!r} are not this archviz's")
         tables = []
         for f, vs in zip(FIELDS, d["values"]):
@@ -576,7 +637,7 @@ def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
             tables.append([dec(v) if dec is not None and v is not None else v for v in vs])
         paths: list[str] = []
         modules: list[ModuleRecord] = []
-        n = len(FIELDS)
+        n = len(fields)  # a file written before the later fields (flow) were added: those keep their defaults
         with collector_paused():
             for i, row in enumerate(d["modules"]):
                 parent, name = row[0], row[1]
@@ -590,9 +651,11 @@ def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
                 paths.append(path)
                 if len(row) != n + 2:
                     raise ValueError(f"module row {i}: {len(row)} cells, not {n + 2}")
-                vals = [tables[k][row[k + 2]] for k in range(n)]
-                prefix = f"{path}." if path else ""
-                vals[_CHILDREN] = tuple(prefix + c for c in vals[_CHILDREN])
+                vals = list(map(_item, tables, row[2:]))  # values[k][row[k + 2]] for each field k, in C
+                children = vals[_CHILDREN]
+                if children:
+                    prefix = f"{path}." if path else ""
+                    vals[_CHILDREN] = tuple([prefix + c for c in children])
                 modules.append(ModuleRecord(path, *vals))
         v1 = {k: v for k, v in d.items() if k not in ("fields", "values", "modules")}
         v1["schema"] = "archviz.records/1"
@@ -605,7 +668,7 @@ def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
 
 __all__ = [
     "SCHEMA", "KINDS", "WEIGHT", "BIAS", "SCALE", "TABLE", "BUFFER", "ALIAS", "PARAMETER_KINDS",
-    "TensorRecord", "SourceSpan", "CallSite", "Call", "Totals", "ModuleRecord", "MoELayer", "Summary",
+    "TensorRecord", "SourceSpan", "CallSite", "Call", "FlowStep", "Flow", "Totals", "ModuleRecord", "MoELayer", "Summary",
     "SourceInfo", "ModelRecord", "Alias", "to_json_dict", "dumps", "loads", "from_json_dict", "SCHEMA_V2",
     "dumps_compact", "to_compact_dict", "from_compact_dict",
 ]

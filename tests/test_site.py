@@ -243,14 +243,14 @@ def test_node_page_shows_counts_code_and_links(tiny, tmp_path):
     assert "24 × 16 = 384" in html.replace("16 × 24", "24 × 16") or "16 × 24 = 384" in html
     assert "This projection has no bias parameter." in html
     assert "[out, in] = [16, 24]" in html
-    # the owner's code: Block.__init__ (built) and Block.forward (called), cut from code/<hash>.js
+    # the owner's code: Block.__init__ (built) and Block.forward (called), highlighted into the page itself
     assert 'data-start="7"' in html and "where down is built" in html and "where down is called" in html
     assert re.search(r'data-marks="14"', html) and re.search(r'data-marks="18"', html)
     assert text_of(html, "callsite-line") == "18"
-    keys = re.findall(r'src="\.\./\.\./code/([0-9a-f]+)\.js"', html)
-    assert keys and all((out / "code" / f"{k}.js").is_file() for k in keys)
-    code = (out / "code" / f"{keys[0]}.js").read_text()
-    assert "self\\u003c/span>" in code and "<" not in code
+    assert re.search(r'<tr class="mark" id="L14"><td class="ln">14</td>', html)
+    assert re.search(r'<tr class="mark" id="L18"><td class="ln">18</td><td class="src">.*self\.down', 
+                     re.sub(r"<span[^>]*>|</span>", "", html))
+    assert '<span class="bp">self</span>' in html and not (out / "code").exists()
     # the bias-carrying sibling
     up = page(out, "build", r"layers\.0-3\.up")
     assert text_of(up, "per-instance") == f"{16 * 24 + 24:,}"

@@ -18,6 +18,7 @@ from .common import (
     DebugOpt,
     JsonOpt,
     ModelClassOpt,
+    NoCacheOpt,
     QuantizedOpt,
     RankOpt,
     SetOpt,
@@ -65,6 +66,7 @@ def check(
                                                                          "comparison, as JSON")] = None,
     limit: Annotated[int, typer.Option("--limit", help="rows per table")] = 40,
     timeout: TimeoutOpt = 10.0,
+    no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -96,7 +98,7 @@ def check(
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
         # a model source is built; a records file from `archviz walk -o` is read as it is
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
-                             trust_remote_code=trust_remote_code, quantized=quantized)
+                             trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
         with spinner("comparing"):
             record = compare(record, inventory, rule_set)
         result = record.extra(EXTRA_KEY)

@@ -73,6 +73,9 @@ TrainOpt = Annotated[bool, flag("--train", help="trace the meta pass in training
                                          "auxiliary heads) instead of eval mode, the default")]
 JsonOpt = Annotated[bool, flag("--json", help="print JSON instead of tables")]
 DebugOpt = Annotated[bool, flag("--debug", help="show tracebacks")]
+NoCacheOpt = Annotated[bool, flag("--no-cache", help="build the records again instead of reusing those of an "
+                                  "unchanged source from the records cache ($XDG_CACHE_HOME/archviz; "
+                                  "ARCHVIZ_NO_CACHE=1 does the same)")]
 
 
 @contextmanager
@@ -155,10 +158,11 @@ def is_records_file(path: str) -> bool:
 
 
 def read_records(path: str) -> Any:
+    from ..gcpause import collector_paused
     from ..records import loads
 
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f, collector_paused():  # JSON of a million acyclic objects
             return loads(f.read())
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ArchvizError(f"{path}: not a readable records file ({e})",
@@ -187,7 +191,7 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
                 kernel_rules: str | None = None, names: str | None = None,
                 inputs: list[str] | None = None, every_block: bool = False, trust_remote_code: bool = False,
-                quantized: bool = False, train: bool = False) -> Any:
+                quantized: bool = False, train: bool = False, cache: bool = True) -> Any:
     if is_records_file(source):  # already built (by `archviz walk -o`, maybe elsewhere): read, group if asked
         options = {"--config": config, "--set": sets, "--model-class": model_class, "--tokenizer": tokenizer,
                    "--world-size": world_size, "--rank": rank, "--batch": batch, "--seq": seq,
@@ -199,20 +203,66 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                                hint="give the model source to build it again with them, or drop them")
         record = read_records(source)
         if grouping and record.extra("grouping") is None:
+            from ..gcpause import collector_paused
             from ..group import group, load_names
 
-            record = group(record, names=load_names(names) if names else None)
+            with collector_paused():
+                record = group(record, names=load_names(names) if names else None)
         return record
     if not shapes:
         refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block,
                             train=train)
-    from ..sources.guard import model_code
 
-    with model_code():  # the model's code may not end the process or print to stdout (--json stays JSON)
-        return _built_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
-                             batch=batch, seq=seq, grouping=grouping, kernel_rules=kernel_rules, names=names,
-                             inputs=inputs, every_block=every_block, trust_remote_code=trust_remote_code,
-                             quantized=quantized, train=train)
+    def build() -> Any:
+        from ..sources.guard import model_code
+
+        with model_code():  # the model's code may not end the process or print to stdout (--json stays JSON)
+            return _built_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
+                                 batch=batch, seq=seq, grouping=False, kernel_rules=kernel_rules, names=None,
+                                 inputs=inputs, every_block=every_block, trust_remote_code=trust_remote_code,
+                                 quantized=quantized, train=train)
+
+    # The cache keeps the records as the walk and the pass make them; grouping (a pure function of them, a fraction
+    # of a second) runs after, so one entry serves `walk`, `check`, `summary`, `inspect` and `build` alike.
+    options = {"config": config, "set": sets, "model_class": model_class, "world_size": world_size, "rank": rank,
+               "shapes": shapes, "batch": batch, "seq": seq, "inputs": inputs, "every_block": every_block,
+               "trust_remote_code": trust_remote_code, "quantized": quantized, "train": train,
+               "tokenizer": tokenizer, "kernel_rules": kernel_rules}
+    record = cached("records", source, options, (config, tokenizer, kernel_rules), build, cache)
+    if grouping:
+        from ..gcpause import collector_paused
+        from ..group import group, load_names
+
+        with collector_paused():  # tens of thousands of signatures and nodes, none cyclic
+            record = group(record, names=load_names(names) if names else None)
+    return record
+
+
+def cached(kind: str, source: str, options: dict[str, Any], files: tuple[str | None, ...], build: Callable[[], Any],
+           use: bool = True) -> Any:
+    """The records `build()` makes, from the records cache when an entry of the same source, options, package
+    versions and file contents is there (archviz.cache: nothing is imported then, torch included); else built, and
+    stored for the next run. `files`: the option files the build reads (--config, ...)."""
+    from .. import cache as rc
+
+    if not use or rc.disabled():
+        return build()
+    inputs = rc.source_files(source, *files)
+    key = rc.make_key(kind, source, {**options, "_inputs": inputs})
+    found = rc.lookup(key)
+    if found.note:
+        err.print(f"note: {found.note}", highlight=False, soft_wrap=True)
+    if found.record is not None:
+        return found.record
+    vouched = {p: rc.sha256_file(p) for p in inputs}
+    before = set(sys.modules)
+    record = build()
+    vouched.update(rc.record_files(record))
+    vouched.update({p: rc.sha256_file(p) for p in rc.new_code_files(before)})
+    note = rc.store(key, record, {p: d for p, d in vouched.items() if d is not None})
+    if note:
+        err.print(f"note: {note}", highlight=False, soft_wrap=True)
+    return record
 
 
 def _built_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,

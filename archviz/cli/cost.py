@@ -15,6 +15,7 @@ from .common import (
     DebugOpt,
     JsonOpt,
     ModelClassOpt,
+    NoCacheOpt,
     QuantizedOpt,
     RankOpt,
     SetOpt,
@@ -23,6 +24,7 @@ from .common import (
     WorldSizeOpt,
     _parse_sets,
     atomic_write,
+    cached,
     emit_json,
     flag,
     handled,
@@ -77,6 +79,7 @@ def cost(
                                       "instead of answering identical ones from the first that ran")] = False,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write SOURCE's records, with the "
                                                   "cost extra (per-module FLOPs), to this JSON file")] = None,
+    no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -86,7 +89,6 @@ def cost(
     activation peak of one prefill chunk) and to train (weights, gradients, Adam states). `archviz cost
     hf:deepseek_v3 --context 1M`; two sources: side by side with B / A."""
     from ..cost.kv import kv_dtype_name
-    from ..cost.measure import measure
     from ..cost.report import cost_report, report_json
     from ..render.cost import compare_table, cost_tables
 
@@ -132,8 +134,17 @@ def cost(
                 reports.append(cost_report(record, asked))
                 records.append(record)
                 continue
-            with spinner(f"cost of {src} on meta"):
-                record = measure(src, config=cfg, overrides=_parse_sets(sets), **extra, **common)
+
+            def build(src: str = src, cfg: str | None = cfg, sets: list[str] | None = sets,
+                      extra: dict[str, Any] = extra) -> Any:
+                from ..cost.measure import measure
+
+                with spinner(f"cost of {src} on meta"):
+                    return measure(src, config=cfg, overrides=_parse_sets(sets), **extra, **common)
+
+            options = {"config": cfg, "set": sets, "kernel_rules": kernel_rules, **extra, **common}
+            record = cached("cost", src, options, (cfg, extra.get("tokenizer"), kernel_rules), build,
+                            not no_cache)
             records.append(record)
             reports.append(cost_report(record, asked))
         if output:

@@ -21,6 +21,7 @@ from .common import (
     JsonOpt,
     KernelRulesOpt,
     ModelClassOpt,
+    NoCacheOpt,
     QuantizedOpt,
     SeqOpt,
     SetOpt,
@@ -103,6 +104,7 @@ def diff(
                                                                "side with the changes coloured")] = None,
     limit: Annotated[int, typer.Option("--limit", help="rows of the changes table, annotations of --format "
                                                        "github")] = 40,
+    no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -147,7 +149,8 @@ def diff(
                 records.append(load_record(spec, cfg, sets or None, None if records_file else model_class,
                                            None if records_file else tokenizer, None, None, grouping=False,
                                            trust_remote_code=trust_remote_code and not records_file,
-                                           quantized=quantized and not records_file, **pass_opts))
+                                           quantized=quantized and not records_file, cache=not no_cache,
+                                           **pass_opts))
         if site:
             from ..group import group
 

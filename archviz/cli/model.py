@@ -17,6 +17,7 @@ from .common import (
     JsonOpt,
     KernelRulesOpt,
     ModelClassOpt,
+    NoCacheOpt,
     QuantizedOpt,
     RankOpt,
     SeqOpt,
@@ -47,6 +48,7 @@ def summary(
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
     quantized: QuantizedOpt = False,
+    no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -56,7 +58,7 @@ def summary(
 
     with handled(debug, json_):
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
-                             trust_remote_code=trust_remote_code, quantized=quantized)
+                             trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
         if json_:
             emit_json(summary_json(record))
         else:
@@ -89,6 +91,7 @@ def inspect(
     train: TrainOpt = False,
     names: Annotated[Optional[str], typer.Option("--names", help="titles of grouped nodes: a TOML/JSON file mapping "
                                                                  "paths, globs or classes to names")] = None,
+    no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -101,7 +104,8 @@ def inspect(
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, batch=batch, seq=seq, grouping=not flat,
                              kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
-                             trust_remote_code=trust_remote_code, quantized=quantized, train=train)
+                             trust_remote_code=trust_remote_code, quantized=quantized, train=train,
+                             cache=not no_cache)
         path = resolve_target(record, target or [])
         if json_:
             emit_json(module_json(record, path))
@@ -132,6 +136,7 @@ def walk(
     input_: InputOpt = None,
     every_block: EveryBlockOpt = False,
     train: TrainOpt = False,
+    no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -142,7 +147,7 @@ def walk(
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
                              inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,
-                             quantized=quantized, train=train)
+                             quantized=quantized, train=train, cache=not no_cache)
         text = dumps(record)
         if output == "-":
             sys.stdout.write(text + "\n")

@@ -19,6 +19,7 @@ from .common import (
     JsonOpt,
     KernelRulesOpt,
     ModelClassOpt,
+    NoCacheOpt,
     QuantizedOpt,
     RankOpt,
     SeqOpt,
@@ -70,7 +71,7 @@ def _compare(record: Any, checkpoint: str) -> Any:
 def _load(source: str, config: str | None, sets: list[str] | None, model_class: str | None, tokenizer: str | None,
           world_size: int | None, rank: int | None, shapes: bool, batch: int | None, seq: int | None, names: str | None,
           every_block: bool = False, kernel_rules: str | None = None, inputs: list[str] | None = None,
-          trust_remote_code: bool = False, quantized: bool = False, train: bool = False) -> Any:
+          trust_remote_code: bool = False, quantized: bool = False, train: bool = False, cache: bool = True) -> Any:
     if is_records_file(source):  # load_record says which build options cannot apply to it
         return _group(load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False,
                                   kernel_rules=kernel_rules, inputs=inputs, trust_remote_code=trust_remote_code,
@@ -89,12 +90,13 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
     try:
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
                              batch=batch, seq=seq, grouping=False, every_block=every_block, inputs=inputs,
-                             trust_remote_code=trust_remote_code, quantized=quantized, train=train)
+                             trust_remote_code=trust_remote_code, quantized=quantized, train=train, cache=cache)
     except ShapeError as e:
         err.print(f"warning: {source}: no shapes ({e.line()}); the pages show counts and code only",
                   highlight=False, markup=False, soft_wrap=True)
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=False,
-                             grouping=False, trust_remote_code=trust_remote_code, quantized=quantized)
+                             grouping=False, trust_remote_code=trust_remote_code, quantized=quantized,
+                             cache=cache)
         # The overview says why its pages have no shapes.
         record = dataclasses.replace(record, source=dataclasses.replace(
             record.source, notes=(*record.source.notes, f"no shapes: {e.line()}")))
@@ -130,6 +132,7 @@ def build(
                                                                  "stage)")] = None,
     checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="compare with this checkpoint and show "
                                                                           "the verdicts")] = None,
+    no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -150,7 +153,7 @@ def build(
         records = []
         for s in sources:
             record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names,
-                           every_block, kernel_rules, input_, trust_remote_code, quantized, train)
+                           every_block, kernel_rules, input_, trust_remote_code, quantized, train, not no_cache)
             if checkpoint:
                 record = _compare(record, checkpoint)
             records.append(record)

@@ -161,6 +161,7 @@ class BlockMemo:
         if t.copied is not None:  # the tracer takes the copy as said, not made (the second pass: see evidence.py)
             t.copied[target] = source
             return
+        flows = t.flows
         for rel in self.rels(target):
             src = source + rel
             dst = target + rel
@@ -173,6 +174,10 @@ class BlockMemo:
             for table in (t.sites, t.assumptions, t.kernels) if t.record_sites else ():
                 if src in table:
                     table.setdefault(dst, {}).update(table[src])
+            if src in flows:
+                flows.setdefault(dst, flows[src])
+        if source in flows:  # flows name children relative to their module: shared as they are
+            flows.setdefault(target, flows[source])
         for table in (t.assumptions, t.kernels) if t.record_sites else ():  # what the block's own forward noted
             if source in table:                                                   # (its hooks record the rest)
                 table.setdefault(target, {}).update(table[source])

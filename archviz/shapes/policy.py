@@ -154,6 +154,9 @@ class DispatchPolicy(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = self._answer(func, types, args, kwargs)
+        frame = self.p.tracer.frame
+        if frame is not None:  # the running module's own forward (archviz.shapes.flow)
+            frame.op(func, args, kwargs or {}, out)
         if self.observer is not None:
             stack = self.p.tracer.stack
             self.observer(func, args, kwargs or {}, out, stack[-1] if stack else "")

@@ -38,7 +38,7 @@ import torch
 
 from ..errors import ShapeError
 from ..gcpause import collector_paused
-from ..records import Call, CallSite, ModelRecord, ModuleRecord
+from ..records import Call, CallSite, Flow, FlowStep, ModelRecord, ModuleRecord
 from ..sources import Built, stubs
 from ..walk.provenance import file_facts
 from ..sources.meta import strays_to_meta
@@ -108,7 +108,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
 
     B, T, clean = choose_dims(record, batch, seq)
     spans = Spans(built.display_roots)
-    tracer = Tracer(built.model, spans.display)
+    tracer = Tracer(built.model, spans.display, flow=True)
     tracer.on_kernel = on_kernel
     tracer.on_memo = on_memo
     if inputs is not None:
@@ -205,9 +205,16 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
 
     modules = []
     site_of: dict[tuple, CallSite] = {}
+    calls_of: dict[str, tuple] = {}
+    for m in record.modules:
+        calls_of[m.path] = tuple(call(ins, outs, other) for ins, outs, other in paired(m.path))
+    # A flow's shapes take the names its module's and children's calls have for the same raw shape (named by the
+    # second pass's evidence); a shape no call has (an op's own) is named by value.
+    flow_of = _flows(tracer.flows, calls_of, tracer.calls, lambda shape: dims(shape, None))
+    flow_field = [f.name for f in dataclasses.fields(ModuleRecord)].index("flow")
     for m in record.modules:
         path = m.path
-        calls = tuple(call(ins, outs, other) for ins, outs, other in paired(path))
+        calls = calls_of[path]
         sites = []
         for s in tracer.sites.get(path, ()):
             cs = site_of.get(s)
@@ -217,6 +224,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         fields = list(ALL_FIELDS(m))  # dataclasses.replace, without its per-call introspection
         fields[CALLS_FIELD:CALLS_FIELD + 5] = (calls, tuple(sites), bool(calls) or path in tracer.calls,
                                      tuple(tracer.assumptions.get(path, ())), tuple(tracer.kernels.get(path, ())))
+        fields[flow_field] = flow_of(path)
         modules.append(ModuleRecord(*fields))
     modules = weight_uses(modules, spans)
     files = dict(record.source.files)
@@ -260,6 +268,38 @@ def _passes(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwar
         return experts, None, "nothing"
     return experts, None, second_pass(built, record, tracer, experts, B, T, used, input_specs, registry, memo,
                                       user, only)
+
+
+def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[str, list],
+           by_value: Callable[[tuple], tuple]) -> Callable[[str], Flow | None]:
+    """path -> its Flow (archviz.shapes.flow's raw steps with named shapes); identical flows (every layer of a kind)
+    share one record."""
+    made: dict[tuple, Flow] = {}
+    keep: list[tuple] = []
+
+    def flow_of(path: str) -> Flow | None:
+        got = raw.get(path)
+        if got is None:
+            return None
+        steps, outputs, truncated = got
+        prefix = f"{path}." if path else ""
+        paths = (path, *(prefix + name for kind, name, *_ in steps if kind == "call" and not name.startswith("/")))
+        # memo answers share the raw flow and the Call records: the same pair is the same Flow
+        key = (id(got), tuple(id(c) for p in paths for c in calls_of.get(p, ())))
+        hit = made.get(key)
+        if hit is None:
+            names: dict[tuple, tuple] = {}
+            for p in paths:
+                for (ins, outs), c in zip(raw_calls.get(p, ()), calls_of.get(p, ())):
+                    for (s, _), named in zip((*ins, *outs), (*c.inputs, *c.outputs)):
+                        names.setdefault(s, named)
+            hit = made[key] = Flow(tuple(FlowStep(kind, name, tuple(names.get(s) or by_value(s) for s in shapes),
+                                                  ins, count) for kind, name, shapes, ins, count in steps),
+                                   outputs, truncated)
+            keep.append(got)  # the id in the key stays this tuple's
+        return hit
+
+    return flow_of
 
 
 def _arguments_hint(built: Built, input_specs: list[str] | None) -> str | None:

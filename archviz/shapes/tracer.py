@@ -14,6 +14,7 @@ import torch
 
 from ..errors import ShapeError
 from . import kernels
+from .flow import MAX_TENSORS, FlowFrame
 from .policy import Policy
 
 TORCH_DIR = os.path.dirname(torch.__file__)
@@ -60,7 +61,7 @@ class Tracer:
     alone: the second pass, which only gathers evidence for the dims' names, needs no more."""
 
     def __init__(self, model: torch.nn.Module, display: Callable[[str], str], *, like: "Tracer | None" = None,
-                 sites: bool = True, only: set[str] | frozenset[str] | None = None):
+                 sites: bool = True, only: set[str] | frozenset[str] | None = None, flow: bool = False):
         self.model = model
         self.display = display
         self.record_sites = sites
@@ -81,6 +82,12 @@ class Tracer:
                     self.paths[id(mod)] = path
                     self.objects_by_id[id(mod)] = mod
         self.stack: list[str] = []
+        # With `flow`: the forward of every module that has children, as it ran first (archviz.shapes.flow)
+        self.flows: dict[str, tuple] = {}
+        self.frames: list[FlowFrame | None] = []
+        self.frame: FlowFrame | None = None  # the running module's, where it has children and is on its first call
+        self.parents: set[int] | None = {i for i, mod in self.objects_by_id.items()
+                                         if any(c is not None for c in mod._modules.values())} if flow else None
         self.calls: dict[str, list[tuple]] = {}
         self.sites: dict[str, dict[tuple, None]] = {}
         self.assumptions: dict[str, dict[str, None]] = {}
@@ -157,6 +164,10 @@ class Tracer:
                 self.sites.setdefault(path, {})[site] = None
         self.stack.append(path)
         self.objects.append(module)
+        if self.parents is not None:
+            frame = FlowFrame(path) if id(module) in self.parents and path not in self.flows else None
+            self.frames.append(frame)
+            self.frame = frame
 
     def post_hook(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
         path = self.paths.get(id(module))
@@ -165,7 +176,7 @@ class Tracer:
         self.stack.pop()
         self.objects.pop()
         self.fired += 1
-        if self.only is not None and path not in self.only:
+        if self.only is not None and path not in self.only and self.parents is None:  # no flow to keep
             return
         tensors: list = []
         _tensors(args, tensors)
@@ -173,6 +184,13 @@ class Tracer:
         ins = [(tuple(t.shape), _DTYPE_NAMES.get(t.dtype) or _dtype_name(t.dtype)) for t in tensors]
         outs: list = []
         _tensors(output, outs)
+        if self.parents is not None and self.frames:
+            frame = self.frames.pop()
+            if frame is not None:
+                self.flows.setdefault(path, frame.finish(tensors, outs))  # a memo answer has copied its own
+            self.frame = self.frames[-1] if self.frames else None
+            if self.frame is not None:
+                self.frame.call(path, tensors[:MAX_TENSORS], outs[:MAX_TENSORS])
         entry = (tuple(ins), tuple((tuple(t.shape), _DTYPE_NAMES.get(t.dtype) or _dtype_name(t.dtype)) for t in outs))
         lst = self.calls.setdefault(path, [])
         if entry not in lst and len(lst) < MAX_CALLS:

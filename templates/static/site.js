@@ -4,38 +4,12 @@
   var doc = document, html = doc.documentElement;
   var root = html.getAttribute("data-root") || "";
 
-  // ---- code excerpts: cut from the highlighted file in code/<key>.js
+  // ---- code excerpts: built into the page at build time; scroll each to its marked line
   function renderExcerpts() {
-    var bank = window.ARCHVIZ_CODE || {};
     var boxes = doc.querySelectorAll(".excerpt[data-code]");
     for (var b = 0; b < boxes.length; b++) {
-      var box = boxes[b], lines = bank[box.getAttribute("data-code")];
-      if (!lines) continue;
-      var start = parseInt(box.getAttribute("data-start"), 10), end = parseInt(box.getAttribute("data-end"), 10);
-      var marks = {};
-      (box.getAttribute("data-marks") || "").split(" ").forEach(function (m) { if (m) marks[m] = true; });
-      var table = doc.createElement("table");
-      table.className = "code hl";
-      var body = doc.createElement("tbody");
-      for (var i = start; i <= end && i <= lines.length; i++) {
-        var tr = doc.createElement("tr");
-        if (marks[i]) tr.className = "mark";
-        if (!doc.getElementById("L" + i)) tr.id = "L" + i;
-        var ln = doc.createElement("td");
-        ln.className = "ln";
-        ln.textContent = String(i);
-        var src = doc.createElement("td");
-        src.className = "src";
-        src.innerHTML = lines[i - 1];  // pygments output: the code text is escaped at build time
-        tr.appendChild(ln);
-        tr.appendChild(src);
-        body.appendChild(tr);
-      }
-      table.appendChild(body);
-      box.textContent = "";
-      box.appendChild(table);
-      var mark = box.querySelector("tr.mark");
-      if (mark) box.scrollTop = Math.max(0, mark.offsetTop - box.clientHeight / 3);
+      var mark = boxes[b].querySelector("tr.mark");
+      if (mark) boxes[b].scrollTop = Math.max(0, mark.offsetTop - boxes[b].clientHeight / 3);
     }
     if (location.hash) {
       var t = doc.getElementById(decodeURIComponent(location.hash.slice(1)));
@@ -93,10 +67,30 @@
     }
     return false;
   }
+  // Is q one of the module paths the pattern stands for (layers.{0-3}.attn.wo_b, q = layers.2.attn.wo_b)? 2: yes;
+  // 1: q is the start of one (whole segments, the last one maybe cut short); 0: neither.
+  function pathGrade(pattern, q) {
+    var ps = pattern.toLowerCase().split("."), qs = q.split(".");
+    if (qs.length > ps.length) return 0;
+    for (var i = 0; i < qs.length - 1; i++) if (!segEq(ps[i], qs[i])) return 0;
+    var last = qs.length - 1;
+    if (segEq(ps[last], qs[last])) return qs.length === ps.length ? 2 : 1;
+    return ps[last].charAt(0) !== "{" && ps[last].slice(0, qs[last].length) === qs[last] ? 1 : 0;
+  }
+  // Ranks, best first: an exact module path (the most specific node holding it first), a path prefix, the title
+  // (exact, prefix, anywhere), the class, a path containing the text.
   function score(node, tokens) {
     var title = String(node[1]).toLowerCase(), cls = String(node[2]).toLowerCase(), total = 0;
     for (var i = 0; i < tokens.length; i++) {
       var t = tokens[i], s = 0;
+      if (t.indexOf(".") > 0) {
+        for (var j = 0; j < node[5].length && s < 20; j++) {
+          var g = pathGrade(node[5][j], t);
+          if (g === 2) s = 20 + Math.min(+node[6] || 0, 99) / 100 - (node[7] ? 0.5 : 0);
+          else if (g === 1) s = Math.max(s, 10);
+        }
+      }
+      if (s) { total += s; continue; }
       if (title === t) s = 8;
       else if (title.indexOf(t) === 0) s = 5;
       else if (title.indexOf(t) >= 0) s = 3;
@@ -141,7 +135,7 @@
       t.textContent = n[1];
       meta.className = "meta";
       var model = S.models[n[0]] ? S.models[n[0]][1] : "";
-      meta.textContent = model + " · " + n[2] + " · " + fmt(n[4]) + " · " + (n[5][0] || "");
+      meta.textContent = [model, n[2], fmt(n[4]), n[5][0] || ""].filter(function (x) { return x; }).join(" · ");
       a.appendChild(t);
       a.appendChild(meta);
       li.appendChild(a);

@@ -1,4 +1,5 @@
-"""The code bank: every cited source file read once, highlighted once, and shipped as one `code/<hash>.js`.
+"""The code bank: every cited source file read once and highlighted once; pages carry their excerpts as HTML tables
+cut from it (`table`), so code reads without JavaScript.
 
 Records are data: a file is read only when a record vouches for it (`vouch`: its sha256, captured when the model was
 walked) and its bytes still hash to that; any other path a record names is never opened."""
@@ -9,7 +10,7 @@ import hashlib
 import json
 import os
 import stat
-from typing import Any
+from typing import Any, Iterable
 
 
 _MAX_SOURCE_BYTES = 16 << 20
@@ -61,7 +62,8 @@ class CodeBank:
     def used(self) -> list[str]:
         return sorted(self._files)
 
-    def script(self, key: str) -> str:
+    def highlighted(self, key: str) -> list[str]:
+        """The file's lines as pygments HTML (the code text escaped), highlighted once per file."""
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
@@ -70,7 +72,21 @@ class CodeBank:
         if f["html"] is None:
             html = highlight(f["text"], PythonLexer(stripnl=False, ensurenl=True), HtmlFormatter(nowrap=True))
             f["html"] = html.split("\n")[: len(f["lines"])]
-        return f"(window.ARCHVIZ_CODE=window.ARCHVIZ_CODE||{{}})[{json.dumps(key)}]={js_json(f['html'])};\n"
+        return f["html"]
+
+    def table(self, key: str, start: int, end: int, marks: Iterable[int], ids: set[int]) -> str:
+        """Lines start..end as the HTML table a page shows (readable without JavaScript): marked lines get class
+        `mark`; each line gets the anchor `L<n>` unless an earlier excerpt of the page (`ids`) has it."""
+        lines = self.highlighted(key)
+        marked = set(marks)
+        rows = []
+        for i in range(max(1, start), min(end, len(lines)) + 1):
+            attrs = ' class="mark"' if i in marked else ""
+            if i not in ids:
+                ids.add(i)
+                attrs += f' id="L{i}"'
+            rows.append(f'<tr{attrs}><td class="ln">{i}</td><td class="src">{lines[i - 1]}</td></tr>')
+        return '<table class="code hl"><tbody>' + "".join(rows) + "</tbody></table>"
 
 
 def js_json(obj: Any) -> str:

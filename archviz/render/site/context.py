@@ -26,6 +26,7 @@ from ...records import (
 from ..views import tied_text
 from .checkpoint_index import CheckpointIndex, checkpoint_text
 from .code import CodeBank
+from .dataflow import flow_picture
 from .describe import DTYPE_BYTES, calc_text, component_text, describe, linear_dims, logical_shape, main_weight
 from .nodes import CONTAINERS, Node, build_nodes, instances, mult_text, page_names
 from .treemap import treemap
@@ -121,7 +122,56 @@ class ModelSite:
                             "traced": False})
         return out[:4]
 
+    def gathered(self, n: Node, m: ModuleRecord) -> list[ModuleRecord]:
+        """The members of a virtual node gathering some of `m`'s children under one title (a names file's
+        [groups]: "Grouped output" over wo_a and wo_b), in order; [] for any other node."""
+        if not n.virtual:
+            return []
+        members = [self.index.get(self.nodes[c].representative) for c in n.children]
+        if not members or any(x is None or x.parent != m.path for x in members):
+            return []
+        return [x for x in members if x is not None]
+
+    def gathered_excerpts(self, m: ModuleRecord, members: list[ModuleRecord]) -> list[dict[str, Any]]:
+        """Where the members are built (the lines of `m`'s __init__ assigning them) and used (their call sites and
+        the lines of `m`'s forward naming them): the code of `m`, the module that holds them."""
+        out: list[dict[str, Any]] = []
+        names = [x.name for x in members]
+        words = ", ".join(names)
+        init, fwd = m.init_span, m.forward_span
+        if init is not None:
+            start = init.start
+            cs = m.class_span
+            if cs is not None and cs.file == init.file and cs.start <= init.start <= cs.end:
+                start = cs.start
+            built = [self._find_line(init, re.compile(rf"self\.{re.escape(a)}\s*(?::[^=]*)?=(?!=)")) for a in names]
+            ex = self.excerpt(f"{m.class_name}.__init__ — where {words} are built", (init.file, start, init.end),
+                              {b: "built" for b in built if b})
+            if ex:
+                out.append(ex)
+        if fwd is not None:
+            marks: dict[int, str] = {}
+            for x in members:
+                sites = list(x.call_sites) or [CallSite(s["file"], s["line"], s["code"])
+                                               for s in self.static_call_sites(x)]
+                for site in sites:
+                    if site.file == fwd.file and fwd.start <= site.line <= fwd.end:
+                        marks[site.line] = "called"
+            lines = self.code.lines(self.files.get(fwd.file)) if self.files.get(fwd.file) else None
+            if lines:  # a member used without a call (self.wo_a.weight.view(...)) is used on that line all the same
+                rx = re.compile(r"self\.(?:" + "|".join(re.escape(a) for a in names) + r")\b")
+                for i in range(fwd.start, min(fwd.end, len(lines)) + 1):
+                    if rx.search(lines[i - 1]):
+                        marks.setdefault(i, "used")
+            ex = self.excerpt(f"{m.class_name}.forward — where {words} are called", fwd, marks)
+            if ex:
+                out.append(ex)
+        return out
+
     def code_excerpts(self, n: Node, m: ModuleRecord) -> list[dict[str, Any]]:
+        members = self.gathered(n, m)
+        if members:
+            return self.gathered_excerpts(m, members)
         out: list[dict[str, Any]] = []
         owner, attr = _owner(self.index, m.path) if m.path else (None, "")
         sites = list(m.call_sites) or [CallSite(s["file"], s["line"], s["code"]) for s in self.static_call_sites(m)]
@@ -279,6 +329,9 @@ class ModelSite:
                      "per_instance": fmt.count(self.nodes[c].per_instance), "count": self.nodes[c].count,
                      "total": fmt.count(self.nodes[c].total), "mult": mult_text(self.nodes[c].multiplicity)}
                     for c in n.children]
+        own = self.own_part(n, n.file + "#parameters")
+        if own:
+            children.append(own)
         patterns = n.patterns
         return {
             "node": n, "module": m, "title": ann.get("title") or n.title,
@@ -296,6 +349,7 @@ class ModelSite:
             "patterns": patterns[:8], "more_patterns": max(0, len(patterns) - 8),
             "evidence": [self.evidence(c) for c in ann.get("claims", ())],
             "learned": m.totals.parameters > 0,
+            "dataflow": flow_picture(self, n, m, "../" * n.file.count("/"), ann.get("title") or n.title),
         }
 
     def evidence(self, claim: Mapping[str, Any]) -> dict[str, Any]:
@@ -348,6 +402,9 @@ class ModelSite:
 
     def outline(self) -> list[dict[str, Any]]:
         out = []
+        own = self.own_part(self.nodes[self.root], "#own-tensors")
+        if own:
+            out.append({**own, "depth": 1})
         for nid, n in self.nodes.items():
             if nid == self.root:
                 continue
@@ -417,7 +474,8 @@ class ModelSite:
             "children": [{"title": (self.annotations.get(c) or {}).get("title") or self.nodes[c].title,
                           "href": self.nodes[c].file, "class_name": self.nodes[c].class_name,
                           "total": fmt.count(self.nodes[c].total), "mult": mult_text(self.nodes[c].multiplicity)}
-                         for c in rootn.children],
+                         for c in rootn.children] + [x for x in [self.own_part(rootn, "#own-tensors")] if x],
+            "own_tensors": self.own_tensors() if self.own_part(rootn, "#own-tensors") else [],
             "config": [(k, json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v)
                        for k, v in sorted(src.config)][:400],
             "overrides": [(k, json.dumps(v, ensure_ascii=False)) for k, v in src.overrides],
@@ -425,14 +483,50 @@ class ModelSite:
             "shapes_pass": _shapes_pass(r.extra("shapes")),
             "excerpts": self.code_excerpts(rootn, self.index[rootn.representative])
             if rootn.representative in self.index else [],
+            "dataflow": self.overview_flow(rootn, ann.get("title") or src.name),
         }
+
+    def overview_flow(self, rootn: Node, title: str) -> dict[str, Any] | None:
+        """The overview's picture: the forward of the module that runs the layer list (the block sequence, folded
+        by kind), which is the root's own or one below it (transformers' `model` under the LM head)."""
+        from .dataflow import overview_module
+
+        m = overview_module(self.record, self.index)
+        if m is None:
+            return None
+        nid = self.node_of.get(m.path) if m.path else self.root
+        return flow_picture(self, self.nodes[nid] if nid else rootn, m, "",
+                            title if not m.path else f"{title} · {m.path}", collapse=4)
+
+    def own_part(self, n: Node, href: str) -> dict[str, Any] | None:
+        """A node's own parameter tensors as one more part beside its children (the top module's image_start,
+        image_end, image_newline), so the parts add up to the node's total; None where it holds none or has no
+        children (its page's table lists them)."""
+        m = self.index.get(n.representative)
+        if n.virtual or not n.children or m is None or m.own.parameters <= 0:
+            return None
+        names = [t.name for t in m.tensors if t.kind in (WEIGHT, BIAS)]
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        return {"title": f"{m.class_name}’s own tensors" if n.id != self.root else "Top-level tensors",
+                "href": href, "class_name": shown, "per_instance": fmt.count(m.own.parameters), "count": n.count,
+                "total": fmt.count(m.own.parameters * instances(n)), "mult": mult_text(n.multiplicity), "own": True}
+
+    def own_tensors(self) -> list[dict[str, Any]]:
+        """The top module's own tensors, one row each, for the overview's table."""
+        m = self.index.get(self.nodes[self.root].representative)
+        if m is None:
+            return []
+        return [{"name": t.name, "shape": fmt.shape(logical_shape(t)), "dtype": t.dtype,
+                 "parameters": fmt.count(t.elements) if t.kind in (WEIGHT, BIAS) else "—",
+                 "kind": t.kind if t.kind not in (WEIGHT, BIAS) else ""} for t in m.tensors if t.kind != ALIAS]
 
     def search_entries(self, model_index: int) -> list[list[Any]]:
         out = []
         for nid, n in self.nodes.items():
             title = (self.annotations.get(nid) or {}).get("title") or n.title
+            # [model, title, class, page, total, path patterns, depth, virtual (1: a group of other nodes)]
             out.append([model_index, title, n.class_name, f"{self.slug}/{n.file}", n.total,
-                        n.patterns[:16]])
+                        n.patterns[:16], n.depth, 1 if n.virtual else 0])
         return out
 
 

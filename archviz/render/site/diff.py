@@ -103,7 +103,7 @@ def _tree(side: _Side, title: str) -> str:
 def _links(side: _Side, patterns: Sequence[str], paths: Sequence[str]) -> str:
     if not patterns:
         return "—"
-    text = html.escape(clean(", ".join(patterns)))
+    text = html.escape(clean(", ".join(p or "(model)" for p in patterns)))  # "": the top module itself
     href = side.href(paths[0]) if paths else None
     return f'<a href="{html.escape(href)}">{text}</a>' if href else text
 
@@ -139,10 +139,15 @@ def _entries(d: ModelDiff, sa: _Side, sb: _Side) -> str:
 
 
 _STYLE = """
-.diff-cols{display:grid;grid-template-columns:1fr 1fr;gap:1.5rem}
+.diff-cols{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1.5rem}
+@media (max-width:640px){.diff-cols{grid-template-columns:minmax(0,1fr)}}
+.diff-entries{width:100%;table-layout:fixed}
+.diff-entries th:nth-child(1){width:5.5rem}.diff-entries th:nth-child(4){width:6rem}
+.diff-entries th:nth-child(6){width:6.5rem}
+.diff-entries td,.diff-tree li{overflow-wrap:anywhere}
 .diff-tree,.diff-tree ul{list-style:none;padding-left:1.1rem;margin:0}
 .diff-tree li{margin:.1rem 0}
-.diff-n{color:#888;font-size:.85em}
+.diff-n{color:var(--dim);font-size:.85em}
 .diff-mark{font-size:.75em;padding:0 .3em;border-radius:3px}
 .diff-added>a,.diff-added>.diff-mark,tr.diff-added td:first-child{color:#1a7f37}
 .diff-removed>a,.diff-removed>.diff-mark,tr.diff-removed td:first-child{color:#cf222e}
@@ -151,6 +156,14 @@ _STYLE = """
 .diff-added>.diff-mark{background:#dafbe1}.diff-removed>.diff-mark{background:#ffebe9}
 .diff-renamed>.diff-mark{background:#fff8c5}.diff-changed>.diff-mark{background:#ddf4ff}
 .diff-holds>a{font-style:italic}
+.diff-tree a{text-decoration:underline;text-underline-offset:.15em}
+@media (prefers-color-scheme:dark){
+.diff-added>a,.diff-added>.diff-mark,tr.diff-added td:first-child{color:#6fdd8b}
+.diff-removed>a,.diff-removed>.diff-mark,tr.diff-removed td:first-child{color:#ff9492}
+.diff-renamed>a,.diff-renamed>.diff-mark,tr.diff-renamed td:first-child{color:#e3b341}
+.diff-changed>a,.diff-changed>.diff-mark,tr.diff-changed td:first-child{color:#79c0ff}
+.diff-added>.diff-mark{background:#0f2e19}.diff-removed>.diff-mark{background:#3a1416}
+.diff-renamed>.diff-mark{background:#33280a}.diff-changed>.diff-mark{background:#0c2a45}}
 .diff-entries td{vertical-align:top}.diff-entries td.num{text-align:right;white-space:nowrap}
 """
 

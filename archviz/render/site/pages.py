@@ -4,8 +4,8 @@
 
     index.html                    the model index (every model, its totals)
     <model>/index.html            the model's overview: totals, checkpoint summary, layer map, treemap, node tree
-    <model>/n/<node>.html         one page per node of the grouped tree (a stable name, derived from the node id)
-    code/<hash>.js                each cited source file once, highlighted by pygments (excerpts are cut from it)
+    <model>/n/<node>.html         one page per node of the grouped tree (a stable name, derived from the node id);
+                                  code excerpts are in the page, highlighted by pygments, readable without JS
     search.js                     the search index over every node of every model (raw module paths, compressed)
     static/                       CSS and JS (local: no CDN, no network, no fetch)
 
@@ -136,8 +136,8 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
     index_models = []
     for mi, ms in enumerate(models):
         ov = ms.overview_context()
-        page_code: set[str] = {e["key"] for e in ov["excerpts"]} | {ev["excerpt"]["key"] for ev in ov["evidence"]
-                                                                    if ev["excerpt"]}
+        _tables(code, ov["excerpts"] + [ev["excerpt"] for ev in ov["evidence"]])
+        page_code: set[str] = set()  # excerpts are in the page; no code/*.js to load
         files[f"{ms.slug}/index.html"] = model_t.render(site=site, root="../", mroot="", model=ms.slug, o=ov,
                                                         code_keys=sorted(page_code), page_kind="model",
                                                         up="../index.html").encode()
@@ -146,8 +146,11 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
             if nid == ms.root:
                 continue
             ctx = _render_node_context(ms, nid)
-            keys = sorted({e["key"] for e in ctx["excerpts"]} |
-                          {ev["excerpt"]["key"] for ev in ctx["evidence"] if ev["excerpt"]})
+            # in the order the page shows them: the call sites' excerpts, the module's own code, the sources
+            ex = ctx["excerpts"]
+            _tables(code, [e for e in ex if "own" not in e] + [e for e in ex if "own" in e] +
+                    [ev["excerpt"] for ev in ctx["evidence"]])
+            keys: list[str] = []
             mroot = "../" * n.file.count("/")
             files[f"{ms.slug}/{n.file}"] = node_t.render(site=site, root="../" + mroot, mroot=mroot, model=ms.slug,
                                                          c=ctx, code_keys=keys, page_kind="node",
@@ -168,8 +171,6 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
     files["index.html"] = env.get_template("index.html").render(site=site, root="", mroot="", model=None,
                                                                 models=index_models, code_keys=[], page_kind="index",
                                                                 up=None).encode()
-    for key in code.used():
-        files[f"code/{key}.js"] = code.script(key).encode()
     files["search.js"] = ("window.ARCHVIZ_SEARCH=" + js_json(
         {"models": [[ms.slug, ms.record.source.name] for ms in models], "nodes": search}) + ";\n").encode()
     files.update(static_files(templates or templates_folder()))
@@ -177,6 +178,17 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
     if progress is not None:
         progress(total_pages, total_pages)
     return files
+
+
+def _tables(code: CodeBank, excerpts: Sequence[dict[str, Any] | None]) -> None:
+    """Give each excerpt of one page its HTML table; a line's anchor goes to the first excerpt showing it."""
+    from markupsafe import Markup
+
+    ids: set[int] = set()
+    for e in excerpts:
+        if e:
+            marks = [int(m) for m in e["marks"].split()]
+            e["table"] = Markup(code.table(e["key"], e["start"], e["end"], marks, ids))
 
 
 def _render_node_context(ms: ModelSite, nid: str) -> dict[str, Any]:

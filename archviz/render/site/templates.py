@@ -53,7 +53,8 @@ def static_files(folder: str) -> dict[str, bytes]:
 
     css = HtmlFormatter(style="default").get_style_defs(".hl") + "\n"
     dark = HtmlFormatter(style="monokai").get_style_defs("html.dark .hl") + "\n"
-    out["static/pygments.css"] = (css + "@media (prefers-color-scheme: dark) {\n" + _prefix_dark(dark) + "}\n").encode()
+    out["static/pygments.css"] = (css + "@media (prefers-color-scheme: dark) {\n.hl { background: transparent }\n" +
+                                  _prefix_dark(dark) + "}\n").encode()
     return out
 
 

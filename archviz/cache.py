@@ -1,0 +1,322 @@
+"""The records cache: a command on an unchanged source reuses the records it made last time, without importing torch.
+
+An entry is one file in ``$XDG_CACHE_HOME/archviz/`` (default ``~/.cache/archviz/``, made mode 0700), named by the
+sha256 of its *key*: the command's kind, the source as given and the working folder, every option that changes the
+records (``--set``, ``--input``, ``--shapes``, ``--train``, ...), the versions of archviz (and a fingerprint of its
+own code: an editable checkout changes without a new version), torch and transformers (read with
+``importlib.metadata``, nothing imported) and the Python version. What the key cannot know before the build is which
+files the model's code is made of; so each entry vouches for a list of files by sha256 (the source and its
+``--config``/``--tokenizer``/``--kernel-rules``/``--names`` files, the ``.py`` files beside a model.py, every file
+the walk cited in ``file_facts``, and every file of the model's own code imported while it was built), and a lookup
+hashes them again: any difference, a missing file, or any other key, and the entry is not used.
+
+The file: a first line of JSON (format, key, files, the size and sha256 of the records), then the records as
+`archviz walk -o` writes them (``archviz.records/2``). It is data, read as a records file is (a bounded read of a
+regular file, then ``archviz.records.loads``); an entry that cannot be read (truncated, corrupted, another format)
+is reported by :func:`lookup` as a note and rebuilt, never an error. Writes go to a temporary file in the cache
+folder, renamed into place: a killed write leaves no entry, and two runs writing the same entry both succeed (the
+last rename wins; both wrote the same records). The folder is bounded: at most :data:`MAX_ENTRIES` entries and
+:data:`MAX_BYTES` bytes, the least recently used removed first.
+
+``ARCHVIZ_NO_CACHE=1`` (or a command's ``--no-cache``) skips the cache: nothing is read or written.
+
+Pure library code: nothing here prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import sys
+from typing import Any, Iterable, Mapping
+
+from .gcpause import collector_paused
+from .outputs import sweep_temporaries
+
+__all__ = ["FORMAT", "MAX_BYTES", "MAX_ENTRIES", "Lookup", "cache_dir", "disabled", "entry_path", "key_id",
+           "lookup", "make_key", "new_code_files", "record_files", "sha256_file", "source_files", "store",
+           "versions"]
+
+FORMAT = "archviz.cache/1"
+MAX_ENTRIES = 32  # entries kept; the least recently used go first
+MAX_BYTES = 512 << 20  # bytes kept in all (a 60,000-module model's entry is about 3.5 MB)
+_MAX_FILE_BYTES = 64 << 20  # a file hashed for an entry, and an entry read back, are never bigger
+_SUFFIX = ".records"
+_PACKAGES = ("torch", "transformers")
+
+
+def disabled() -> bool:
+    """True when ``ARCHVIZ_NO_CACHE`` is set to anything but empty or 0."""
+    return os.environ.get("ARCHVIZ_NO_CACHE", "") not in ("", "0")
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):  # the XDG spec: a relative value is to be ignored
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "archviz")
+
+
+def _own_code_fingerprint() -> str:
+    """Name, size and mtime of every module of archviz itself: an edited checkout is another archviz."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".py", ".json", ".toml")):
+                path = os.path.join(folder, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def versions() -> dict[str, str]:
+    """archviz (version and code fingerprint), torch, transformers and Python: read without importing the packages."""
+    import importlib.metadata
+
+    from . import __version__
+
+    out = {"archviz": __version__, "archviz_code": _own_code_fingerprint(),
+           "python": ".".join(map(str, sys.version_info[:3])) + f" {sys.implementation.name}"}
+    for pkg in _PACKAGES:
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def make_key(kind: str, spec: str, options: Mapping[str, Any], versions_: Mapping[str, str] | None = None
+             ) -> dict[str, Any]:
+    """The key of a command's records: `kind` (which command family made them), the source as given, the working
+    folder (a relative path or a factory's module is found from it), the options (JSON-able), the package versions."""
+    return {"format": FORMAT, "kind": kind, "spec": spec, "cwd": os.getcwd(),
+            "pythonpath": os.environ.get("PYTHONPATH", ""), "options": dict(sorted(options.items())),
+            "versions": dict(versions_ if versions_ is not None else versions())}
+
+
+def key_id(key: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def entry_path(key: Mapping[str, Any]) -> str:
+    return os.path.join(cache_dir(), key_id(key)[:40] + _SUFFIX)
+
+
+def sha256_file(path: str) -> str | None:
+    """A regular file's sha256, or None (missing, not regular, unreadable, too big)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE_BYTES:
+            return None
+        h = hashlib.sha256()
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def source_files(source: str, *given: str | None) -> list[str]:
+    """The files a source is read from, known before its build: the source itself (a model.py, config.json or a
+    model folder's config.json and .py files), the .py files beside a model.py (the helpers it imports), and the
+    given option files (--config, --tokenizer, --kernel-rules, --names). Absolute paths."""
+    found: list[str] = []
+    path = os.path.abspath(source)
+    if os.path.isdir(path):
+        folder = path
+    elif os.path.isfile(path):
+        found.append(path)
+        folder = os.path.dirname(path) if path.endswith(".py") else None
+    else:
+        folder = None
+    if folder is not None:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            names = []
+        found += [os.path.join(folder, n) for n in names[:500] if n.endswith(".py") or n == "config.json"]
+    for g in given:
+        if g:
+            found.append(os.path.abspath(g))
+    return sorted(set(found))
+
+
+def record_files(record: Any) -> dict[str, str]:
+    """absolute path -> sha256 of every file the records vouch for (`file_facts`, with `files` naming each)."""
+    where = dict(record.source.files)
+    out = {}
+    for display, facts in record.source.file_facts:
+        absolute = where.get(display)
+        digest = facts.get("sha256") if isinstance(facts, Mapping) else None
+        if absolute and isinstance(digest, str):
+            out[os.path.abspath(absolute)] = digest
+    return out
+
+
+def _installed_roots() -> tuple[str, ...]:
+    import sysconfig
+
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(name)
+        if p:
+            roots.add(p)
+    roots.add(os.path.dirname(os.path.abspath(__file__)))  # archviz itself: its version and fingerprint cover it
+    return tuple(sorted(os.path.join(os.path.realpath(r), "") for r in roots))
+
+
+def new_code_files(before: Iterable[str]) -> list[str]:
+    """The source files of the modules imported since `before` (a snapshot of `sys.modules`' names) that are the
+    model's own code: not installed packages, the standard library or archviz."""
+    seen = set(before)
+    roots = _installed_roots()
+    out = set()
+    for name, module in list(sys.modules.items()):
+        if name in seen:
+            continue
+        f = getattr(module, "__file__", None)
+        if not isinstance(f, str) or not f.endswith(".py"):
+            continue
+        real = os.path.realpath(f)
+        if "site-packages" in real or "dist-packages" in real or real.startswith(roots):
+            continue
+        out.add(os.path.abspath(f))
+    return sorted(out)
+
+
+class Lookup:
+    """What a lookup found: `record` (None on a miss) and `note` (an entry there but unreadable: say it once)."""
+
+    __slots__ = ("record", "note", "path")
+
+    def __init__(self, record: Any = None, note: str | None = None, path: str | None = None) -> None:
+        self.record, self.note, self.path = record, note, path
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def lookup(key: Mapping[str, Any]) -> Lookup:
+    """The records of `key` if an entry holds them and every file it vouches for still hashes the same."""
+    path = entry_path(key)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return Lookup(path=path)
+    bad = Lookup(note=f"cache entry {path} unreadable; rebuilt", path=path)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE_BYTES:
+        return bad
+    from .errors import ArchvizError
+    from .records import loads
+    from .safeio import read_regular
+
+    try:
+        data = read_regular(path, max_bytes=_MAX_FILE_BYTES, what="cache entry")
+        head, sep, body = data.partition(b"\n")
+        if not sep:
+            return bad
+        header = json.loads(head)
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            return bad
+        if header.get("key") != json.loads(json.dumps(key)):
+            return Lookup(path=path)  # another key's entry (a hash prefix shared): a miss, not damage
+        files = header.get("files")
+        if not isinstance(files, dict):
+            return bad
+        if len(body) != header.get("records_bytes") or hashlib.sha256(body).hexdigest() != header.get("records_sha256"):
+            return bad
+        for file, digest in files.items():
+            if sha256_file(file) != digest:
+                return Lookup(path=path)  # an input changed: rebuilt, and this entry replaced
+        with collector_paused():  # a million small acyclic objects: the cyclic collector would only rescan them
+            record = loads(body.decode("utf-8"))
+    except (ArchvizError, OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+        return bad
+    try:
+        os.utime(path)  # least recently used goes first
+    except OSError:
+        pass
+    return Lookup(record=record, path=path)
+
+
+def _ensure_dir() -> str:
+    folder = cache_dir()
+    os.makedirs(os.path.dirname(folder), mode=0o700, exist_ok=True)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode):
+        raise OSError(f"{folder} is not a folder")
+    if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(folder, 0o700)
+    return folder
+
+
+def store(key: Mapping[str, Any], record: Any, files: Mapping[str, str]) -> str | None:
+    """Write the entry of `key`: the records, vouched for by `files` (absolute path -> sha256). Returns a note when
+    the cache could not be written (the command itself has its records either way), else None."""
+    from .records import dumps_compact
+
+    try:
+        folder = _ensure_dir()
+        body = dumps_compact(record).encode("utf-8")
+        header = {"format": FORMAT, "key": key, "files": dict(sorted(files.items())), "records_bytes": len(body),
+                  "records_sha256": hashlib.sha256(body).hexdigest()}
+        data = json.dumps(header, sort_keys=True, separators=(",", ":")).encode() + b"\n" + body
+        if len(data) > _MAX_FILE_BYTES:
+            return None  # too big to be read back: not cached
+        sweep_temporaries(folder)
+        tmp = os.path.join(folder, f".archviz-{os.getpid()}-{os.urandom(4).hex()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, entry_path(key))
+        except BaseException:
+            _remove(tmp)
+            raise
+        evict(folder)
+    except OSError as e:
+        return f"records cache not written ({e.strerror or e})"
+    return None
+
+
+def evict(folder: str, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
+    """Keep the newest entries within both bounds; remove the rest."""
+    entries = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(_SUFFIX):
+            try:
+                st = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            entries.append((st.st_mtime_ns, name, st.st_size))
+    entries.sort(reverse=True)
+    total = 0
+    for i, (_, name, size) in enumerate(entries):
+        total += size
+        if i >= max_entries or total > max_bytes:
+            _remove(os.path.join(folder, name))

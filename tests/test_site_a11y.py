@@ -1,0 +1,65 @@
+"""Accessibility: axe-core (vendored in tests/vendor, run in headless Chromium from file://) finds no serious or
+critical violation on the index, an overview, a node page, a group page and the diff page of a built site, in the
+light and the dark colour scheme."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from test_site_browser import CHROMIUM, CHROMIUM_ARGS, _need_browser
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+TOP = ROOT / "tests" / "fixtures" / "toplevel"
+AXE = ROOT / "tests" / "vendor" / "axe.min.js"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    playwright = _need_browser()
+    from archviz.cli import app
+
+    out = tmp_path_factory.mktemp("a11y")
+    r = CliRunner().invoke(app, ["build", str(TOP / "model.py"), "--names", str(TOP / "names.toml"), "-o",
+                                 str(out / "site")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["diff", str(TOP / "model.py"), str(TOP / "model.py"), "--config-a",
+                                 str(TOP / "config.json"), "--config-b", str(TOP / "config_text.json"), "--site",
+                                 str(out / "diff")], catch_exceptions=False)
+    assert r.exit_code in (0, 1), r.output
+    return out, playwright
+
+
+def _pages(out: Path) -> list[Path]:
+    model = out / "site" / "toplevel"
+    group = sorted(model.glob("n/*group*.html"))
+    node = sorted(model.glob("n/*wo_b.html"))
+    assert group and node, sorted(p.name for p in model.glob("n/*.html"))
+    return [out / "site" / "index.html", model / "index.html", node[0], group[0], out / "diff" / "diff.html"]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_no_serious_accessibility_violations(site, scheme):
+    out, playwright = site
+    assert AXE.read_text().startswith("/*! axe v"), "tests/vendor/axe.min.js keeps its license header"
+    found = []
+    with playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = b.new_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+            for f in _pages(out):
+                page.goto(f.as_uri())
+                page.add_script_tag(path=str(AXE))
+                res = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+                for v in res["violations"]:
+                    if v["impact"] in ("serious", "critical"):
+                        found.append(f"{f.relative_to(out)}: {v['id']} ({v['impact']}): {v['help']} — "
+                                     + "; ".join(n["target"][0] if isinstance(n["target"][0], str) else str(n["target"])
+                                                 for n in v["nodes"][:5]))
+        finally:
+            b.close()
+    assert found == [], "\n".join(found)
