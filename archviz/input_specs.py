@@ -1,7 +1,7 @@
 """The grammar of `--input name=spec`, read without torch: every spec checked before anything is imported or
 built, so that a typo is one line and exit 2 at once (`archviz.shapes.inputs` makes the meta tensors).
 
-`name=B,T,512[:dtype]` (dims: ints, the symbols B and T, or a dim named with its size, `H=224`), `name=int:5`,
+`name=B,T,512[:dtype]` (dims: ints, the symbols B and T, or a dim named with its size, `H=224`, or without, `H`), `name=int:5`,
 `name=float:0.5`, `name=bool:true`, `name=none`.
 """
 
@@ -31,7 +31,7 @@ _EXAMPLE = "e.g. --input x=B,T,512:float32, --input n=int:5 or --input mask=none
 def check_input_specs(specs: list[str] | None) -> list[tuple[str, str, Any]]:
     """Every `--input` read, or a ShapeError naming the one that is wrong and how to write it: [(name, kind,
     payload)], kind "none", "int", "float", "bool" (payload the value) or "tensor" (payload (dims, dtype name)),
-    dims being ints, "B", "T" or (name, size). A name given twice with different specs is refused."""
+    dims being ints, "B", "T" or (name, size), size None for a dim named without one (`x=B,3,H,W`). A name given twice with different specs is refused."""
     out: list[tuple[str, str, Any]] = []
     seen: dict[str, str] = {}
     for spec in specs or ():
@@ -70,6 +70,9 @@ def _read_spec(spec: str) -> tuple[str, str, Any]:
         d = d.strip()
         if d in ("B", "T"):
             dims.append(d)
+            continue
+        if _SYMBOL.fullmatch(d):  # named without a size (x=B,3,H,W): sized from the default input it stands in for
+            dims.append((d, None))
             continue
         symbol, eq, size = d.rpartition("=")
         if eq and not _SYMBOL.fullmatch(symbol):

@@ -59,14 +59,15 @@ def test_none_drops_a_default_input():
 
 
 def test_a_vision_model_asks_for_its_inputs():
-    """ViT's forward takes pixel_values, not token ids: without --input the error names the input to give; with
-    it, the pooler sees [B, patches + 1, hidden] (from ViTConfig)."""
+    """An audio model's forward takes input_values, not token ids: without --input the error names the input to
+    give (a vision model's pixel_values now have a default from the config: tests/test_vision_hf.py). ViT given
+    pixel_values: the pooler sees [B, patches + 1, hidden] (from ViTConfig)."""
     import transformers
 
     cfg = transformers.ViTConfig()
-    p = _run("inspect", "hf:vit")
+    p = _run("inspect", "hf:wav2vec2")
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert "takes no token ids" in p.stderr and "--input pixel_values=" in p.stderr
+    assert "takes no token ids" in p.stderr and "--input input_values=" in p.stderr
     pixels = f"pixel_values=B,{cfg.num_channels},{cfg.image_size},{cfg.image_size}"
     p = _run("inspect", "hf:vit", "pooler", "--input", pixels, "--json")
     assert p.returncode == 0, p.stderr

@@ -50,3 +50,30 @@ def test_grouped_tree_shows_shapes(archviz_cli):
     assert f"lm_head (Linear)  {vocab * h:,}  [B, T, {h}] → [B, T, {vocab}]" in text
     assert f"[B, T, {h}] → [B, T, {inter}]" not in text  # depth 3 stops above the mlp's projections
     assert "meta pass (eval mode): B = 7 (batch), T = 13 (positions)" in text
+
+
+VIT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, image_size=32,
+           patch_size=8, num_channels=3)
+
+
+def _vit(archviz_cli, *extra):
+    sets = [a for k, v in VIT.items() for a in ("--set", f"{k}={v}")]
+    r = archviz_cli("inspect", "hf:vit", *sets, *extra, "-d", "1")
+    assert r.returncode == 0, r.stderr
+    return [line for line in r.stdout.splitlines() if line.startswith("meta pass (")]
+
+
+def test_pass_line_of_vision_models(archviz_cli):
+    """A transformers vision model's default pixel_values are sized by B alone: the line shows B, never T; a
+    factory's default image the same; every input given in ints shows no symbol; dims named without a size show
+    with the size they took from the default."""
+    (line,) = _vit(archviz_cli)
+    assert line.startswith("meta pass (eval mode): B = ") and line.endswith("(batch)") and "T = " not in line
+    (line,) = _vit(archviz_cli, "--input", "pixel_values=2,3,32,32")
+    assert line == "meta pass (eval mode): every input given with explicit sizes"
+    (line,) = _vit(archviz_cli, "--input", "pixel_values=B,3,H,W", "--batch", "5")
+    assert line == f"meta pass (eval mode): B = 5 (batch), H = {VIT['image_size']}, W = {VIT['image_size']}"
+    r = archviz_cli("inspect", "timmstyle:vit_tiny_patch8", "-d", "1")
+    assert r.returncode == 0, r.stderr
+    (line,) = [x for x in r.stdout.splitlines() if x.startswith("meta pass (")]
+    assert line.startswith("meta pass (eval mode): B = ") and "T = " not in line

@@ -97,7 +97,9 @@ QuantizedOpt = Annotated[bool, flag("--quantized", help="transformers: lay the m
                                     "their scales), instead of the unquantized modules from_config builds")]
 InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forward input for the meta pass, beside "
                                                      "the default token ids or replacing the one of its name: "
-                                                     "name=B,T,512[:dtype], name=int:5, name=none (repeatable)")]
+                                                     "name=B,T,512[:dtype], name=int:5, name=none (repeatable); "
+                                                     "name a dim H=224, or H alone to take the default input's "
+                                                     "size")]
 KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
                                                      "with @archviz.kernels.shape_rule(...)")]
 BatchOpt = Annotated[Optional[int], typer.Option("--batch", help="batch size B for the meta forward pass (default: a "

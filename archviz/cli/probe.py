@@ -22,6 +22,7 @@ from .common import (
     RankOpt,
     SetOpt,
     TokenizerOpt,
+    TrainOpt,
     TrustRemoteCodeOpt,
     WorldSizeOpt,
     _parse_sets,
@@ -78,6 +79,7 @@ def probe(
     seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T of both passes")] = None,
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,
+    train: TrainOpt = False,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write the records, with each "
                                                                        "module's verdict, to this JSON file")] = None,
     json_: JsonOpt = False,
@@ -85,7 +87,8 @@ def probe(
 ) -> None:
     """Build a reduced copy (every width and every kind of layer kept; layers, routed experts, vocabularies and
     n-gram tables cut, each cut recorded), fill it with random weights, run it on random tokens (and the --input
-    ones), and compare every module call's shapes with the meta walk of the full model. Kernels that cannot import
+    ones), and compare every module call's shapes with the meta walk of the full model. Both passes run in eval
+    mode, or in training mode with --train (auxiliary heads, batch statistics). Kernels that cannot import
     run as plain torch.
     With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
     with handled(debug, json_):  # before the imports below: a typo costs no torch import
@@ -106,7 +109,7 @@ def probe(
                 result = run_probe(source, config=config, overrides=_parse_sets(set_), model_class=model_class,
                                    tokenizer=tokenizer, world_size=world_size, rank=rank, device=device,
                                    max_memory=limit, batch=batch, seq=seq, progress=bars,
-                                   trust_remote_code=trust_remote_code, input_specs=input_)
+                                   trust_remote_code=trust_remote_code, input_specs=input_, train=train)
         finally:
             bars.close()
         if output:
@@ -132,7 +135,8 @@ def _print_report(result: Any) -> None:
 
     r = result
     j = r.as_json()
-    table = Table(title=f"{r.record.source.name}: shapes by execution on {r.device} (B={r.B}, T={r.T})",
+    table = Table(title=f"{r.record.source.name}: shapes by execution on {r.device} (B={r.B}, T={r.T}, "
+                        f"{r.mode} mode)",
                   title_justify="left")
     table.add_column("layer kind")
     table.add_column("layers", justify="right")

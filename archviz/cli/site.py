@@ -86,8 +86,9 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
         load_rules_file(kernel_rules)
     if shapes and inputs:
         from ..shapes import parse_inputs
+        from ..shapes.inputs import spec_symbols
 
-        parse_inputs(inputs, 2, 3)
+        parse_inputs(inputs, 2, 3, dict.fromkeys(spec_symbols(inputs), 1))  # the form only: x=B,3,H,W sizes later
     try:
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
                              batch=batch, seq=seq, grouping=False, every_block=every_block, inputs=inputs,

@@ -11,6 +11,7 @@ import torch
 
 from ..errors import ShapeError
 from ..shapes import ImportsInForward, Tracer, cache_off, kernels
+from ..shapes.inputs import image_default
 from ..sources import Built, stubs
 from ..sources.meta import warnings_noted
 
@@ -98,8 +99,11 @@ def _random_like(p: torch.Tensor, name: str, cls: str, experts: int, g: torch.Ge
 def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
                progress: Callable[[int, int], None] | None = None,
                device: str = "cpu", note: Callable[[str], None] | None = None,
-               input_specs: list[str] | None = None) -> tuple[Tracer, dict[str, list[str]]]:
-    """Run `built` (built on `device`) on random token ids [B, T] (and `input_specs`, as the meta pass took them);
+               input_specs: list[str] | None = None, train: bool = False,
+               sizes: dict[str, int] | None = None) -> tuple[Tracer, dict[str, list[str]]]:
+    """Run `built` (built on `device`) on random token ids [B, T] (and `input_specs`, as the meta pass took them),
+    or on the image batch the meta pass took by default (a vision model), in eval mode or training mode (`train`);
+    `sizes`: the meta pass's sizes of the dims --input named without one (`x=B,3,H,W`);
     returns the tracer (calls per path) and the kernels run (qualname -> the implementation of each call). Stubbed
     kernels run the torch implementations in `archviz.kernels`; modules imported inside forward that are not
     installed are stubbed the same way. Warnings the model's code raises go to `note` (with the module that raised
@@ -135,18 +139,24 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
         named = [p.name for p in params.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         # as the meta pass: token ids unless the forward names other inputs first (a vision model, its --input)
         kwargs: dict[str, Any] = {"input_ids": ids} if not named or "input_ids" in named else {}
+        image = image_default(built) if named and named[0] == "pixel_values" else None
+        if image is not None:  # as the meta pass: pixel_values [B, C, H, W] from the config
+            kwargs["pixel_values"] = torch.randn((B, *image[0]), generator=g).to(device)
         if "use_cache" in params:
             kwargs["use_cache"] = False
     else:
         names = list(inspect.signature(built.model.forward).parameters)
-        args = (ids,)
+        image = image_default(built)
+        args = (torch.randn((B, *image[0]), generator=g).to(device),) if image is not None else (ids,)
         kwargs = {"start_pos": 0} if "start_pos" in names[1:] else {}
     if input_specs:  # the meta pass's --input, made real: random floats, zero integers, true masks
         from ..shapes import merge_inputs, parse_inputs
 
-        given = {k: _real_input(v, g, device) for k, v in parse_inputs(input_specs, B, T)[1].items()}
+        given = {k: _real_input(v, g, device) for k, v in parse_inputs(input_specs, B, T, sizes)[1].items()}
         args, kwargs = merge_inputs(built.model, (args, kwargs), given)
     registry = built.stubs or stubs.StubRegistry()
+    modes = [(m, m.training) for m in built.model.modules()]
+    built.model.train(train)
     tracer.install()
     tracer.progress = progress
     previous = stubs.set_call_handler(stub_call)
@@ -166,6 +176,8 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
         stubs.set_call_handler(previous)
         tracer.remove()
         torch.set_default_dtype(saved)
+        for m, mode in modes:
+            m.training = mode
     return tracer, ran
 
 

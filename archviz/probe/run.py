@@ -45,6 +45,7 @@ class ProbeResult:
     seconds: dict[str, float]
     notes: list[str]
     stubbed: tuple[str, ...] = ()
+    mode: str = "eval"  # both passes': "eval", or "train" (--train)
 
     @property
     def disagreements(self) -> list[Disagreement]:
@@ -87,6 +88,7 @@ class ProbeResult:
             "reduced": self.plan.as_json(),
             "B": self.B,
             "T": self.T,
+            "mode": self.mode,
             "estimate_bytes": self.estimate,
             "max_memory_bytes": self.max_memory,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
@@ -111,10 +113,10 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
               rank: int | None = None, default_dtype: str | None = None, device: str = "cpu",
               max_memory: int | None = None, batch: int | None = None, seq: int | None = None, seed: int = 0,
               limits: Any = None, progress: Stage | None = None, trust_remote_code: bool = False,
-              input_specs: list[str] | None = None) -> ProbeResult:
+              input_specs: list[str] | None = None, train: bool = False) -> ProbeResult:
     """Build SOURCE on meta, walk it and trace its shapes; build a reduced copy (see `archviz.probe.reduce`) on `device`
     with random weights, run it on random token ids (and `input_specs`), and compare every module call's shapes with
-    the meta walk.
+    the meta walk. Both passes run the model in eval mode, or in training mode with `train`.
 
     `progress(stage, done, total)` is told each stage (total 0: no count). Raises `ProbeError` (exit 2) when the
     reduced copy would not fit in `max_memory` bytes (default: half the machine's memory), before allocating it."""
@@ -189,7 +191,7 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
         batch, seq = probe_dims(record, batch, seq)
         meta_kernels: dict[tuple[str, str], list[tuple]] = {}
         record = trace_shapes(built, record, batch=batch, seq=seq, on_kernel=kernel_call_logger(meta_kernels),
-                              progress=stage("meta forward pass"), input_specs=input_specs)
+                              progress=stage("meta forward pass"), input_specs=input_specs, train=train)
         shapes = record.extra("shapes")
         B, T = shapes["B"], shapes["T"]
         eager = built.kind == "hf" and any("experts_implementation='eager'" in n for n in shapes.get("notes", ()))
@@ -207,7 +209,8 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
         init_random(real.model, real.config, seed=seed)
         try:
             tracer, ran = real_calls(real, B, T, seed=seed, progress=stage("real forward pass"), device=device,
-                                     note=notes.append, input_specs=input_specs)
+                                     note=notes.append, input_specs=input_specs, train=train,
+                                     sizes=shapes.get("named"))
         except ArchvizError:
             raise
         except Exception as e:  # noqa: BLE001 - the model's own code raised on real tensors
@@ -241,8 +244,10 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
     stage("")
     result = ProbeResult(record=record, plan=chosen, B=B, T=T, comparison=comparison, kernels=kernel_report,
                          kinds=kinds_report, estimate=estimate, max_memory=max_memory, device=device,
-                         seconds=seconds, notes=notes + list(chosen.notes), stubbed=stubbed)
+                         seconds=seconds, notes=notes + list(chosen.notes), stubbed=stubbed,
+                         mode="train" if train else "eval")
     extra = {"device": device, "agreement": result.agreement, "ok": result.ok, "B": B, "T": T,
+             "mode": result.mode,
              "modules": modules, "not_exercised": len(comparison.absent), "kernels": kernel_report,
              "reductions": [r.as_json() for r in chosen.reductions], "method": chosen.method,
              "layers_kept": list(chosen.kept_layers) if chosen.kept_layers is not None else None,

@@ -41,7 +41,8 @@ _CHANNEL_KEYS = ("num_channels", "in_chans", "in_channels")
 
 
 def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
-    """For a factory or reference model whose forward takes images: ((C, H, W), where the sizes came from), from
+    """For a model whose forward takes images (a factory's or reference model's, a transformers model's
+    pixel_values): ((C, H, W), where the sizes came from), from
     timm's `pretrained_cfg["input_size"]`, else the config's (or factory arguments') image size and channels, else
     the channels of a first Conv2d (no embedding before it) at 224 x 224. None for everything else."""
     model = built.model
@@ -90,6 +91,9 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
         named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         if named and "input_ids" not in named:  # a vision or audio model (a bare (*args, **kwargs) proves nothing)
             first = named[0]
+            image = image_default(built) if first == "pixel_values" else None
+            if image is not None:  # ViT, ConvNeXt, ResNet...: an image batch [B, C, H, W] from the config
+                return (), {"pixel_values": torch.zeros((B, *image[0]), dtype=torch.float32, device="meta")}
             raise ShapeError(f"{type(model).__name__}.forward takes no token ids (its first input is {first})",
                              hint=f"give its inputs with --input, e.g. --input {first}={_input_example(built, first)}")
         kwargs: dict[str, Any] = {"input_ids": ids}
@@ -179,6 +183,10 @@ def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None 
         dims_spec, dtype = payload
         dims = [B if d == "B" else T if d == "T" else (sizes or {}).get(d[0], d[1]) if isinstance(d, tuple) else d
                 for d in dims_spec]
+        for d, size in zip(dims_spec, dims):
+            if size is None:  # a dim named without a size (x=B,3,H,W) that no default input sizes: see default_sizes
+                raise ShapeError(f"--input {name}=...: dim {d[0]!r} has no size to take",
+                                 hint=f"name it with its size, e.g. {d[0]}=224")
         torch_dtype = getattr(torch, dtype, None)
         if not isinstance(torch_dtype, torch.dtype):  # a name this torch has not
             raise ShapeError(f"--input {name}=...:{dtype}: torch {torch.__version__} has no dtype {dtype!r}",
@@ -187,7 +195,68 @@ def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None 
     return (), kwargs
 
 
-_NAMED = re.compile(r"(?!(?:B|T)=)[A-Za-z_]\w*=[0-9]+")
+_NAMED = re.compile(r"(?!(?:B|T)=)[A-Za-z_]\w*=\d+")
+_BARE = re.compile(r"(?!(?:B|T)$)[A-Za-z_]\w*")  # a dim named without its size: H in x=B,3,H,W
+
+
+def _bare_dims(spec: str) -> list[tuple[int, str]]:
+    """(position, name) of the dims `spec` names without a size; none in `name=int:5` or `name=none`."""
+    rest = spec.partition("=")[2]
+    dims_text = rest.partition(":")[0]
+    if dims_text in ("int", "float", "bool") or rest.strip().lower() == "none":
+        return []
+    return [(i, d) for i, d in enumerate(d.strip() for d in dims_text.split(",")) if _BARE.fullmatch(d)]
+
+
+def default_sizes(built: Built, specs: list[str] | None, B: int, T: int) -> dict[str, int]:
+    """{name: size} for the dims `--input` names without a size (`x=B,3,H,W`): each takes the size of the same dim
+    of the default input it stands in for -- the same argument, of as many dims (a vision model's image batch
+    [B, C, H, W] from its config) -- so `H=224` need not be written. One line with the fix where none has one."""
+    wanted = [(spec, i, d) for spec in specs or () for i, d in _bare_dims(spec)]
+    if not wanted:
+        return {}
+    try:
+        base = default_inputs(built, B, T)
+    except ShapeError:
+        base = ((), {})
+    try:
+        params = [p.name for p in inspect.signature(built.model.forward).parameters.values()]
+    except (TypeError, ValueError):
+        params = []
+    shapes = {name: tuple(v.shape) for name, v in (*zip(params, base[0]), *base[1].items())
+              if isinstance(v, torch.Tensor)}
+    image = _config_image(built)
+    out: dict[str, int] = {}
+    for spec, i, d in wanted:
+        name, _, rest = spec.partition("=")
+        dims = [x.strip() for x in rest.partition(":")[0].split(",")]
+        shape = shapes.get(name)
+        if shape is None or len(shape) != len(dims):
+            # another name for the one default of that rank (the image a factory's forward takes as `x`), else the
+            # image batch the config's (or its vision config's) image size and channels make
+            others = [n for n, s in shapes.items() if len(s) == len(dims)]
+            shape = shapes[others[0]] if len(others) == 1 and name not in shapes else \
+                (B, *image) if image is not None and len(dims) == 4 else None
+        if shape is None:
+            fixed = ",".join(f"{x}={224 if x in ('H', 'W') else 64}" if x == d else x for x in dims)
+            raise ShapeError(f"--input {spec!r}: dim {d!r} is not an int, B or T, and has no size to take (no "
+                             f"default input {name} of {len(dims)} dims, nor an image size in the config)",
+                             hint=f"name it with its size, e.g. --input {name}={fixed}")
+        out.setdefault(d, int(shape[i]))
+    return out
+
+
+def _config_image(built: Built) -> tuple[int, int, int] | None:
+    """(C, H, W) of the image batch the model's config describes, its vision config's where it has one (CLIP)."""
+    hit = image_default(built)
+    if hit is not None:
+        return hit[0]
+    vision = built.config.get("vision_config") if isinstance(built.config, dict) else None
+    size = vision.get("image_size") if isinstance(vision, dict) else None
+    channels = vision.get("num_channels", 3) if isinstance(vision, dict) else 3
+    if isinstance(size, int) and isinstance(channels, int) and size > 0:
+        return channels, size, size
+    return None
 
 
 def spec_symbols(specs: list[str] | None) -> set[str]:
@@ -200,11 +269,13 @@ def spec_symbols(specs: list[str] | None) -> set[str]:
                 used.add(d)
             elif _NAMED.fullmatch(d):
                 used.add(d.split("=")[0])
+        used.update(d for _, d in _bare_dims(spec))
     return used
 
 
-def named_sizes(specs: list[str] | None) -> dict[str, int]:
-    """{name: size} of the dims the user named in `--input` specs (`H=224`)."""
+def named_sizes(specs: list[str] | None, sizes: dict[str, int] | None = None) -> dict[str, int]:
+    """{name: size} of the dims the user named in `--input` specs (`H=224`, or `H` sized by `sizes`), in the order
+    the specs name them."""
     out: dict[str, int] = {}
     for spec in specs or ():
         dims_text = spec.partition("=")[2].partition(":")[0]
@@ -212,6 +283,8 @@ def named_sizes(specs: list[str] | None) -> dict[str, int]:
             if _NAMED.fullmatch(d):
                 name, size = d.split("=")
                 out.setdefault(name, int(size))
+            elif sizes and d in sizes and _BARE.fullmatch(d):
+                out.setdefault(d, sizes[d])
     return out
 
 

@@ -73,6 +73,19 @@ def _memo_targets(record: ModelRecord) -> list[str]:
     return list(dict.fromkeys(targets))
 
 
+def _kinds(record: ModelRecord) -> dict[str, tuple]:
+    """{memo target: its kind}. A block's kind, bottom-up: its own classes, tensors and attributes (the layer number
+    aside) and its children's kinds by name -- each module's part made once, however many targets nest around it."""
+    targets = _memo_targets(record)
+    tree: dict[str, tuple] = {}
+    index = record.index()
+    for m in reversed(record.modules):
+        own = (m.class_module, m.class_name, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors),
+               tuple((k, repr(v)) for k, v in m.attributes if k not in _INDEX_ATTRS))
+        tree[m.path] = (own, tuple((index[c].name, tree[c]) for c in m.children))
+    return {t: tree[t] for t in targets}
+
+
 class BlockMemo:
     """Repeated blocks (decoder layers, MoE blocks, routed experts) are taken as pure functions of their inputs'
     shapes: once one has run for given input shapes, every other of the same kind -- same classes, tensors and
@@ -82,24 +95,19 @@ class BlockMemo:
     `forward`, so the module's own hooks still record its call and call site. Tests check that the records are the
     same as without the memo for every model they trace."""
 
-    def __init__(self, tracer: Tracer, record: ModelRecord):
+    def __init__(self, tracer: Tracer, record: ModelRecord, like: "BlockMemo | None" = None):
+        """`like`: a memo of the same record (the first pass's), whose blocks' kinds this one takes as they are."""
         self.tracer = tracer
         self.memo: dict[tuple, tuple[str, Any]] = {}
         self.installed: list[Any] = []
         self.hits = 0
         self.record = record
-        self.position = {m.path: i for i, m in enumerate(record.modules)}
-        self._rels: dict[str, tuple[str, ...]] = {}
-        targets = _memo_targets(record)
-        # A block's kind, bottom-up: its own classes, tensors and attributes (the layer number aside) and its
-        # children's kinds by name -- each module's part made once, however many targets nest around it.
-        tree: dict[str, tuple] = {}
-        index = record.index()
-        for m in reversed(record.modules):
-            own = (m.class_module, m.class_name, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors),
-                   tuple((k, repr(v)) for k, v in m.attributes if k not in _INDEX_ATTRS))
-            tree[m.path] = (own, tuple((index[c].name, tree[c]) for c in m.children))
-        self.kind: dict[str, tuple] = {t: tree[t] for t in targets}
+        if like is not None:
+            self.position, self._rels, self.kind = like.position, like._rels, like.kind
+        else:
+            self.position = {m.path: i for i, m in enumerate(record.modules)}
+            self._rels: dict[str, tuple[str, ...]] = {}
+            self.kind: dict[str, tuple] = _kinds(record)
         by_path = {path: tracer.objects_by_id[i] for i, path in tracer.paths.items()}
         for path in self.kind:
             mod = by_path.get(path)
@@ -157,6 +165,9 @@ class BlockMemo:
 
     def _copy(self, source: str, target: str) -> None:
         t = self.tracer
+        if t.copied is not None:  # the tracer takes the copy as said, not made (the second pass: see evidence.py)
+            t.copied[target] = source
+            return
         flows = t.flows
         for rel in self.rels(target):
             src = source + rel
@@ -167,15 +178,15 @@ class BlockMemo:
                     if entry not in lst and len(lst) < MAX_CALLS:
                         lst.append(entry)
                 t.fired += 1
-            for table in (t.sites, t.assumptions, t.kernels):
+            for table in (t.sites, t.assumptions, t.kernels) if t.record_sites else ():
                 if src in table:
                     table.setdefault(dst, {}).update(table[src])
             if src in flows:
                 flows.setdefault(dst, flows[src])
         if source in flows:  # flows name children relative to their module: shared as they are
             flows.setdefault(target, flows[source])
-        for table in (t.assumptions, t.kernels):  # what the block's own forward noted (its hooks record the rest)
-            if source in table:
+        for table in (t.assumptions, t.kernels) if t.record_sites else ():  # what the block's own forward noted
+            if source in table:                                                   # (its hooks record the rest)
                 table.setdefault(target, {}).update(table[source])
         if t.on_memo is not None:
             t.on_memo(source, target)

@@ -22,7 +22,9 @@ Dims are named after the pass: B (batch) and T (positions) are run at values cho
 model, and only the symbols the inputs were sized by name anything (with every input given in ints, none). A name
 takes evidence: a second pass runs at another B and T (and a user-named dim, `--input x=B,3,H=224,W=224`, at
 another size), and a dim keeps its name only where it followed the input, so a 7x7 feature map at B = 7 stays 7.
-Every other dim is a fixed int. The pass runs the model in eval mode unless asked for training mode.
+The second pass does only what that needs (see `evidence.py`: it records only the modules a symbol's size appears
+in, and reuses the first pass's set-up). Every other dim is a fixed int. The pass runs the model in eval mode
+unless asked for training mode (`forward.py`: the mode is set once for both passes).
 """
 
 from __future__ import annotations
@@ -39,11 +41,13 @@ from ..gcpause import collector_paused
 from ..records import Call, CallSite, Flow, FlowStep, ModelRecord, ModuleRecord
 from ..sources import Built, stubs
 from ..walk.provenance import file_facts
-from ..sources.meta import strays_to_meta, warnings_noted
-from .imports import ImportsInForward
+from ..sources.meta import strays_to_meta
+from .evidence import Second, concerned, second_pass, symbol_values
+from .evidence import named as named_by_evidence
+from .forward import pass_mode, run_forward
 from .inputs import (
-    cache_off,
     default_inputs,
+    default_sizes,
     forward_arguments,
     image_default,
     merge_inputs,
@@ -54,8 +58,8 @@ from .inputs import (
     spec_symbols,
 )
 from .memo import ALL_FIELDS, CALLS_FIELD, BlockMemo, weight_uses
-from .policy import ROUTED, DispatchPolicy, TolistPolicy
-from .symbols import choose_dims, name_dims
+from .policy import ROUTED
+from .symbols import choose_dims
 from .tracer import ARCHVIZ_DIR, TORCH_DIR, Tracer
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -112,8 +116,9 @@ def run_steps(built: Built, record: ModelRecord, steps: Sequence[Callable[[], tu
         tracer.on_kernel = on_kernel
         tracer.on_memo = on_memo
         args, kwargs = steps[0]()
-        _, error = _forward(built, record, tracer, args, kwargs, built.stubs or stubs.StubRegistry(), memo=memo,
-                            train=False, notes=[], progress=None, observer=op_observer, steps=steps[1:])
+        with pass_mode(built.model, False):
+            _, error = run_forward(built, record, tracer, args, kwargs, built.stubs or stubs.StubRegistry(),
+                                   memo=memo, notes=[], progress=None, observer=op_observer, steps=steps[1:])
     if error is not None:
         where = tracer.stack[-1] if tracer.stack else "(model)"
         raise ShapeError(f"the meta forward pass failed in {where or 'the model'}: {type(error).__name__}: "
@@ -141,21 +146,24 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
             if not input_specs:
                 raise
             base = ((), {})
-    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B, T)[1]) if input_specs else base
-    user = named_sizes(input_specs)  # dims the user named: {name: size}
+    fill = default_sizes(built, input_specs, B, T)  # dims named without a size (x=B,3,H,W): the default's
+    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B, T, fill)[1]) if input_specs \
+        else base
+    user = named_sizes(input_specs, fill)  # dims the user named: {name: size}
     # The symbols the inputs are sized by: only those name dims, and the pass line shows only those.
     if inputs is not None:
         used = {"B", "T"}  # inputs made by the caller (the probe): sized by B and T
     else:
         defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
         kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
-        image = image_default(built) if kept and built.kind != "hf" else None
+        image = image_default(built) if kept and (built.kind != "hf" or "pixel_values" in base[1]) else None
         used = ({"B"} if image else {"B", "T"} if kept else set()) | spec_symbols(input_specs)
     notes: list[str] = []
     if inputs is None and image is not None:
-        first = forward_arguments(built.model) or "forward"
+        first = "pixel_values" if built.kind == "hf" else \
+            f"the first argument of {forward_arguments(built.model) or 'forward'}"
         notes.append(f"default input: an image batch [B, {', '.join(map(str, image[0]))}] (float32) from "
-                     f"{image[1]}, passed as the first argument of {first}; --input NAME=... gives another")
+                     f"{image[1]}, passed as {first}; --input NAME=... gives another")
     moved = strays_to_meta(tracer.objects_by_id.values())
     if moved:
         notes.append(f"{moved:,} tensors the build left on the CPU (legacy constructors such as "
@@ -172,8 +180,10 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
             except Exception:  # noqa: BLE001 - models without fused experts refuse; nothing to change then
                 continue
     registry = built.stubs or stubs.StubRegistry()
-    experts, error = _forward(built, record, tracer, args, kwargs, registry, memo=memo, train=train, notes=notes,
-                              progress=progress, observer=op_observer)
+    with pass_mode(built.model, train):
+        experts, error, second = _passes(built, record, tracer, args, kwargs, registry, B, T, used, user,
+                                         input_specs, memo=memo, notes=notes, progress=progress,
+                                         observer=op_observer, evidence=bool(used) and inputs is None)
     if error is not None:
         where = tracer.stack[-1] if tracer.stack else "(model)"
         frame = _user_frame(error)
@@ -189,16 +199,13 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     if progress is not None:
         progress(tracer.total, tracer.total)
     routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
-    # Evidence for the names: a second pass at other sizes; a dim keeps its name only where it followed the input.
-    second = _second_pass(built, record, spans.display, B, T, used, input_specs, registry, memo, train, user) \
-        if used and inputs is None and op_observer is None else None  # an observed pass (cost) runs once
     by_size = {v: k for k, v in reversed(user.items())}
     named: dict[tuple, tuple] = {}
 
     def dims(shape: tuple, other: tuple | None) -> tuple:
         hit = named.get((shape, other))
         if hit is None:
-            hit = named[(shape, other)] = _named(shape, other, B, T, routed, used, second, by_size)
+            hit = named[(shape, other)] = named_by_evidence(shape, other, B, T, routed, used, second, by_size)
         return hit
 
     made: dict[tuple, Call] = {}  # identical calls (every expert, every norm) share one record
@@ -216,7 +223,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
 
     def paired(path: str) -> list[tuple]:
         first = tracer.calls.get(path, ())
-        other = second.calls.get(path, ()) if second is not None else ()
+        other = second.calls_of(path) if isinstance(second, Second) else ()
         if len(other) != len(first):  # no evidence for this module: its calls differ between the passes
             other = (None,) * len(first)
         return [(tuple(ins), tuple(outs), None if o is None else (tuple(o[0]), tuple(o[1])))
@@ -255,9 +262,11 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
                      "experts) answered from an "
                      "identical one's shapes (taken as pure functions of their input shapes)")
-    if second is not None:
+    if isinstance(second, Second):
         notes.append(f"dims named by evidence: a second pass at {second.sizes_text()} kept a name only where the "
                      "dim followed the input")
+    elif second == "nothing":
+        notes.append("no dim of the pass has the size of an input dim: none named, and no second pass")
     elif used and inputs is None:
         notes.append("dims named by value (B, T equal to a dim): the second pass for evidence could not run")
     shapes_info = {"B": B, "T": T, "used": sorted(used), **({"named": user} if user else {}), "clean": clean,
@@ -266,6 +275,25 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                    "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
                              "over E experts (R = ceil(B·T·k/E))"}
     return dataclasses.replace(record, modules=tuple(modules), source=source).with_extra("shapes", shapes_info)
+
+
+def _passes(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwargs: dict,
+            registry: stubs.StubRegistry, B: int, T: int, used: set[str], user: dict[str, int],
+            input_specs: list[str] | None, *, memo: bool, notes: list[str],
+            progress: Callable[[int, int], None] | None, observer: Callable[..., None] | None,
+            evidence: bool) -> tuple[BlockMemo | None, BaseException | None, "Second | str | None"]:
+    """The pass, then the second pass for the names' evidence (see evidence.py), in the mode set once for both:
+    (the memo, the first pass's error, the second pass -- "nothing" where no dim could take a name, None where it
+    could not run). An observed pass (cost) runs once: the second would run the observer's hooks again."""
+    experts, error = run_forward(built, record, tracer, args, kwargs, registry, memo=memo, notes=notes,
+                                 progress=progress, observer=observer)
+    if error is not None or not evidence or observer is not None:
+        return experts, error, None
+    only = concerned(tracer.calls, symbol_values(B, T, used, user))
+    if not only:
+        return experts, None, "nothing"
+    return experts, None, second_pass(built, record, tracer, experts, B, T, used, input_specs, registry, memo,
+                                      user, only)
 
 
 def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[str, list],
@@ -300,75 +328,6 @@ def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[st
     return flow_of
 
 
-@dataclasses.dataclass
-class _Second:
-    """The second pass: its sizes, which symbols took another value, its calls and routed sizes."""
-    B: int
-    T: int
-    vary: set[str]
-    calls: dict[str, list]
-    routed: set[int]
-    user: dict[str, int] = dataclasses.field(default_factory=dict)  # the user's named dims, resized
-
-    def sizes_text(self) -> str:
-        return ", ".join([f"{s} = {getattr(self, s)}" for s in ("B", "T") if s in self.vary] +
-                         [f"{s} = {v}" for s, v in self.user.items()])
-
-
-def _second_pass(built: Built, record: ModelRecord, display: Any, B: int, T: int, used: set[str],
-                 input_specs: list[str] | None, registry: stubs.StubRegistry, memo: bool,
-                 train: bool, user: dict[str, int]) -> _Second | None:
-    """The same forward with B and T at other values, for the names' evidence; None when no used symbol can take
-    another value (max_batch_size 1) or the model fails at those sizes (then names are by value, as before)."""
-    B2, T2, _ = choose_dims(record, None, None, differ=(B, T))
-    vary = {s for s, a, b in (("B", B, B2), ("T", T, T2)) if a != b and s in used} | set(user)
-    if not vary:
-        return None
-    # +8 (+16, ...) keeps a multiple of 8 one, and tells apart dims named alike in size (H = W = 64)
-    user2 = {name: size + 8 * (i + 1) for i, (name, size) in enumerate(user.items())}
-    tracer = Tracer(built.model, display)
-    try:
-        base = default_inputs(built, B2, T2)
-    except ShapeError:
-        base = ((), {})
-    args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B2, T2, user2)[1]) if input_specs \
-        else base
-    try:
-        _, error = _forward(built, record, tracer, args, kwargs, registry, memo=memo, train=train, notes=[],
-                            progress=None)
-    except ShapeError:
-        return None
-    if error is not None:
-        return None
-    return _Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2}, user2)
-
-
-def _named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], used: set[str],
-           second: _Second | None, user: dict[int, str]) -> tuple:
-    """`shape` named by value (B, T, B·T, R), a name kept only where the second pass's `other` shape has the same
-    name at its own sizes: a 7x7 map at B = 7 stays 7, as it stays 7 at B = 5. Symbols the second pass could not
-    vary, and shapes it has no counterpart for, keep their names by value."""
-    first = name_dims(shape, B, T, routed, used, user)
-    if second is None or other is None or len(other) != len(shape):
-        return first
-    again = name_dims(other, second.B, second.T, second.routed, used, {v: k for k, v in second.user.items()})
-    out = []
-    for d, a, b in zip(shape, first, again):
-        if isinstance(b, str) and b in second.user and user.get(int(d)) is not None and \
-                second.user[b] - int(d) == 8 * (list(second.user).index(b) + 1):
-            out.append(b)  # a named dim whose size another shares in the first pass: the second tells them apart
-            continue
-        if not isinstance(a, str):
-            out.append(a)
-            continue
-        needs = {"B·T": {"B", "T"}, "B": {"B"}, "T": {"T"}}.get(a, {a} if a in second.user else set())
-        if a == b or not needs <= second.vary:
-            out.append(a)
-        else:
-            out.append(int(d))
-    return tuple(out)
-
-
 def _arguments_hint(built: Built, input_specs: list[str] | None) -> str | None:
     """For a factory or reference model run on the default token ids: its forward's arguments, and what --input
     each tensor needs."""
@@ -379,57 +338,6 @@ def _arguments_hint(built: Built, input_specs: list[str] | None) -> str | None:
         return None
     return (f"; the pass fed token ids [B, T] to {args}: give each tensor argument as NAME=dims[:dtype] (dims "
             "are ints, B, T; e.g. an image NAME=B,3,224,224, features NAME=B,T,64:float32)")
-
-
-def _forward(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwargs: dict,
-             registry: stubs.StubRegistry, *, memo: bool, train: bool, notes: list[str],
-             progress: Callable[[int, int], None] | None,
-             observer: Callable[..., None] | None = None,
-             steps: Sequence[Callable[[], tuple[tuple, dict]]] = ()) -> tuple[BlockMemo | None, BaseException | None]:
-    """One forward of the model on meta under `tracer` (then one more for each of `steps`, which returns its
-    inputs, the memo emptied before it): (the block memo, the error the model raised or None)."""
-    # Reference code runs under the default dtype its launcher sets (DeepSeek's generate.py: bfloat16).
-    compute = getattr(torch, built.default_dtype) if built.default_dtype else None
-    experts: BlockMemo | None = None
-    previous = stubs.set_call_handler(tracer.stub_call)
-    saved_dtype = torch.get_default_dtype()
-    error: BaseException | None = None
-    modes = [(m, m.training) for m in built.model.modules()]
-    try:
-        built.model.train(train)
-        tracer.install()
-        tracer.progress = progress
-        experts = BlockMemo(tracer, record) if memo else None
-        if compute is not None:
-            torch.set_default_dtype(compute)
-
-        def warned(text: str) -> None:
-            notes.append(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'}: {text}")
-
-        with warnings_noted(warned), torch.no_grad(), torch.device("meta"), \
-                DispatchPolicy(tracer.policy, observer), TolistPolicy(tracer.policy), \
-                cache_off(built.model) if built.kind == "hf" else nullcontext(), \
-                ImportsInForward(registry, built.roots if built.kind != "hf" else (),
-                                 lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
-            built.model(*args, **kwargs)
-            for step in steps:
-                if experts is not None:
-                    experts.memo.clear()
-                more_args, more_kwargs = step()
-                built.model(*more_args, **more_kwargs)
-    except ShapeError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        error = e
-    finally:
-        if experts is not None:
-            experts.remove()
-        stubs.set_call_handler(previous)
-        tracer.remove()
-        torch.set_default_dtype(saved_dtype)
-        for m, mode in modes:
-            m.training = mode
-    return experts, error
 
 
 def _user_frame(e: BaseException) -> str | None:

@@ -55,17 +55,32 @@ def _tensors(obj: Any, out: list, depth: int = 0) -> None:
 
 
 class Tracer:
-    def __init__(self, model: torch.nn.Module, display: Callable[[str], str], *, flow: bool = False):
+    """`like`: another tracer of the same model, whose module paths this one takes instead of walking the model
+    again. `sites=False` records no call sites, assumptions or kernels of memoised blocks and notes which block a
+    memoised one copies instead of copying its calls (`copied`), and `only` (paths) records calls of those modules
+    alone: the second pass, which only gathers evidence for the dims' names, needs no more."""
+
+    def __init__(self, model: torch.nn.Module, display: Callable[[str], str], *, like: "Tracer | None" = None,
+                 sites: bool = True, only: set[str] | frozenset[str] | None = None, flow: bool = False):
         self.model = model
         self.display = display
-        from ..walk.walker import preorder
+        self.record_sites = sites
+        self.only = only
+        # {target: source} of the blocks answered from the memo, where the memo is to say so rather than copy the
+        # source's calls to every target (the second pass); None: copied.
+        self.copied: dict[str, str] | None = None if sites else {}
+        if like is not None:
+            self.paths: dict[int, str] = like.paths
+            self.objects_by_id: dict[int, Any] = like.objects_by_id
+        else:
+            from ..walk.walker import preorder
 
-        self.paths: dict[int, str] = {}
-        self.objects_by_id: dict[int, Any] = {}
-        for path, mod in preorder(model):  # the first path of a module registered under several, as named_modules
-            if id(mod) not in self.paths:
-                self.paths[id(mod)] = path
-                self.objects_by_id[id(mod)] = mod
+            self.paths = {}
+            self.objects_by_id = {}
+            for path, mod in preorder(model):  # the first path of a module registered under several, as named_modules
+                if id(mod) not in self.paths:
+                    self.paths[id(mod)] = path
+                    self.objects_by_id[id(mod)] = mod
         self.stack: list[str] = []
         # With `flow`: the forward of every module that has children, as it ran first (archviz.shapes.flow)
         self.flows: dict[str, tuple] = {}
@@ -143,7 +158,7 @@ class Tracer:
         if path is None:
             return
         parent = self.objects[-1] if self.objects else None
-        if path:
+        if path and self.record_sites:
             site = self._call_site(parent)
             if site is not None:
                 self.sites.setdefault(path, {})[site] = None
@@ -160,6 +175,9 @@ class Tracer:
             return
         self.stack.pop()
         self.objects.pop()
+        self.fired += 1
+        if self.only is not None and path not in self.only and self.parents is None:  # no flow to keep
+            return
         tensors: list = []
         _tensors(args, tensors)
         _tensors(kwargs, tensors)
@@ -177,7 +195,6 @@ class Tracer:
         lst = self.calls.setdefault(path, [])
         if entry not in lst and len(lst) < MAX_CALLS:
             lst.append(entry)
-        self.fired += 1
         if self.progress is not None and self.fired % 256 == 0:
             self.progress(min(self.fired, self.total), self.total)
 
