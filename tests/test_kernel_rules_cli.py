@@ -34,7 +34,7 @@ def runs(archviz_cli, tmp_path_factory):
         "build": ["build", MODEL, "--kernel-rules", d / "rules.py", "-o", d / "site"],
         "build_without": ["build", MODEL, "-o", d / "plain"],
         "build_missing_rules": ["build", MODEL, "--kernel-rules", d / "nope.py", "-o", d / "never"],
-        "build_bad_input": ["build", MODEL, "--input", "x=B,Q", "-o", d / "never2"],
+        "build_bad_input": ["build", MODEL, "--input", "x=B,2Q", "-o", d / "never2"],
     })
 
 
@@ -66,7 +66,7 @@ def test_build_without_the_rule_says_why_it_has_no_shapes(runs):
 
 @pytest.mark.parametrize("case, message", [
     ("build_missing_rules", "nope.py: no such file"),
-    ("build_bad_input", "--input 'x=B,Q': dim 'Q' is not an int, B or T"),
+    ("build_bad_input", "--input 'x=B,2Q': dim '2Q' is not an int, B or T"),
 ])
 def test_bad_shape_options_are_errors(runs, case, message):
     d, r = runs
