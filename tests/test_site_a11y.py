@@ -1,6 +1,6 @@
 """Accessibility: axe-core (vendored in tests/vendor, run in headless Chromium from file://) finds no serious or
-critical violation on the index, an overview, a node page, a group page and the diff page of a built site, in the
-light and the dark colour scheme."""
+critical violation on any page of a built site (the index, the overview, every node and group page) and on the diff
+page, in the light colour scheme; and on one page of each kind in the dark one."""
 
 from __future__ import annotations
 
@@ -34,11 +34,15 @@ def site(tmp_path_factory):
     return out, playwright
 
 
-def _pages(out: Path) -> list[Path]:
+def _pages(out: Path, every: bool) -> list[Path]:
     model = out / "site" / "toplevel"
     group = sorted(model.glob("n/*group*.html"))
     node = sorted(model.glob("n/*wo_b.html"))
     assert group and node, sorted(p.name for p in model.glob("n/*.html"))
+    if every:  # the whole site: every page it wrote, and the diff page
+        pages = sorted(out.joinpath("site").rglob("*.html"))
+        assert len(pages) > 12 and node[0] in pages and group[0] in pages
+        return [*pages, out / "diff" / "diff.html"]
     return [out / "site" / "index.html", model / "index.html", node[0], group[0], out / "diff" / "diff.html"]
 
 
@@ -51,7 +55,7 @@ def test_no_serious_accessibility_violations(site, scheme):
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = b.new_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
-            for f in _pages(out):
+            for f in _pages(out, every=scheme == "light"):
                 page.goto(f.as_uri())
                 page.add_script_tag(path=str(AXE))
                 res = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
