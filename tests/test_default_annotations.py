@@ -254,3 +254,15 @@ def test_default_site_annotated_nodes_in_chromium(site: Path, notes: list[dict])
             assert not errors, errors
         finally:
             browser.close()
+
+
+def test_every_page_of_the_default_site_passes_axe(site: Path) -> None:
+    """axe-core (vendored, run in Chromium) on every page `make site` writes: no serious or critical violation."""
+    from test_site_a11y import serious_violations
+    from test_site_browser import _need_browser
+
+    playwright = _need_browser()
+    pages = sorted(site.parent.rglob("*.html"))
+    assert len(pages) > 100  # the index, the overview and every node page
+    found = serious_violations(playwright, pages, "light", site.parent)
+    assert found == [], "\n".join(found)
