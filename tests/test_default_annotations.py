@@ -213,16 +213,9 @@ def test_default_site_shows_titles_descriptions_and_pinned_sources(site: Path, n
 
 
 def test_default_site_annotated_nodes_in_chromium(site: Path, notes: list[dict]) -> None:
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"CI: {CHROMIUM} is missing — install Debian's chromium (apt-get install -y chromium)")
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install -y chromium); CI runs this test")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("CI: playwright-python is missing (pip install -e '.[test]')")
-        pytest.skip("playwright-python is not installed (pip install -e '.[test]')")
+    from test_site_browser import _need_browser  # skips without Chromium, fails in CI
+
+    sync_playwright = _need_browser()
     import transformers
 
     by = {n.get("class") or n.get("path"): n for n in notes}

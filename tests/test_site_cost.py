@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 from pathlib import Path
 
@@ -205,17 +204,9 @@ def test_node_with_unknown_flops_says_why(archviz_cli, tmp_path):
 
 
 def _browser():
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"CI: {CHROMIUM} is missing")
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install -y chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("CI: playwright-python is missing")
-        pytest.skip("playwright-python is not installed (pip install -e '.[test]')")
-    return sync_playwright
+    from test_site_browser import _need_browser  # skips without Chromium, fails in CI
+
+    return _need_browser()
 
 
 @pytest.mark.browser
