@@ -112,7 +112,10 @@ def run_steps(built: Built, record: ModelRecord, steps: Sequence[Callable[[], tu
     if not steps:
         return
     with collector_paused(), built.unquantized() if built.unquantized is not None else nullcontext():
-        tracer = Tracer(built.model, Spans(built.display_roots).display)
+        # nothing is recorded: no call sites (a walk up the stack per module call), no calls (`only` empty), and a
+        # memo answer copies nothing but still reports itself (`copied` None) to on_memo
+        tracer = Tracer(built.model, Spans(built.display_roots).display, sites=False, only=frozenset())
+        tracer.copied = None
         tracer.on_kernel = on_kernel
         tracer.on_memo = on_memo
         args, kwargs = steps[0]()
