@@ -97,8 +97,9 @@ def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None 
 
 
 def _steps(built: Any, record: Any, steps: list[tuple[int, Callable[[], tuple[tuple, dict]]]], memo: bool,
-           paths: dict[int, str]) -> dict[int, FlopCounter]:
-    """Decode steps one after another under one tracer (`run_steps`), each counted by its own FlopCounter."""
+           paths: dict[int, str], shared: dict[str, Any] | None = None) -> dict[int, FlopCounter]:
+    """Decode steps one after another under one tracer (`run_steps`), each counted by its own FlopCounter
+    (`shared`: run_steps')."""
     from ..shapes import run_steps
 
     counters: dict[int, FlopCounter] = {}
@@ -117,7 +118,7 @@ def _steps(built: Any, record: Any, steps: list[tuple[int, Callable[[], tuple[tu
     try:
         run_steps(built, record, [step(L, f) for L, f in steps], memo=memo,
                   op_observer=lambda *a: current[-1].observe(*a), on_kernel=lambda *a: current[-1].kernel(*a),
-                  on_memo=lambda source, target: current[-1].memo(source, target))
+                  on_memo=lambda source, target: current[-1].memo(source, target), shared=shared)
     finally:
         while current:
             current.pop().remove()
@@ -280,7 +281,8 @@ def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, l
 
     from ..shapes import run_steps
 
-    run_steps(built, record, [fill(caches[0], t0), fill(caches[1], t1)], memo=memo)
+    shared: dict[str, Any] = {}  # the decode steps' tracer takes the fills' module paths and block kinds
+    run_steps(built, record, [fill(caches[0], t0), fill(caches[1], t1)], memo=memo, shared=shared)
     cache, longer = caches
     entries = cache_entries(cache, longer, t0, t1, lambda i: f"{layer_list}.{i}" if layer_list else str(i))
     if not entries:
@@ -294,7 +296,7 @@ def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, l
         stretch(filled, longer, t0, t1, L)
         steps[L] = {"input_ids": ids, "past_key_values": filled, "use_cache": True}
     say(f"decode step{'s' if more else ''} at context {', '.join(f'{L:,}' for L in steps)}")
-    counters = _steps(built, record, [(L, lambda k=k: ((), k)) for L, k in steps.items()], memo, paths)
+    counters = _steps(built, record, [(L, lambda k=k: ((), k)) for L, k in steps.items()], memo, paths, shared)
     points = [point(_flops_json(counters[L], traced, batch, 1, L), layer_list) for L in more]
     return _flops_json(counters[context], traced, batch, 1, context), kv, points
 

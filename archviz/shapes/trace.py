@@ -102,23 +102,33 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
 def run_steps(built: Built, record: ModelRecord, steps: Sequence[Callable[[], tuple[tuple, dict]]], *,
               memo: bool = True, op_observer: Callable[..., None] | None = None,
               on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None,
-              on_memo: Callable[[str, str], None] | None = None) -> None:
+              on_memo: Callable[[str, str], None] | None = None, shared: dict[str, Any] | None = None) -> None:
     """Forwards of the model on meta one after another under one tracer, set up once (archviz.cost's decode steps
     at several context lengths, after a `trace_shapes` pass): each of `steps` returns its forward's (args, kwargs)
     and may swap what the callbacks report to; the block memo starts empty at each. Only ops, kernels and memo
-    answers are reported: no record is made. Raises ShapeError where a forward fails."""
+    answers are reported: no record is made. `shared`: a dict the caller passes to each run_steps of one model and
+    record, in which this one leaves its tracer and memo for the next to take their module paths and block kinds
+    from. Raises ShapeError where a forward fails."""
     from ..walk.spans import Spans
 
     if not steps:
         return
     with collector_paused(), built.unquantized() if built.unquantized is not None else nullcontext():
-        tracer = Tracer(built.model, Spans(built.display_roots).display)
+        # nothing is recorded: no call sites (a walk up the stack per module call), no calls (`only` empty), and a
+        # memo answer copies nothing but still reports itself (`copied` None) to on_memo
+        prior = shared or {}
+        tracer = Tracer(built.model, Spans(built.display_roots).display, sites=False, only=frozenset(),
+                        like=prior.get("tracer"))
+        tracer.copied = None
         tracer.on_kernel = on_kernel
         tracer.on_memo = on_memo
         args, kwargs = steps[0]()
         with pass_mode(built.model, False):
-            _, error = run_forward(built, record, tracer, args, kwargs, built.stubs or stubs.StubRegistry(),
-                                   memo=memo, notes=[], progress=None, observer=op_observer, steps=steps[1:])
+            experts, error = run_forward(built, record, tracer, args, kwargs, built.stubs or stubs.StubRegistry(),
+                                         memo=memo, notes=[], progress=None, observer=op_observer, steps=steps[1:],
+                                         like=prior.get("memo"))
+        if shared is not None:
+            shared.update(tracer=tracer, memo=experts or prior.get("memo"))
     if error is not None:
         where = tracer.stack[-1] if tracer.stack else "(model)"
         raise ShapeError(f"the meta forward pass failed in {where or 'the model'}: {type(error).__name__}: "
