@@ -40,9 +40,32 @@ def _ancestors(path: str, known: Mapping[str, Any] | None = None) -> Iterable[st
     yield from reversed(kept)
 
 
+#: Module paths up to this depth get their ancestor chains memoised (a chain per path: deeper ones, hostile
+#: nestings, are walked each time instead, so memory stays linear).
+_CHAIN_DEPTH = 64
+_VERDICT_SLOT = {"match": 3, "mismatch": 4, "missing": 5}
+
+
 def module_verdicts(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str, Any]]:
     stats: dict[str, list[Any]] = {}
     order = {m.path: i for i, m in enumerate(record.modules)}
+    chains: dict[str, tuple[str, ...]] = {"": ("",)}
+
+    def chain(path: str) -> tuple[str, ...]:
+        """``_ancestors`` of a model module's path, built from its parent's (the model's paths are closed under
+        taking a parent)."""
+        c = chains.get(path)
+        if c is not None:
+            return c
+        todo = []  # the path and its ancestors up to the first already known (no recursion)
+        while c is None:
+            todo.append(path)
+            path = path.rsplit(".", 1)[0] if "." in path else ""
+            c = chains.get(path)
+        for p in reversed(todo):
+            c = chains[p] = (p,) + c
+        return c
+
     # [model, checkpoint, ck_only, match, mismatch, missing, ck_explained, ck_unexplained, notes]
     for e in entries:
         path = e.module or ""
@@ -55,23 +78,27 @@ def module_verdicts(record: ModelRecord, entries: list[Entry]) -> dict[str, dict
             note = f"checkpoint-only: {e.kind}"
         elif e.tag:
             note = e.tag
-        for p in _ancestors(path, order):
+        # what this entry adds to each ancestor's row, worked out once
+        if e.verdict == "checkpoint-only":
+            slot, add = (6 if e.explained else 7), ((2, e.checkpoint_elements if e.parameter else 0),)
+        else:
+            slot = _VERDICT_SLOT[e.verdict]
+            add = (((0, e.model_elements),) + (((1, e.checkpoint_elements),) if e.verdict != "missing" else ())
+                   if e.parameter else ())
+        chained = path in order and path.count(".") < _CHAIN_DEPTH
+        for p in (chain(path) if chained else _ancestors(path, order)):
             s = stats.get(p)
             if s is None:
                 s = stats[p] = [0, 0, 0, 0, 0, 0, 0, 0, {}]
-            if e.verdict == "checkpoint-only":
-                s[2] += e.checkpoint_elements if e.parameter else 0
-                s[6 if e.explained else 7] += 1
-            else:
-                if e.parameter:
-                    s[0] += e.model_elements
-                    if e.verdict != "missing":
-                        s[1] += e.checkpoint_elements
-                s[{"match": 3, "mismatch": 4, "missing": 5}[e.verdict]] += 1
-            if note is not None and len(s[8]) < 4:
-                s[8][note] = None
-            elif note is not None and note not in s[8]:
-                s[8]["…"] = None
+            for i, n in add:
+                s[i] += n
+            s[slot] += 1
+            if note is not None:
+                ns = s[8]
+                if len(ns) < 4:
+                    ns[note] = None
+                elif note not in ns:
+                    ns["…"] = None
     out: dict[str, dict[str, Any]] = {}
     for p in sorted(stats, key=lambda p: (order.get(p, len(order)), p)):
         model, ck, ck_only, n_match, n_mis, n_missing, n_expl, n_unexpl, notes = stats[p]

@@ -51,9 +51,13 @@ def _collapse_indices(template: str, idx: list[tuple[int, ...]]) -> list[str]:
 
 def compress_names(names: Iterable[str]) -> list[str]:
     """Names that differ only in integer path components, written once with index ranges, in first-seen order."""
+    return _compress_templates(_template(n) for n in names)
+
+
+def _compress_templates(templates: Iterable[tuple[str, tuple[int, ...]]]) -> list[str]:
+    """``compress_names`` of names given as their ``_template``s."""
     groups: dict[str, list[tuple[int, ...]]] = {}
-    for n in names:
-        t, nums = _template(n)
+    for t, nums in templates:
         groups.setdefault(t, []).append(nums)
     out: list[str] = []
     for t, idx in groups.items():
@@ -63,25 +67,27 @@ def compress_names(names: Iterable[str]) -> list[str]:
 
 def compact_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Collapse entries that differ only in integer path components (layers, experts) into one with a count."""
-    keyed: dict[tuple, list[dict[str, Any]]] = {}
+    # Each name is split into its template once: for the key, and again for compressing the group's names.
+    keyed: dict[tuple, list[tuple[dict[str, Any], tuple[str, tuple[int, ...]], list]]] = {}
     for e in entries:
-        name = e["model"] if e["model"] is not None else (e["checkpoint"][0] if e["checkpoint"] else "")
         ck = e["checkpoint"]
-        key = (_template(name)[0], _template(ck[0])[0] if ck else None, len(ck), e["verdict"], e["kind"],
+        cts = [_template(c) for c in ck]
+        mt = _template(e["model"]) if e["model"] is not None else (cts[0] if ck else _template(""))
+        key = (mt[0], cts[0][0] if ck else None, len(ck), e["verdict"], e["kind"],
                e["model_elements"], e["checkpoint_elements"], _DIGITS.sub("#", e["note"]) if e.get("note") else None,
                tuple(e.get("model_shape") or ()), tuple(e.get("checkpoint_shape") or ()), e.get("model_dtype"),
                e.get("checkpoint_dtype"))
-        keyed.setdefault(key, []).append(e)
+        keyed.setdefault(key, []).append((e, mt, cts))
     out = []
     for group in keyed.values():
         if len(group) == 1:
-            out.append(group[0])
+            out.append(group[0][0])
             continue
-        first = dict(group[0])
+        first = dict(group[0][0])
         if first["model"] is not None:
-            models = compress_names(e["model"] for e in group)
+            models = _compress_templates(mt for _, mt, _ in group)
             first["model"] = models[0] if len(models) == 1 else " | ".join(models)
-        first["checkpoint"] = compress_names(c for e in group for c in e["checkpoint"])
+        first["checkpoint"] = _compress_templates(c for _, _, cts in group for c in cts)
         first["count"] = len(group)
         out.append(first)
     return out

@@ -35,7 +35,7 @@ from .hf_live import FACTS_KEY, live_ruleset
 from .rules import Rules, Ruleset, load_rules
 from .entries import (
     Entry, block_size, check_scales, checkpoint_only_label, ck_desc, counts_text, direct_entry, fused_entry,
-    split_entries,
+    scale_renamer, split_entries,
 )
 from .compact import compact_entries, compact_checkpoint_only
 from .aggregate import module_verdicts
@@ -150,6 +150,7 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
         by_target.setdefault(tgt, []).append(u)
 
     entries: list[Entry] = []
+    scale_rename = scale_renamer(ruleset, rules.user)
     for name, mt in targets.items():
         group = split_of.get(name)
         if group is not None:
@@ -177,7 +178,8 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
                 leftovers.append((u, "tied copy"))
             direct = [direct[0]] + [u for u in direct[1:] if u not in same]
         if len(direct) == 1 and not fused:
-            entries.append(direct_entry(mt, direct[0], block, rules, ruleset, rules.user, resolver))
+            entries.append(direct_entry(mt, direct[0], block, rules, ruleset, rules.user, resolver,
+                                        scale_rename))
         else:
             entries.append(fused_entry(mt, direct + fused, block, rules))
         for u in us:

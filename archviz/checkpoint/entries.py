@@ -6,13 +6,13 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from archviz.records import BIAS, BUFFER, SCALE, WEIGHT
 
 from .compact import compress_names
 from .mapping import Resolver
-from .rules import Rules, Ruleset
+from .rules import Rules, Ruleset, full_renamer
 from .units import CK_TO_TORCH, FLOAT_TORCH, FP8_CK, INT_CK, QUANT_TORCH, ModelTensor, Unit
 
 
@@ -150,8 +150,22 @@ def counts_text(n: int, shape: Sequence[int] | None) -> str:
     return f"{n:,}" + (f" {_shape(shape)}" if shape is not None else "")
 
 
+def scale_renamer(ruleset: Ruleset, user: Ruleset | None) -> Callable[[str], tuple[str, str]]:
+    """A scale's name → (its name after the user's renames, that after the ruleset's too)."""
+    first, second = full_renamer(user), full_renamer(ruleset)
+
+    def both(name: str) -> tuple[str, str]:
+        n = first(name)
+        return n, second(n)
+
+    return both
+
+
 def direct_entry(mt: ModelTensor, u: Unit, block: tuple[int, int], rules: Rules, ruleset: Ruleset,
-            user: Ruleset | None, resolver: Resolver) -> Entry:
+            user: Ruleset | None, resolver: Resolver,
+            scale_rename: Callable[[str], tuple[str, str]] | None = None) -> Entry:
+    """One model tensor against one checkpoint unit. ``scale_rename`` (``scale_renamer(ruleset, user)``, made once
+    per comparison) saves building it per tensor."""
     t = mt.rec
     # A packed model tensor meets an unrecognised I8/U8 with its stored shape: the checkpoint holds fp4 pairs too.
     if (not u.packed and u.info.dtype in ("I8", "U8") and t.packing and t.shape == u.info.shape
@@ -174,9 +188,11 @@ def direct_entry(mt: ModelTensor, u: Unit, block: tuple[int, int], rules: Rules,
     # model-side scales against the checkpoint's
     if mt.scales:
         ck_scales = {}
+        if scale_rename is None:
+            scale_rename = scale_renamer(ruleset, user)
         for s in u.scales:
-            n = user.rename(s.name) if user is not None else s.name
-            ck_scales[resolver.resolve(ruleset.rename(n)) or n] = s
+            n = scale_rename(s.name)
+            ck_scales[resolver.resolve(n[1]) or n[0]] = s
         for sname, srec in mt.scales:
             s = ck_scales.get(sname) or (u.scales[0] if len(u.scales) == 1 and len(mt.scales) == 1 else None)
             if s is None:

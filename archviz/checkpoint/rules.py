@@ -28,7 +28,7 @@ from archviz.errors import ArchvizError
 from archviz.safeio import MiB, read_regular
 from archviz.safejson import loads as bounded_loads
 
-__all__ = ["RULES_FORMAT", "BUILTIN_DIR", "digit_blind", "renamer", "Rename", "Fuse", "Label", "Explain", "Ruleset", "Rules", "load_rules"]
+__all__ = ["RULES_FORMAT", "BUILTIN_DIR", "digit_blind", "renamer", "full_renamer", "Rename", "Fuse", "Label", "Explain", "Ruleset", "Rules", "load_rules"]
 
 RULES_FORMAT = "archviz-rules/1"
 BUILTIN_DIR = Path(__file__).resolve().with_name("rules")
@@ -76,8 +76,9 @@ _DIGIT_SENSITIVE = re.compile(r"\\[dDwWsSbB]|\[|\d|(?<!\\)\.")
 
 def digit_blind(pattern: str, replace: str = "") -> bool:
     """Whether a rename cannot tell one run of digits from another: no digits, no \\d \\w \\s \\b classes, no
-    ``[...]`` and no unescaped ``.``. Such renames may be applied once per name template (indices elided)."""
-    return not _DIGIT_SENSITIVE.search(pattern) and not any(c.isdigit() for c in replace)
+    ``[...]`` and no unescaped ``.``. Such renames may be applied once per name template (indices elided).
+    Digits in the replacement are plain text (``.gate_proj.`` → ``.w1.``) unless it has escapes (``\\1``, ``\\0``)."""
+    return not _DIGIT_SENSITIVE.search(pattern) and ("\\" not in replace or not any(c.isdigit() for c in replace))
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,17 @@ def renamer(*rulesets: Ruleset | None) -> Callable[[str], str]:
         return "".join(out)
 
     return templated
+
+
+def full_renamer(rs: Ruleset | None) -> Callable[[str], str]:
+    """``rs.rename`` as a function (identity for ``None``): its renames through :func:`renamer` (memoised per name
+    template when digit-blind), then its mapper."""
+    if rs is None:
+        return lambda n: n
+    rename, mapper = renamer(rs), rs.mapper
+    if mapper is None:
+        return rename
+    return lambda n: mapper(rename(n))[0]
 
 
 IDENTITY = Ruleset(name="identity", about="checkpoint names are the model's names (after the prefix step)")
