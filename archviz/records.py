@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .gcpause import collector_paused
+from .lazyrecords import from_rows
 
 SCHEMA = "archviz.records/1"
 
@@ -239,13 +241,30 @@ class ModelRecord:
     extras: tuple[tuple[str, Any], ...] = ()  # later stages (grouping, checkpoint) attach JSON-able data here
 
     def module(self, path: str) -> ModuleRecord:
+        if hasattr(self.modules, "row_of"):  # a compact file's modules (archviz.lazyrecords): no scan
+            return self.index()[path]
         for m in self.modules:
             if m.path == path:
                 return m
         raise KeyError(path)
 
-    def index(self) -> dict[str, ModuleRecord]:
+    def index(self) -> Mapping[str, ModuleRecord]:
+        """path -> module; for a compact file's modules, a mapping that makes each module when it is looked up."""
+        if hasattr(self.modules, "row_of"):
+            return self.modules.index()  # type: ignore[attr-defined]
         return {m.path: m for m in self.modules}
+
+    def column(self, field: str) -> list[Any]:
+        """One field of every module, in module order, without making a compact file's modules (not `children`,
+        which a compact file holds as names)."""
+        if field == "children" or field not in ModuleRecord.__dataclass_fields__:
+            raise KeyError(field)
+        if field == "path":
+            return list(self.modules.paths) if hasattr(self.modules, "row_of") else [m.path for m in self.modules]
+        if hasattr(self.modules, "row_of"):
+            return self.modules.column(field)  # type: ignore[attr-defined]
+        get = operator.attrgetter(field)
+        return list(map(get, self.modules))
 
     def extra(self, key: str, default: Any = None) -> Any:
         for k, v in self.extras:
@@ -265,7 +284,15 @@ class ModelRecord:
     def aliases(self) -> tuple["Alias", ...]:
         """Every second name of a tensor counted elsewhere (tied weights, shared buffers), in module order, with
         the kind and element count of the tensor it names: what the totals leave out, so that a reader can see it."""
-        found = [(path, t) for path, t in self.iter_tensors() if t.kind == ALIAS and t.alias_of]
+        found = []
+        holds: dict[int, bool] = {}  # id(tensors) -> holds an alias: a compact file's modules share their tensors
+        for path, ts in zip(self.column("path"), self.column("tensors")):
+            if ts:
+                has = holds.get(id(ts))
+                if has is None:
+                    has = holds[id(ts)] = any(t.kind == ALIAS and t.alias_of for t in ts)
+                if has:
+                    found += [(f"{path}.{t.name}" if path else t.name, t) for t in ts if t.kind == ALIAS and t.alias_of]
         if not found:
             return ()
         index = self.index()
@@ -532,6 +559,7 @@ FIELDS = ("class_name", "class_module", "children", "tensors", "totals", "own", 
           "forward_span", "doc", "attributes", "calls", "call_sites", "called", "assumptions", "kernels", "dims",
           "flow")
 _CHILDREN = FIELDS.index("children")
+_DEFAULTS = tuple(ModuleRecord.__dataclass_fields__[f].default for f in FIELDS)  # (MISSING where there is none)
 
 
 _ENCODE: dict[str, Callable[[Any], Any]] = {
@@ -622,48 +650,29 @@ def dumps_compact(record: ModelRecord) -> str:
     return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
 
 
-_item = list.__getitem__
-
-
 def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
-    """A version 2 dict as a record; malformed data raises ValueError (TypeError, KeyError, IndexError inside)."""
+    """A version 2 dict as a record whose modules are made when read (`archviz.lazyrecords`); malformed data raises
+    ValueError (TypeError, KeyError, IndexError inside), all of it found here rather than when a module is read."""
     try:
         fields = d["fields"]
         if list(fields) != list(FIELDS[:len(fields)]) or len(fields) < _CHILDREN + 1:
             raise ValueError(f"records/2 fields {fields!r} are not this archviz's")
+        values = d["values"]
+        if not isinstance(values, list) or len(values) != len(fields):
+            raise ValueError(f"records/2 values hold {len(values)} fields' values, not {len(fields)}")
         tables = []
-        for f, vs in zip(FIELDS, d["values"]):
+        for f, vs in zip(FIELDS, values):
             dec = _DECODE.get(f)
             tables.append([dec(v) if dec is not None and v is not None else v for v in vs])
-        paths: list[str] = []
-        modules: list[ModuleRecord] = []
-        n = len(fields)  # a file written before the later fields (flow) were added: those keep their defaults
-        with collector_paused():
-            for i, row in enumerate(d["modules"]):
-                parent, name = row[0], row[1]
-                if i == 0:
-                    path = ""
-                else:
-                    if not (isinstance(parent, int) and 0 <= parent < i) or not isinstance(name, str) or not name:
-                        raise ValueError(f"module row {i}: parent {parent!r} is not an earlier row")
-                    head = paths[parent]
-                    path = f"{head}.{name}" if head else name
-                paths.append(path)
-                if len(row) != n + 2:
-                    raise ValueError(f"module row {i}: {len(row)} cells, not {n + 2}")
-                vals = list(map(_item, tables, row[2:]))  # values[k][row[k + 2]] for each field k, in C
-                children = vals[_CHILDREN]
-                if children:
-                    prefix = f"{path}." if path else ""
-                    vals[_CHILDREN] = tuple([prefix + c for c in children])
-                modules.append(ModuleRecord(path, *vals))
+        modules = from_rows(d["modules"], tables, ModuleRecord, FIELDS, _DEFAULTS)
+        # (a file written before the later fields (flow) were added: those keep their defaults)
         v1 = {k: v for k, v in d.items() if k not in ("fields", "values", "modules")}
         v1["schema"] = "archviz.records/1"
         v1["modules"] = []
         rec = from_json_dict(v1)
     except (TypeError, KeyError, IndexError, AttributeError) as e:
         raise ValueError(f"not a valid archviz.records/2 file ({type(e).__name__}: {e})") from None
-    return ModelRecord(source=rec.source, modules=tuple(modules), summary=rec.summary, extras=rec.extras)
+    return ModelRecord(source=rec.source, modules=modules, summary=rec.summary, extras=rec.extras)
 
 
 __all__ = [

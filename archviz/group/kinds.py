@@ -62,10 +62,24 @@ class Kinds:
         return tuple((k, hashable(v)) for k, v in attrs if not dropped(class_name, k))
 
     def _pass(self) -> list[str]:
-        modules = self.record.modules
+        record = self.record
+        modules = record.modules
+        # A compact file's modules (archviz.lazyrecords) are read as columns of shared values, no module made, and
+        # most are found by identity, without hashing their tensors: (class, module, id(tensors), id(attributes),
+        # kernels, children) -> kind (the columns keep every value alive while its id is a key). A walk's modules
+        # share no values: only hashing finds them.
+        shared = hasattr(modules, "child_rows")
+        if shared:
+            paths = modules.paths
+            names, child_rows = modules.column("children"), modules.child_rows()
+            rows: Any = zip(range(len(paths) - 1, -1, -1), reversed(modules.column("class_name")),
+                            reversed(modules.column("class_module")), reversed(modules.column("tensors")),
+                            reversed(modules.column("attributes")), reversed(modules.column("kernels")))
+        else:
+            rows = ((m, m.class_name, m.class_module, m.tensors, m.attributes, m.kernels) for m in reversed(modules))
         intern: dict[tuple, int] = {}
         sigs: list[tuple] = []
-        kid: dict[str, int] = {}
+        kid: Any = [0] * len(modules) if shared else {}
         suspects: list[str] = []
         plain_key = operator.attrgetter("name", "kind", "shape", "dtype", "elements", "persistent", "packing")
 
@@ -78,40 +92,54 @@ class Kinds:
 
         by_class = bool(self.drop)
         drop_classes = {c for c, _ in self.drop}
-        fcache: dict[tuple, tuple] = {}  # attributes -> attributes that are not numbering (cached: most repeat)
-        get = intern.get
-        for m in reversed(modules):
-            cn = m.class_name
-            attrs = m.attributes
-            if attrs:
-                if by_class and cn in drop_classes:
-                    attrs = self._filter(attrs, cn)
-                else:
-                    try:
-                        fa = fcache.get(attrs)
-                    except TypeError:  # list values
-                        fa = None
-                        attrs = tuple((k, hashable(v)) for k, v in attrs)
-                    if fa is None:
-                        fa = fcache[attrs] = self._filter(attrs, "")
-                    attrs = fa
-            # (an alias's target path differs per instance: not part of the signature, its kind is)
-            tensors = tuple(map(tensor_key, m.tensors)) if m.tensors else ()
-            ch = m.children
-            if ch:
-                cut = len(m.path) + 1 if m.path else 0
-                children = tuple([(c[cut:], kid[c]) for c in ch])
-                if len(ch) >= _MIN_ITEMS and children[0][0].isdigit():
-                    suspects.append(m.path)
+        fcache: dict[Any, tuple] = {}  # attributes -> attributes that are not numbering (cached: most repeat)
+        seen: dict[tuple, int] = {}
+        get, look = intern.get, seen.get
+        quick = k = None
+        for at, cn, cm, ts, attrs, kernels in rows:
+            if shared:
+                cr = child_rows[at]
+                children = tuple(zip(names[at], [kid[r] for r in cr])) if cr else ()
+                if len(cr) >= _MIN_ITEMS and children[0][0].isdigit():
+                    suspects.append(paths[at])
+                quick = (cn, cm, id(ts), id(attrs), kernels, children)
+                k = look(quick)
             else:
-                children = ()
-            sig = (cn, m.class_module, tensors, attrs, m.kernels, children)
-            k = get(sig)
+                ch = at.children
+                if ch:
+                    cut = len(at.path) + 1 if at.path else 0
+                    children = tuple([(c[cut:], kid[c]) for c in ch])
+                    if len(ch) >= _MIN_ITEMS and children[0][0].isdigit():
+                        suspects.append(at.path)
+                else:
+                    children = ()
             if k is None:
-                k = intern[sig] = len(sigs)
-                sigs.append(sig)
-            kid[m.path] = k
-        self.kid = kid
+                if attrs:
+                    if by_class and cn in drop_classes:
+                        attrs = self._filter(attrs, cn)
+                    else:
+                        try:
+                            fa = fcache.get(attrs)
+                        except TypeError:  # list values
+                            fa = None
+                            attrs = tuple((k, hashable(v)) for k, v in attrs)
+                        if fa is None:
+                            fa = fcache[attrs] = self._filter(attrs, "")
+                        attrs = fa
+                # (an alias's target path differs per instance: not part of the signature, its kind is)
+                sig = (cn, cm, tuple(map(tensor_key, ts)) if ts else (), attrs, kernels, children)
+                k = get(sig)
+                if k is None:
+                    k = intern[sig] = len(sigs)
+                    sigs.append(sig)
+                if shared:
+                    seen[quick] = k  # type: ignore[index]
+            if shared:
+                kid[at] = k
+            else:
+                kid[at.path] = k
+            k = None
+        self.kid = dict(zip(paths, kid)) if shared else kid
         self.sigs = sigs
         return suspects
 

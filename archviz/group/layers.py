@@ -13,8 +13,9 @@ def main_layer_list(record: ModelRecord) -> ModuleRecord:
     have children of their own (not routed experts)."""
     index = record.index()
     best: tuple | None = None
-    for m in record.modules:
-        if m.class_name not in ("ModuleList", "Sequential") or not m.children:
+    lists = [i for i, cn in enumerate(record.column("class_name")) if cn in ("ModuleList", "Sequential")]
+    for m in map(record.modules.__getitem__, lists):  # (a compact file's other modules stay unread)
+        if not m.children:
             continue
         if "expert" in m.name.lower():
             continue

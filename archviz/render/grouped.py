@@ -63,7 +63,7 @@ def grouped_tree(record: ModelRecord, path: str = "", depth: int = 3) -> Tree:
     by_id = {n["id"]: n for n in nodes}
     entry = g["by_path"].get(path) if path else None
     start = by_id[entry["node"]] if entry else nodes[0]
-    index = {m.path: m for m in record.modules}
+    index = record.index()
 
     def label_of(node: dict) -> Text:  # the node's numbers, and the shapes of the first module it stands for
         text = node_label(node)
