@@ -108,6 +108,8 @@ class Flow:
     steps: tuple[FlowStep, ...]
     outputs: tuple[int, ...] = ()  # step k, or the module's input i as -1 - i
     truncated: bool = False  # more steps ran than are kept (archviz.shapes.flow.MAX_STEPS)
+    inputs: tuple[str, ...] = ()  # the forward's argument each of the module's inputs came from ("hidden_states",
+    #                                "past[0]"), as the call's inputs list them; () where none could be named
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +392,8 @@ def _flow_json(f: Flow) -> dict[str, Any]:
     out: dict[str, Any] = {"steps": steps, "out": list(f.outputs)}
     if f.truncated:
         out["truncated"] = True
+    if f.inputs:
+        out["inputs"] = list(f.inputs)
     return out
 
 
@@ -401,7 +405,8 @@ def _decode_flow(d: dict | None) -> Flow | None:
         kind = "call" if "call" in x else "op"
         steps.append(FlowStep(kind, str(x[kind]), _dims(x.get("shapes", ())), tuple(int(i) for i in x.get("in", ())),
                               int(x.get("n", 1))))
-    return Flow(tuple(steps), tuple(int(i) for i in d.get("out", ())), bool(d.get("truncated", False)))
+    return Flow(tuple(steps), tuple(int(i) for i in d.get("out", ())), bool(d.get("truncated", False)),
+                tuple(str(n) for n in d.get("inputs", ())))
 
 
 def _module_json(m: ModuleRecord) -> dict[str, Any]:

@@ -86,6 +86,37 @@ class Net(nn.Module):
         return self.head(self.norm(x))
 
 
+class ArgBlock(nn.Module):
+    """A block called with several arguments: positional, a pair, *rest and a keyword."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x, freqs, pair, *rest, mask=None):
+        h = self.norm(x) * freqs + pair[0] - pair[1]
+        for r in rest:
+            h = h + r
+        return self.proj(h + mask)
+
+
+class ArgNet(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.embed = nn.Embedding(50, d)
+        self.block = ArgBlock(d)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        freqs = torch.ones(x.shape[-1], device=x.device)
+        return self.block(x, freqs, (x * 2, x * 3), x * 4, mask=x * 0)
+
+
+def arguments():
+    return ArgNet()
+
+
 def small():
     return Net("bb")
 
@@ -166,6 +197,27 @@ def test_flow_has_the_forward_order_and_the_residual_adds(blocks):
     assert names[0] == "qkv" and names[-1] == "out" and "_softmax" in names
     # a memo answer (layers.1 ran from layers.0's shapes) carries the same flow
     assert record.module("layers.1").flow == block
+
+
+def test_flow_names_the_inputs_by_the_forward_arguments(blocks):
+    """Each input of a module's flow is named by the forward parameter it was passed as (ArgBlock.forward's
+    signature, written above: x, freqs, a pair, *rest, mask=); the site's picture shows those names."""
+    record = _traced(f"{blocks}:arguments")
+    block = record.module("block")
+    assert block.flow.inputs == ("x", "freqs", "pair[0]", "pair[1]", "rest[0]", "mask")
+    assert len(block.calls[0].inputs) == len(block.flow.inputs)
+    assert record.module("").flow.inputs == ("ids",)
+    for back in (loads(dumps(record)), loads(dumps_compact(record))):
+        assert back.module("block").flow == block.flow
+    from archviz.group import group
+
+    files = render_site([group(record)])
+    page = next(v.decode() for k, v in files.items() if k.endswith("/n/block.html"))
+    svg = re.search(r'<svg class="dataflow".*?</svg>', page, re.S).group(0)
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert [t.split(" ")[0] for t in texts[:6]] == ["x", "freqs", "pair[0]", "pair[1]", "rest[0]", "mask"]
+    assert texts[1] == "freqs [16]"  # torch.ones(d): the width, not B or T
+    assert not any(t.startswith("input") for t in texts)
 
 
 def test_flow_survives_both_records_formats_and_old_files_still_read(blocks):

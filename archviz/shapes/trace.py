@@ -317,7 +317,7 @@ def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[st
         got = raw.get(path)
         if got is None:
             return None
-        steps, outputs, truncated = got
+        steps, outputs, truncated, *arg_names = got
         prefix = f"{path}." if path else ""
         paths = (path, *(prefix + name for kind, name, *_ in steps if kind == "call" and not name.startswith("/")))
         # memo answers share the raw flow and the Call records: the same pair is the same Flow
@@ -331,7 +331,7 @@ def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[st
                         names.setdefault(s, named)
             hit = made[key] = Flow(tuple(FlowStep(kind, name, tuple(names.get(s) or by_value(s) for s in shapes),
                                                   ins, count) for kind, name, shapes, ins, count in steps),
-                                   outputs, truncated)
+                                   outputs, truncated, arg_names[0] if arg_names else ())
             keep.append(got)  # the id in the key stays this tuple's
         return hit
 

@@ -54,6 +54,50 @@ def _tensors(obj: Any, out: list, depth: int = 0) -> None:
             _tensors(getattr(obj, f.name, None), out, depth + 1)
 
 
+_POSITIONAL: dict[type, tuple[tuple[str, ...], str | None]] = {}
+
+
+def _positional(cls: type) -> tuple[tuple[str, ...], str | None]:
+    """The names of `cls.forward`'s positional parameters after self, and its *args name (None: none)."""
+    got = _POSITIONAL.get(cls)
+    if got is None:
+        import inspect
+
+        names: list[str] = []
+        star = None
+        try:
+            params = list(inspect.signature(cls.forward).parameters.values())[1:]
+        except (TypeError, ValueError, AttributeError):
+            params = []
+        for p in params:
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                names.append(p.name)
+            elif p.kind is p.VAR_POSITIONAL:
+                star = p.name
+        got = _POSITIONAL[cls] = (tuple(names), star)
+    return got
+
+
+def input_names(module: Any, args: Any, kwargs: Any) -> tuple[str, ...]:
+    """The argument each of a call's input tensors came from, in the order `_tensors(args)`, `_tensors(kwargs)` list
+    them: the parameter's name, with [j] where one argument holds several tensors."""
+    positional, star = _positional(type(module))
+    out: list = []
+    names: list[str] = []
+
+    def take(value: Any, name: str) -> None:
+        before = len(out)
+        _tensors(value, out, 1)
+        n = len(out) - before
+        names.extend([name] if n == 1 else [f"{name}[{j}]" for j in range(n)])
+
+    for a, value in enumerate(args if isinstance(args, tuple) else ()):
+        take(value, positional[a] if a < len(positional) else f"{star or 'args'}[{a - len(positional)}]")
+    for key, value in (kwargs.items() if isinstance(kwargs, dict) else ()):
+        take(value, str(key))
+    return tuple(names)
+
+
 class Tracer:
     """`like`: another tracer of the same model, whose module paths this one takes instead of walking the model
     again. `sites=False` records no call sites, assumptions or kernels of memoised blocks and notes which block a
@@ -187,7 +231,8 @@ class Tracer:
         if self.parents is not None and self.frames:
             frame = self.frames.pop()
             if frame is not None:
-                self.flows.setdefault(path, frame.finish(tensors, outs))  # a memo answer has copied its own
+                self.flows.setdefault(path, (*frame.finish(tensors, outs), input_names(module, args, kwargs)))
+                # (a memo answer has copied its own)
             self.frame = self.frames[-1] if self.frames else None
             if self.frame is not None:
                 self.frame.call(path, tensors[:MAX_TENSORS], outs[:MAX_TENSORS])

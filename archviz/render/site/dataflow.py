@@ -112,7 +112,8 @@ def flow_items(m: ModuleRecord, flow: Flow, *, shape: Any, node_of: Any, node_in
     for j in used_inputs:
         i = -1 - j
         at[j] = len(items)
-        items.append(Item("in", "input" if len(inputs) <= 1 and i == 0 else f"input {i}",
+        named = flow.inputs[i] if i < len(flow.inputs) else None
+        items.append(Item("in", named or ("input" if len(inputs) <= 1 and i == 0 else f"input {i}"),
                           inputs[i] if i < len(inputs) else ""))
     k = 0
     cut = 0
