@@ -4,7 +4,6 @@ Counts and shapes equal a real CPU build and run of the same model."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 

@@ -6,7 +6,6 @@ the residual edges drawn, and the picture there with JavaScript off. Needs Debia
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 

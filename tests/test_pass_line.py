@@ -3,7 +3,6 @@ symbols name dims, and the grouped `inspect` tree shows each node's in/out shape
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 

@@ -9,7 +9,6 @@ Values come from the fixtures' configs and code (line numbers found here in the 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest

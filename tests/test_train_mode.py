@@ -4,7 +4,6 @@ branch's batch norm at batch 1 runs only in eval. Shapes equal a real CPU run of
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 

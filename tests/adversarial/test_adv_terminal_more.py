@@ -10,7 +10,6 @@ import json
 import re
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from adv_tools import cli
