@@ -13,10 +13,8 @@ the tuple it stands for.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Iterator
-
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .records import ModuleRecord
@@ -125,8 +123,9 @@ class CompactModules(Sequence):
         return self._rowof.get(path)
 
     def column(self, field: str) -> list[Any]:
-        """Field `field` of every module, in order (the values are shared between modules that hold equal ones).
-        `children` gives names relative to the module (see `child_rows` for the rows they are)."""
+        """Field `field` of every module, in order (the values are shared between modules that hold equal ones; the
+        list is kept for the next caller: read it, do not change it). `children` gives names relative to the module
+        (see `child_rows` for the rows they are)."""
         col = self._columns.get(field)
         if col is None:
             k = self._fields.index(field)
