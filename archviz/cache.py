@@ -11,7 +11,7 @@ the walk cited in ``file_facts``, and every file of the model's own code importe
 hashes them again: any difference, a missing file, or any other key, and the entry is not used.
 
 The file: a first line of JSON (format, key, files, the size and sha256 of the records), then the records as
-`archviz walk -o` writes them (``archviz.records/2``). It is data, read as a records file is (a bounded read of a
+`archviz walk -o` writes them (``archviz.records/3``). It is data, read as a records file is (a bounded read of a
 regular file, then ``archviz.records.loads``); an entry that cannot be read (truncated, corrupted, another format)
 is reported by :func:`lookup` as a note and rebuilt, never an error. Writes go to a temporary file in the cache
 folder, renamed into place: a killed write leaves no entry, and two runs writing the same entry both succeed (the

@@ -1,13 +1,13 @@
-"""The modules of a compact records file (`archviz.records/2`), expanded only where a command reads them.
+"""The modules of a compact records file (`archviz.records/3`, or `/2`), made only where a command reads them.
 
 A model's 60,000 modules are a few dozen distinct field values told apart by path: `inspect layer 3` reads a few
 hundred of them, `summary` a handful. `CompactModules` is the tuple of `ModuleRecord`s that `ModelRecord.modules`
-holds, but it keeps the file's rows (every field an index into the decoded distinct values) and makes a record the
-first time it is asked for. What every module has to be scanned for (class names, tensors, attributes, kernels, the
+holds, but it keeps what the file holds (each module's parent, name and row: every field an index into the decoded
+distinct values, and the distinct rows once) and makes a record the first time it is asked for. What every module has to be scanned for (class names, tensors, attributes, kernels, the
 tree) is read from the rows as columns of shared values (`column`, `child_rows`), without making a record.
 
-The whole file is checked when it is read (`from_rows`): every row's parent, name and cell count, and every index in
-range of its field's values, so expanding a module later cannot fail. Equality, hashing and iteration are those of
+The whole file is checked when it is read (`from_columns`, `from_rows`): every module's parent, name and row, every
+index in range of its field's values, every child named a module below, so making a module later cannot fail. Equality, hashing and iteration are those of
 the tuple it stands for.
 """
 
@@ -23,18 +23,23 @@ _item = list.__getitem__
 
 
 class CompactModules(Sequence):
-    """Pre-order modules of a records/2 file: rows of value indices, a `ModuleRecord` made on first access."""
+    """Pre-order modules of a compact file: each a parent, a name and a row of value indices (the distinct rows held
+    once), a `ModuleRecord` made on first access."""
 
-    __slots__ = ("_rows", "_tables", "_paths", "_below", "_made", "_rowof", "_columns", "_kids", "_make_record",
-                 "_fields", "_defaults", "_children")
+    __slots__ = ("_parents", "_names", "_row", "_rows", "_tables", "_paths", "_below", "_made", "_rowof", "_columns",
+                 "_kids", "_make_record", "_fields", "_defaults", "_children")
 
-    def __init__(self, rows: list[list[int]], tables: list[list[Any]], paths: list[str], below: list[list[int]],
-                 make: Callable[..., ModuleRecord], fields: tuple[str, ...], defaults: tuple[Any, ...]):
-        self._rows = rows  # [parent, name, i_0, i_1, ...] per module, checked by from_rows
-        self._tables = tables  # per field (`fields` order, maybe cut short), its decoded distinct values
+    def __init__(self, parents: list[int], names: list[str], row: list[int], rows: list[list[int]],
+                 tables: list[list[Any]], paths: list[str], below: list[list[int]], make: Callable[..., ModuleRecord],
+                 fields: tuple[str, ...], defaults: tuple[Any, ...]):
+        self._parents = parents  # per module, checked by from_columns: its parent's position (-1: the root)
+        self._names = names  # its name in its parent
+        self._row = row  # the index of its row in `rows`
+        self._rows = rows  # distinct rows: per field (`fields` order, maybe cut short), an index into its values
+        self._tables = tables  # per field, its decoded distinct values
         self._paths = paths
-        self._below = below  # each row's child rows, in row order
-        self._made: list[ModuleRecord | None] = [None] * len(rows)
+        self._below = below  # each module's child positions, in position order
+        self._made: list[ModuleRecord | None] = [None] * len(parents)
         self._rowof: dict[str, int] | None = None
         self._columns: dict[str, list[Any]] = {}
         self._kids: list[list[int]] | None = None
@@ -46,21 +51,20 @@ class CompactModules(Sequence):
     # -- the tuple it stands for ----------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._parents)
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
-            return tuple(self[j] for j in range(*i.indices(len(self._rows))))
+            return tuple(self[j] for j in range(*i.indices(len(self._parents))))
         m = self._made[i]
         if m is None:
             if i < 0:
-                i += len(self._rows)
+                i += len(self._parents)
             m = self._made[i] = self._make(i)
         return m
 
     def _make(self, i: int) -> ModuleRecord:
-        row = self._rows[i]
-        vals = list(map(_item, self._tables, row[2:]))
+        vals = list(map(_item, self._tables, self._rows[self._row[i]]))
         path = self._paths[i]
         k = self._children
         children = vals[k]
@@ -81,8 +85,6 @@ class CompactModules(Sequence):
     def __eq__(self, other: object) -> bool:
         if self is other:
             return True
-        if isinstance(other, CompactModules) and other._rows is self._rows and other._tables is self._tables:
-            return True
         if isinstance(other, (tuple, CompactModules)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
@@ -97,11 +99,11 @@ class CompactModules(Sequence):
         return tuple(other) + tuple(self)
 
     def __repr__(self) -> str:
-        return f"CompactModules({len(self._rows)} modules, {sum(m is not None for m in self._made)} expanded)"
+        return f"CompactModules({len(self)} modules, {self.expanded()} made)"
 
     def __reduce__(self) -> tuple:
-        return (CompactModules, (self._rows, self._tables, self._paths, self._below, self._make_record, self._fields,
-                                 self._defaults))
+        return (CompactModules, (self._parents, self._names, self._row, self._rows, self._tables, self._paths,
+                                 self._below, self._make_record, self._fields, self._defaults))
 
     # -- what a scan of every module reads, without making records ------------------------------------------------
 
@@ -118,43 +120,51 @@ class CompactModules(Sequence):
         return sum(m is not None for m in self._made)
 
     def row_of(self, path: str) -> int | None:
+        """The position of the module at `path` (None: no such module)."""
         if self._rowof is None:
             self._rowof = {p: i for i, p in enumerate(self._paths)}
         return self._rowof.get(path)
 
+    def row_ids(self) -> list[int]:
+        """Each module's distinct row: modules with the same one hold equal values in every field but the path (and
+        children, which are named relative to the module, are the same names)."""
+        return self._row
+
     def column(self, field: str) -> list[Any]:
         """Field `field` of every module, in order (the values are shared between modules that hold equal ones; the
         list is kept for the next caller: read it, do not change it). `children` gives names relative to the module
-        (see `child_rows` for the rows they are)."""
+        (see `child_rows` for the positions they are)."""
         col = self._columns.get(field)
         if col is None:
             k = self._fields.index(field)
             if k < len(self._tables):
                 table = self._tables[k]
-                col = [table[r[k + 2]] for r in self._rows]
+                per_row = [table[r[k]] for r in self._rows]
+                col = [per_row[j] for j in self._row]
             else:  # a file written before the field existed: its default
-                col = [self._defaults[k]] * len(self._rows)
+                col = [self._defaults[k]] * len(self._parents)
             self._columns[field] = col
         return col
 
     def child_rows(self) -> list[list[int]]:
-        """Each module's children as rows, in the order of its `children`."""
+        """Each module's children as positions, in the order of its `children`."""
         if self._kids is None:
             kids = self._below
             names = self.column("children")
+            own = self._names
             for i, ks in enumerate(kids):  # pre-order lists children in their order; a file that does not is
                 nm = names[i]  # read by name
-                if (ks or nm) and (len(ks) != len(nm) or any(self._rows[k][1] != n for k, n in zip(ks, nm))):
+                if (ks or nm) and (len(ks) != len(nm) or any(own[k] != n for k, n in zip(ks, nm))):
                     kids[i] = [self._by_name(i, n) for n in nm]
             self._kids = kids
         return self._kids
 
     def _by_name(self, i: int, name: str) -> int:
         path = self._paths[i]
-        row = self.row_of(f"{path}.{name}" if path else name)
-        if row is None or row <= i:
-            raise ValueError(f"module row {i}: {path or '(root)'} lists a child {name!r} that is no row below it")
-        return row
+        at = self.row_of(f"{path}.{name}" if path else name)
+        if at is None or at <= i:
+            raise ValueError(f"module {i} ({path or 'the root'}) lists a child {name!r} that is no module below it")
+        return at
 
 
 class LazyIndex(Mapping):
@@ -181,37 +191,101 @@ class LazyIndex(Mapping):
         return len(self._modules)
 
 
-def from_rows(rows: Any, tables: list[list[Any]], make: Callable[..., ModuleRecord], fields: tuple[str, ...],
-              defaults: tuple[Any, ...]) -> CompactModules:
-    """The module rows of a records/2 file (`tables`: the decoded values of the first len(tables) of `fields`),
-    checked whole: ValueError naming the first bad row or cell."""
-    if not isinstance(rows, list) or not rows:
-        raise ValueError("records/2 `modules` is not a non-empty list of rows")
-    n = len(tables) + 2
-    if any(type(r) is not list for r in rows) or set(map(len, rows)) != {n}:
-        bad = next(i for i, r in enumerate(rows) if type(r) is not list or len(r) != n)
-        raise ValueError(f"module row {bad}: not a list of {n} cells")
-    columns = list(zip(*rows))
-    for k, (col, table) in enumerate(zip(columns[2:], tables)):
-        if set(map(type, col)) != {int} or min(col) < 0 or max(col) >= len(table):
-            bad = next(i for i, x in enumerate(col) if type(x) is not int or not 0 <= x < len(table))
-            raise ValueError(f"module row {bad}: {fields[k]} index {col[bad]!r} is not one of its "
-                             f"{len(table)} values")
+class _BadRow(ValueError):
+    def __init__(self, row: int, what: str):
+        super().__init__(f"row {row}: {what}")
+        self.row, self.what = row, what
+
+
+def _check_rows(rows: list, tables: list[list[Any]], fields: tuple[str, ...]) -> None:
+    n = len(tables)
+    for j, r in enumerate(rows):
+        if type(r) is not list or len(r) != n:
+            raise _BadRow(j, f"not a list of {n} value indices")
+        for k, (x, table) in enumerate(zip(r, tables)):
+            if type(x) is not int or not 0 <= x < len(table):
+                raise _BadRow(j, f"{fields[k]} index {x!r} is not one of its {len(table)} values")
     for v in tables[fields.index("children")]:
         if not (isinstance(v, tuple) and all(type(c) is str and c for c in v)):
-            raise ValueError(f"records/2 children value {v!r} is not a list of names")
+            raise ValueError(f"children value {v!r} is not a list of names")
+
+
+def from_columns(parents: Any, names: Any, row: Any, rows: Any, tables: list[list[Any]],
+                 make: Callable[..., ModuleRecord], fields: tuple[str, ...], defaults: tuple[Any, ...]
+                 ) -> CompactModules:
+    """The modules of a version 3 file: `parents`, `names` and `row` per module in pre-order, `rows` the distinct rows
+    of value indices into `tables` (the decoded values of the first len(tables) of `fields`). Checked whole:
+    ValueError naming the first bad module or row."""
+    if not (type(parents) is list and type(names) is list and type(row) is list and type(rows) is list):
+        raise ValueError("`modules` is not three lists (parent, name, row)")
+    if not parents or not len(parents) == len(names) == len(row):
+        raise ValueError(f"`modules` lists {len(parents)} parents, {len(names)} names and {len(row)} rows: not one "
+                         "of each per module")
+    _check_rows(rows, tables, fields)
+    if set(map(type, row)) != {int} or min(row) < 0 or max(row) >= len(rows):
+        bad = next(i for i, x in enumerate(row) if type(x) is not int or not 0 <= x < len(rows))
+        raise ValueError(f"module {bad}: row {row[bad]!r} is not one of the {len(rows)} rows")
     paths: list[str] = [""]
-    below: list[list[int]] = [[] for _ in rows]
+    below: list[list[int]] = [[] for _ in parents]
     append = paths.append
-    for i, parent, name in zip(range(1, len(rows)), columns[0][1:], columns[1][1:]):
+    for i, parent, name in zip(range(1, len(parents)), parents[1:], names[1:]):
         if type(parent) is not int or not 0 <= parent < i or type(name) is not str or not name:
-            raise ValueError(f"module row {i}: parent {parent!r} is not an earlier row, or its name {name!r} is empty")
+            raise ValueError(f"module {i}: parent {parent!r} is not an earlier module, or its name {name!r} is empty")
         head = paths[parent]
         append(f"{head}.{name}" if head else name)
         below[parent].append(i)
-    modules = CompactModules(rows, tables, paths, below, make, fields, defaults)
-    modules.child_rows()  # every child named is a row below its module
+    modules = CompactModules(parents, names, row, rows, tables, paths, below, make, fields, defaults)
+    modules.child_rows()  # every child named is a module below its own
     return modules
 
 
-__all__ = ["CompactModules", "LazyIndex", "from_rows"]
+def from_rows(modules: Any, tables: list[list[Any]], make: Callable[..., ModuleRecord], fields: tuple[str, ...],
+              defaults: tuple[Any, ...]) -> CompactModules:
+    """The modules of a version 2 file: a row [parent, name, value index per field] per module; the same checks."""
+    if not isinstance(modules, list) or not modules:
+        raise ValueError("`modules` is not a non-empty list of rows")
+    n = len(tables) + 2
+    if any(type(r) is not list for r in modules) or set(map(len, modules)) != {n}:
+        bad = next(i for i, r in enumerate(modules) if type(r) is not list or len(r) != n)
+        raise ValueError(f"module row {bad}: not a list of {n} cells")
+    columns = list(zip(*modules))
+    for k, col in enumerate(columns[2:]):
+        if set(map(type, col)) != {int}:  # (before rows are told apart by value, where 1.0 == 1)
+            bad = next(i for i, x in enumerate(col) if type(x) is not int)
+            raise ValueError(f"module row {bad}: {fields[k]} index {col[bad]!r} is not an index")
+    distinct: dict[tuple, int] = {}
+    rows: list[list[Any]] = []
+    row = []
+    for key in zip(*columns[2:]):
+        j = distinct.get(key)
+        if j is None:
+            j = distinct[key] = len(rows)
+            rows.append(list(key))
+        row.append(j)
+    try:
+        _check_rows(rows, tables, fields)
+    except _BadRow as e:
+        raise ValueError(f"module row {row.index(e.row)}: {e.what}") from None
+    return from_columns(list(columns[0]), list(columns[1]), row, rows, tables, make, fields, defaults)
+
+
+def rows_once(d: dict[str, Any], schema: str) -> dict[str, Any]:
+    """A version 2 dict as version 3 (`schema`): each distinct row of value indices stored once, the modules as
+    three lists (parent, name, row)."""
+    modules = d["modules"]
+    distinct: dict[tuple, int] = {}
+    row = []
+    for r in modules:
+        key = tuple(r[2:])
+        j = distinct.get(key)
+        if j is None:
+            j = distinct[key] = len(distinct)
+        row.append(j)
+    out = {k: v for k, v in d.items() if k != "modules"}
+    out["schema"] = schema
+    out["rows"] = [list(key) for key in distinct]
+    out["modules"] = {"parent": [r[0] for r in modules], "name": [r[1] for r in modules], "row": row}
+    return out
+
+
+__all__ = ["CompactModules", "LazyIndex", "from_columns", "from_rows", "rows_once"]

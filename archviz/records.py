@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .gcpause import collector_paused
-from .lazyrecords import from_rows
+from .lazyrecords import from_columns, from_rows, rows_once
 
 SCHEMA = "archviz.records/1"
 
@@ -531,33 +531,26 @@ def from_json_dict(d: dict[str, Any]) -> ModelRecord:
 
 
 def loads(text: str) -> ModelRecord:
-    """A records file of either version: archviz.records/1, or the compact /2 (below)."""
+    """A records file of any version: archviz.records/1, or the compact /2 and /3 (below)."""
     d = json.loads(text)
-    if isinstance(d, dict) and d.get("schema") == SCHEMA_V2:
+    if isinstance(d, dict) and d.get("schema") in (SCHEMA_V2, SCHEMA_V3):
         return from_compact_dict(d)
     return from_json_dict(d)
 
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The compact records file, archviz.records/2
-#
-# The compact records file, `archviz.records/2`: every distinct field value stored once.
+# The compact records files, archviz.records/2 and /3 (docs/records-schema.md)
 #
 # A model's modules repeat: 61 layers of one kind, 256 experts of one shape, the same call sites and spans in every
-# layer. Version 2 keeps `source`, `summary` and `extras` as version 1 writes them, and stores the modules as rows:
-#
-#     {"schema": "archviz.records/2", "source": {...}, "summary": {...}, "extras": {...},
-#      "fields": ["class_name", ...],                      # the ModuleRecord fields, after path
-#      "values": [[v0, v1, ...], ...],                     # per field, its distinct values in version 1's JSON form
-#      "modules": [[parent, "name", i_0, i_1, ...], ...]}  # pre-order; parent: the parent's row (-1: the root);
-#                                                           # i_k: the index of field k's value in values[k]
-#
-# A path is its parent's path and its name; `children` are stored as names relative to the module. Reading decodes
-# each distinct value once and shares it between the modules that hold it (records are immutable), so the file is a
-# small fraction of version 1's and is read several times faster. `archviz.records.loads` reads both versions.
+# layer. Both versions keep `source`, `summary` and `extras` as version 1 writes them, and store each distinct field
+# value once ("fields", "values"); a module is its parent, its name and an index into each field's values (version 2:
+# a row per module; version 3, which `dumps_compact` writes: the distinct rows once, and three lists). Reading
+# decodes each distinct value once and shares it between the modules that hold it (records are immutable), and makes
+# a module only when it is read (archviz.lazyrecords). `archviz.records.loads` reads every version.
 
 SCHEMA_V2 = "archviz.records/2"
+SCHEMA_V3 = "archviz.records/3"
 
 # ModuleRecord's fields after `path`, in its order (rows are built positionally)
 FIELDS = ("class_name", "class_module", "children", "tensors", "totals", "own", "class_span", "init_span",
@@ -648,41 +641,52 @@ def to_compact_dict(record: ModelRecord) -> dict[str, Any] | None:
 
 
 def dumps_compact(record: ModelRecord) -> str:
-    """The records as version 2 text (version 1 where the module paths do not form a tree)."""
+    """The records as version 3 text (version 1 where the module paths do not form a tree)."""
     d = to_compact_dict(record)
     if d is None:
         return dumps(record)
-    return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(rows_once(d, SCHEMA_V3), ensure_ascii=False, separators=(",", ":"))
 
 
 def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
-    """A version 2 dict as a record whose modules are made when read (`archviz.lazyrecords`); malformed data raises
-    ValueError (TypeError, KeyError, IndexError inside), all of it found here rather than when a module is read."""
+    """A version 2 or 3 dict as a record whose modules are made when read (`archviz.lazyrecords`); malformed data
+    raises ValueError (TypeError, KeyError, IndexError inside), all of it found here rather than when a module is
+    read."""
+    version = d.get("schema", "").rsplit("/", 1)[-1]
     try:
         fields = d["fields"]
         if list(fields) != list(FIELDS[:len(fields)]) or len(fields) < _CHILDREN + 1:
-            raise ValueError(f"records/2 fields {fields!r} are not this archviz's")
+            raise ValueError(f"fields {fields!r} are not this archviz's")
         values = d["values"]
         if not isinstance(values, list) or len(values) != len(fields):
-            raise ValueError(f"records/2 values hold {len(values)} fields' values, not {len(fields)}")
+            raise ValueError(f"values hold {len(values)} fields' values, not {len(fields)}")
         tables = []
         for f, vs in zip(FIELDS, values):
             dec = _DECODE.get(f)
             tables.append([dec(v) if dec is not None and v is not None else v for v in vs])
-        modules = from_rows(d["modules"], tables, ModuleRecord, FIELDS, _DEFAULTS)
+        if version == "3":
+            m = d["modules"]
+            if not isinstance(m, dict):
+                raise ValueError("`modules` is not an object of three lists")
+            modules = from_columns(m["parent"], m["name"], m["row"], d["rows"], tables, ModuleRecord, FIELDS,
+                                   _DEFAULTS)
+        else:
+            modules = from_rows(d["modules"], tables, ModuleRecord, FIELDS, _DEFAULTS)
         # (a file written before the later fields (flow) were added: those keep their defaults)
-        v1 = {k: v for k, v in d.items() if k not in ("fields", "values", "modules")}
+        v1 = {k: v for k, v in d.items() if k not in ("fields", "values", "rows", "modules")}
         v1["schema"] = "archviz.records/1"
         v1["modules"] = []
         rec = from_json_dict(v1)
     except (TypeError, KeyError, IndexError, AttributeError) as e:
-        raise ValueError(f"not a valid archviz.records/2 file ({type(e).__name__}: {e})") from None
+        raise ValueError(f"not a valid archviz.records/{version} file ({type(e).__name__}: {e})") from None
+    except ValueError as e:
+        raise ValueError(f"not a valid archviz.records/{version} file: {e}") from None
     return ModelRecord(source=rec.source, modules=modules, summary=rec.summary, extras=rec.extras)
 
 
 __all__ = [
     "SCHEMA", "KINDS", "WEIGHT", "BIAS", "SCALE", "TABLE", "BUFFER", "ALIAS", "PARAMETER_KINDS",
     "TensorRecord", "SourceSpan", "CallSite", "Call", "FlowStep", "Flow", "Totals", "ModuleRecord", "MoELayer", "Summary",
-    "SourceInfo", "ModelRecord", "Alias", "to_json_dict", "dumps", "loads", "from_json_dict", "SCHEMA_V2",
+    "SourceInfo", "ModelRecord", "Alias", "to_json_dict", "dumps", "loads", "from_json_dict", "SCHEMA_V2", "SCHEMA_V3",
     "dumps_compact", "to_compact_dict", "from_compact_dict",
 ]

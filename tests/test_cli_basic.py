@@ -14,7 +14,7 @@ import transformers
 
 from archviz.cli import atomic_write
 from archviz.records import SCHEMA, loads, to_json_dict
-from archviz.records import SCHEMA_V2
+from archviz.records import SCHEMA_V3
 
 TESTS = Path(__file__).resolve().parent
 DSV3 = TESTS / "fixtures" / "dsv3like"
@@ -130,7 +130,7 @@ def test_walk_writes_records_file(results, out_dir):
     assert r.stdout == ""
     target = out_dir / "out.json"
     raw = json.loads(target.read_text())  # the old content is gone, the new file is whole
-    assert raw["schema"] == SCHEMA_V2 == "archviz.records/2" and list(raw)[0] == "schema"  # the compact file
+    assert raw["schema"] == SCHEMA_V3 == "archviz.records/3" and list(raw)[0] == "schema"  # the compact file
     data = to_json_dict(loads(target.read_text()))  # read back, as version 1 writes each module
     assert data["schema"] == SCHEMA == "archviz.records/1"
     assert len(data["modules"]) == data["summary"]["modules"]

@@ -15,7 +15,7 @@ import pytest
 import archviz
 from archviz.group import group
 from archviz.lazyrecords import CompactModules
-from archviz.records import dumps, dumps_compact, from_json_dict, loads
+from archviz.records import dumps, dumps_compact, from_json_dict, loads, to_compact_dict
 from archviz.render.grouped import grouped_tree
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
@@ -85,11 +85,11 @@ def test_children_out_of_row_order_are_read_by_name(walked, compact_text):
     record is what the same children in that order give when read from version 1."""
     d = json.loads(compact_text)
     children = d["fields"].index("children")
-    root_row = d["modules"][0]
-    names = d["values"][children][root_row[children + 2]]
+    root_row = d["rows"][d["modules"]["row"][0]]
+    names = d["values"][children][root_row[children]]
     assert len(names) >= 3
     d["values"][children].append(list(reversed(names)))
-    root_row[children + 2] = len(d["values"][children]) - 1
+    root_row[children] = len(d["values"][children]) - 1
     back = loads(json.dumps(d))
     v1 = json.loads(dumps(walked))
     v1["modules"][0]["children"] = list(reversed(v1["modules"][0]["children"]))
@@ -98,32 +98,60 @@ def test_children_out_of_row_order_are_read_by_name(walked, compact_text):
     assert group(back).extra("grouping") == group(eager).extra("grouping")
 
 
-def _damaged(text: str, how: str) -> str:
-    d = json.loads(text)
-    rows, fields = d["modules"], d["fields"]
-    tensors = fields.index("tensors") + 2
+def _damaged(record, how: str, version: int = 3) -> str:
+    """The record's compact file of `version`, damaged as `how` says, at module 7."""
+    d = to_compact_dict(record) if version == 2 else json.loads(dumps_compact(record))
+    fields = d["fields"]
+    tensors = fields.index("tensors")
+    ch = fields.index("children")
+    if version == 2:
+        rows = d["modules"]
+        cell = lambda i, k, v: rows[i].__setitem__(k + 2, v)  # noqa: E731
+        get = lambda i, k: rows[i][k + 2]  # noqa: E731
+    else:
+        # module 7's own copy of its row, so that the damage is its alone
+        d["rows"].append(list(d["rows"][d["modules"]["row"][7]]))
+        d["modules"]["row"][7] = len(d["rows"]) - 1
+        cell = lambda i, k, v: d["rows"][d["modules"]["row"][i]].__setitem__(k, v)  # noqa: E731
+        get = lambda i, k: d["rows"][d["modules"]["row"][i]][k]  # noqa: E731
     if how == "index out of range":
-        rows[7][tensors] = len(d["values"][tensors - 2])
+        cell(7, tensors, len(d["values"][tensors]))
     elif how == "negative index":
-        rows[7][tensors] = -1
+        cell(7, tensors, -1)
     elif how == "float index":
-        rows[7][tensors] = 1.0
+        cell(7, tensors, float(get(7, tensors)))
     elif how == "string index":
-        rows[7][tensors] = "0"
+        cell(7, tensors, "0")
     elif how == "parent after the row":
-        rows[7][0] = 9
+        if version == 2:
+            d["modules"][7][0] = 9
+        else:
+            d["modules"]["parent"][7] = 9
     elif how == "empty name":
-        rows[7][1] = ""
+        if version == 2:
+            d["modules"][7][1] = ""
+        else:
+            d["modules"]["name"][7] = ""
     elif how == "short row":
-        rows[7].pop()
+        if version == 2:
+            d["modules"][7].pop()
+        else:
+            d["rows"][d["modules"]["row"][7]].pop()
     elif how == "row not a list":
-        rows[7] = {"parent": 0}
+        if version == 2:
+            d["modules"][7] = {"parent": 0}
+        else:
+            d["modules"]["row"][7] = [0]
     elif how == "child without a row":
-        ch = fields.index("children")
         d["values"][ch].append(["nope"])
-        rows[0][ch + 2] = len(d["values"][ch]) - 1
+        if version == 2:
+            d["modules"][0][ch + 2] = len(d["values"][ch]) - 1
+        else:
+            d["rows"].append(list(d["rows"][d["modules"]["row"][0]]))
+            d["rows"][-1][ch] = len(d["values"][ch]) - 1
+            d["modules"]["row"][0] = len(d["rows"]) - 1
     elif how == "no rows":
-        d["modules"] = []
+        d["modules"] = [] if version == 2 else {"parent": [], "name": [], "row": []}
     return json.dumps(d)
 
 
@@ -131,16 +159,25 @@ DAMAGE = ["index out of range", "negative index", "float index", "string index",
           "short row", "row not a list", "child without a row", "no rows"]
 
 
+@pytest.mark.parametrize("version", [2, 3])
 @pytest.mark.parametrize("how", DAMAGE)
-def test_a_damaged_file_is_refused_when_read(compact_text, how):
-    with pytest.raises(ValueError, match="row|modules"):
-        loads(_damaged(compact_text, how))
+def test_a_damaged_file_is_refused_when_read(walked, how, version):
+    with pytest.raises(ValueError, match="row|modules|module"):
+        loads(_damaged(walked, how, version))
+
+
+def test_version_2_reads_as_version_3_does(walked, compact_text):
+    v2 = loads(json.dumps(to_compact_dict(walked)))
+    v3 = loads(compact_text)
+    assert v2 == v3 == walked
+    assert group(v2).extra("grouping") == group(v3).extra("grouping")
+    assert len(json.loads(compact_text)["rows"]) < len(walked.modules) / 20  # a few dozen rows for thousands
 
 
 @pytest.mark.parametrize("how", ["float index", "parent after the row", "child without a row"])
-def test_the_cli_says_one_line_for_a_damaged_file(tmp_path, compact_text, how):
+def test_the_cli_says_one_line_for_a_damaged_file(tmp_path, walked, how):
     bad = tmp_path / "records.json"
-    bad.write_text(_damaged(compact_text, how))
+    bad.write_text(_damaged(walked, how))
     p = subprocess.run([sys.executable, "-m", "archviz.cli", "inspect", str(bad), "layer", "3"], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stderr[-2000:]

@@ -65,12 +65,12 @@ class Kinds:
         record = self.record
         modules = record.modules
         # A compact file's modules (archviz.lazyrecords) are read as columns of shared values, no module made, and
-        # most are found by identity, without hashing their tensors: (class, module, id(tensors), id(attributes),
-        # kernels, children) -> kind (the columns keep every value alive while its id is a key). A walk's modules
-        # share no values: only hashing finds them.
+        # most are found by their row and their children's kinds, without hashing their values: (row, kinds of the
+        # children) -> kind. A walk's modules share no values: only hashing finds them.
         shared = hasattr(modules, "child_rows")
         if shared:
             paths = modules.paths
+            row_id = modules.row_ids()
             names, child_rows = modules.column("children"), modules.child_rows()
             rows: Any = zip(range(len(paths) - 1, -1, -1), reversed(modules.column("class_name")),
                             reversed(modules.column("class_module")), reversed(modules.column("tensors")),
@@ -99,11 +99,13 @@ class Kinds:
         for at, cn, cm, ts, attrs, kernels in rows:
             if shared:
                 cr = child_rows[at]
-                children = tuple(zip(names[at], [kid[r] for r in cr])) if cr else ()
-                if len(cr) >= _MIN_ITEMS and children[0][0].isdigit():
+                kids = tuple([kid[r] for r in cr]) if cr else ()
+                if len(cr) >= _MIN_ITEMS and names[at][0].isdigit():
                     suspects.append(paths[at])
-                quick = (cn, cm, id(ts), id(attrs), kernels, children)
+                quick = (row_id[at], kids)  # the same row: the same values in every field but the path
                 k = look(quick)
+                if k is None:
+                    children = tuple(zip(names[at], kids))
             else:
                 ch = at.children
                 if ch:

@@ -216,7 +216,7 @@ def test_outputs_follow_the_umask_and_killed_writes_are_swept(tiny_records, tmp_
     assert p.returncode == 0, p.stderr
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     assert not stale.exists()
-    assert json.loads(target.read_text())["schema"] == "archviz.records/2"  # walk writes the compact file
+    assert json.loads(target.read_text())["schema"] == "archviz.records/3"  # walk writes the compact file
 
 
 def test_build_replaces_only_a_site_it_made(tiny_records, tmp_path):
