@@ -13,10 +13,12 @@ import dataclasses
 import json
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .gcpause import collector_paused
 from .lazyrecords import from_columns, from_rows, rows_once
+from .recordcheck import check as check_value
+from .recordcheck import check_head
 
 SCHEMA = "archviz.records/1"
 
@@ -450,10 +452,6 @@ def dumps(record: ModelRecord, *, indent: int | None = None) -> str:
     return json.dumps(to_json_dict(record), indent=indent, ensure_ascii=False)
 
 
-def _tuple_shape(v: Iterable[Any]) -> tuple:
-    return tuple(v)
-
-
 def _decode_tensor(d: dict) -> TensorRecord:
     d = dict(d)
     d["shape"] = tuple(d["shape"])
@@ -522,12 +520,14 @@ def from_json_dict(d: dict[str, Any]) -> ModelRecord:
         input_embedding_path=sm.get("input_embedding_path"),
         input_embedding_parameters=sm.get("input_embedding_parameters", 0),
     )
-    return ModelRecord(
-        source=source,
-        modules=tuple(_decode_module(m) for m in d["modules"]),
-        summary=summary,
-        extras=tuple(d.get("extras", {}).items()),
-    )
+    check_head(source, summary)
+    modules = tuple(_decode_module(m) for m in d["modules"])
+    for m in modules:  # (a compact file checks each distinct value once instead)
+        if type(m.path) is not str:
+            raise ValueError(f"module path {m.path!r} is not a string")
+        for f in FIELDS:
+            check_value(f, getattr(m, f))
+    return ModelRecord(source=source, modules=modules, summary=summary, extras=tuple(d.get("extras", {}).items()))
 
 
 def loads(text: str) -> ModelRecord:
@@ -535,8 +535,10 @@ def loads(text: str) -> ModelRecord:
     d = json.loads(text)
     if isinstance(d, dict) and d.get("schema") in (SCHEMA_V2, SCHEMA_V3):
         return from_compact_dict(d)
-    return from_json_dict(d)
-
+    try:
+        return from_json_dict(d)
+    except (TypeError, KeyError, IndexError, AttributeError) as e:
+        raise ValueError(f"not a valid {SCHEMA} file ({type(e).__name__}: {e})") from None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -663,7 +665,10 @@ def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
         tables = []
         for f, vs in zip(FIELDS, values):
             dec = _DECODE.get(f)
-            tables.append([dec(v) if dec is not None and v is not None else v for v in vs])
+            table = [dec(v) if dec is not None and v is not None else v for v in vs]
+            for v in table:  # each distinct value once
+                check_value(f, v)
+            tables.append(table)
         if version == "3":
             m = d["modules"]
             if not isinstance(m, dict):

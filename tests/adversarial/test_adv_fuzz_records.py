@@ -1,0 +1,87 @@
+"""Fuzzing the records reader: a records file (versions 3, 2 and 1) with one part replaced by arbitrary JSON is
+either refused when it is read (ValueError, which the CLI turns into one line and exit 2) or read into records whose
+every module can be made, looked up and grouped, and that summary and inspect render. The lazy reader checks the file whole so that nothing fails later,
+when a renderer makes a module."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+import archviz
+from archviz.group import group
+from archviz.records import dumps, dumps_compact, loads, to_compact_dict
+from archviz.render.grouped import grouped_tree
+from archviz.render.terminal import summary_table
+from archviz.render.views import summary_json
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 10**6) | st.floats(allow_nan=False) |
+                    st.text(max_size=6), lambda kids: st.lists(kids, max_size=4) |
+                    st.dictionaries(st.text(max_size=4), kids, max_size=3), max_leaves=8)
+
+
+@pytest.fixture(scope="module")
+def docs() -> dict[int, dict]:
+    built = archviz.build(str(FIXTURES / "dsv3like" / "model.py"), config=str(FIXTURES / "dsv3like" / "config.json"))
+    from archviz.shapes import trace_shapes
+    from archviz.walk import walk
+
+    record = trace_shapes(built, walk(built), batch=2, seq=8)
+    return {3: json.loads(dumps_compact(record)), 2: to_compact_dict(record), 1: json.loads(dumps(record))}
+
+
+def _places(d: object, path: tuple = ()) -> list[tuple]:
+    """Every place in the document (but its extras) that a value can be put at."""
+    out = [path]
+    if isinstance(d, dict):
+        for k, v in d.items():
+            if path or k in ("fields", "values", "rows", "modules", "source", "summary"):
+                out += _places(v, (*path, k))
+    elif isinstance(d, list):
+        step = max(1, len(d) // 6)  # a sample of a long list's items, first and last included
+        for i in sorted({*range(0, len(d), step), len(d) - 1} if d else ()):
+            out += _places(d[i], (*path, i))
+    return out
+
+
+def _put(d: object, path: tuple, value: object) -> object:
+    if not path:
+        return value
+    d = json.loads(json.dumps(d))
+    at = d
+    for k in path[:-1]:
+        at = at[k]
+    at[path[-1]] = value
+    return d
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(version=st.sampled_from([3, 2, 1]), pick=st.integers(0, 10**6), value=JSON)
+def test_a_file_with_any_part_replaced_is_refused_or_reads_whole(docs, version, pick, value):
+    doc = docs[version]
+    places = [p for p in _places(doc) if p]
+    text = json.dumps(_put(doc, places[pick % len(places)], value))
+    try:
+        record = loads(text)
+    except ValueError:
+        return  # refused when read, with a message
+    modules = list(record.modules)  # every module can be made
+    assert len(modules) == len(record.modules)
+    index = record.index()
+    assert all(index[m.path] is not None for m in modules[:50])
+    for field in ("class_name", "tensors", "attributes", "kernels"):
+        assert len(record.column(field)) == len(modules)
+    grouped = group(record)
+    # what summary and inspect show, on a fixed-width console
+    console = Console(width=100, file=io.StringIO(), color_system=None)
+    console.print(summary_table(grouped))
+    console.print(grouped_tree(grouped, "", depth=4))
+    json.dumps(summary_json(grouped))
