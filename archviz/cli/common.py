@@ -242,7 +242,7 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
             raise ArchvizError(f"{source}: a records file is already built, so {', '.join(given)} cannot apply",
                                hint="give the model source to build it again with them, or drop them")
         record = read_records(source)
-        if grouping and record.extra("grouping") is None:
+        if grouping:  # always from the modules: a grouping stored in the file is derived data, never trusted
             from ..gcpause import collector_paused
             from ..group import group, load_names
 

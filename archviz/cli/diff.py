@@ -157,7 +157,7 @@ def diff(
         if site:
             from ..group import group
 
-            records = [r if r.extra("grouping") is not None else group(r) for r in records]  # diff reuses them
+            records = [group(r) for r in records]  # (a grouping a records file holds is made again, never trusted)
         with spinner("comparing"):
             result = diff_records(records[0], records[1], rules=rule_set, renames=_live_renames(*records),
                                   ignore=ignored, spec_a=a, spec_b=b)

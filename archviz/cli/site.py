@@ -42,8 +42,7 @@ from .common import (
 
 
 def _group(record: Any, names: str | None) -> Any:
-    if record.extra("grouping") is not None:
-        return record
+    """The records grouped from their modules (a grouping a records file holds is derived data: made again)."""
     from ..group import group, load_names
 
     return group(record, names=load_names(names)) if names else group(record)

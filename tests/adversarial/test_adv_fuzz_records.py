@@ -85,3 +85,37 @@ def test_a_file_with_any_part_replaced_is_refused_or_reads_whole(docs, version, 
     console.print(summary_table(grouped))
     console.print(grouped_tree(grouped, "", depth=4))
     json.dumps(summary_json(grouped))
+
+
+@pytest.mark.parametrize("stored", [{"nodes": "garbage"}, "from another model"])
+def test_a_grouping_stored_in_a_file_is_made_again(tmp_path, docs, stored):
+    """Grouping is derived from the modules: one a file carries (damaged, or another model's, with other counts)
+    changes nothing that summary, inspect and build show."""
+    import subprocess
+    import sys
+
+    from archviz.records import SCHEMA_V3
+
+    repo = FIXTURES.parent.parent
+    clean = tmp_path / "clean.json"
+    clean.write_text(json.dumps(docs[3]))
+    d = json.loads(json.dumps(docs[3]))
+    assert d["schema"] == SCHEMA_V3
+    if stored == "from another model":
+        other = archviz.build(str(FIXTURES / "dsv3like" / "model.py"), config=str(FIXTURES / "dsv3like" / "config.json"),
+                              overrides={"n_layers": 6, "dim": 128})
+        from archviz.walk import walk
+
+        stored = group(walk(other)).extra("grouping")
+        assert stored["nodes"][0]["total"] != group(loads(clean.read_text())).extra("grouping")["nodes"][0]["total"]
+    d["extras"]["grouping"] = stored
+    crafted = tmp_path / "crafted.json"
+    crafted.write_text(json.dumps(d))
+    for args in (["summary"], ["inspect", "layer", "1"], ["inspect", "--json"]):
+        outs = []
+        for f in (clean, crafted):
+            p = subprocess.run([sys.executable, "-m", "archviz.cli", args[0], str(f), *args[1:]], cwd=repo,
+                               capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0, p.stderr[-1500:]
+            outs.append(p.stdout.replace(str(f), "FILE"))
+        assert outs[0] == outs[1], args
