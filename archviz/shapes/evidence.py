@@ -44,18 +44,18 @@ class Second:
 
     def calls_of(self, path: str) -> list:
         """The calls of `path` in this pass: those of the block that ran where the memo answered its block."""
+        calls, copied = self.calls, self.copied
         for _ in range(64):  # a copy inside a copy (an expert of a memoised layer) resolves again
-            got = self.calls.get(path)
-            if got is not None or not self.copied:
+            got = calls.get(path)
+            if got is not None or not copied:
                 return got or []
-            parts = path.split(".")
-            for i in range(len(parts), 0, -1):
-                source = self.copied.get(".".join(parts[:i]))
-                if source is not None:
-                    path = ".".join([source, *parts[i:]])
-                    break
-            else:
-                return []
+            head = path  # the longest copied head of the path (itself first), found by cutting at the last dot
+            while (source := copied.get(head)) is None:
+                cut = head.rfind(".")
+                if cut < 0:
+                    return []
+                head = head[:cut]
+            path = source + path[len(head):]
         return []
 
 
