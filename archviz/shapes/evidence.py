@@ -33,6 +33,7 @@ class Second:
     user: dict[str, int] = dataclasses.field(default_factory=dict)  # the user's named dims, resized
     copied: dict[str, str] = dataclasses.field(default_factory=dict)  # memoised block -> the block that ran
     fixed: set[str] = dataclasses.field(default_factory=set)  # the user's dims the model took at no other size
+    _heads: dict[str, str | None] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def sizes_text(self) -> str:
         text = ", ".join([f"{s} = {getattr(self, s)}" for s in ("B", "T") if s in self.vary] +
@@ -49,14 +50,33 @@ class Second:
             got = calls.get(path)
             if got is not None or not copied:
                 return got or []
-            head = path  # the longest copied head of the path (itself first), found by cutting at the last dot
-            while (source := copied.get(head)) is None:
-                cut = head.rfind(".")
-                if cut < 0:
-                    return []
-                head = head[:cut]
-            path = source + path[len(head):]
+            head = self._copied_head(path)
+            if head is None:
+                return []
+            path = copied[head] + path[len(head):]
         return []
+
+    def _copied_head(self, path: str) -> str | None:
+        """The longest head of `path` (itself first) that the memo answered, or None; each head looked up once for
+        all the paths below it."""
+        memo, copied = self._heads, self.copied
+        seen = []
+        head: str | None = path
+        while True:
+            if head in memo:
+                head = memo[head]
+                break
+            if head in copied:
+                break
+            seen.append(head)
+            cut = head.rfind(".")
+            if cut < 0:
+                head = None
+                break
+            head = head[:cut]
+        for h in seen:
+            memo[h] = head
+        return head
 
 
 def symbol_values(B: int, T: int, used: set[str], user: dict[str, int]) -> set[int]:
