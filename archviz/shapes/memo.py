@@ -117,7 +117,11 @@ class BlockMemo:
             self.position = {m.path: i for i, m in enumerate(record.modules)}
             self._rels: dict[str, tuple[str, ...]] = {}
             self.kind: dict[str, int] = _kinds(record)
-        by_path = {path: tracer.objects_by_id[i] for i, path in tracer.paths.items()}
+        if like is not None and like.tracer.paths is tracer.paths:  # the same modules under the same paths
+            self.by_path = like.by_path
+        else:
+            self.by_path = {path: tracer.objects_by_id[i] for i, path in tracer.paths.items()}
+        by_path = self.by_path
         for path in self.kind:
             mod = by_path.get(path)
             if mod is None:
