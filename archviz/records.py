@@ -596,15 +596,40 @@ def _key(v: Any) -> Any:
         return ("\0repr", type(v).__name__, repr(v))
 
 
+# Fields told apart first by the objects they are or hold (the walk and the pass share equal records between modules;
+# a frozen dataclass hashes in Python, on every call), equal values of other objects merged after by `_key`; the
+# other fields' values (strings, tuples of them) are their own keys, hashed in C.
+_BY_ID: dict[str, Callable[[Any], Any]] = {
+    **dict.fromkeys(("totals", "own", "class_span", "init_span", "forward_span", "flow"), id),
+    **dict.fromkeys(("tensors", "calls", "call_sites"), lambda v: tuple(map(id, v)))}
+
+
+def _column(column: list[Any], by_id: Callable[[Any], Any] | None, enc: Callable[[Any], Any] | None) -> tuple:
+    """(a field's distinct values in the order first seen, encoded; each module's index into them), as one `_key(v)`
+    lookup per module gives (the modules own the objects meanwhile: an id stays its object's)."""
+    keys = column if by_id is None else list(map(by_id, column))
+    try:
+        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))  # each key's first module
+    except TypeError:  # attributes holding lists
+        keys = list(map(_key, column))
+        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
+    values: list[Any] = []
+    merged: dict[Any, int] = {}
+    at: dict[Any, int] = {}
+    for i in sorted(first.values()):  # the distinct keys, in module order
+        v = column[i]
+        j = merged.setdefault(_key(v) if by_id is not None else keys[i], len(values))
+        if j == len(values):
+            values.append(enc(v) if enc is not None and v is not None else v)
+        at[keys[i]] = j
+    return values, list(map(at.__getitem__, keys))
+
+
 def to_compact_dict(record: ModelRecord) -> dict[str, Any] | None:
     """Version 2 as a dict, or None when the modules do not form a tree of dotted names (then write version 1)."""
-    rows: list[list[Any]] = []
-    index: dict[str, int] = {}
-    tables: list[dict[Any, int]] = [{} for _ in FIELDS]
-    values: list[list[Any]] = [[] for _ in FIELDS]
-    encoders = [_ENCODE.get(f) for f in FIELDS]
+    parents, names, rels, index, modules = [], [], [], {}, record.modules
     with collector_paused():
-        for i, m in enumerate(record.modules):
+        for i, m in enumerate(modules):
             path = m.path
             if i == 0:
                 if path != "":
@@ -616,30 +641,27 @@ def to_compact_dict(record: ModelRecord) -> dict[str, Any] | None:
                 if parent is None or not name:
                     return None
             index[path] = i
-            prefix = f"{path}." if path else ""
-            rel = []
-            for c in m.children:
-                if not c.startswith(prefix) or "." in c[len(prefix):]:
+            parents.append(parent)
+            names.append(name)
+            children = m.children
+            if children and path:
+                prefix = path + "."
+                if not all(c.startswith(prefix) for c in children):
                     return None
-                rel.append(c[len(prefix):])
-            row: list[Any] = [parent, name]
-            for k, f in enumerate(FIELDS):
-                v = tuple(rel) if f == "children" else getattr(m, f)
-                key = _key(v)
-                t = tables[k]
-                j = t.get(key)
-                if j is None:
-                    j = t[key] = len(values[k])
-                    enc = encoders[k]
-                    values[k].append(enc(v) if enc is not None and v is not None else v)
-                row.append(j)
-            rows.append(row)
+                n = len(prefix)
+                children = tuple([c[n:] for c in children])
+            if children and any("." in c for c in children):
+                return None
+            rels.append(children)
+        values, indices = zip(*(_column(rels if f == "children" else list(map(operator.attrgetter(f), modules)),
+                                         _BY_ID.get(f), _ENCODE.get(f)) for f in FIELDS))
+        rows = [[*r] for r in zip(parents, names, *indices)]
         head = to_json_dict(ModelRecord(source=record.source, modules=(), summary=record.summary,
                                         extras=record.extras))
     head.pop("modules", None)
     head["schema"] = SCHEMA_V2
     return {"schema": SCHEMA_V2, **{k: v for k, v in head.items() if k != "schema"}, "fields": list(FIELDS),
-            "values": values, "modules": rows}
+            "values": list(values), "modules": rows}
 
 
 def dumps_compact(record: ModelRecord) -> str:

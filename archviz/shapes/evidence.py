@@ -33,6 +33,7 @@ class Second:
     user: dict[str, int] = dataclasses.field(default_factory=dict)  # the user's named dims, resized
     copied: dict[str, str] = dataclasses.field(default_factory=dict)  # memoised block -> the block that ran
     fixed: set[str] = dataclasses.field(default_factory=set)  # the user's dims the model took at no other size
+    _heads: dict[str, str | None] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def sizes_text(self) -> str:
         text = ", ".join([f"{s} = {getattr(self, s)}" for s in ("B", "T") if s in self.vary] +
@@ -44,19 +45,38 @@ class Second:
 
     def calls_of(self, path: str) -> list:
         """The calls of `path` in this pass: those of the block that ran where the memo answered its block."""
+        calls, copied = self.calls, self.copied
         for _ in range(64):  # a copy inside a copy (an expert of a memoised layer) resolves again
-            got = self.calls.get(path)
-            if got is not None or not self.copied:
+            got = calls.get(path)
+            if got is not None or not copied:
                 return got or []
-            parts = path.split(".")
-            for i in range(len(parts), 0, -1):
-                source = self.copied.get(".".join(parts[:i]))
-                if source is not None:
-                    path = ".".join([source, *parts[i:]])
-                    break
-            else:
+            head = self._copied_head(path)
+            if head is None:
                 return []
+            path = copied[head] + path[len(head):]
         return []
+
+    def _copied_head(self, path: str) -> str | None:
+        """The longest head of `path` (itself first) that the memo answered, or None; each head looked up once for
+        all the paths below it."""
+        memo, copied = self._heads, self.copied
+        seen = []
+        head: str | None = path
+        while True:
+            if head in memo:
+                head = memo[head]
+                break
+            if head in copied:
+                break
+            seen.append(head)
+            cut = head.rfind(".")
+            if cut < 0:
+                head = None
+                break
+            head = head[:cut]
+        for h in seen:
+            memo[h] = head
+        return head
 
 
 def symbol_values(B: int, T: int, used: set[str], user: dict[str, int]) -> set[int]:

@@ -25,8 +25,10 @@ def pass_mode(model: torch.nn.Module, train: bool) -> Iterator[None]:
     """The model in training mode (`train`) or eval for the passes run inside; every module's own mode put back
     afterwards. A model already in that mode (a build is in eval) is left alone: `train()` and the mode's restore
     are a Module.__setattr__ per module, a second of a 60,000-module model's pass if done for nothing."""
+    from ..walk.walker import preorder  # the modules as named_modules() lists them, without its recursive generators
+
     train = bool(train)
-    modes = [(m, m.training) for m in model.modules()]
+    modes = [(m, m.training) for _, m in preorder(model)]
     if any(mode is not train for _, mode in modes):
         model.train(train)
     try:

@@ -73,16 +73,25 @@ def _memo_targets(record: ModelRecord) -> list[str]:
     return list(dict.fromkeys(targets))
 
 
-def _kinds(record: ModelRecord) -> dict[str, tuple]:
+def _kinds(record: ModelRecord) -> dict[str, int]:
     """{memo target: its kind}. A block's kind, bottom-up: its own classes, tensors and attributes (the layer number
     aside) and its children's kinds by name -- each module's part made once, however many targets nest around it."""
     targets = _memo_targets(record)
-    tree: dict[str, tuple] = {}
-    index = record.index()
+    # A kind is a number: equal parts (own, and the children's kinds by name) are one number, so a kind compares and
+    # hashes at once however deep its block; a module's own part is worked out once for the records it shares with
+    # others (the walk shares tensors and attributes between repeated blocks).
+    number: dict[tuple, int] = {}
+    own_of: dict[tuple, int] = {}
+    tree: dict[str, int] = {}
     for m in reversed(record.modules):
-        own = (m.class_module, m.class_name, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors),
-               tuple((k, repr(v)) for k, v in m.attributes if k not in _INDEX_ATTRS))
-        tree[m.path] = (own, tuple((index[c].name, tree[c]) for c in m.children))
+        shared = (m.class_module, m.class_name, id(m.tensors), id(m.attributes))  # the record keeps both alive
+        own = own_of.get(shared)
+        if own is None:
+            own = own_of[shared] = number.setdefault(
+                (m.class_module, m.class_name, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors),
+                 tuple((k, repr(v)) for k, v in m.attributes if k not in _INDEX_ATTRS)), len(number))
+        key = (own, tuple((c.rpartition(".")[2], tree[c]) for c in m.children))
+        tree[m.path] = number.setdefault(key, len(number))
     return {t: tree[t] for t in targets}
 
 
@@ -107,8 +116,12 @@ class BlockMemo:
         else:
             self.position = {m.path: i for i, m in enumerate(record.modules)}
             self._rels: dict[str, tuple[str, ...]] = {}
-            self.kind: dict[str, tuple] = _kinds(record)
-        by_path = {path: tracer.objects_by_id[i] for i, path in tracer.paths.items()}
+            self.kind: dict[str, int] = _kinds(record)
+        if like is not None and like.tracer.paths is tracer.paths:  # the same modules under the same paths
+            self.by_path = like.by_path
+        else:
+            self.by_path = {path: tracer.objects_by_id[i] for i, path in tracer.paths.items()}
+        by_path = self.by_path
         for path in self.kind:
             mod = by_path.get(path)
             if mod is None:

@@ -19,7 +19,11 @@ _PRIMES_T = (13, 11, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73,
 
 def _taken(record: ModelRecord) -> set[int]:
     taken: set[int] = set()
+    seen: set[int] = set()  # the walk shares one tuple of tensor records between repeated blocks: read each once
     for m in record.modules:
+        if id(m.tensors) in seen:
+            continue
+        seen.add(id(m.tensors))
         for t in m.tensors:
             taken.update(int(d) for d in t.shape)
     for _, v in record.source.config:

@@ -231,19 +231,30 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                                  input_dtypes=tuple(d for _, d in ins), output_dtypes=tuple(d for _, d in outs))
         return c
 
-    def paired(path: str) -> list[tuple]:
-        first = tracer.calls.get(path, ())
+    # The memo copies a call entry as it is to every block it answers: a pair of entries (this pass's, the second's)
+    # is one Call, found by the entries' ids (tracer.calls and second.calls keep them) before their shapes are keyed.
+    by_entries: dict[tuple[int, int], Call] = {}
+
+    def calls_at(path: str) -> tuple[Call, ...]:
+        first = tracer.calls.get(path)
+        if not first:
+            return ()
         other = second.calls_of(path) if isinstance(second, Second) else ()
         if len(other) != len(first):  # no evidence for this module: its calls differ between the passes
             other = (None,) * len(first)
-        return [(tuple(ins), tuple(outs), None if o is None else (tuple(o[0]), tuple(o[1])))
-                for (ins, outs), o in zip(first, other)]
+        out = []
+        for entry, o in zip(first, other):
+            c = by_entries.get((id(entry), id(o)))
+            if c is None:
+                ins, outs = entry
+                c = by_entries[(id(entry), id(o))] = call(tuple(ins), tuple(outs),
+                                                           None if o is None else (tuple(o[0]), tuple(o[1])))
+            out.append(c)
+        return tuple(out)
 
     modules = []
     site_of: dict[tuple, CallSite] = {}
-    calls_of: dict[str, tuple] = {}
-    for m in record.modules:
-        calls_of[m.path] = tuple(call(ins, outs, other) for ins, outs, other in paired(m.path))
+    calls_of: dict[str, tuple] = {m.path: calls_at(m.path) for m in record.modules}
     # A flow's shapes take the names its module's and children's calls have for the same raw shape (named by the
     # second pass's evidence); a shape no call has (an op's own) is named by value.
     flow_of = _flows(tracer.flows, calls_of, tracer.calls, lambda shape: dims(shape, None))

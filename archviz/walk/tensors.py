@@ -66,8 +66,11 @@ def _block_compatible(scale_shape: tuple, weight_shape: tuple) -> bool:
     return all(0 < s <= w for s, w in zip(scale_shape, weight_shape))
 
 
-def classify_module(module: Any, path: str, seen: dict[int, str]) -> tuple[TensorRecord, ...]:
-    """Records for one module's own parameters and buffers. `seen` maps id(tensor) -> first full name."""
+def classify_module(module: Any, path: str, seen: dict[int, str],
+                    made: dict[tuple, Any] | None = None) -> tuple[TensorRecord, ...]:
+    """Records for one module's own parameters and buffers. `seen` maps id(tensor) -> first full name. `made`: a dict
+    the caller passes for every module of one model, in which equal records (and tuples of them) are made once and
+    shared -- the walk's 256 experts of a layer hold the same objects, which the records writer finds by identity."""
     params = [(n, p) for n, p in module._parameters.items() if p is not None]
     buffers = [(n, b) for n, b in module._buffers.items() if b is not None]
     if not params and not buffers:
@@ -94,6 +97,17 @@ def classify_module(module: Any, path: str, seen: dict[int, str]) -> tuple[Tenso
         if attached is not None:
             scale_of[id(attached)] = wn
 
+    if made is None:
+        made = {}
+
+    def record(*fields: Any, persistent: bool | None = None, packing: str | None = None, alias_of: str | None = None,
+               scales: str | None = None, logical_shape: tuple | None = None, note: str | None = None) -> TensorRecord:
+        key = (*fields, persistent, packing, alias_of, scales, logical_shape, note)
+        hit = made.get(key)
+        if hit is None:
+            hit = made[key] = TensorRecord(*key)
+        return hit
+
     out = []
     prefix = f"{path}." if path else ""
     for n, t in params:
@@ -104,14 +118,14 @@ def classify_module(module: Any, path: str, seen: dict[int, str]) -> tuple[Tenso
         nbytes = numel * t.element_size()
         first = seen.get(key)
         if first is not None:
-            out.append(TensorRecord(n, ALIAS, tuple(t.shape), dn, 0, numel, 0, alias_of=first))
+            out.append(record(n, ALIAS, tuple(t.shape), dn, 0, numel, 0, alias_of=first))
             continue
         seen[key] = full
         if n in quantized:
             logical, packing = quantized[n]
             elements = numel * 2 if packing else numel
-            out.append(TensorRecord(n, WEIGHT, tuple(t.shape), dn, elements, numel, nbytes, packing=packing,
-                                    logical_shape=logical if packing else None))
+            out.append(record(n, WEIGHT, tuple(t.shape), dn, elements, numel, nbytes, packing=packing,
+                              logical_shape=logical if packing else None))
             continue
         scaled = scale_of.get(key)
         if scaled is None and quantized:
@@ -120,16 +134,16 @@ def classify_module(module: Any, path: str, seen: dict[int, str]) -> tuple[Tenso
             elif n in _SCALE_NAMES or any(n == f"{w}_{s}" or n == f"{w}.{s}" for w in quantized for s in _SCALE_NAMES):
                 scaled = _pair_by_shape(tuple(t.shape), quantized)
         if scaled is not None:
-            out.append(TensorRecord(n, SCALE, tuple(t.shape), dn, numel, numel, nbytes, scales=scaled))
+            out.append(record(n, SCALE, tuple(t.shape), dn, numel, numel, nbytes, scales=scaled))
         elif dn in _E8M0:
-            out.append(TensorRecord(n, SCALE, tuple(t.shape), dn, numel, numel, nbytes,
-                                    note="e8m0 exponent scale with no quantized weight beside it"))
+            out.append(record(n, SCALE, tuple(t.shape), dn, numel, numel, nbytes,
+                              note="e8m0 exponent scale with no quantized weight beside it"))
         elif dn in _INT:
-            out.append(TensorRecord(n, TABLE, tuple(t.shape), dn, numel, numel, nbytes))
+            out.append(record(n, TABLE, tuple(t.shape), dn, numel, numel, nbytes))
         elif n == "bias" or n.endswith("_bias"):
-            out.append(TensorRecord(n, BIAS, tuple(t.shape), dn, numel, numel, nbytes))
+            out.append(record(n, BIAS, tuple(t.shape), dn, numel, numel, nbytes))
         else:
-            out.append(TensorRecord(n, WEIGHT, tuple(t.shape), dn, numel, numel, nbytes))
+            out.append(record(n, WEIGHT, tuple(t.shape), dn, numel, numel, nbytes))
     for n, t in buffers:
         key = id(t)
         dn = _dtype_name(t.dtype)
@@ -137,17 +151,21 @@ def classify_module(module: Any, path: str, seen: dict[int, str]) -> tuple[Tenso
         persistent = n not in non_persistent
         first = seen.get(key)
         if first is not None:
-            out.append(TensorRecord(n, ALIAS, tuple(t.shape), dn, 0, numel, 0, persistent=persistent,
-                                    alias_of=first))
+            out.append(record(n, ALIAS, tuple(t.shape), dn, 0, numel, 0, persistent=persistent,
+                              alias_of=first))
             continue
         seen[key] = prefix + n
         if dn in _E8M0 and quantized:
-            out.append(TensorRecord(n, SCALE, tuple(t.shape), dn, numel, numel, numel * t.element_size(),
-                                    persistent=persistent, scales=_pair_by_shape(tuple(t.shape), quantized)))
+            out.append(record(n, SCALE, tuple(t.shape), dn, numel, numel, numel * t.element_size(),
+                              persistent=persistent, scales=_pair_by_shape(tuple(t.shape), quantized)))
             continue
-        out.append(TensorRecord(n, BUFFER, tuple(t.shape), dn, numel, numel, numel * t.element_size(),
-                                persistent=persistent))
-    return tuple(out)
+        out.append(record(n, BUFFER, tuple(t.shape), dn, numel, numel, numel * t.element_size(),
+                          persistent=persistent))
+    key = tuple(map(id, out))  # ints, unlike a record's key; the records are made's own, so their ids stay theirs
+    hit = made.get(key)
+    if hit is None:
+        hit = made[key] = tuple(out)
+    return hit
 
 
 def _pair_by_shape(shape: tuple, quantized: dict[str, tuple]) -> str | None:

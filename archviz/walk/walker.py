@@ -88,12 +88,18 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
     partial: list[tuple] = []
     children_of: dict[str, list[str]] = {}
     init_of: dict[str, SourceSpan | None] = {}
+    # Equal records made once (tensors, totals): repeated blocks share them, and the records writer finds them by id
+    made: dict[tuple, Any] = {}
+    own_of: dict[int, Totals] = {}  # id(the shared tensors tuple) -> its totals
     for i, (path, mod) in enumerate(entries):
-        tensors = classify_module(mod, path, seen)
+        tensors = classify_module(mod, path, seen, made)
         cls = type(mod)
         class_span, init_span, forward_span, doc = spans.for_class(cls)
         init_of[path] = init_span
-        own[path] = own_totals(tensors)
+        t = own_of.get(id(tensors))
+        if t is None:
+            t = own_of[id(tensors)] = own_totals(tensors)
+        own[path] = t
         if path:
             parent = path.rsplit(".", 1)[0] if "." in path else ""
             children_of.setdefault(parent, []).append(path)
@@ -122,10 +128,19 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
                 partial[j] = (*e[:8], hit)
     # Totals bottom-up: children come after their parent in pre-order, so a reverse pass sees them first.
     totals: dict[str, Totals] = {}
+    summed: dict[tuple, Totals] = {}  # (own, children's totals) by id -> their sum, made once
     for path, *_ in reversed(partial):
         t = own[path]
-        for c in children_of.get(path, ()):
-            t = t + totals[c]
+        children = children_of.get(path)
+        if children:
+            parts = [t, *map(totals.__getitem__, children)]
+            key = tuple(map(id, parts))  # the parts are kept by `own` and `totals`, so their ids stay theirs
+            hit = summed.get(key)
+            if hit is None:
+                for c in parts[1:]:
+                    t = t + c
+                hit = summed[key] = t
+            t = hit
         totals[path] = t
     records = tuple(
         ModuleRecord(path=path, class_name=cls.__qualname__, class_module=cls.__module__,
