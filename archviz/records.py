@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from .gcpause import collector_paused
-from .lazyrecords import from_columns, from_rows, rows_once
+from .compactfile import BY_ID, column_values, from_columns, from_rows, rows_once
 from .recordcheck import check as check_value
 from .recordcheck import check_head
 
@@ -245,7 +245,7 @@ class ModelRecord:
     extras: tuple[tuple[str, Any], ...] = ()  # later stages (grouping, checkpoint) attach JSON-able data here
 
     def module(self, path: str) -> ModuleRecord:
-        if hasattr(self.modules, "row_of"):  # a compact file's modules (archviz.lazyrecords): no scan
+        if hasattr(self.modules, "row_of"):  # a compact file's modules (archviz.compactfile): no scan
             return self.index()[path]
         for m in self.modules:
             if m.path == path:
@@ -549,7 +549,7 @@ def loads(text: str) -> ModelRecord:
 # value once ("fields", "values"); a module is its parent, its name and an index into each field's values (version 2:
 # a row per module; version 3, which `dumps_compact` writes: the distinct rows once, and three lists). Reading
 # decodes each distinct value once and shares it between the modules that hold it (records are immutable), and makes
-# a module only when it is read (archviz.lazyrecords). `archviz.records.loads` reads every version.
+# a module only when it is read (archviz.compactfile). `archviz.records.loads` reads every version.
 
 SCHEMA_V2 = "archviz.records/2"
 SCHEMA_V3 = "archviz.records/3"
@@ -588,45 +588,9 @@ _DECODE: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _key(v: Any) -> Any:
-    try:
-        hash(v)
-        return v
-    except TypeError:  # attributes holding lists
-        return ("\0repr", type(v).__name__, repr(v))
-
-
-# Fields told apart first by the objects they are or hold (the walk and the pass share equal records between modules;
-# a frozen dataclass hashes in Python, on every call), equal values of other objects merged after by `_key`; the
-# other fields' values (strings, tuples of them) are their own keys, hashed in C.
-_BY_ID: dict[str, Callable[[Any], Any]] = {
-    **dict.fromkeys(("totals", "own", "class_span", "init_span", "forward_span", "flow"), id),
-    **dict.fromkeys(("tensors", "calls", "call_sites"), lambda v: tuple(map(id, v)))}
-
-
-def _column(column: list[Any], by_id: Callable[[Any], Any] | None, enc: Callable[[Any], Any] | None) -> tuple:
-    """(a field's distinct values in the order first seen, encoded; each module's index into them), as one `_key(v)`
-    lookup per module gives (the modules own the objects meanwhile: an id stays its object's)."""
-    keys = column if by_id is None else list(map(by_id, column))
-    try:
-        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))  # each key's first module
-    except TypeError:  # attributes holding lists
-        keys = list(map(_key, column))
-        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
-    values: list[Any] = []
-    merged: dict[Any, int] = {}
-    at: dict[Any, int] = {}
-    for i in sorted(first.values()):  # the distinct keys, in module order
-        v = column[i]
-        j = merged.setdefault(_key(v) if by_id is not None else keys[i], len(values))
-        if j == len(values):
-            values.append(enc(v) if enc is not None and v is not None else v)
-        at[keys[i]] = j
-    return values, list(map(at.__getitem__, keys))
-
-
-def to_compact_dict(record: ModelRecord) -> dict[str, Any] | None:
-    """Version 2 as a dict, or None when the modules do not form a tree of dotted names (then write version 1)."""
+def to_compact_dict(record: ModelRecord, version: int = 2) -> dict[str, Any] | None:
+    """Version 2 (or 3) as a dict, or None when the modules do not form a tree of dotted names (then write version
+    1)."""
     parents, names, rels, index, modules = [], [], [], {}, record.modules
     with collector_paused():
         for i, m in enumerate(modules):
@@ -653,27 +617,30 @@ def to_compact_dict(record: ModelRecord) -> dict[str, Any] | None:
             if children and any("." in c for c in children):
                 return None
             rels.append(children)
-        values, indices = zip(*(_column(rels if f == "children" else list(map(operator.attrgetter(f), modules)),
-                                         _BY_ID.get(f), _ENCODE.get(f)) for f in FIELDS))
-        rows = [[*r] for r in zip(parents, names, *indices)]
+        values, indices = zip(*(column_values(rels if f == "children" else list(map(operator.attrgetter(f), modules)),
+                                              BY_ID.get(f), _ENCODE.get(f)) for f in FIELDS))
         head = to_json_dict(ModelRecord(source=record.source, modules=(), summary=record.summary,
                                         extras=record.extras))
     head.pop("modules", None)
-    head["schema"] = SCHEMA_V2
-    return {"schema": SCHEMA_V2, **{k: v for k, v in head.items() if k != "schema"}, "fields": list(FIELDS),
-            "values": list(values), "modules": rows}
+    head.pop("schema", None)
+    if version == 2:
+        return {"schema": SCHEMA_V2, **head, "fields": list(FIELDS), "values": list(values),
+                "modules": [[*r] for r in zip(parents, names, *indices)]}
+    rows, row = rows_once(indices)
+    return {"schema": SCHEMA_V3, **head, "fields": list(FIELDS), "values": list(values), "rows": rows,
+            "modules": {"parent": parents, "name": names, "row": row}}
 
 
 def dumps_compact(record: ModelRecord) -> str:
     """The records as version 3 text (version 1 where the module paths do not form a tree)."""
-    d = to_compact_dict(record)
+    d = to_compact_dict(record, 3)
     if d is None:
         return dumps(record)
-    return json.dumps(rows_once(d, SCHEMA_V3), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
 
 
 def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
-    """A version 2 or 3 dict as a record whose modules are made when read (`archviz.lazyrecords`); malformed data
+    """A version 2 or 3 dict as a record whose modules are made when read (`archviz.compactfile`); malformed data
     raises ValueError (TypeError, KeyError, IndexError inside), all of it found here rather than when a module is
     read."""
     version = d.get("schema", "").rsplit("/", 1)[-1]

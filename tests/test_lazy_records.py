@@ -1,4 +1,4 @@
-"""The compact records file's lazy reader (`archviz.lazyrecords`): the records it gives are the walk's, grouping and
+"""The compact records file's lazy reader (`archviz.compactfile`): the records it gives are the walk's, grouping and
 `inspect layer N` read only the modules they show, and a damaged file is refused when it is read, with the row."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 import archviz
 from archviz.group import group
-from archviz.lazyrecords import CompactModules
+from archviz.compactfile import CompactModules
 from archviz.records import dumps, dumps_compact, from_json_dict, loads, to_compact_dict
 from archviz.render.grouped import grouped_tree
 from archviz.shapes import trace_shapes

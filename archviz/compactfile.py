@@ -1,14 +1,16 @@
-"""The modules of a compact records file (`archviz.records/3`, or `/2`), made only where a command reads them.
+"""The compact records files (`archviz.records/3`, and `/2`): their modules, made only where a command reads them,
+and, for the writer, each field's distinct values.
 
 A model's 60,000 modules are a few dozen distinct field values told apart by path: `inspect layer 3` reads a few
-hundred of them, `summary` a handful. `CompactModules` is the tuple of `ModuleRecord`s that `ModelRecord.modules`
-holds, but it keeps what the file holds (each module's parent, name and row: every field an index into the decoded
-distinct values, and the distinct rows once) and makes a record the first time it is asked for. What every module has to be scanned for (class names, tensors, attributes, kernels, the
-tree) is read from the rows as columns of shared values (`column`, `child_rows`), without making a record.
+hundred of them, `summary` none. `CompactModules` is the tuple of `ModuleRecord`s that `ModelRecord.modules` holds,
+but it keeps what the file holds (each module's parent, name and row: every field an index into the decoded distinct
+values, the distinct rows once) and makes a record the first time it is asked for. What every module has to be
+scanned for (class names, tensors, attributes, kernels, the tree) is read as columns of shared values (`column`,
+`child_rows`, `row_ids`), without making a record.
 
 The whole file is checked when it is read (`from_columns`, `from_rows`): every module's parent, name and row, every
-index in range of its field's values, every child named a module below, so making a module later cannot fail. Equality, hashing and iteration are those of
-the tuple it stands for.
+index in range of its field's values, every child named a module below, so making a module later cannot fail.
+Equality, hashing and iteration are those of the tuple it stands for.
 """
 
 from __future__ import annotations
@@ -269,23 +271,51 @@ def from_rows(modules: Any, tables: list[list[Any]], make: Callable[..., ModuleR
     return from_columns(list(columns[0]), list(columns[1]), row, rows, tables, make, fields, defaults)
 
 
-def rows_once(d: dict[str, Any], schema: str) -> dict[str, Any]:
-    """A version 2 dict as version 3 (`schema`): each distinct row of value indices stored once, the modules as
-    three lists (parent, name, row)."""
-    modules = d["modules"]
+def rows_once(indices: tuple[list[int], ...]) -> tuple[list[list[int]], list[int]]:
+    """Each field's index per module (`indices[k][i]`) as version 3 holds them: the distinct rows once, in module
+    order, and each module's row."""
     distinct: dict[tuple, int] = {}
-    row = []
-    for r in modules:
-        key = tuple(r[2:])
-        j = distinct.get(key)
-        if j is None:
-            j = distinct[key] = len(distinct)
-        row.append(j)
-    out = {k: v for k, v in d.items() if k != "modules"}
-    out["schema"] = schema
-    out["rows"] = [list(key) for key in distinct]
-    out["modules"] = {"parent": [r[0] for r in modules], "name": [r[1] for r in modules], "row": row}
-    return out
+    row = [distinct.setdefault(key, len(distinct)) for key in zip(*indices)]
+    return [list(key) for key in distinct], row
 
 
-__all__ = ["CompactModules", "LazyIndex", "from_columns", "from_rows", "rows_once"]
+# -- writing: each field's distinct values ----------------------------------------------------------------------------
+
+def _key(v: Any) -> Any:
+    try:
+        hash(v)
+        return v
+    except TypeError:  # attributes holding lists
+        return ("\0repr", type(v).__name__, repr(v))
+
+
+# Fields told apart first by the objects they are or hold (the walk and the pass share equal records between modules;
+# a frozen dataclass hashes in Python, on every call), equal values of other objects merged after by `_key`; the
+# other fields' values (strings, tuples of them) are their own keys, hashed in C.
+BY_ID: dict[str, Callable[[Any], Any]] = {
+    **dict.fromkeys(("totals", "own", "class_span", "init_span", "forward_span", "flow"), id),
+    **dict.fromkeys(("tensors", "calls", "call_sites"), lambda v: tuple(map(id, v)))}
+
+
+def column_values(column: list[Any], by_id: Callable[[Any], Any] | None, enc: Callable[[Any], Any] | None) -> tuple:
+    """(a field's distinct values in the order first seen, encoded; each module's index into them), as one `_key(v)`
+    lookup per module gives (the modules own the objects meanwhile: an id stays its object's)."""
+    keys = column if by_id is None else list(map(by_id, column))
+    try:
+        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))  # each key's first module
+    except TypeError:  # attributes holding lists
+        keys = list(map(_key, column))
+        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
+    values: list[Any] = []
+    merged: dict[Any, int] = {}
+    at: dict[Any, int] = {}
+    for i in sorted(first.values()):  # the distinct keys, in module order
+        v = column[i]
+        j = merged.setdefault(_key(v) if by_id is not None else keys[i], len(values))
+        if j == len(values):
+            values.append(enc(v) if enc is not None and v is not None else v)
+        at[keys[i]] = j
+    return values, list(map(at.__getitem__, keys))
+
+
+__all__ = ["BY_ID", "CompactModules", "LazyIndex", "column_values", "from_columns", "from_rows", "rows_once"]
