@@ -522,11 +522,15 @@ def from_json_dict(d: dict[str, Any]) -> ModelRecord:
     )
     check_head(source, summary)
     modules = tuple(_decode_module(m) for m in d["modules"])
-    for m in modules:  # (a compact file checks each distinct value once instead)
-        if type(m.path) is not str:
-            raise ValueError(f"module path {m.path!r} is not a string")
+    at: dict[str, int] = {}
+    for i, m in enumerate(modules):  # (a compact file checks each distinct value once instead)
+        if type(m.path) is not str or at.setdefault(m.path, i) != i:
+            raise ValueError(f"module {i}: path {m.path!r} is not a string, or another module's")
         for f in FIELDS:
             check_value(f, getattr(m, f))
+    for i, m in enumerate(modules):  # pre-order: a module's children come after it
+        if any(at.get(c, -1) <= i for c in m.children):
+            raise ValueError(f"module {i} ({m.path or 'the root'}): a child is no module after it")
     return ModelRecord(source=source, modules=modules, summary=summary, extras=tuple(d.get("extras", {}).items()))
 
 

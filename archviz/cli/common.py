@@ -203,7 +203,12 @@ def read_records(path: str) -> Any:
 
     try:
         with open(path, encoding="utf-8") as f, collector_paused():  # JSON of a million acyclic objects
-            return loads(f.read())
+            record = loads(f.read())
+        if record.extra("cost") is not None:  # what the cost renderers read, checked now rather than failing there
+            from ..cost.extra import check as check_cost
+
+            check_cost(record.extra("cost"))
+        return record
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ArchvizError(f"{path}: not a readable records file ({e})",
                            hint="write one with `archviz walk SOURCE -o records.json`") from None

@@ -119,3 +119,42 @@ def test_a_grouping_stored_in_a_file_is_made_again(tmp_path, docs, stored):
             assert p.returncode == 0, p.stderr[-1500:]
             outs.append(p.stdout.replace(str(f), "FILE"))
         assert outs[0] == outs[1], args
+
+
+@pytest.fixture(scope="module")
+def cost_doc() -> dict:
+    from archviz.cost.measure import measure
+
+    return json.loads(dumps_compact(measure(str(FIXTURES / "dsv3like" / "model.py"),
+                                            config=str(FIXTURES / "dsv3like" / "config.json"))))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pick=st.integers(0, 10**6), value=JSON)
+def test_a_cost_extra_with_any_part_replaced_is_refused_or_renders(cost_doc, pick, value):
+    """`archviz cost -o` records with one part of `extras.cost` replaced: refused when read (what the CLI's reader
+    checks: archviz.cost.extra), or the cost report and the site's cost section render."""
+    from archviz.cost.extra import check
+    from archviz.cost.report import cost_report
+    from archviz.render.site import render_site
+
+    places = [p for p in _places_all(cost_doc["extras"]["cost"]) if p]
+    text = json.dumps(_put(cost_doc, ("extras", "cost", *places[pick % len(places)]), value))
+    try:
+        record = loads(text)
+        check(record.extra("cost"))
+    except ValueError:
+        return
+    cost_report(record)
+    render_site([group(record)])
+
+
+def _places_all(d: object, path: tuple = ()) -> list[tuple]:
+    out = [path]
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out += _places_all(v, (*path, k))
+    elif isinstance(d, list):
+        for i in sorted({0, len(d) - 1} if d else ()):
+            out += _places_all(d[i], (*path, i))
+    return out
