@@ -31,13 +31,14 @@ from archviz.errors import CheckpointError
 from archviz.records import BIAS, WEIGHT, ModelRecord
 
 from .records import CheckpointInventory
+from .templates import clear as clear_templates
 from .hf_live import FACTS_KEY, live_ruleset
 from .rules import Rules, Ruleset, load_rules
 from .entries import (
-    Entry, block_size, check_scales, checkpoint_only_label, ck_desc, counts_text, direct_entry, fused_entry,
-    scale_renamer, split_entries,
+    DirectEntries, Entry, block_size, check_scales, checkpoint_only_label, ck_desc, counts_text, fused_entry,
+    split_entries,
 )
-from .compact import compact_entries, compact_checkpoint_only
+from .compact import compact_checkpoint_only, compact_entries, compact_entry_list  # noqa: F401
 from .aggregate import module_verdicts
 from .units import INT_CK, NON_PARAM_LABELS, Unit, model_index, checkpoint_units
 from .mapping import Resolver, choose_ruleset, map_units
@@ -97,8 +98,11 @@ def compare(record: ModelRecord, inventory: CheckpointInventory | str | os.PathL
 
         inventory = open_checkpoint(inventory)
     # Hundreds of thousands of small objects, none cyclic: the cyclic collector would only rescan them.
-    with collector_paused():
-        return _compare(record, inventory, rules, compact)
+    try:
+        with collector_paused():
+            return _compare(record, inventory, rules, compact)
+    finally:
+        clear_templates()  # the names' memoised splits
 
 
 def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules | str | os.PathLike[str] | None,
@@ -150,7 +154,7 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
         by_target.setdefault(tgt, []).append(u)
 
     entries: list[Entry] = []
-    scale_rename = scale_renamer(ruleset, rules.user)
+    direct_entry = DirectEntries(block, rules, ruleset, rules.user, resolver)
     for name, mt in targets.items():
         group = split_of.get(name)
         if group is not None:
@@ -178,8 +182,7 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
                 leftovers.append((u, "tied copy"))
             direct = [direct[0]] + [u for u in direct[1:] if u not in same]
         if len(direct) == 1 and not fused:
-            entries.append(direct_entry(mt, direct[0], block, rules, ruleset, rules.user, resolver,
-                                        scale_rename))
+            entries.append(direct_entry(mt, direct[0]))
         else:
             entries.append(fused_entry(mt, direct + fused, block, rules))
         for u in us:
@@ -244,11 +247,11 @@ def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[Entry],
         "unexplained": unexplained,
         "scales": {"paired": scales_paired, "weights_with_bad_scales": bad_scales},
     }
-    tensors = [e.to_json() for e in entries]
-    if compact or (compact is None and len(tensors) > COMPACT_ABOVE):
-        tensors = compact_entries(tensors)
+    if compact or (compact is None and len(entries) > COMPACT_ABOVE):
+        tensors = compact_entry_list(entries)
         ck_list = compact_checkpoint_only(ck_only)
     else:
+        tensors = [e.to_json() for e in entries]
         ck_list = ck_only
     return {
         "source": inv.source,
