@@ -122,7 +122,16 @@ def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entri
         s = stats[i]
         if s is None:
             s = stats[i] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
-        _add(s, add, slot, note, k)
+        for f, v in add:
+            s[f] += v
+        s[slot] += 1
+        if note is not None:
+            ns = s[8]
+            if note not in ns:
+                if len(ns) < 4:
+                    ns[note] = k
+                else:
+                    s[9] = True
     for i in range(n - 1, 0, -1):
         s = stats[i]
         if s is None:
@@ -132,8 +141,14 @@ def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entri
         if t is None:
             stats[j] = [*s[:8], dict(s[8]), s[9]]
             continue
-        for f in range(8):
-            t[f] += s[f]
+        t[0] += s[0]
+        t[1] += s[1]
+        t[2] += s[2]
+        t[3] += s[3]
+        t[4] += s[4]
+        t[5] += s[5]
+        t[6] += s[6]
+        t[7] += s[7]
         if s[8]:
             tn = t[8]
             for note, at in s[8].items():

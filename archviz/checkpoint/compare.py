@@ -165,6 +165,11 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
                     u.assigned = True
             continue
         us = by_target.get(name)
+        if us is not None and len(us) == 1 and us[0].fuse is None:  # one checkpoint tensor, as is: most of them
+            u = us[0]
+            entries.append(direct_entry(mt, u))
+            u.assigned = True
+            continue
         t = mt.rec
         if not us:
             entries.append(Entry(name, mt.module, [], "missing", t.kind, t.elements, 0, t.kind in (WEIGHT, BIAS),
@@ -228,7 +233,8 @@ def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[Entry],
         counts[e.verdict] += 1
     unexplained = sum(1 for e in entries if e.verdict == "checkpoint-only" and not e.explained)
     scales_paired = sum(len(u.scales) for u in units)
-    bad_scales = sum(1 for u in units if u.scales and not check_scales(u, block, rules.fp4_block)[0])
+    bad_scales = sum(1 for u in units if u.scales and not (
+        u.scales_ok if u.scales_ok is not None else check_scales(u, block, rules.fp4_block)[0]))
     verdict = "match" if not (counts["mismatch"] or counts["missing"] or unexplained) else "mismatch"
     labels: dict[str, int] = {}
     for c in ck_only:

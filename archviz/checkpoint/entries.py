@@ -263,8 +263,9 @@ class DirectEntries:
             e = _direct(mt, u, self.block, self.rules, met, [ex for ex, a in zip(self.explains, applies) if a])
             proto = self.memo[key] = (e.verdict, e.kind, e.model_elements, e.checkpoint_elements, e.parameter,
                                       e.model_shape, e.checkpoint_shape, e.model_dtype, e.checkpoint_dtype, e.note,
-                                      e.tag)
-        return Entry(mt.name, mt.module, u.names, *proto)
+                                      e.tag), check_scales(u, self.block, self.rules.fp4_block)[0]
+        u.scales_ok = proto[1]
+        return Entry(mt.name, mt.module, u.names, *proto[0])
 
 
 def _direct(mt: ModelTensor, u: Unit, block: tuple[int, int], rules: Rules, met: tuple[int, ...],

@@ -48,6 +48,7 @@ class Unit:
     fuse: Fuse | None = None
     split: tuple[str, ...] = ()  # the other model tensors a splitting conversion fills from this one
     assigned: bool = False
+    scales_ok: bool | None = None  # its scales fit its shape (check_scales), once a verdict has worked it out
 
     @property
     def name(self) -> str:
