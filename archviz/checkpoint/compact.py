@@ -16,10 +16,11 @@ _DIGITS = re.compile(r"\d+")
 _BRACED: dict[str, str] = {}
 
 
-def _template(name: str) -> tuple[str, tuple[int, ...]]:
-    """("layers.{}.ffn.experts.{}.w1.weight", (3, 17)) for "layers.3.ffn.experts.17.w1.weight"."""
+def _template(name: str, keep: bool = True) -> tuple[str, tuple[int, ...]]:
+    """("layers.{}.ffn.experts.{}.w1.weight", (3, 17)) for "layers.3.ffn.experts.17.w1.weight". ``keep``: see
+    :func:`split_name`."""
     if HOLE not in name:
-        t, nums = split_name(name)
+        t, nums = split_name(name, keep)
         if not nums:
             return name, ()
         b = _BRACED.get(t)
@@ -116,7 +117,7 @@ def compact_entry_list(entries: Sequence[Any]) -> list[dict[str, Any]]:
     for e in entries:
         ck = e.checkpoint
         cts = [_template(c) for c in ck]
-        mt = _template(e.model) if e.model is not None else (cts[0] if ck else _template(""))
+        mt = _template(e.model, False) if e.model is not None else (cts[0] if ck else _template(""))
         note = e.note
         if note:
             nk = blind.get(note)

@@ -253,8 +253,8 @@ class DirectEntries:
         applies = tuple(ex.applies(mt.name, u.name, t.dtype, u.info.dtype) for ex in self.explains)
         info = u.info
         key = (id(t), info.dtype, info.shape, u.packed,
-               tuple((s.name.rsplit(".", 1)[-1], s.dtype, s.shape) for s in u.scales) if u.scales else (),
-               tuple((sname.rsplit(".", 1)[-1], id(srec)) for sname, srec in mt.scales) if mt.scales else (),
+               tuple((s.name.rpartition(".")[2], s.dtype, s.shape) for s in u.scales) if u.scales else (),
+               tuple((sname.rpartition(".")[2], id(srec)) for sname, srec in mt.scales) if mt.scales else (),
                met, applies)
         proto = self.memo.get(key)
         if proto is None:

@@ -13,27 +13,36 @@ __all__ = ["HOLE", "split_name", "clear"]
 HOLE = "\x00"  # where an index was; no rename pattern or name has it
 
 _MEMO: dict[str, tuple[str, tuple[str, ...]]] = {}
+_SHARED: dict[str, str] = {}  # one copy of each skeleton and index text (90,000 names have a few hundred)
 _MAX = 1 << 19
 
 
-def split_name(name: str) -> tuple[str, tuple[str, ...]]:
-    """(the name with each all-ASCII-digit dotted component replaced by :data:`HOLE`, those components)."""
+def split_name(name: str, keep: bool = True) -> tuple[str, tuple[str, ...]]:
+    """(the name with each all-ASCII-digit dotted component replaced by :data:`HOLE`, those components).
+    ``keep=False``: a name that will not be asked for again (not memoised)."""
     got = _MEMO.get(name)
     if got is not None:
         return got
     parts = name.split(".")
     nums = []
+    shared = _SHARED
     for i, p in enumerate(parts):
         if p.isdigit() and p.isascii():
-            nums.append(p)
+            nums.append(shared.setdefault(p, p))
             parts[i] = HOLE
-    got = (".".join(parts), tuple(nums)) if nums else (name, ())
-    if len(_MEMO) >= _MAX:
-        _MEMO.clear()
-    _MEMO[name] = got
+    if not nums:
+        return name, ()
+    skeleton = ".".join(parts)
+    got = (shared.setdefault(skeleton, skeleton), tuple(nums))
+    if keep:
+        if len(_MEMO) >= _MAX:
+            _MEMO.clear()
+            _SHARED.clear()
+        _MEMO[name] = got
     return got
 
 
 def clear() -> None:
     """Forget the memoised splits."""
     _MEMO.clear()
+    _SHARED.clear()

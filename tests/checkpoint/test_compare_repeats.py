@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -167,3 +168,50 @@ def test_module_paths_that_skip_a_parent() -> None:
     assert res["verdict"] == "match"
     assert res["modules"]["a.b"] == {"verdict": "match", "model": 6, "checkpoint": 6, "in_model": False}
     assert [p for p in res["modules"]] == ["", "a", "a.b.c", "a.b"]
+
+
+# fp8 experts with their scales: which checkpoint scale each model scale meets is worked out per pair
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dsv3like"
+
+
+def fp8_case(tmp_path: Path, edit) -> dict[str, Any]:
+    """The small DeepSeek-like fixture (experts fp8, with scales) against a checkpoint of its own tensors, edited."""
+    import archviz
+    from archviz.checkpoint.units import CK_TO_TORCH
+    from archviz.records import ALIAS, BUFFER
+
+    rec = loads(dumps_compact(archviz.load(str(FIXTURE / "model.py"), config=str(FIXTURE / "config.json"),
+                                           overrides={"expert_dtype": "fp8"})))
+    block = json.loads((FIXTURE / "config.json").read_text())["block_size"]
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"scales": {"fp8_block": [block, block]}}))
+    to_ck = {v: k for k, v in CK_TO_TORCH.items()}
+    t = {n: (to_ck[x.dtype], tuple(x.shape)) for n, x in rec.iter_tensors()
+         if x.kind != ALIAS and not (x.kind == BUFFER and not x.persistent)}
+    edit(t)
+    return compare(rec, inventory(t), str(rules), compact=False).extra("checkpoint")
+
+
+def test_fp8_scales_match_then_one_scale_missing(tmp_path: Path) -> None:
+    res = fp8_case(tmp_path, lambda t: None)
+    assert res["verdict"] == "match", res["summary"]
+    scaled = [e for e in res["tensors"] if any(c.endswith(".scale") for c in e["checkpoint"])]
+    assert len(scaled) == res["summary"]["scales"]["paired"] > 0
+
+    gone = "layers.2.ffn.experts.5.w3.scale"
+    res = fp8_case(tmp_path, lambda t: t.pop(gone))
+    e = next(e for e in res["tensors"] if e["model"] == "layers.2.ffn.experts.5.w3.weight")
+    assert e["checkpoint"] == ["layers.2.ffn.experts.5.w3.weight"]
+    noted = [e["model"] for e in res["tensors"] if e["note"] and "no checkpoint scale" in e["note"]]
+    assert noted == ["layers.2.ffn.experts.5.w3.weight"]
+
+
+def test_fp8_one_scale_of_the_wrong_shape(tmp_path: Path) -> None:
+    res = fp8_case(tmp_path, lambda t: t.__setitem__("layers.3.ffn.experts.1.w2.scale", ("F32", (9, 9))))
+    assert res["verdict"] == "mismatch"
+    bad = [e["model"] for e in res["tensors"] if e["verdict"] != "match"]
+    assert bad == ["layers.3.ffn.experts.1.w2.weight"]
+    assert res["summary"]["scales"]["weights_with_bad_scales"] == 1
+    assert res["modules"]["layers.3.ffn.experts.1"]["verdict"] == "mismatch"
+    assert res["modules"]["layers.3.ffn.experts.0"]["verdict"] == "match"
