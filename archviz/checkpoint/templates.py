@@ -16,6 +16,7 @@ _MEMO: dict[str, tuple[str, tuple[str, ...]]] = {}
 _HEADS: dict[str, tuple[str, tuple[str, ...]]] = {}  # module paths, split
 _SHARED: dict[str, str] = {}  # one copy of each skeleton and index text (90,000 names have a few hundred)
 _MAX = 1 << 19
+_WALK, _LONG = 4, 256
 
 
 def split_name(name: str, keep: bool = True) -> tuple[str, tuple[str, ...]]:
@@ -30,7 +31,7 @@ def split_name(name: str, keep: bool = True) -> tuple[str, tuple[str, ...]]:
         if h is None:
             if len(_HEADS) >= _MAX:
                 clear()
-            h = _HEADS[head] = _split(head)
+            h = _head(head)
         sk, nums = h
         if last.isdigit() and last.isascii():
             nums = nums + (_SHARED.setdefault(last, last),)
@@ -48,6 +49,44 @@ def split_name(name: str, keep: bool = True) -> tuple[str, tuple[str, ...]]:
             clear()
         _MEMO[name] = got
     return got
+
+
+def _head(path: str) -> tuple[str, tuple[str, ...]]:
+    """``_split(path)``, built from its parent's split (memoised, as are the ancestors walked to reach one that is):
+    the experts of a layer share the layer's split. The walk up stops after :data:`_WALK` levels, and a path longer
+    than :data:`_LONG` characters is split as it is, so the memo holds a few copies of a name at most."""
+    chain = []  # (path, its last component), from the path up to an ancestor already split
+    p = path
+    base: tuple[str, tuple[str, ...]] | None = None
+    while True:
+        up, dot, last = p.rpartition(".")
+        chain.append((p, last))
+        if not dot:
+            break
+        base = _HEADS.get(up)
+        if base is not None:
+            break
+        if len(chain) >= _WALK or len(path) > _LONG:
+            got = _HEADS[path] = _split(path)
+            return got
+        p = up
+    shared = _SHARED
+    for p, last in reversed(chain):
+        digit = last.isdigit() and last.isascii()
+        if base is None:  # the first component
+            got = (HOLE, (shared.setdefault(last, last),)) if digit else (p, ())
+        else:
+            sk, nums = base
+            if digit:
+                skeleton = sk + "." + HOLE
+                got = (shared.setdefault(skeleton, skeleton), nums + (shared.setdefault(last, last),))
+            elif nums:
+                skeleton = sk + "." + last
+                got = (shared.setdefault(skeleton, skeleton), nums)
+            else:
+                got = (p, ())
+        base = _HEADS[p] = got
+    return base  # type: ignore[return-value]
 
 
 def _split(name: str) -> tuple[str, tuple[str, ...]]:

@@ -20,7 +20,9 @@ def by_definition(name: str) -> tuple[str, tuple[str, ...]]:
 
 NAMES = ["", ".", "..", "0", "1.", ".2", "a..3", "a.3.", "03.b", "a.\u0663.b", "a.b", "x.12.y.7", "7", "é.5",
          "model.layers.61.mlp.experts.255.down_proj.weight_scale_inv", "layers.3.ffn.experts.17.w1.weight",
-         "layers.3.ffn.experts.17.w1.scale", "h.0.attn.c_attn.bias", "a.b1.2c.3"]
+         "layers.3.ffn.experts.17.w1.scale", "h.0.attn.c_attn.bias", "a.b1.2c.3",
+         ".".join(str(i) for i in range(100)), "x." * 80 + "3", "y." * 70 + "4.z", "w" * 300 + ".5.v",
+         "a.1.b.2.c.3.d.4.e.5.f"]  # deeper and longer than the walk up goes
 
 
 @pytest.mark.parametrize("keep", [True, False])
