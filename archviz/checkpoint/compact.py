@@ -8,27 +8,11 @@ from typing import Any, Iterable, Sequence
 
 from archviz.format import ranges
 
-from .templates import HOLE, split_name
-
 _DIGITS = re.compile(r"\d+")
 
 
-_BRACED: dict[str, str] = {}
-
-
-def _template(name: str, keep: bool = True) -> tuple[str, tuple[int, ...]]:
-    """("layers.{}.ffn.experts.{}.w1.weight", (3, 17)) for "layers.3.ffn.experts.17.w1.weight". ``keep``: see
-    :func:`split_name`."""
-    if HOLE not in name:
-        t, nums = split_name(name, keep)
-        if not nums:
-            return name, ()
-        b = _BRACED.get(t)
-        if b is None:
-            if len(_BRACED) > 4096:
-                _BRACED.clear()
-            b = _BRACED[t] = t.replace(HOLE, "{}")
-        return b, tuple(map(int, nums))
+def _template(name: str) -> tuple[str, tuple[int, ...]]:
+    """("layers.{}.ffn.experts.{}.w1.weight", (3, 17)) for "layers.3.ffn.experts.17.w1.weight"."""
     parts = name.split(".")
     nums = []
     for i, p in enumerate(parts):
@@ -117,7 +101,7 @@ def compact_entry_list(entries: Sequence[Any]) -> list[dict[str, Any]]:
     for e in entries:
         ck = e.checkpoint
         cts = [_template(c) for c in ck]
-        mt = _template(e.model, False) if e.model is not None else (cts[0] if ck else _template(""))
+        mt = _template(e.model) if e.model is not None else (cts[0] if ck else _template(""))
         note = e.note
         if note:
             nk = blind.get(note)

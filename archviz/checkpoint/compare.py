@@ -31,7 +31,6 @@ from archviz.errors import CheckpointError
 from archviz.records import BIAS, WEIGHT, ModelRecord
 
 from .records import CheckpointInventory
-from .templates import clear as clear_templates
 from .hf_live import FACTS_KEY, live_ruleset
 from .rules import Rules, Ruleset, load_rules
 from .entries import (
@@ -98,11 +97,8 @@ def compare(record: ModelRecord, inventory: CheckpointInventory | str | os.PathL
 
         inventory = open_checkpoint(inventory)
     # Hundreds of thousands of small objects, none cyclic: the cyclic collector would only rescan them.
-    try:
-        with collector_paused():
-            return _compare(record, inventory, rules, compact)
-    finally:
-        clear_templates()  # the names' memoised splits
+    with collector_paused():
+        return _compare(record, inventory, rules, compact)
 
 
 def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules | str | os.PathLike[str] | None,
