@@ -47,6 +47,190 @@ _VERDICT_SLOT = {"match": 3, "mismatch": 4, "missing": 5}
 
 
 def module_verdicts(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str, Any]]:
+    """Every path with an entry in its subtree: ``{verdict, model, checkpoint, notes?, checkpoint_only?,
+    in_model?}``, the model's modules in record order, then the paths beyond the model's, sorted.
+
+    Each entry counts once at its own module; one pass up the tree (children before parents) then adds every
+    module's row into its parent's, so the work is entries + modules, not entries × depth. Identical rows (256
+    experts alike) are one shared dict. A path beyond the model's modules (a checkpoint-only name) gets rows for at
+    most :data:`EXTRA_DEPTH` levels below them, counted entry by entry."""
+    paths = [m.path for m in record.modules]
+    order = {p: i for i, p in enumerate(paths)}
+    n = len(paths)
+    parent = [-1] * n
+    for i in range(1, n) if n and paths[0] == "" else ():
+        p = paths[i]
+        j = order.get(p.rpartition(".")[0], -1)
+        if j < 0 or j >= i:
+            break
+        parent[i] = j
+    else:
+        if n and paths[0] == "" and len(order) == n:
+            return _bottom_up(paths, order, parent, entries)
+    return _per_entry(record, entries)
+
+
+def _entry_parts(e: Entry, path: str) -> tuple[str | None, int, tuple[tuple[int, int], ...]]:
+    """(note for the module rows, the count slot, (field, amount) additions) of one entry."""
+    note = None
+    if e.verdict in ("mismatch", "missing") or (e.verdict == "checkpoint-only" and not e.explained):
+        local = (e.model or (e.checkpoint[0] if e.checkpoint else "?"))
+        local = local[len(path) + 1:] if path and local.startswith(path + ".") else local
+        note = f"{local}: {e.verdict}" + (f" ({e.tag})" if e.tag else "")
+    elif e.verdict == "checkpoint-only":
+        note = f"checkpoint-only: {e.kind}"
+    elif e.tag:
+        note = e.tag
+    if e.verdict == "checkpoint-only":
+        return note, (6 if e.explained else 7), ((2, e.checkpoint_elements if e.parameter else 0),)
+    add = (((0, e.model_elements),) + (((1, e.checkpoint_elements),) if e.verdict != "missing" else ())
+           if e.parameter else ())
+    return note, _VERDICT_SLOT[e.verdict], add
+
+
+def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entries: list[Entry]
+               ) -> dict[str, dict[str, Any]]:
+    n = len(paths)
+    # [model, checkpoint, ck_only, match, mismatch, missing, ck_explained, ck_unexplained, notes, more notes]
+    # notes: the first 4 distinct notes, each with the position of the entry that first gave it (a module's first
+    # 4 are among its children's first 4: merging them by position is exact); more: whether there were others.
+    stats: list[list[Any] | None] = [None] * n
+    extra: dict[str, list[Any]] = {}
+    memo: dict[tuple, tuple] = {}
+    for k, e in enumerate(entries):
+        path = e.module or ""
+        key = (e.verdict, e.tag, e.kind, e.explained, e.parameter, e.model_elements, e.checkpoint_elements,
+               e.model, e.checkpoint[0] if e.checkpoint else None, path) if e.verdict != "match" else \
+            (e.tag, e.parameter, e.model_elements, e.checkpoint_elements)
+        parts = memo.get(key)
+        if parts is None:
+            parts = memo[key] = _entry_parts(e, path)
+        note, slot, add = parts
+        i = order.get(path)
+        if i is None:  # beyond the model's modules: its own rows walked here, the model's part added below
+            deepest = 0
+            for p in _ancestors(path, order):
+                j = order.get(p)
+                if j is not None:
+                    deepest = max(deepest, j)
+                    continue
+                s = extra.get(p)
+                if s is None:
+                    s = extra[p] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
+                _add(s, add, slot, note, k)
+            i = deepest
+        s = stats[i]
+        if s is None:
+            s = stats[i] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
+        for f, v in add:
+            s[f] += v
+        s[slot] += 1
+        if note is not None:
+            ns = s[8]
+            if note not in ns:
+                if len(ns) < 4:
+                    ns[note] = k
+                else:
+                    s[9] = True
+    for i in range(n - 1, 0, -1):
+        s = stats[i]
+        if s is None:
+            continue
+        j = parent[i]
+        t = stats[j]
+        if t is None:
+            stats[j] = [*s[:8], dict(s[8]), s[9]]
+            continue
+        t[0] += s[0]
+        t[1] += s[1]
+        t[2] += s[2]
+        t[3] += s[3]
+        t[4] += s[4]
+        t[5] += s[5]
+        t[6] += s[6]
+        t[7] += s[7]
+        if s[8]:
+            tn = t[8]
+            for note, at in s[8].items():
+                old = tn.get(note)
+                if old is None or at < old:
+                    tn[note] = at
+            if len(tn) > 4:
+                kept = sorted(tn.items(), key=lambda kv: kv[1])
+                t[8] = dict(kept[:4])
+                t[9] = True
+        if s[9]:
+            t[9] = True
+    notes_of: list[Any] = [None] * n
+    rows: dict[tuple, dict[str, Any]] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for i, s in enumerate(stats):
+        if s is None:
+            continue
+        notes = notes_of[i] = _notes_key(s)
+        out[paths[i]] = _row(rows, s, notes, notes_of[parent[i]] if i else None, True)
+    for p in sorted(extra):
+        s = extra[p]
+        q = p.rpartition(".")[0]
+        j = order.get(q)
+        up = notes_of[j] if j is not None else (_notes_key(extra[q]) if q in extra else None)
+        out[p] = _row(rows, s, _notes_key(s), up, False)
+    return out
+
+
+def _add(s: list[Any], add: tuple[tuple[int, int], ...], slot: int, note: str | None, k: int) -> None:
+    for f, v in add:
+        s[f] += v
+    s[slot] += 1
+    if note is not None:
+        ns = s[8]
+        if note not in ns:
+            if len(ns) < 4:
+                ns[note] = k
+            else:
+                s[9] = True
+
+
+def _notes_key(s: list[Any]) -> tuple[str, ...]:
+    """A row's notes in order, "…" last when there were more."""
+    ns = s[8]
+    return tuple(sorted(ns, key=ns.__getitem__)) + (("…",) if s[9] else ())
+
+
+def _row(rows: dict[tuple, dict[str, Any]], s: list[Any], notes: tuple[str, ...], parent_notes: tuple[str, ...] | None,
+         in_model: bool) -> dict[str, Any]:
+    model, ck, ck_only, n_match, n_mis, n_missing, n_expl, n_unexpl = s[:8]
+    if n_mis or n_unexpl:
+        verdict = "mismatch"
+    elif n_match == 0 and n_missing == 0:
+        verdict = "checkpoint-only"
+    elif n_missing and n_match == 0:
+        verdict = "missing"
+    elif n_missing:
+        verdict = "partial"
+    else:
+        verdict = "match"
+    # A matching module whose notes are its parent's says nothing new (256 experts × 3 projections of the same
+    # "fp4 on disk" note would be most of the JSON); mismatches always keep theirs.
+    shown = bool(notes) and not (verdict == "match" and parent_notes is not None
+                                 and set(parent_notes) == set(notes))
+    key = (verdict, model, ck, notes if shown else None, ck_only, in_model)
+    d = rows.get(key)
+    if d is None:
+        d = {"verdict": verdict, "model": model, "checkpoint": ck}
+        if shown:
+            d["notes"] = [x for x in notes if x != "…"] + (["… more notes below"] if "…" in notes else [])
+        if ck_only:
+            d["checkpoint_only"] = ck_only
+        if not in_model:
+            d["in_model"] = False
+        rows[key] = d
+    return d
+
+
+def _per_entry(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str, Any]]:
+    """``module_verdicts`` for module paths that do not form a tree (hand-made records): entry by entry up each
+    entry's ancestors."""
     stats: dict[str, list[Any]] = {}
     order = {m.path: i for i, m in enumerate(record.modules)}
     chains: dict[str, tuple[str, ...]] = {"": ("",)}

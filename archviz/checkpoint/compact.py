@@ -93,6 +93,45 @@ def compact_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def compact_entry_list(entries: Sequence[Any]) -> list[dict[str, Any]]:
+    """``compact_entries([e.to_json() for e in entries])`` for ``Entry`` objects, writing the JSON of one entry per
+    group only. Entries made from one verdict share their note's text: its digit-blind form is worked out once."""
+    keyed: dict[tuple, list[tuple[Any, tuple[str, tuple[int, ...]], list]]] = {}
+    blind: dict[str, str] = {}
+    for e in entries:
+        ck = e.checkpoint
+        cts = [_template(c) for c in ck]
+        mt = _template(e.model) if e.model is not None else (cts[0] if ck else _template(""))
+        note = e.note
+        if note:
+            nk = blind.get(note)
+            if nk is None:
+                nk = blind[note] = _DIGITS.sub("#", note)
+        else:
+            nk = None
+        key = (mt[0], cts[0][0] if ck else None, len(ck), e.verdict, e.kind, e.model_elements, e.checkpoint_elements,
+               nk, tuple(e.model_shape or ()), tuple(e.checkpoint_shape or ()), e.model_dtype or None,
+               e.checkpoint_dtype or None)
+        group = keyed.get(key)
+        if group is None:
+            keyed[key] = [(e, mt, cts)]
+        else:
+            group.append((e, mt, cts))
+    out = []
+    for group in keyed.values():
+        first = group[0][0].to_json()
+        if len(group) == 1:
+            out.append(first)
+            continue
+        if first["model"] is not None:
+            models = _compress_templates(mt for _, mt, _ in group)
+            first["model"] = models[0] if len(models) == 1 else " | ".join(models)
+        first["checkpoint"] = _compress_templates(c for _, _, cts in group for c in cts)
+        first["count"] = len(group)
+        out.append(first)
+    return out
+
+
 def compact_checkpoint_only(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keyed: dict[tuple, list[dict[str, Any]]] = {}
     for c in items:

@@ -34,10 +34,10 @@ from .records import CheckpointInventory
 from .hf_live import FACTS_KEY, live_ruleset
 from .rules import Rules, Ruleset, load_rules
 from .entries import (
-    Entry, block_size, check_scales, checkpoint_only_label, ck_desc, counts_text, direct_entry, fused_entry,
-    scale_renamer, split_entries,
+    DirectEntries, Entry, block_size, check_scales, checkpoint_only_label, ck_desc, counts_text, fused_entry,
+    split_entries,
 )
-from .compact import compact_entries, compact_checkpoint_only
+from .compact import compact_checkpoint_only, compact_entries, compact_entry_list  # noqa: F401
 from .aggregate import module_verdicts
 from .units import INT_CK, NON_PARAM_LABELS, Unit, model_index, checkpoint_units
 from .mapping import Resolver, choose_ruleset, map_units
@@ -150,7 +150,7 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
         by_target.setdefault(tgt, []).append(u)
 
     entries: list[Entry] = []
-    scale_rename = scale_renamer(ruleset, rules.user)
+    direct_entry = DirectEntries(block, rules, ruleset, rules.user, resolver)
     for name, mt in targets.items():
         group = split_of.get(name)
         if group is not None:
@@ -161,6 +161,11 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
                     u.assigned = True
             continue
         us = by_target.get(name)
+        if us is not None and len(us) == 1 and us[0].fuse is None:  # one checkpoint tensor, as is: most of them
+            u = us[0]
+            entries.append(direct_entry(mt, u))
+            u.assigned = True
+            continue
         t = mt.rec
         if not us:
             entries.append(Entry(name, mt.module, [], "missing", t.kind, t.elements, 0, t.kind in (WEIGHT, BIAS),
@@ -178,8 +183,7 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
                 leftovers.append((u, "tied copy"))
             direct = [direct[0]] + [u for u in direct[1:] if u not in same]
         if len(direct) == 1 and not fused:
-            entries.append(direct_entry(mt, direct[0], block, rules, ruleset, rules.user, resolver,
-                                        scale_rename))
+            entries.append(direct_entry(mt, direct[0]))
         else:
             entries.append(fused_entry(mt, direct + fused, block, rules))
         for u in us:
@@ -225,7 +229,8 @@ def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[Entry],
         counts[e.verdict] += 1
     unexplained = sum(1 for e in entries if e.verdict == "checkpoint-only" and not e.explained)
     scales_paired = sum(len(u.scales) for u in units)
-    bad_scales = sum(1 for u in units if u.scales and not check_scales(u, block, rules.fp4_block)[0])
+    bad_scales = sum(1 for u in units if u.scales and not (
+        u.scales_ok if u.scales_ok is not None else check_scales(u, block, rules.fp4_block)[0]))
     verdict = "match" if not (counts["mismatch"] or counts["missing"] or unexplained) else "mismatch"
     labels: dict[str, int] = {}
     for c in ck_only:
@@ -244,11 +249,11 @@ def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[Entry],
         "unexplained": unexplained,
         "scales": {"paired": scales_paired, "weights_with_bad_scales": bad_scales},
     }
-    tensors = [e.to_json() for e in entries]
-    if compact or (compact is None and len(tensors) > COMPACT_ABOVE):
-        tensors = compact_entries(tensors)
+    if compact or (compact is None and len(entries) > COMPACT_ABOVE):
+        tensors = compact_entry_list(entries)
         ck_list = compact_checkpoint_only(ck_only)
     else:
+        tensors = [e.to_json() for e in entries]
         ck_list = ck_only
     return {
         "source": inv.source,

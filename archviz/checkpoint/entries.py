@@ -220,6 +220,99 @@ def direct_entry(mt: ModelTensor, u: Unit, block: tuple[int, int], rules: Rules,
                   u.info.dtype, "; ".join(notes) or None, "; ".join(dict.fromkeys(tags)) or None)
 
 
+class DirectEntries:
+    """``direct_entry`` for every pair of a comparison, worked out once per kind of pair.
+
+    What a verdict depends on beyond the names (the model tensor's record, the checkpoint tensor's dtype, shape,
+    packing and scales, which checkpoint scale each model scale met, which explain rules apply) is the memo's key;
+    45,000 expert projections of one shape are a handful of keys. The name-dependent steps still run for each pair:
+    the fp4 repacking test, the scales' renames and lookups (the resolver counts what it used), the explain rules."""
+
+    def __init__(self, block: tuple[int, int], rules: Rules, ruleset: Ruleset, user: Ruleset | None,
+                 resolver: Resolver):
+        self.block, self.rules, self.ruleset, self.user, self.resolver = block, rules, ruleset, user, resolver
+        self.scale_rename = scale_renamer(ruleset, user)
+        self.explains = ruleset.explain + (user.explain if user else ())
+        self.memo: dict[tuple, tuple] = {}
+        self.keep: list[Any] = []  # the records whose ids are in keys
+
+    def __call__(self, mt: ModelTensor, u: Unit) -> Entry:
+        t = mt.rec
+        if (not u.packed and u.info.dtype in ("I8", "U8") and t.packing and t.shape == u.info.shape
+                and t.elements == 2 * math.prod(u.info.shape)):
+            u.packed = True
+        met: tuple[int, ...] = ()
+        if mt.scales:
+            ck_scales: dict[str, int] = {}
+            resolve, rename = self.resolver.resolve, self.scale_rename
+            for i, s in enumerate(u.scales):
+                n = rename(s.name)
+                ck_scales[resolve(n[1]) or n[0]] = i
+            one = len(u.scales) == 1 and len(mt.scales) == 1
+            met = tuple(ck_scales.get(sname, 0 if one else -1) for sname, _ in mt.scales)
+        applies = tuple(ex.applies(mt.name, u.name, t.dtype, u.info.dtype) for ex in self.explains)
+        info = u.info
+        key = (id(t), info.dtype, info.shape, u.packed,
+               tuple((s.name.rpartition(".")[2], s.dtype, s.shape) for s in u.scales) if u.scales else (),
+               tuple((sname.rpartition(".")[2], id(srec)) for sname, srec in mt.scales) if mt.scales else (),
+               met, applies)
+        proto = self.memo.get(key)
+        if proto is None:
+            self.keep.append(t)
+            self.keep.extend(srec for _, srec in mt.scales)
+            e = _direct(mt, u, self.block, self.rules, met, [ex for ex, a in zip(self.explains, applies) if a])
+            proto = self.memo[key] = (e.verdict, e.kind, e.model_elements, e.checkpoint_elements, e.parameter,
+                                      e.model_shape, e.checkpoint_shape, e.model_dtype, e.checkpoint_dtype, e.note,
+                                      e.tag), check_scales(u, self.block, self.rules.fp4_block)[0]
+        u.scales_ok = proto[1]
+        return Entry(mt.name, mt.module, u.names, *proto[0])
+
+
+def _direct(mt: ModelTensor, u: Unit, block: tuple[int, int], rules: Rules, met: tuple[int, ...],
+            explains: Sequence[Any]) -> Entry:
+    """``direct_entry``'s verdict with the scales already met (``met``: per model scale, the index of its checkpoint
+    scale or -1) and the explain rules that apply."""
+    t = mt.rec
+    m_shape = tuple(t.logical_shape or t.shape)
+    c_shape = u.logical_shape
+    ok_scales, scale_text = check_scales(u, block, rules.fp4_block)
+    notes: list[str] = []
+    tags: list[str] = []
+    verdict = "match"
+    if m_shape != c_shape or t.elements != u.elements:
+        verdict = "mismatch"
+        notes.append(f"model {counts_text(t.elements, m_shape)}, checkpoint {counts_text(u.elements, c_shape)}")
+        tags.append(notes[-1])
+    if not ok_scales:
+        verdict = "mismatch"
+        notes.append(scale_text or "bad scale")
+        tags.append("scale shape does not fit the weight's blocks")
+    for (sname, srec), i in zip(mt.scales, met):
+        s = u.scales[i] if i >= 0 else None
+        if s is None:
+            notes.append(f"the model's scale {sname.rsplit('.', 1)[-1]} {_shape(srec.shape)} has no checkpoint "
+                         "scale (quantized at load?)")
+            tags.append("model scale without a checkpoint scale")
+        elif tuple(srec.shape) != s.shape:
+            verdict = "mismatch"
+            notes.append(f"scale {sname.rsplit('.', 1)[-1]}: model {_shape(srec.shape)}, checkpoint "
+                         f"{_shape(s.shape)}")
+            tags.append("scale shapes differ")
+        elif CK_TO_TORCH.get(s.dtype) != srec.dtype:
+            notes.append(f"scale stored {s.dtype}, {srec.dtype} in the model")
+            tags.append(f"scale stored {s.dtype}, {srec.dtype} in the model")
+    dnote, dtag = _dtype_note(t.dtype, [u], scale_text if ok_scales else None)
+    if dnote:
+        notes.append(dnote)
+        tags.append(dtag or dnote)
+    for ex in explains:
+        notes.append(ex.note)
+    param = t.kind in (WEIGHT, BIAS)
+    return Entry(mt.name, mt.module, u.names, verdict, t.kind, t.elements, u.elements, param,
+                 m_shape if verdict != "match" else None, c_shape if verdict != "match" else None, t.dtype,
+                 u.info.dtype, "; ".join(notes) or None, "; ".join(dict.fromkeys(tags)) or None)
+
+
 def fused_entry(mt: ModelTensor, units: list[Unit], block: tuple[int, int], rules: Rules) -> Entry:
     t = mt.rec
     total = sum(u.elements for u in units)

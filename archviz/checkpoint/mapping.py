@@ -27,16 +27,24 @@ class Resolver:
         return name[len(p):] if name.startswith(p) else None
 
     def resolve(self, name: str) -> str | None:
-        if name in self.names:
+        names = self.names
+        if name in names:
             return name
-        if self.last is not None:
-            c = self._apply(self.last, name)
-            if c is not None and c in self.names:
-                self.hits[self.last] = self.hits.get(self.last, 0) + 1
+        last = self.last
+        if last is not None:
+            c = self._apply(last, name)
+            if c is not None and c in names:
+                self.hits[last] = self.hits.get(last, 0) + 1
                 return c
-        for op in self.ops:
-            c = self._apply(op, name)
-            if c is not None and c in self.names:
+        for op in self.ops:  # _apply, inlined: most names of a checkpoint no rule maps try every op
+            kind, p = op
+            if kind == "add":
+                c = p + name
+            elif name.startswith(p):
+                c = name[len(p):]
+            else:
+                continue
+            if c in names:
                 self.last = op
                 self.hits[op] = self.hits.get(op, 0) + 1
                 return c

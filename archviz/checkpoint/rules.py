@@ -28,6 +28,8 @@ from archviz.errors import ArchvizError
 from archviz.safeio import MiB, read_regular
 from archviz.safejson import loads as bounded_loads
 
+from .templates import split_name
+
 __all__ = ["RULES_FORMAT", "BUILTIN_DIR", "digit_blind", "renamer", "full_renamer", "Rename", "Fuse", "Label", "Explain", "Ruleset", "Rules", "load_rules"]
 
 RULES_FORMAT = "archviz-rules/1"
@@ -228,13 +230,7 @@ def renamer(*rulesets: Ruleset | None) -> Callable[[str], str]:
     cache: dict[str, list[str]] = {}
 
     def templated(n: str) -> str:
-        parts = n.split(".")
-        nums = []
-        for i, p in enumerate(parts):
-            if p.isdigit() and p.isascii():
-                nums.append(p)
-                parts[i] = "\x00"
-        t = ".".join(parts) if nums else n
+        t, nums = split_name(n)
         pieces = cache.get(t)
         if pieces is None:
             pieces = cache[t] = apply(t).split("\x00")

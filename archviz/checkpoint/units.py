@@ -48,6 +48,7 @@ class Unit:
     fuse: Fuse | None = None
     split: tuple[str, ...] = ()  # the other model tensors a splitting conversion fills from this one
     assigned: bool = False
+    scales_ok: bool | None = None  # its scales fit its shape (check_scales), once a verdict has worked it out
 
     @property
     def name(self) -> str:
@@ -109,32 +110,62 @@ class ModelTensor:
 
 def model_index(record: ModelRecord) -> tuple[dict[str, ModelTensor], dict[str, str], dict[str, ModelTensor]]:
     """(targets: name → tensor (weights, biases, tables, persistent buffers, orphan scales),
-    aliases: alias name → counted name, others: non-persistent buffers and paired scales by name)."""
+    aliases: alias name → counted name, others: non-persistent buffers and paired scales by name).
+
+    What goes where depends on a module's own tensors only: worked out once per tensors tuple (a records file gives
+    one tuple to every module that has the same tensors), then applied to each module's path."""
     targets: dict[str, ModelTensor] = {}
     aliases: dict[str, str] = {}
     others: dict[str, ModelTensor] = {}
+    plans: dict[int, tuple[tuple[int, TensorRecord], ...]] = {}
+    keep = []  # the tuples whose ids are plans' keys
     for m in record.modules:
-        prefix = f"{m.path}." if m.path else ""
-        local = {t.name: t for t in m.tensors}
-        for t in m.tensors:
+        ts = m.tensors
+        if not ts:
+            continue
+        plan = plans.get(id(ts))
+        if plan is None:
+            plan = plans[id(ts)] = _plan(ts)
+            keep.append(ts)
+        path = m.path
+        prefix = f"{path}." if path else ""
+        for op, t in plan:
             full = prefix + t.name
-            if t.kind == ALIAS:
-                if t.alias_of:
-                    aliases[full] = t.alias_of
-                continue
-            if t.kind == BUFFER and not t.persistent:
-                others[full] = ModelTensor(full, m.path, t)
-                continue
-            if t.kind == SCALE and t.scales and t.scales in local and local[t.scales].kind != SCALE:
-                continue
-            targets[full] = ModelTensor(full, m.path, t)
-        for t in m.tensors:
-            if t.kind == SCALE and t.scales and t.scales in local and local[t.scales].kind != SCALE:
-                full = prefix + t.name
-                owner = targets.get(prefix + t.scales)
+            if op == _TARGET:
+                targets[full] = ModelTensor(full, path, t)
+            elif op == _OTHER:
+                others[full] = ModelTensor(full, path, t)
+            elif op == _ALIAS:
+                aliases[full] = t.alias_of  # type: ignore[assignment]
+            else:  # a scale beside its weight
+                owner = targets.get(prefix + t.scales)  # type: ignore[operator]
                 if owner is not None:
                     owner.scales.append((full, t))
-                    others[full] = ModelTensor(full, m.path, t)
+                    others[full] = ModelTensor(full, path, t)
                 else:
-                    targets[full] = ModelTensor(full, m.path, t)
+                    targets[full] = ModelTensor(full, path, t)
     return targets, aliases, others
+
+
+_TARGET, _OTHER, _ALIAS, _SCALE = range(4)
+
+
+def _plan(tensors: tuple[TensorRecord, ...]) -> tuple[tuple[int, TensorRecord], ...]:
+    """Where each of a module's tensors goes, in the order ``model_index`` files them: the module's tensors, then
+    its scales that sit beside a weight."""
+    local = {t.name: t for t in tensors}
+    out: list[tuple[int, TensorRecord]] = []
+    paired = []
+    for t in tensors:
+        if t.kind == ALIAS:
+            if t.alias_of:
+                out.append((_ALIAS, t))
+            continue
+        if t.kind == BUFFER and not t.persistent:
+            out.append((_OTHER, t))
+            continue
+        if t.kind == SCALE and t.scales and t.scales in local and local[t.scales].kind != SCALE:
+            paired.append((_SCALE, t))
+            continue
+        out.append((_TARGET, t))
+    return tuple(out + paired)
