@@ -54,7 +54,7 @@ def module_verdicts(record: ModelRecord, entries: list[Entry]) -> dict[str, dict
     module's row into its parent's, so the work is entries + modules, not entries × depth. Identical rows (256
     experts alike) are one shared dict. A path beyond the model's modules (a checkpoint-only name) gets rows for at
     most :data:`EXTRA_DEPTH` levels below them, counted entry by entry."""
-    paths = [m.path for m in record.modules]
+    paths = record.column("path")  # (a records file's modules are not made)
     order = {p: i for i, p in enumerate(paths)}
     n = len(paths)
     parent = [-1] * n
@@ -232,7 +232,7 @@ def _per_entry(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str,
     """``module_verdicts`` for module paths that do not form a tree (hand-made records): entry by entry up each
     entry's ancestors."""
     stats: dict[str, list[Any]] = {}
-    order = {m.path: i for i, m in enumerate(record.modules)}
+    order = {p: i for i, p in enumerate(record.column("path"))}
     chains: dict[str, tuple[str, ...]] = {"": ("",)}
 
     def chain(path: str) -> tuple[str, ...]:

@@ -119,15 +119,13 @@ def model_index(record: ModelRecord) -> tuple[dict[str, ModelTensor], dict[str, 
     others: dict[str, ModelTensor] = {}
     plans: dict[int, tuple[tuple[int, TensorRecord], ...]] = {}
     keep = []  # the tuples whose ids are plans' keys
-    for m in record.modules:
-        ts = m.tensors
+    for path, ts in zip(record.column("path"), record.column("tensors")):  # (a records file's modules not made)
         if not ts:
             continue
         plan = plans.get(id(ts))
         if plan is None:
             plan = plans[id(ts)] = _plan(ts)
             keep.append(ts)
-        path = m.path
         prefix = f"{path}." if path else ""
         for op, t in plan:
             full = prefix + t.name
