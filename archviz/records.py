@@ -524,13 +524,16 @@ def from_json_dict(d: dict[str, Any]) -> ModelRecord:
     modules = tuple(_decode_module(m) for m in d["modules"])
     at: dict[str, int] = {}
     for i, m in enumerate(modules):  # (a compact file checks each distinct value once instead)
-        if type(m.path) is not str or at.setdefault(m.path, i) != i:
-            raise ValueError(f"module {i}: path {m.path!r} is not a string, or another module's")
+        if type(m.path) is not str:
+            raise ValueError(f"module {i}: path {m.path!r} is not a string")
+        if at.setdefault(m.path, i) != i:
+            raise ValueError(f"module {m.path!r} is recorded twice")
         for f in FIELDS:
             check_value(f, getattr(m, f))
     for i, m in enumerate(modules):  # pre-order: a module's children come after it
-        if any(at.get(c, -1) <= i for c in m.children):
-            raise ValueError(f"module {i} ({m.path or 'the root'}): a child is no module after it")
+        for c in m.children:
+            if at.get(c, -1) <= i:
+                raise ValueError(f"{m.path or 'the root'} lists a child {c!r} that is not recorded after it")
     return ModelRecord(source=source, modules=modules, summary=summary, extras=tuple(d.get("extras", {}).items()))
 
 
