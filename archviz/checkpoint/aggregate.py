@@ -122,16 +122,7 @@ def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entri
         s = stats[i]
         if s is None:
             s = stats[i] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
-        for f, v in add:
-            s[f] += v
-        s[slot] += 1
-        if note is not None:
-            ns = s[8]
-            if note not in ns:
-                if len(ns) < 4:
-                    ns[note] = k
-                else:
-                    s[9] = True
+        _add(s, add, slot, note, k)
     for i in range(n - 1, 0, -1):
         s = stats[i]
         if s is None:
@@ -197,19 +188,21 @@ def _notes_key(s: list[Any]) -> tuple[str, ...]:
     return tuple(sorted(ns, key=ns.__getitem__)) + (("…",) if s[9] else ())
 
 
+def _verdict(n_match: int, n_mis: int, n_missing: int, n_unexpl: int) -> str:
+    """A module row's verdict from its counts."""
+    if n_mis or n_unexpl:
+        return "mismatch"
+    if n_match == 0 and n_missing == 0:
+        return "checkpoint-only"
+    if n_missing:
+        return "missing" if n_match == 0 else "partial"
+    return "match"
+
+
 def _row(rows: dict[tuple, dict[str, Any]], s: list[Any], notes: tuple[str, ...], parent_notes: tuple[str, ...] | None,
          in_model: bool) -> dict[str, Any]:
     model, ck, ck_only, n_match, n_mis, n_missing, n_expl, n_unexpl = s[:8]
-    if n_mis or n_unexpl:
-        verdict = "mismatch"
-    elif n_match == 0 and n_missing == 0:
-        verdict = "checkpoint-only"
-    elif n_missing and n_match == 0:
-        verdict = "missing"
-    elif n_missing:
-        verdict = "partial"
-    else:
-        verdict = "match"
+    verdict = _verdict(n_match, n_mis, n_missing, n_unexpl)
     # A matching module whose notes are its parent's says nothing new (256 experts × 3 projections of the same
     # "fp4 on disk" note would be most of the JSON); mismatches always keep theirs.
     shown = bool(notes) and not (verdict == "match" and parent_notes is not None
@@ -253,22 +246,7 @@ def _per_entry(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str,
     # [model, checkpoint, ck_only, match, mismatch, missing, ck_explained, ck_unexplained, notes]
     for e in entries:
         path = e.module or ""
-        note = None
-        if e.verdict in ("mismatch", "missing") or (e.verdict == "checkpoint-only" and not e.explained):
-            local = (e.model or (e.checkpoint[0] if e.checkpoint else "?"))
-            local = local[len(path) + 1:] if path and local.startswith(path + ".") else local
-            note = f"{local}: {e.verdict}" + (f" ({e.tag})" if e.tag else "")
-        elif e.verdict == "checkpoint-only":
-            note = f"checkpoint-only: {e.kind}"
-        elif e.tag:
-            note = e.tag
-        # what this entry adds to each ancestor's row, worked out once
-        if e.verdict == "checkpoint-only":
-            slot, add = (6 if e.explained else 7), ((2, e.checkpoint_elements if e.parameter else 0),)
-        else:
-            slot = _VERDICT_SLOT[e.verdict]
-            add = (((0, e.model_elements),) + (((1, e.checkpoint_elements),) if e.verdict != "missing" else ())
-                   if e.parameter else ())
+        note, slot, add = _entry_parts(e, path)  # what this entry adds to each ancestor's row, worked out once
         chained = path in order and path.count(".") < _CHAIN_DEPTH
         for p in (chain(path) if chained else _ancestors(path, order)):
             s = stats.get(p)
@@ -286,16 +264,7 @@ def _per_entry(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str,
     out: dict[str, dict[str, Any]] = {}
     for p in sorted(stats, key=lambda p: (order.get(p, len(order)), p)):
         model, ck, ck_only, n_match, n_mis, n_missing, n_expl, n_unexpl, notes = stats[p]
-        if n_mis or n_unexpl:
-            verdict = "mismatch"
-        elif n_match == 0 and n_missing == 0:
-            verdict = "checkpoint-only"
-        elif n_missing and n_match == 0:
-            verdict = "missing"
-        elif n_missing:
-            verdict = "partial"
-        else:
-            verdict = "match"
+        verdict = _verdict(n_match, n_mis, n_missing, n_unexpl)
         d: dict[str, Any] = {"verdict": verdict, "model": model, "checkpoint": ck}
         # A matching module whose notes are its parent's says nothing new (256 experts × 3 projections of the same
         # "fp4 on disk" note would be most of the JSON); mismatches always keep theirs.

@@ -65,32 +65,24 @@ def _compress_templates(templates: Iterable[tuple[str, tuple[int, ...]]]) -> lis
     return out
 
 
+class _AsEntry:
+    """An entry's JSON read as the ``Entry`` it was written from (``compact_entry_list`` reads entries so)."""
+
+    __slots__ = ("d",)
+
+    def __init__(self, d: dict[str, Any]):
+        self.d = d
+
+    def __getattr__(self, name: str) -> Any:
+        return self.d.get(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.d)
+
+
 def compact_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Collapse entries that differ only in integer path components (layers, experts) into one with a count."""
-    # Each name is split into its template once: for the key, and again for compressing the group's names.
-    keyed: dict[tuple, list[tuple[dict[str, Any], tuple[str, tuple[int, ...]], list]]] = {}
-    for e in entries:
-        ck = e["checkpoint"]
-        cts = [_template(c) for c in ck]
-        mt = _template(e["model"]) if e["model"] is not None else (cts[0] if ck else _template(""))
-        key = (mt[0], cts[0][0] if ck else None, len(ck), e["verdict"], e["kind"],
-               e["model_elements"], e["checkpoint_elements"], _DIGITS.sub("#", e["note"]) if e.get("note") else None,
-               tuple(e.get("model_shape") or ()), tuple(e.get("checkpoint_shape") or ()), e.get("model_dtype"),
-               e.get("checkpoint_dtype"))
-        keyed.setdefault(key, []).append((e, mt, cts))
-    out = []
-    for group in keyed.values():
-        if len(group) == 1:
-            out.append(group[0][0])
-            continue
-        first = dict(group[0][0])
-        if first["model"] is not None:
-            models = _compress_templates(mt for _, mt, _ in group)
-            first["model"] = models[0] if len(models) == 1 else " | ".join(models)
-        first["checkpoint"] = _compress_templates(c for _, _, cts in group for c in cts)
-        first["count"] = len(group)
-        out.append(first)
-    return out
+    return compact_entry_list([_AsEntry(e) for e in entries])
 
 
 def compact_entry_list(entries: Sequence[Any]) -> list[dict[str, Any]]:

@@ -161,67 +161,8 @@ def scale_renamer(ruleset: Ruleset, user: Ruleset | None) -> Callable[[str], tup
     return both
 
 
-def direct_entry(mt: ModelTensor, u: Unit, block: tuple[int, int], rules: Rules, ruleset: Ruleset,
-            user: Ruleset | None, resolver: Resolver,
-            scale_rename: Callable[[str], tuple[str, str]] | None = None) -> Entry:
-    """One model tensor against one checkpoint unit. ``scale_rename`` (``scale_renamer(ruleset, user)``, made once
-    per comparison) saves building it per tensor."""
-    t = mt.rec
-    # A packed model tensor meets an unrecognised I8/U8 with its stored shape: the checkpoint holds fp4 pairs too.
-    if (not u.packed and u.info.dtype in ("I8", "U8") and t.packing and t.shape == u.info.shape
-            and t.elements == 2 * math.prod(u.info.shape)):
-        u.packed = True
-    m_shape = tuple(t.logical_shape or t.shape)
-    c_shape = u.logical_shape
-    ok_scales, scale_text = check_scales(u, block, rules.fp4_block)
-    notes: list[str] = []
-    tags: list[str] = []
-    verdict = "match"
-    if m_shape != c_shape or t.elements != u.elements:
-        verdict = "mismatch"
-        notes.append(f"model {counts_text(t.elements, m_shape)}, checkpoint {counts_text(u.elements, c_shape)}")
-        tags.append(notes[-1])
-    if not ok_scales:
-        verdict = "mismatch"
-        notes.append(scale_text or "bad scale")
-        tags.append("scale shape does not fit the weight's blocks")
-    # model-side scales against the checkpoint's
-    if mt.scales:
-        ck_scales = {}
-        if scale_rename is None:
-            scale_rename = scale_renamer(ruleset, user)
-        for s in u.scales:
-            n = scale_rename(s.name)
-            ck_scales[resolver.resolve(n[1]) or n[0]] = s
-        for sname, srec in mt.scales:
-            s = ck_scales.get(sname) or (u.scales[0] if len(u.scales) == 1 and len(mt.scales) == 1 else None)
-            if s is None:
-                notes.append(f"the model's scale {sname.rsplit('.', 1)[-1]} {_shape(srec.shape)} has no checkpoint "
-                             "scale (quantized at load?)")
-                tags.append("model scale without a checkpoint scale")
-            elif tuple(srec.shape) != s.shape:
-                verdict = "mismatch"
-                notes.append(f"scale {sname.rsplit('.', 1)[-1]}: model {_shape(srec.shape)}, checkpoint "
-                             f"{_shape(s.shape)}")
-                tags.append("scale shapes differ")
-            elif CK_TO_TORCH.get(s.dtype) != srec.dtype:
-                notes.append(f"scale stored {s.dtype}, {srec.dtype} in the model")
-                tags.append(f"scale stored {s.dtype}, {srec.dtype} in the model")
-    dnote, dtag = _dtype_note(t.dtype, [u], scale_text if ok_scales else None)
-    if dnote:
-        notes.append(dnote)
-        tags.append(dtag or dnote)
-    for ex in ruleset.explain + (user.explain if user else ()):
-        if ex.applies(mt.name, u.name, t.dtype, u.info.dtype):
-            notes.append(ex.note)
-    param = t.kind in (WEIGHT, BIAS)
-    return Entry(mt.name, mt.module, u.names, verdict, t.kind, t.elements, u.elements, param,
-                  m_shape if verdict != "match" else None, c_shape if verdict != "match" else None, t.dtype,
-                  u.info.dtype, "; ".join(notes) or None, "; ".join(dict.fromkeys(tags)) or None)
-
-
 class DirectEntries:
-    """``direct_entry`` for every pair of a comparison, worked out once per kind of pair.
+    """One model tensor against one checkpoint unit, for every pair of a comparison, worked out once per kind of pair.
 
     What a verdict depends on beyond the names (the model tensor's record, the checkpoint tensor's dtype, shape,
     packing and scales, which checkpoint scale each model scale met, which explain rules apply) is the memo's key;
@@ -270,7 +211,7 @@ class DirectEntries:
 
 def _direct(mt: ModelTensor, u: Unit, block: tuple[int, int], rules: Rules, met: tuple[int, ...],
             explains: Sequence[Any]) -> Entry:
-    """``direct_entry``'s verdict with the scales already met (``met``: per model scale, the index of its checkpoint
+    """The verdict of one model tensor against one checkpoint unit, with the scales already met (``met``: per model scale, the index of its checkpoint
     scale or -1) and the explain rules that apply."""
     t = mt.rec
     m_shape = tuple(t.logical_shape or t.shape)
