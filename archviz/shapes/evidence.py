@@ -10,7 +10,6 @@ copies of the one that ran rather than copied."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from ..errors import ShapeError
 from ..records import ModelRecord

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from contextlib import nullcontext
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 
