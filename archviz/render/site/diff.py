@@ -144,7 +144,7 @@ _STYLE = """
 .diff-entries{width:100%;table-layout:fixed}
 .diff-entries th:nth-child(1){width:5.5rem}.diff-entries th:nth-child(4){width:6rem}
 .diff-entries th:nth-child(6){width:6.5rem}
-.diff-entries td,.diff-tree li{overflow-wrap:anywhere}
+.diff-entries td,.diff-tree li,.diff-side h2,main>p{overflow-wrap:anywhere}
 .diff-tree,.diff-tree ul{list-style:none;padding-left:1.1rem;margin:0}
 .diff-tree li{margin:.1rem 0}
 .diff-n{color:var(--dim);font-size:.85em}
