@@ -121,6 +121,10 @@ class CompactModules(Sequence):
         """How many modules have been made into records so far (tests check that a command reads only some)."""
         return sum(m is not None for m in self._made)
 
+    def tree(self) -> tuple[list[int], list[str]]:
+        """Each module's parent position (-1: the root) and its name in its parent."""
+        return self._parents, self._names
+
     def row_of(self, path: str) -> int | None:
         """The position of the module at `path` (None: no such module)."""
         if self._rowof is None:

@@ -46,14 +46,18 @@ _CHAIN_DEPTH = 64
 _VERDICT_SLOT = {"match": 3, "mismatch": 4, "missing": 5}
 
 
-def module_verdicts(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str, Any]]:
+def module_verdicts(record: ModelRecord, entries: list[Entry], positions: list[int] | None = None
+                    ) -> dict[str, dict[str, Any]]:
     """Every path with an entry in its subtree: ``{verdict, model, checkpoint, notes?, checkpoint_only?,
     in_model?}``, the model's modules in record order, then the paths beyond the model's, sorted.
 
     Each entry counts once at its own module; one pass up the tree (children before parents) then adds every
     module's row into its parent's, so the work is entries + modules, not entries × depth. Identical rows (256
     experts alike) are one shared dict. A path beyond the model's modules (a checkpoint-only name) gets rows for at
-    most :data:`EXTRA_DEPTH` levels below them, counted entry by entry."""
+    most :data:`EXTRA_DEPTH` levels below them, counted entry by entry.
+
+    ``positions``: each entry's place in the per-tensor order, where ``entries`` holds ``FamilyEntry`` objects
+    (families.py: one verdict for many pairs, each at its own place)."""
     paths = record.column("path")  # (a records file's modules are not made)
     order = {p: i for i, p in enumerate(paths)}
     n = len(paths)
@@ -66,8 +70,23 @@ def module_verdicts(record: ModelRecord, entries: list[Entry]) -> dict[str, dict
         parent[i] = j
     else:
         if n and paths[0] == "" and len(order) == n:
-            return _bottom_up(paths, order, parent, entries)
+            return _bottom_up(paths, order, parent, entries, positions)
+    if positions is not None:  # one entry per pair, as the per-tensor path gives them
+        entries = [e for _, e in sorted(_spelled_out(entries, positions), key=lambda x: x[0])]
     return _per_entry(record, entries)
+
+
+def _spelled_out(entries: list[Any], positions: list[int]) -> Iterable[tuple[int, Entry]]:
+    for e, pos in zip(entries, positions):
+        if e.members is None:
+            yield pos, e
+            continue
+        first = e.first
+        for p, mt, u in e.members:
+            yield p, Entry(mt.name, mt.module, u.names, first.verdict, first.kind, first.model_elements,
+                           first.checkpoint_elements, first.parameter, first.model_shape, first.checkpoint_shape,
+                           first.model_dtype, first.checkpoint_dtype, first.note, first.tag, first.explained,
+                           first.fused)
 
 
 def _entry_parts(e: Entry, path: str) -> tuple[str | None, int, tuple[tuple[int, int], ...]]:
@@ -88,8 +107,8 @@ def _entry_parts(e: Entry, path: str) -> tuple[str | None, int, tuple[tuple[int,
     return note, _VERDICT_SLOT[e.verdict], add
 
 
-def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entries: list[Entry]
-               ) -> dict[str, dict[str, Any]]:
+def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entries: list[Entry],
+               positions: list[int] | None = None) -> dict[str, dict[str, Any]]:
     n = len(paths)
     # [model, checkpoint, ck_only, match, mismatch, missing, ck_explained, ck_unexplained, notes, more notes]
     # notes: the first 4 distinct notes, each with the position of the entry that first gave it (a module's first
@@ -97,7 +116,16 @@ def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entri
     stats: list[list[Any] | None] = [None] * n
     extra: dict[str, list[Any]] = {}
     memo: dict[tuple, tuple] = {}
-    for k, e in enumerate(entries):
+    add_note = _add if positions is None else _add_any_order
+    for k, e in enumerate(entries) if positions is None else zip(positions, entries):
+        if e.members is not None:  # a family: one verdict, each pair at its own module and place
+            note, slot, add = _entry_parts(e.first, e.first.module or "")
+            for p, mt, _ in e.members:
+                s = stats[mt.row]
+                if s is None:
+                    s = stats[mt.row] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
+                _add_any_order(s, add, slot, note, p)
+            continue
         path = e.module or ""
         key = (e.verdict, e.tag, e.kind, e.explained, e.parameter, e.model_elements, e.checkpoint_elements,
                e.model, e.checkpoint[0] if e.checkpoint else None, path) if e.verdict != "match" else \
@@ -117,12 +145,12 @@ def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entri
                 s = extra.get(p)
                 if s is None:
                     s = extra[p] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
-                _add(s, add, slot, note, k)
+                add_note(s, add, slot, note, k)
             i = deepest
         s = stats[i]
         if s is None:
             s = stats[i] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
-        _add(s, add, slot, note, k)
+        add_note(s, add, slot, note, k)
     for i in range(n - 1, 0, -1):
         s = stats[i]
         if s is None:
@@ -180,6 +208,24 @@ def _add(s: list[Any], add: tuple[tuple[int, int], ...], slot: int, note: str | 
                 ns[note] = k
             else:
                 s[9] = True
+
+
+def _add_any_order(s: list[Any], add: tuple[tuple[int, int], ...], slot: int, note: str | None, k: int) -> None:
+    """``_add`` for entries taken in any order: the notes kept are the 4 first given (by position), as ``_add``
+    keeps them for entries taken in order."""
+    for f, v in add:
+        s[f] += v
+    s[slot] += 1
+    if note is not None:
+        ns = s[8]
+        at = ns.get(note)
+        if at is None:
+            ns[note] = k
+            if len(ns) > 4:
+                del ns[max(ns, key=ns.__getitem__)]
+                s[9] = True
+        elif k < at:
+            ns[note] = k
 
 
 def _notes_key(s: list[Any]) -> tuple[str, ...]:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import chain
 from typing import Any, Iterable, Sequence
 
 from archviz.format import ranges
+
+from .templates import HOLE, split_name
 
 _DIGITS = re.compile(r"\d+")
 
@@ -85,15 +88,21 @@ def compact_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return compact_entry_list([_AsEntry(e) for e in entries])
 
 
-def compact_entry_list(entries: Sequence[Any]) -> list[dict[str, Any]]:
+def compact_entry_list(entries: Sequence[Any], split_names: bool = False,
+                       positions: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """``compact_entries([e.to_json() for e in entries])`` for ``Entry`` objects, writing the JSON of one entry per
-    group only. Entries made from one verdict share their note's text: its digit-blind form is worked out once."""
-    keyed: dict[tuple, list[tuple[Any, tuple[str, tuple[int, ...]], list]]] = {}
+    group only. Entries made from one verdict share their note's text: its digit-blind form is worked out once.
+
+    ``split_names``: the caller vouches that no name holds ``"{}"`` or a NUL character, so the names' splits
+    (:func:`~archviz.checkpoint.templates.split_name`) stand for their templates: a direct entry's are read from its
+    pair (compare split each name once, as it mapped it), and the rest of its key once per verdict it shares. With
+    it, an entry may be a ``FamilyEntry`` (families.py: one verdict for many pairs) and ``positions`` gives each
+    entry's place in the per-tensor order (a family's first)."""
+    keyed: dict[tuple, list[tuple[Any, Any, Any, int]]] = {}
     blind: dict[str, str] = {}
-    for e in entries:
-        ck = e.checkpoint
-        cts = [_template(c) for c in ck]
-        mt = _template(e.model) if e.model is not None else (cts[0] if ck else _template(""))
+    shared: dict[int, tuple] = {}  # id of a shared verdict → the key's fields beyond the names
+
+    def fields(e: Any) -> tuple:
         note = e.note
         if note:
             nk = blind.get(note)
@@ -101,27 +110,124 @@ def compact_entry_list(entries: Sequence[Any]) -> list[dict[str, Any]]:
                 nk = blind[note] = _DIGITS.sub("#", note)
         else:
             nk = None
-        key = (mt[0], cts[0][0] if ck else None, len(ck), e.verdict, e.kind, e.model_elements, e.checkpoint_elements,
-               nk, tuple(e.model_shape or ()), tuple(e.checkpoint_shape or ()), e.model_dtype or None,
-               e.checkpoint_dtype or None)
+        return (e.verdict, e.kind, e.model_elements, e.checkpoint_elements, nk, tuple(e.model_shape or ()),
+                tuple(e.checkpoint_shape or ()), e.model_dtype or None, e.checkpoint_dtype or None)
+
+    split = split_name if split_names else _template
+    for k, e in enumerate(entries):
+        pos = positions[k] if positions is not None else k
+        ck = e.checkpoint
+        members = e.members if split_names else None
+        pair = e.pair if split_names else None
+        if pair is not None:
+            m, u, proto = pair
+            rest = shared.get(id(proto))
+            if rest is None:
+                rest = shared[id(proto)] = fields(e)
+            key = (m.template, u.template, len(ck)) + rest
+            if members is not None:
+                mt = cts = None
+            else:
+                mt = (m.template, m.nums)
+                cts = [(u.template, u.nums)]
+                if u.scales:
+                    cts.extend(_scale_splits(u))
+        else:
+            cts = [split(c) for c in ck]
+            mt = split(e.model) if e.model is not None else (cts[0] if ck else split(""))
+            key = (mt[0], cts[0][0] if ck else None, len(ck)) + fields(e)
         group = keyed.get(key)
         if group is None:
-            keyed[key] = [(e, mt, cts)]
+            keyed[key] = [(e, mt, cts, pos)]
         else:
-            group.append((e, mt, cts))
+            group.append((e, mt, cts, pos))
+    compress = _compress_splits if split_names else _compress_templates
     out = []
     for group in keyed.values():
         first = group[0][0].to_json()
-        if len(group) == 1:
+        families = [g for g in group if g[1] is None]
+        count = len(group) + sum(len(g[0].members) - 1 for g in families)
+        if count == 1:
             out.append(first)
             continue
+        if families and len(group) == 1:
+            fam = group[0][0]
+            models = compress((m.template, m.nums) for _, m, _ in fam.members)
+            cks = compress(chain(((u.template, u.nums) for _, _, u in fam.members),
+                                 *(((st, u.nums) for _, _, u in fam.members) for st in fam.scale_templates)))
+        else:
+            flat = _instances(group) if families else group
+            models = compress(mt for _, mt, _, _ in flat) if first["model"] is not None else []
+            cks = compress(c for _, _, cts, _ in flat for c in cts)
         if first["model"] is not None:
-            models = _compress_templates(mt for _, mt, _ in group)
             first["model"] = models[0] if len(models) == 1 else " | ".join(models)
-        first["checkpoint"] = _compress_templates(c for _, _, cts in group for c in cts)
-        first["count"] = len(group)
+        first["checkpoint"] = cks
+        first["count"] = count
         out.append(first)
     return out
+
+
+def _instances(group: list[tuple[Any, Any, Any, int]]) -> list[tuple[Any, Any, Any, int]]:
+    """A group's entries one per pair, family members spelled out, in the per-tensor order."""
+    flat = []
+    for e, mt, cts, pos in group:
+        if mt is None:
+            sts = e.scale_templates
+            for p, m, u in e.members:
+                flat.append((None, (m.template, m.nums), [(u.template, u.nums), *((st, u.nums) for st in sts)], p))
+        else:
+            flat.append((e, mt, cts, pos))
+    flat.sort(key=lambda x: x[3])
+    return flat
+
+
+def _scale_splits(u: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """``split_name`` of each of a unit's scales, from its weight's where a scale differs from it in the last
+    component only (``…w1.weight`` / ``…w1.weight_scale_inv``) and neither last component is an index."""
+    w = u.info.name
+    head, _, last = w.rpartition(".")
+    if not head or (last.isdigit() and last.isascii()):
+        return [split_name(s.name) for s in u.scales]
+    t_head = u.template[: len(u.template) - len(last)]  # the template up to and with the last dot
+    out = []
+    for s in u.scales:
+        n = s.name
+        s_last = n[len(head) + 1:]
+        if n.startswith(head) and n.startswith(".", len(head)) and "." not in s_last and s_last and not (
+                s_last.isdigit() and s_last.isascii()):
+            out.append((t_head + s_last, u.nums))
+        else:
+            out.append(split_name(n))
+    return out
+
+
+def _compress_splits(splits: Iterable[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """``_compress_templates`` of names given as their ``split_name``s."""
+    groups: dict[str, list[tuple[str, ...]]] = {}
+    for t, nums in splits:
+        groups.setdefault(t, []).append(nums)
+    out: list[str] = []
+    for t, idx in groups.items():
+        if not idx[0]:
+            out.append(t)
+            continue
+        template = t.replace(HOLE, "{}")
+        full = _full_product(template, idx)
+        out.extend(full if full is not None else _collapse_indices(template, [tuple(map(int, n)) for n in idx]))
+    return out
+
+
+def _full_product(template: str, idx: list[tuple[str, ...]]) -> list[str] | None:
+    """``_collapse_indices(template, idx as ints)`` where the indices are a full product of canonical numerals
+    (no leading zero), worked out on the strings; ``None`` otherwise."""
+    k = len(idx[0])
+    cols = [{t[i] for t in idx} for i in range(k)]
+    if any(len(v) > 1 and v[0] == "0" for c in cols for v in c):
+        return None
+    if math.prod(len(c) for c in cols) != len(set(idx)):
+        return None
+    uniq = [sorted(map(int, c)) for c in cols]
+    return [_fill(template, [str(u[0]) if len(u) == 1 else "{" + ranges(u) + "}" for u in uniq])]
 
 
 def compact_checkpoint_only(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import types
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from archviz.gcpause import collector_paused
 from archviz.errors import CheckpointError
@@ -34,12 +34,13 @@ from .records import CheckpointInventory
 from .hf_live import FACTS_KEY, live_ruleset
 from .rules import Rules, Ruleset, load_rules
 from .entries import (
-    DirectEntries, Entry, block_size, check_scales, checkpoint_only_label, ck_desc, counts_text, fused_entry,
+    DirectEntries, Entry, block_size, check_scales, checkpoint_only_label, ck_desc, fused_entry, missing_entry,
     split_entries,
 )
 from .compact import compact_checkpoint_only, compact_entries, compact_entry_list  # noqa: F401
 from .aggregate import module_verdicts
-from .units import INT_CK, NON_PARAM_LABELS, Unit, model_index, checkpoint_units
+from .units import INT_CK, NON_PARAM_LABELS, ModelTensor, Unit, model_index, checkpoint_units
+from .families import Fallback, FamilyEntry, compare_families
 from .mapping import Resolver, choose_ruleset, map_units
 from .compact import compress_names  # noqa: F401 - part of this module's interface since before the split
 from .aggregate import EXTRA_DEPTH  # noqa: F401
@@ -110,7 +111,8 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
     config = dict(record.source.config)
     block = block_size(config, rules)
 
-    targets, aliases, others = model_index(record)
+    filed: list[int] = []
+    targets, aliases, others = model_index(record, filed)
     units = checkpoint_units(inventory, rules)
     all_names = set(targets) | set(aliases) | set(others)
     resolver = Resolver(all_names, rules.prefixes)
@@ -120,6 +122,54 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
                                        (u.name for u in units))
     ruleset, scores = choose_ruleset(units, rules, record, resolver, (live,) if live is not None else ())
     resolver = Resolver(all_names, rules.prefixes)
+    found = None
+    plain = _plain_names(all_names, inventory)
+    if (compact or (compact is None and len(targets) > COMPACT_ABOVE)) and filed[0] == len(all_names) and plain:
+        try:  # the same result, worked out once per family of layer/expert tensors (families.py says when)
+            found = compare_families(units, targets, aliases, others, ruleset, rules, block, resolver)
+        except Fallback:
+            found = None
+    if found is not None:
+        entries, positions, left = found
+        leftovers: list[tuple[Unit, str | None]] = [(u, None) for u in left]
+        positions.extend(range(len(targets), len(targets) + len(leftovers)))
+    else:
+        entries, leftovers = _per_tensor(units, targets, aliases, others, ruleset, rules, block, resolver)
+        positions = None
+
+    ck_only: list[dict[str, Any]] = []
+    for u, override in leftovers:
+        if override:
+            label, about = override, "a second copy of a tensor the model ties to another"
+        else:
+            label, about = checkpoint_only_label(u, rules, ruleset, config, others)
+        explained = label != "unmapped"
+        param = label not in NON_PARAM_LABELS and label != "scale" and (
+            u.packed or u.info.dtype not in INT_CK | {"F8_E8M0"})
+        place = u.mapped if u.target is None else u.target
+        placed = resolver.place(place) if u.target is None else place
+        module = placed.rsplit(".", 1)[0] if "." in placed else ""
+        note = about
+        if u.scales:
+            note += f"; {ck_desc(u)} with {len(u.scales)} scale(s)"
+        entries.append(Entry(None, module, u.names, "checkpoint-only", label, 0, u.elements, param,
+                              None, u.logical_shape, None, u.info.dtype, note, label, explained))
+        ck_only.append({"name": u.name, "kind": label, "dtype": u.info.dtype, "shape": list(u.info.shape),
+                        "elements": u.elements, "explained": explained,
+                        **({"scales": [s.name for s in u.scales]} if u.scales else {})})
+
+    result = _result(record, inventory, entries, ck_only, ruleset, scores, rules, units, block, compact, plain,
+                     positions)
+    if live_note:
+        result["rules"]["notes"] = [live_note]
+    return record.with_extra(EXTRA_KEY, result)
+
+
+def _per_tensor(units: list[Unit], targets: dict[str, ModelTensor], aliases: dict[str, str],
+                others: dict[str, ModelTensor], ruleset: Ruleset, rules: Rules, block: tuple[int, int],
+                resolver: Resolver) -> tuple[list[Entry], list[tuple[Unit, str | None]]]:
+    """Map every unit and give every model tensor its verdict, one by one: (entries in the model's order, the
+    checkpoint-only units with a label that overrides the rules')."""
     map_units(units, ruleset, rules.user, resolver, write=True)
 
     # Targets: model name → units. Aliases land on the counted tensor; a second copy is a tied copy.
@@ -166,13 +216,8 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
             entries.append(direct_entry(mt, u))
             u.assigned = True
             continue
-        t = mt.rec
         if not us:
-            entries.append(Entry(name, mt.module, [], "missing", t.kind, t.elements, 0, t.kind in (WEIGHT, BIAS),
-                                  tuple(t.logical_shape or t.shape), None, t.dtype, None,
-                                  f"the checkpoint has no tensor for {name} "
-                                  f"({counts_text(t.elements, t.logical_shape or t.shape)})",
-                                  "missing from the checkpoint"))
+            entries.append(missing_entry(mt))
             continue
         fused = [u for u in us if u.fuse is not None]
         direct = [u for u in us if u.fuse is None]
@@ -189,45 +234,30 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
         for u in us:
             u.assigned = True
 
-    ck_only: list[dict[str, Any]] = []
-    for u, override in leftovers:
-        if override:
-            label, about = override, "a second copy of a tensor the model ties to another"
-        else:
-            label, about = checkpoint_only_label(u, rules, ruleset, config, others)
-        explained = label != "unmapped"
-        param = label not in NON_PARAM_LABELS and label != "scale" and (
-            u.packed or u.info.dtype not in INT_CK | {"F8_E8M0"})
-        place = u.mapped if u.target is None else u.target
-        placed = resolver.place(place) if u.target is None else place
-        module = placed.rsplit(".", 1)[0] if "." in placed else ""
-        note = about
-        if u.scales:
-            note += f"; {ck_desc(u)} with {len(u.scales)} scale(s)"
-        entries.append(Entry(None, module, u.names, "checkpoint-only", label, 0, u.elements, param,
-                              None, u.logical_shape, None, u.info.dtype, note, label, explained))
-        ck_only.append({"name": u.name, "kind": label, "dtype": u.info.dtype, "shape": list(u.info.shape),
-                        "elements": u.elements, "explained": explained,
-                        **({"scales": [s.name for s in u.scales]} if u.scales else {})})
-
-    result = _result(record, inventory, entries, ck_only, ruleset, scores, rules, units, block, compact)
-    if live_note:
-        result["rules"]["notes"] = [live_note]
-    return record.with_extra(EXTRA_KEY, result)
+    return entries, leftovers
 
 
 def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[Entry], ck_only: list[dict[str, Any]],
             ruleset: Ruleset, scores: Mapping[str, int], rules: Rules, units: list[Unit], block: tuple[int, int],
-            compact: bool | None) -> dict[str, Any]:
-    matched = sum(e.model_elements for e in entries if e.verdict == "match" and e.parameter)
-    mismatched = sum(e.model_elements for e in entries if e.verdict == "mismatch" and e.parameter)
-    missing = sum(e.model_elements for e in entries if e.verdict == "missing" and e.parameter)
-    ck_only_el = sum(e.checkpoint_elements for e in entries if e.verdict == "checkpoint-only")
-    ck_params = sum(e.checkpoint_elements for e in entries if e.parameter and e.verdict != "missing")
+            compact: bool | None, plain: bool, positions: list[int] | None) -> dict[str, Any]:
     counts = {"match": 0, "mismatch": 0, "missing": 0, "checkpoint-only": 0}
+    model_el = {"match": 0, "mismatch": 0, "missing": 0, "checkpoint-only": 0}  # parameters only
+    ck_only_el = ck_params = unexplained = notes = 0
     for e in entries:
-        counts[e.verdict] += 1
-    unexplained = sum(1 for e in entries if e.verdict == "checkpoint-only" and not e.explained)
+        n = len(e.members) if type(e) is FamilyEntry else 1
+        v = e.verdict
+        counts[v] += n
+        if e.parameter:
+            model_el[v] += n * e.model_elements
+            if v != "missing":
+                ck_params += n * e.checkpoint_elements
+        if v == "checkpoint-only":
+            ck_only_el += n * e.checkpoint_elements
+            if not e.explained:
+                unexplained += n
+        elif e.note:
+            notes += n
+    matched, mismatched, missing = model_el["match"], model_el["mismatch"], model_el["missing"]
     scales_paired = sum(len(u.scales) for u in units)
     bad_scales = sum(1 for u in units if u.scales and not (
         u.scales_ok if u.scales_ok is not None else check_scales(u, block, rules.fp4_block)[0]))
@@ -242,15 +272,15 @@ def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[Entry],
         "mismatched": mismatched,
         "missing": missing,
         "checkpoint_only": ck_only_el,
-        "notes_count": sum(1 for e in entries if e.note and e.verdict != "checkpoint-only"),
+        "notes_count": notes,
         "tensors": counts,
         "checkpoint_tensors": len(inv.tensors),
         "checkpoint_only_kinds": labels,
         "unexplained": unexplained,
         "scales": {"paired": scales_paired, "weights_with_bad_scales": bad_scales},
     }
-    if compact or (compact is None and len(entries) > COMPACT_ABOVE):
-        tensors = compact_entry_list(entries)
+    if compact or (compact is None and sum(counts.values()) > COMPACT_ABOVE):
+        tensors = compact_entry_list(entries, plain, positions)
         ck_list = compact_checkpoint_only(ck_only)
     else:
         tensors = [e.to_json() for e in entries]
@@ -265,9 +295,16 @@ def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[Entry],
                                                                                    rules.files],
                   "fp8_block": list(block), "fp4_block": rules.fp4_block},
         "tensors": tensors,
-        "modules": module_verdicts(record, entries),
+        "modules": module_verdicts(record, entries, positions),
         "checkpoint_only": ck_list,
     }
+
+
+def _plain_names(model_names: Iterable[str], inv: CheckpointInventory) -> bool:
+    """Whether no model tensor's name and no checkpoint tensor's holds ``"{}"`` or a NUL character (the compact
+    list's templates then are the names' splits, see ``compact_entry_list``)."""
+    text = "/".join(model_names) + "/" + "/".join(inv.tensors)
+    return "\x00" not in text and "{}" not in text
 
 
 def check(record: ModelRecord, ck_spec: CheckpointInventory | str | os.PathLike[str],

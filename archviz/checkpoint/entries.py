@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from archviz.records import BIAS, BUFFER, SCALE, WEIGHT
 
@@ -126,6 +126,10 @@ class Entry:
     tag: str | None = None  # short, generic form of the note for module summaries
     explained: bool = True  # checkpoint-only: a rule or label explains it
     fused: int = 0  # number of checkpoint tensors summed (fused entries)
+    members: ClassVar[Any] = None  # one pair (a FamilyEntry, families.py, has many)
+    # (model tensor, checkpoint unit, the verdict it shares) of a direct entry: the compact tensor list reads their
+    # names' splits, and the rest of its key once per verdict
+    pair: tuple[ModelTensor, Unit, Any] | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -167,7 +171,9 @@ class DirectEntries:
     What a verdict depends on beyond the names (the model tensor's record, the checkpoint tensor's dtype, shape,
     packing and scales, which checkpoint scale each model scale met, which explain rules apply) is the memo's key;
     45,000 expert projections of one shape are a handful of keys. The name-dependent steps still run for each pair:
-    the fp4 repacking test, the scales' renames and lookups (the resolver counts what it used), the explain rules."""
+    the fp4 repacking test, the pairing of scales (one on each side pair as they are; otherwise by their names after
+    the renames, looked up without counting toward where unmapped tensors are placed), the explain rules (their
+    patterns only where their dtypes apply)."""
 
     def __init__(self, block: tuple[int, int], rules: Rules, ruleset: Ruleset, user: Ruleset | None,
                  resolver: Resolver):
@@ -176,37 +182,63 @@ class DirectEntries:
         self.explains = ruleset.explain + (user.explain if user else ())
         self.memo: dict[tuple, tuple] = {}
         self.keep: list[Any] = []  # the records whose ids are in keys
+        self.by_dtypes: dict[tuple[str, str], tuple[Any, ...]] = {}  # (model, checkpoint dtype) → explains to test
+
+    def explains_for(self, model_dtype: str, checkpoint_dtype: str) -> tuple[Any, ...]:
+        """The explain rules whose dtype conditions hold for a pair of these dtypes (their patterns to be matched)."""
+        dtypes = (model_dtype, checkpoint_dtype)
+        explains = self.by_dtypes.get(dtypes)
+        if explains is None:
+            explains = self.by_dtypes[dtypes] = tuple(ex for ex in self.explains if ex.dtypes_apply(*dtypes))
+        return explains
+
+    def _met(self, mt: ModelTensor, u: Unit) -> tuple[int, ...]:
+        """Per model scale, the index of the checkpoint scale of its name, or -1."""
+        if len(u.scales) == 1 and len(mt.scales) == 1:
+            return (0,)  # one scale on each side: they pair whatever their names
+        if not u.scales:
+            return (-1,) * len(mt.scales)
+        ck_scales: dict[str, int] = {}
+        lookup, rename = self.resolver.lookup, self.scale_rename
+        for i, s in enumerate(u.scales):
+            n = rename(s.name)
+            ck_scales[lookup(n[1]) or n[0]] = i
+        return tuple(ck_scales.get(sname, -1) for sname, _ in mt.scales)
 
     def __call__(self, mt: ModelTensor, u: Unit) -> Entry:
         t = mt.rec
-        if (not u.packed and u.info.dtype in ("I8", "U8") and t.packing and t.shape == u.info.shape
-                and t.elements == 2 * math.prod(u.info.shape)):
-            u.packed = True
-        met: tuple[int, ...] = ()
-        if mt.scales:
-            ck_scales: dict[str, int] = {}
-            resolve, rename = self.resolver.resolve, self.scale_rename
-            for i, s in enumerate(u.scales):
-                n = rename(s.name)
-                ck_scales[resolve(n[1]) or n[0]] = i
-            one = len(u.scales) == 1 and len(mt.scales) == 1
-            met = tuple(ck_scales.get(sname, 0 if one else -1) for sname, _ in mt.scales)
-        applies = tuple(ex.applies(mt.name, u.name, t.dtype, u.info.dtype) for ex in self.explains)
         info = u.info
+        if (not u.packed and info.dtype in ("I8", "U8") and t.packing and t.shape == info.shape
+                and t.elements == 2 * math.prod(info.shape)):
+            u.packed = True
+        met = self._met(mt, u) if mt.scales else ()
+        explains = self.explains_for(t.dtype, info.dtype)
+        applies = tuple(ex.matches(mt.name, u.name) for ex in explains) if explains else ()
+        scales = u.scales
         key = (id(t), info.dtype, info.shape, u.packed,
-               tuple((s.name.rpartition(".")[2], s.dtype, s.shape) for s in u.scales) if u.scales else (),
+               (((s := scales[0]).name.rpartition(".")[2], s.dtype, s.shape),) if len(scales) == 1 else
+               tuple((s.name.rpartition(".")[2], s.dtype, s.shape) for s in scales),
                tuple((sname.rpartition(".")[2], id(srec)) for sname, srec in mt.scales) if mt.scales else (),
                met, applies)
         proto = self.memo.get(key)
         if proto is None:
             self.keep.append(t)
             self.keep.extend(srec for _, srec in mt.scales)
-            e = _direct(mt, u, self.block, self.rules, met, [ex for ex, a in zip(self.explains, applies) if a])
+            e = _direct(mt, u, self.block, self.rules, met, [ex for ex, a in zip(explains, applies) if a])
             proto = self.memo[key] = (e.verdict, e.kind, e.model_elements, e.checkpoint_elements, e.parameter,
                                       e.model_shape, e.checkpoint_shape, e.model_dtype, e.checkpoint_dtype, e.note,
                                       e.tag), check_scales(u, self.block, self.rules.fp4_block)[0]
         u.scales_ok = proto[1]
-        return Entry(mt.name, mt.module, u.names, *proto[0])
+        return Entry(mt.name, mt.module, u.names, *proto[0], pair=(mt, u, proto))
+
+
+def missing_entry(mt: ModelTensor) -> Entry:
+    """A model tensor the checkpoint has no tensor for."""
+    t = mt.rec
+    shape = tuple(t.logical_shape or t.shape)
+    return Entry(mt.name, mt.module, [], "missing", t.kind, t.elements, 0, t.kind in (WEIGHT, BIAS), shape, None,
+                 t.dtype, None, f"the checkpoint has no tensor for {mt.name} ({counts_text(t.elements, shape)})",
+                 "missing from the checkpoint")
 
 
 def _direct(mt: ModelTensor, u: Unit, block: tuple[int, int], rules: Rules, met: tuple[int, ...],

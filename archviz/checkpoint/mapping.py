@@ -7,7 +7,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from archviz.records import ModelRecord
 
-from .rules import IDENTITY, Fuse, Rules, Ruleset, renamer
+from .rules import IDENTITY, Fuse, Rules, Ruleset, renamer, split_renamer
+from .templates import split_name
 from .units import Unit
 
 
@@ -50,6 +51,19 @@ class Resolver:
                 return c
         return None
 
+    def lookup(self, name: str) -> str | None:
+        """What :meth:`resolve` gives for ``name`` now, leaving what it counts unchanged: a scale's name, looked up
+        to pair it with the model's, is no evidence of where the checkpoint's weights sit."""
+        names = self.names
+        if name in names:
+            return name
+        last = self.last
+        for op in (last, *self.ops) if last is not None else self.ops:
+            c = self._apply(op, name)
+            if c is not None and c in names:
+                return c
+        return None
+
     def place(self, name: str) -> str:
         """Where a name with no model tensor would sit in the model's namespace (the most used prefix op)."""
         if not self.hits:
@@ -64,10 +78,15 @@ def map_units(units: Iterable[Unit], ruleset: Ruleset, user: Ruleset | None, res
     hits = 0
     fuse = (user.fuse if user else ()) + ruleset.fuse
     rename = renamer(user, ruleset)
+    split_rename = split_renamer(user, ruleset)
     mapper = ruleset.mapper
     resolve = resolver.resolve
     for u in units:
-        name = rename(u.info.name)
+        if write:  # the split kept for the compact tensor list
+            template, nums = u.template, u.nums = split_name(u.info.name)
+            name = split_rename(u.info.name, template, nums)
+        else:
+            name = rename(u.info.name)
         via: Fuse | None = None
         split: tuple[str, ...] = ()
         if mapper is not None:

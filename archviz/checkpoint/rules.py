@@ -176,12 +176,17 @@ class Explain:
     checkpoint_dtypes: tuple[str, ...] = ()
     model_dtypes: tuple[str, ...] = ()
 
-    def applies(self, model_name: str, checkpoint_name: str, model_dtype: str, checkpoint_dtype: str) -> bool:
-        if self.checkpoint_dtypes and checkpoint_dtype not in self.checkpoint_dtypes:
-            return False
-        if self.model_dtypes and model_dtype not in self.model_dtypes:
-            return False
+    def dtypes_apply(self, model_dtype: str, checkpoint_dtype: str) -> bool:
+        """Whether the dtype conditions hold (the pattern still to be matched)."""
+        return not ((self.checkpoint_dtypes and checkpoint_dtype not in self.checkpoint_dtypes)
+                    or (self.model_dtypes and model_dtype not in self.model_dtypes))
+
+    def matches(self, model_name: str, checkpoint_name: str) -> bool:
+        """Whether the pattern matches either name (the dtype conditions aside)."""
         return bool(self.regex.search(model_name) or self.regex.search(checkpoint_name))
+
+    def applies(self, model_name: str, checkpoint_name: str, model_dtype: str, checkpoint_dtype: str) -> bool:
+        return self.dtypes_apply(model_dtype, checkpoint_dtype) and self.matches(model_name, checkpoint_name)
 
 
 @dataclass(frozen=True)
@@ -216,9 +221,25 @@ class Ruleset:
 def renamer(*rulesets: Ruleset | None) -> Callable[[str], str]:
     """A function applying the renames of ``rulesets`` in order. When every rename is digit-blind, results are
     memoised per name template (numeric path components elided), so 15,000 expert names cost a handful of regexes."""
+    rename = split_renamer(*rulesets)
+    if rename is _keep_name:
+        return lambda n: n
+    if not getattr(rename, "templated", False):
+        return lambda n: rename(n, "", ())  # renames that are not digit-blind run on the whole name
+
+    def renamed(n: str) -> str:
+        t, nums = split_name(n)
+        return rename(n, t, nums)
+
+    return renamed
+
+
+def split_renamer(*rulesets: Ruleset | None) -> Callable[[str, str, tuple[str, ...]], str]:
+    """:func:`renamer` for a name given with its :func:`~archviz.checkpoint.templates.split_name` (a caller that
+    keeps the split for later, as compare does for its compact tensor list): ``f(name, template, nums)``."""
     renames = [r for rs in rulesets if rs is not None for r in rs.renames]
     if not renames:
-        return lambda n: n
+        return _keep_name
 
     def apply(n: str) -> str:
         for r in renames:
@@ -226,11 +247,10 @@ def renamer(*rulesets: Ruleset | None) -> Callable[[str], str]:
         return n
 
     if not all(r.blind for r in renames):
-        return apply
+        return lambda n, t, nums: apply(n)
     cache: dict[str, list[str]] = {}
 
-    def templated(n: str) -> str:
-        t, nums = split_name(n)
+    def templated(n: str, t: str, nums: tuple[str, ...]) -> str:
         pieces = cache.get(t)
         if pieces is None:
             pieces = cache[t] = apply(t).split("\x00")
@@ -244,7 +264,12 @@ def renamer(*rulesets: Ruleset | None) -> Callable[[str], str]:
             out.append(rest)
         return "".join(out)
 
+    templated.templated = True  # type: ignore[attr-defined]
     return templated
+
+
+def _keep_name(n: str, t: str, nums: tuple[str, ...]) -> str:
+    return n
 
 
 def full_renamer(rs: Ruleset | None) -> Callable[[str], str]:

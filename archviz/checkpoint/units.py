@@ -10,6 +10,7 @@ from archviz.records import ALIAS, BUFFER, SCALE, ModelRecord, TensorRecord
 
 from .records import CheckpointInventory, TensorInfo
 from .rules import Fuse, Rules
+from .templates import HOLE, split_name
 
 #: safetensors dtype code → torch dtype name (as records spell them).
 CK_TO_TORCH = {
@@ -49,6 +50,8 @@ class Unit:
     split: tuple[str, ...] = ()  # the other model tensors a splitting conversion fills from this one
     assigned: bool = False
     scales_ok: bool | None = None  # its scales fit its shape (check_scales), once a verdict has worked it out
+    template: str = ""  # its name's split_name (set when it is mapped), for the compact tensor list
+    nums: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -106,51 +109,87 @@ class ModelTensor:
     module: str
     rec: TensorRecord
     scales: list[tuple[str, TensorRecord]] = field(default_factory=list)
+    template: str = ""  # split_name(name) (built from its module's path's)
+    nums: tuple[str, ...] = ()
+    row: int = -1  # its module's place in the record
+    kind_key: tuple[int, int] | None = None  # (its module's tensors, its place among them): alike for alike modules
 
 
-def model_index(record: ModelRecord) -> tuple[dict[str, ModelTensor], dict[str, str], dict[str, ModelTensor]]:
+def model_index(record: ModelRecord, filed: list[int] | None = None
+                ) -> tuple[dict[str, ModelTensor], dict[str, str], dict[str, ModelTensor]]:
     """(targets: name → tensor (weights, biases, tables, persistent buffers, orphan scales),
     aliases: alias name → counted name, others: non-persistent buffers and paired scales by name).
 
     What goes where depends on a module's own tensors only: worked out once per tensors tuple (a records file gives
-    one tuple to every module that has the same tensors), then applied to each module's path."""
+    one tuple to every module that has the same tensors), then applied to each module's path. ``filed``, when
+    given, gets the number of names filed (more than the three dicts hold when two modules' tensors share a name)."""
     targets: dict[str, ModelTensor] = {}
     aliases: dict[str, str] = {}
     others: dict[str, ModelTensor] = {}
-    plans: dict[int, tuple[tuple[int, TensorRecord], ...]] = {}
+    plans: dict[int, tuple[tuple[int, TensorRecord, str, tuple[str, ...], tuple[int, int]], ...]] = {}
     keep = []  # the tuples whose ids are plans' keys
-    for path, ts in zip(record.column("path"), record.column("tensors")):  # (a records file's modules not made)
-        if not ts:
+    n_filed = 0
+    splits = _path_splits(record)
+    for row, (path, ts) in enumerate(zip(record.column("path"), record.column("tensors"))):
+        if not ts:  # (a records file's modules are not made)
             continue
         plan = plans.get(id(ts))
         if plan is None:
             plan = plans[id(ts)] = _plan(ts)
             keep.append(ts)
+        n_filed += len(plan)
         prefix = f"{path}." if path else ""
-        for op, t in plan:
+        p_template, p_nums = splits[row] if splits is not None else split_name(path)
+        p_template = f"{p_template}." if path else ""
+        for op, t, local, local_nums, key in plan:
             full = prefix + t.name
             if op == _TARGET:
-                targets[full] = ModelTensor(full, path, t)
+                targets[full] = ModelTensor(full, path, t, [], p_template + local, p_nums + local_nums, row, key)
             elif op == _OTHER:
-                others[full] = ModelTensor(full, path, t)
+                others[full] = ModelTensor(full, path, t, [], p_template + local, p_nums + local_nums, row)
             elif op == _ALIAS:
                 aliases[full] = t.alias_of  # type: ignore[assignment]
             else:  # a scale beside its weight
                 owner = targets.get(prefix + t.scales)  # type: ignore[operator]
                 if owner is not None:
                     owner.scales.append((full, t))
-                    others[full] = ModelTensor(full, path, t)
+                    others[full] = ModelTensor(full, path, t, [], p_template + local, p_nums + local_nums, row)
                 else:
-                    targets[full] = ModelTensor(full, path, t)
+                    targets[full] = ModelTensor(full, path, t, [], p_template + local, p_nums + local_nums, row, key)
+    if filed is not None:
+        filed.append(n_filed)
     return targets, aliases, others
+
+
+def _path_splits(record: ModelRecord) -> list[tuple[str, tuple[str, ...]]] | None:
+    """Each module's path's ``split_name``, built from its parent's (a compact records file keeps the tree as
+    parents and names); None for other records."""
+    tree = getattr(record.modules, "tree", None)
+    if tree is None:
+        return None
+    parents, names = tree()
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for parent, name in zip(parents, names):
+        hole = name.isdigit() and name.isascii()
+        if parent < 0:
+            out.append((name, ()) if not hole else (HOLE, (name,)))
+            continue
+        t, nums = out[parent]
+        if not t and not nums:  # a child of the root ("" splits to "")
+            out.append((HOLE, (name,)) if hole else (name, ()))
+        elif hole:
+            out.append((f"{t}.{HOLE}", nums + (name,)))
+        else:
+            out.append((f"{t}.{name}", nums))
+    return out
 
 
 _TARGET, _OTHER, _ALIAS, _SCALE = range(4)
 
 
-def _plan(tensors: tuple[TensorRecord, ...]) -> tuple[tuple[int, TensorRecord], ...]:
+def _plan(tensors: tuple[TensorRecord, ...]) -> tuple[tuple[int, TensorRecord, str, tuple[str, ...], tuple[int, int]], ...]:
     """Where each of a module's tensors goes, in the order ``model_index`` files them: the module's tensors, then
-    its scales that sit beside a weight."""
+    its scales that sit beside a weight; each with its name's split_name and its kind key."""
     local = {t.name: t for t in tensors}
     out: list[tuple[int, TensorRecord]] = []
     paired = []
@@ -166,4 +205,5 @@ def _plan(tensors: tuple[TensorRecord, ...]) -> tuple[tuple[int, TensorRecord], 
             paired.append((_SCALE, t))
             continue
         out.append((_TARGET, t))
-    return tuple(out + paired)
+    key = id(tensors)
+    return tuple((op, t, *split_name(t.name), (key, j)) for j, (op, t) in enumerate(out + paired))

@@ -1,0 +1,279 @@
+"""Compare by families: the checkpoint's tensors whose names differ only in their layer/expert indices are mapped
+once per family, and each pair of a checkpoint family and a kind of model tensor gets one verdict.
+
+``compare`` (compare.py) maps every checkpoint tensor and works out every model tensor's verdict on its own: 45,000
+expert projections of a 671B model are 45,000 renames, lookups and entries. Their names split at the index
+components (``split_name``) into a handful of templates: a digit-blind rename is a rename of the template, and the
+prefix step adds or strips the same text for every index. So a family is renamed once, its lookup in the model is
+one template and one set of indices, and a verdict is shared by every pair of one checkpoint family and one kind of
+model tensor (one tensor record, one set of scales).
+
+This path gives what the per-tensor path gives, to the byte. It is taken only when that holds by construction:
+
+- the chosen ruleset (and a user's rules) rename digit-blind, with no mapper and no fuse rule that could pick up a
+  tensor the renames leave unmapped;
+- the prefix step is decided per family: for each family at most one candidate template (the name as is, a prefix
+  added or stripped) names any model tensor, so which prefix wins never depends on the order of the lookups;
+- one checkpoint tensor per model tensor, none landing on an alias (a tied copy, a second copy);
+- scales pair one to one, and a scale's name differs from its weight's in the last component only;
+- no name holds ``"{}"`` or a NUL character, and the module paths form a tree (as every walk writes them).
+
+Anything else raises :class:`Fallback` before anything is written, and the per-tensor path runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from .entries import DirectEntries, Entry, missing_entry
+from .mapping import Resolver
+from .rules import Rules, Ruleset
+from .templates import HOLE, split_name
+from .units import ModelTensor, Unit
+
+__all__ = ["Fallback", "FamilyEntry", "compare_families"]
+
+
+class Fallback(Exception):
+    """This comparison needs the per-tensor path (the reason is the message)."""
+
+
+@dataclass
+class FamilyEntry:
+    """One verdict shared by the pairs of a checkpoint family and a kind of model tensor: the fields of the
+    ``Entry`` its first pair gives (``first``), and every pair as (position among the model's tensors, model tensor,
+    checkpoint unit), in position order."""
+
+    first: Entry
+    members: list[tuple[int, ModelTensor, Unit]] = field(default_factory=list)
+    scale_templates: tuple[str, ...] = ()  # of the checkpoint's scales (their indices are their weight's)
+
+    def __getattr__(self, name: str) -> Any:  # verdict, kind, counts, note, ...: the shared fields
+        if name in ("first", "members", "scale_templates"):
+            raise AttributeError(name)
+        return getattr(self.first, name)
+
+    @property
+    def count(self) -> int:
+        return len(self.members)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.first.to_json()
+
+
+def _canonical(template: str) -> bool:
+    """Whether ``template`` is the split of every name it fills to: each component a hole, or no hole and not an
+    index (so ``split_name(fill(template, nums)) == (template, nums)`` for index components ``nums``)."""
+    for c in template.split("."):
+        if c == HOLE:
+            continue
+        if HOLE in c or (c.isdigit() and c.isascii()):
+            return False
+    return True
+
+
+def _fill(template: str, nums: tuple[str, ...]) -> str:
+    if not nums:
+        return template
+    pieces = template.split(HOLE)
+    out = [pieces[0]]
+    for n, rest in zip(nums, pieces[1:]):
+        out.append(n)
+        out.append(rest)
+    return "".join(out)
+
+
+class _TemplateRenamer:
+    """The renames of a user's rules then a ruleset's, on templates (they are all digit-blind)."""
+
+    def __init__(self, user: Ruleset | None, ruleset: Ruleset):
+        self.renames = [r for rs in (user, ruleset) if rs is not None for r in rs.renames]
+        if not all(r.blind for r in self.renames):
+            raise Fallback("a rename is not digit-blind")
+
+    def __call__(self, template: str, holes: int) -> str:
+        t = template
+        for r in self.renames:
+            t = r.apply(t)
+        if t.count(HOLE) != holes or not _canonical(t):
+            raise Fallback(f"a rename moves an index: {template!r}")
+        return t
+
+
+def _candidates(template: str, ops: list[tuple[str, str]]) -> Iterator[tuple[tuple[str, str] | None, str]]:
+    """(prefix op or None for the name as is, the template it gives) in the resolver's order of trying them."""
+    yield None, template
+    literal = template.split(HOLE, 1)[0]
+    for op in ops:
+        kind, p = op
+        if kind == "add":
+            c = p + template
+        else:
+            if len(p) > len(literal):
+                if template.startswith(literal) and p.startswith(literal) and HOLE in template:
+                    raise Fallback(f"prefix {p!r} reaches an index of {template!r}")
+                continue
+            if not template.startswith(p):
+                continue
+            c = template[len(p):]
+        if not _canonical(c):
+            raise Fallback(f"prefix {p!r} of {template!r} gives no template")
+        yield op, c
+
+
+@dataclass
+class _CkFamily:
+    template: str
+    scale_templates: tuple[str, ...]
+    units: list[Unit] = field(default_factory=list)  # in checkpoint order
+    at: list[int] = field(default_factory=list)  # each unit's place in the checkpoint's order
+    sigs: list[tuple] = field(default_factory=list)  # what each unit's verdict reads beyond its name
+
+
+def _add_others(index: dict[str, dict[tuple[str, ...], int]], others: dict[str, ModelTensor]) -> None:
+    for mt in others.values():
+        index.setdefault(mt.template, {})[mt.nums] = -1
+
+
+def compare_families(units: list[Unit], targets: dict[str, ModelTensor], aliases: dict[str, str],
+                     others: dict[str, ModelTensor], ruleset: Ruleset, rules: Rules, block: tuple[int, int],
+                     resolver: Resolver) -> tuple[list[Any], list[int], list[Unit]]:
+    """Map ``units`` with ``ruleset`` family by family and give each model tensor its verdict: (the entries in the
+    per-tensor path's order — a ``FamilyEntry`` where many pairs share a verdict, an ``Entry`` for the rest, both at
+    their first position; those positions (a model tensor's place in ``targets``); the checkpoint-only units, in
+    checkpoint order). Writes each unit's mapping (``mapped``,
+    ``target``) as ``map_units`` does where a unit is left over, and the resolver's counts of the prefixes used.
+    Raises :class:`Fallback` before writing anything when the per-tensor path is needed."""
+    user = rules.user
+    if ruleset.mapper is not None:
+        raise Fallback("the ruleset maps names with code")
+    fuse = (user.fuse if user else ()) + ruleset.fuse
+    rename = _TemplateRenamer(user, ruleset)
+
+    # the model's names by template: template → {indices: target position, -1 another name, -2 an alias}
+    index: dict[str, dict[tuple[str, ...], int]] = {}
+    target_list = list(targets.values())
+    for pos, mt in enumerate(target_list):
+        index.setdefault(mt.template, {})[mt.nums] = pos
+    other_templates = {mt.template for mt in others.values()}  # (their indices looked up only where needed)
+    if other_templates & index.keys():
+        _add_others(index, others)
+        other_templates = set()
+    for name in aliases:
+        t, nums = split_name(name)
+        index.setdefault(t, {})[nums] = -2
+
+    # the checkpoint's families: a template, and the last components of its scales' names
+    families: dict[tuple, _CkFamily] = {}
+    tails: dict[str, tuple[int, str] | None] = {}  # template → (its last component's length, the rest)
+    for i, u in enumerate(units):
+        info = u.info
+        w = info.name
+        t, nums = u.template, u.nums = split_name(w)
+        scales = u.scales
+        if scales:
+            tail = tails.get(t, False)
+            if tail is False:
+                head, dot, last = t.rpartition(".")
+                tail = tails[t] = (len(last), head + dot) if dot and last != HOLE else None
+            if tail is None:
+                raise Fallback(f"a scale's weight name ends in an index: {w!r}")
+            cut = len(w) - tail[0]
+            head = w[:cut]
+            lasts = []
+            for sc in scales:
+                n = sc.name
+                s_last = n[cut:]
+                if not n.startswith(head) or not s_last or "." in s_last or (s_last.isdigit() and s_last.isascii()):
+                    raise Fallback(f"a scale's name is not its weight's but for the last component: {n!r}")
+                lasts.append(s_last)
+            key = (t, tuple(lasts))
+            sig = (info.dtype, info.shape, u.packed, tuple((sc.dtype, sc.shape) for sc in scales))
+        else:
+            key = (t, ())
+            sig = (info.dtype, info.shape, u.packed, ())
+        fam = families.get(key)
+        if fam is None:
+            fam = families[key] = _CkFamily(t, tuple(tail[1] + x for x in key[1]) if scales else ())
+        fam.units.append(u)
+        fam.at.append(i)
+        fam.sigs.append(sig)
+
+    # each family mapped: its template renamed, the one candidate template that names model tensors, its indices
+    ops = resolver.ops
+    taken = bytearray(len(target_list))
+    pairs: dict[tuple, tuple[_CkFamily, list[tuple[int, ModelTensor, Unit]]]] = {}
+    left: list[tuple[int, Unit, str, str | None]] = []  # (checkpoint place, unit, mapped, target)
+    first_use: dict[tuple[str, str], int] = {}
+    used: dict[tuple[str, str], int] = {}
+    for fam in families.values():
+        holes = len(fam.units[0].nums)
+        renamed = rename(fam.template, holes)
+        cands = list(_candidates(renamed, ops))
+        if other_templates and any(c in other_templates for _, c in cands):
+            _add_others(index, others)
+            other_templates = set()
+        found = [(op, c, index[c]) for op, c in cands if c in index]
+        if len(found) > 1:
+            raise Fallback(f"{len(found)} prefixes give model names for {renamed!r}")
+        op, c, names = found[0] if found else (None, "", {})
+        for i, u, sig in zip(fam.at, fam.units, fam.sigs):
+            pos = names.get(u.nums) if found else None
+            if pos is None:
+                if fuse:
+                    raise Fallback("a fuse rule may take an unmapped tensor")
+                left.append((i, u, _fill(renamed, u.nums), None))
+                continue
+            if op is not None:
+                used[op] = used.get(op, 0) + 1
+                if op not in first_use or i < first_use[op]:
+                    first_use[op] = i
+            if pos < 0:
+                if pos == -2:
+                    raise Fallback("a checkpoint tensor lands on an alias")
+                left.append((i, u, _fill(renamed, u.nums), _fill(c, u.nums)))
+                continue
+            if taken[pos]:
+                raise Fallback("two checkpoint tensors land on one model tensor")
+            taken[pos] = 1
+            mt = target_list[pos]
+            if mt.scales and u.scales and not (len(mt.scales) == 1 and len(u.scales) == 1):
+                raise Fallback("scales that do not pair one to one")
+            key = (id(fam), mt.kind_key, sig)
+            pair = pairs.get(key)
+            if pair is None:
+                pair = pairs[key] = (fam, [])
+            pair[1].append((pos, mt, u))
+
+    # what is written: the resolver's counts, in the order the prefixes were first used; the leftovers' mapping
+    resolver.hits = {op: used[op] for op in sorted(first_use, key=first_use.__getitem__)}
+    left.sort(key=lambda x: x[0])
+    for _, u, mapped, target in left:
+        u.mapped, u.target, u.fuse, u.split = mapped, target, None, ()
+
+    # one verdict per pair family (per instance where an explain rule's dtypes hold: its pattern sees the names)
+    direct = DirectEntries(block, rules, ruleset, user, resolver)
+    entries: list[tuple[int, Any]] = []
+    for fam, members in pairs.values():
+        members.sort(key=lambda m: m[0])
+        _, mt, u = members[0]
+        explains = direct.explains_for(mt.rec.dtype, u.info.dtype)
+        groups = [members]
+        if explains:  # the pairs an explain rule's pattern picks apart (it reads the names)
+            by_applies: dict[tuple[bool, ...], list[tuple[int, ModelTensor, Unit]]] = {}
+            for m in members:
+                by_applies.setdefault(tuple(ex.matches(m[1].name, m[2].name) for ex in explains), []).append(m)
+            groups = list(by_applies.values())
+        for group in groups:
+            pos, mt, u = group[0]
+            first = direct(mt, u)
+            packed, ok = u.packed, u.scales_ok
+            for _, _, v in group:
+                v.packed, v.scales_ok = packed, ok
+            entries.append((pos, FamilyEntry(first, group, fam.scale_templates) if len(group) > 1 else first))
+    for pos, mt in enumerate(target_list):
+        if not taken[pos]:
+            entries.append((pos, missing_entry(mt)))
+    entries.sort(key=lambda x: x[0])
+    return [e for _, e in entries], [p for p, _ in entries], [u for _, u, _, _ in left]
