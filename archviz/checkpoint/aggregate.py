@@ -120,11 +120,18 @@ def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entri
     for k, e in enumerate(entries) if positions is None else zip(positions, entries):
         if e.members is not None:  # a family: one verdict, each pair at its own module and place
             note, slot, add = _entry_parts(e.first, e.first.module or "")
+            alone = [0, 0, 0, 0, 0, 0, 0, 0, None, False]  # a module's row when this is its first entry
+            for f, v in add:
+                alone[f] += v
+            alone[slot] += 1
             for p, mt, _ in e.members:
-                s = stats[mt.row]
+                r = mt.row
+                s = stats[r]
                 if s is None:
-                    s = stats[mt.row] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
-                _add_any_order(s, add, slot, note, p)
+                    s = stats[r] = alone.copy()
+                    s[8] = {note: p} if note is not None else {}
+                else:
+                    _add_any_order(s, add, slot, note, p)
             continue
         path = e.module or ""
         key = (e.verdict, e.tag, e.kind, e.explained, e.parameter, e.model_elements, e.checkpoint_elements,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any, Iterable, Sequence
 
 from archviz.format import ranges
@@ -151,10 +151,7 @@ def compact_entry_list(entries: Sequence[Any], split_names: bool = False,
             out.append(first)
             continue
         if families and len(group) == 1:
-            fam = group[0][0]
-            models = compress((m.template, m.nums) for _, m, _ in fam.members)
-            cks = compress(chain(((u.template, u.nums) for _, _, u in fam.members),
-                                 *(((st, u.nums) for _, _, u in fam.members) for st in fam.scale_templates)))
+            models, cks = _family_names(group[0][0])
         else:
             flat = _instances(group) if families else group
             models = compress(mt for _, mt, _, _ in flat) if first["model"] is not None else []
@@ -165,6 +162,35 @@ def compact_entry_list(entries: Sequence[Any], split_names: bool = False,
         first["count"] = count
         out.append(first)
     return out
+
+
+def _family_names(fam: Any) -> tuple[list[str], list[str]]:
+    """(``_compress_splits`` of a family's model names, of its checkpoint names): the indices are collapsed once
+    where they form a full product, and the model's and the checkpoint's are the same."""
+    m_idx = [m.nums for _, m, _ in fam.members]
+    c_idx = [u.nums for _, _, u in fam.members]
+    m_template = fam.members[0][1].template
+    c_templates = (fam.members[0][2].template, *fam.scale_templates)
+    parts = _product_parts(c_idx) if c_idx[0] else None
+    if parts is None:
+        return (_compress_splits(zip(repeat(m_template), m_idx)),
+                _compress_splits(chain.from_iterable(zip(repeat(t), c_idx) for t in c_templates)))
+    cks = [_fill(t.replace(HOLE, "{}"), parts) for t in c_templates]
+    if m_idx == c_idx:
+        return [_fill(m_template.replace(HOLE, "{}"), parts)], cks
+    return _compress_splits(zip(repeat(m_template), m_idx)), cks
+
+
+def _product_parts(idx: list[tuple[str, ...]]) -> list[str] | None:
+    """What ``_full_product`` fills a template with (an index, or its ranges in braces), or None."""
+    k = len(idx[0])
+    cols = [{t[i] for t in idx} for i in range(k)]
+    if any(len(v) > 1 and v[0] == "0" for c in cols for v in c):
+        return None
+    if math.prod(len(c) for c in cols) != len(set(idx)):
+        return None
+    uniq = [sorted(map(int, c)) for c in cols]
+    return [str(u[0]) if len(u) == 1 else "{" + ranges(u) + "}" for u in uniq]
 
 
 def _instances(group: list[tuple[Any, Any, Any, int]]) -> list[tuple[Any, Any, Any, int]]:
@@ -220,14 +246,8 @@ def _compress_splits(splits: Iterable[tuple[str, tuple[str, ...]]]) -> list[str]
 def _full_product(template: str, idx: list[tuple[str, ...]]) -> list[str] | None:
     """``_collapse_indices(template, idx as ints)`` where the indices are a full product of canonical numerals
     (no leading zero), worked out on the strings; ``None`` otherwise."""
-    k = len(idx[0])
-    cols = [{t[i] for t in idx} for i in range(k)]
-    if any(len(v) > 1 and v[0] == "0" for c in cols for v in c):
-        return None
-    if math.prod(len(c) for c in cols) != len(set(idx)):
-        return None
-    uniq = [sorted(map(int, c)) for c in cols]
-    return [_fill(template, [str(u[0]) if len(u) == 1 else "{" + ranges(u) + "}" for u in uniq])]
+    parts = _product_parts(idx)
+    return None if parts is None else [_fill(template, parts)]
 
 
 def compact_checkpoint_only(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -40,7 +40,8 @@ from .entries import (
 from .compact import compact_checkpoint_only, compact_entries, compact_entry_list  # noqa: F401
 from .aggregate import module_verdicts
 from .units import INT_CK, NON_PARAM_LABELS, ModelTensor, Unit, model_index, checkpoint_units
-from .families import Fallback, FamilyEntry, compare_families
+from .families import Fallback, FamilyEntry, ModelNames, compare_families, family_score
+from .templates import split_name
 from .mapping import Resolver, choose_ruleset, map_units
 from .compact import compress_names  # noqa: F401 - part of this module's interface since before the split
 from .aggregate import EXTRA_DEPTH  # noqa: F401
@@ -120,13 +121,19 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
     if record.source.kind == "hf":
         live, live_note = live_ruleset(record.extra(FACTS_KEY), config.get("model_type"), all_names,
                                        (u.name for u in units))
-    ruleset, scores = choose_ruleset(units, rules, record, resolver, (live,) if live is not None else ())
+    plain = _plain_names(all_names, inventory)
+    names = None
+    if plain:  # the names' splits stand for their templates (families.py)
+        names = ModelNames(targets, aliases, others)
+        for u in units:
+            u.template, u.nums = split_name(u.info.name)
+    scorer = (lambda sample, rs: family_score(sample, rs, rules.user, names, resolver)) if names else None
+    ruleset, scores = choose_ruleset(units, rules, record, resolver, (live,) if live is not None else (), scorer)
     resolver = Resolver(all_names, rules.prefixes)
     found = None
-    plain = _plain_names(all_names, inventory)
-    if (compact or (compact is None and len(targets) > COMPACT_ABOVE)) and filed[0] == len(all_names) and plain:
+    if names and (compact or (compact is None and len(targets) > COMPACT_ABOVE)) and filed[0] == len(all_names):
         try:  # the same result, worked out once per family of layer/expert tensors (families.py says when)
-            found = compare_families(units, targets, aliases, others, ruleset, rules, block, resolver)
+            found = compare_families(units, names, ruleset, rules, block, resolver)
         except Fallback:
             found = None
     if found is not None:

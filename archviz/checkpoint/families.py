@@ -32,7 +32,7 @@ from .rules import Rules, Ruleset
 from .templates import HOLE, split_name
 from .units import ModelTensor, Unit
 
-__all__ = ["Fallback", "FamilyEntry", "compare_families"]
+__all__ = ["Fallback", "FamilyEntry", "ModelNames", "compare_families", "family_score"]
 
 
 class Fallback(Exception):
@@ -128,16 +128,82 @@ class _CkFamily:
     scale_templates: tuple[str, ...]
     units: list[Unit] = field(default_factory=list)  # in checkpoint order
     at: list[int] = field(default_factory=list)  # each unit's place in the checkpoint's order
-    sigs: list[tuple] = field(default_factory=list)  # what each unit's verdict reads beyond its name
 
 
-def _add_others(index: dict[str, dict[tuple[str, ...], int]], others: dict[str, ModelTensor]) -> None:
-    for mt in others.values():
-        index.setdefault(mt.template, {})[mt.nums] = -1
+class ModelNames:
+    """The model's tensor names by template: template → {indices: the target's position in ``targets``, -1 for
+    another name (a non-persistent buffer, a paired scale), -2 for an alias}. Each name is filed under its split
+    (``ModelTensor.template``/``nums``); the other names' indices are filed only when a lookup needs them."""
+
+    def __init__(self, targets: dict[str, ModelTensor], aliases: dict[str, str], others: dict[str, ModelTensor]):
+        self.target_list = list(targets.values())
+        index: dict[str, dict[tuple[str, ...], int]] = {}
+        for pos, mt in enumerate(self.target_list):
+            d = index.get(mt.template)
+            if d is None:
+                d = index[mt.template] = {}
+            d[mt.nums] = pos
+        self.index = index
+        self._others = others
+        self._other_templates = {mt.template for mt in others.values()}
+        if self._other_templates & index.keys():
+            self._add_others()
+        for name in aliases:
+            t, nums = split_name(name)
+            index.setdefault(t, {})[nums] = -2
+
+    def _add_others(self) -> None:
+        index = self.index
+        for mt in self._others.values():
+            index.setdefault(mt.template, {})[mt.nums] = -1
+        self._other_templates = set()
+
+    def get(self, template: str) -> dict[tuple[str, ...], int] | None:
+        """The indices of the names of this template (None: no name has it)."""
+        if template in self._other_templates:
+            self._add_others()
+        return self.index.get(template)
 
 
-def compare_families(units: list[Unit], targets: dict[str, ModelTensor], aliases: dict[str, str],
-                     others: dict[str, ModelTensor], ruleset: Ruleset, rules: Rules, block: tuple[int, int],
+def family_score(sample: list[Unit], ruleset: Ruleset, user: Ruleset | None, names: ModelNames,
+                 resolver: Resolver) -> int | None:
+    """``map_units(sample, ruleset, user, resolver, write=False)`` (how many land on a model tensor), worked out per
+    template: None where that cannot be (a mapper, a rename that is not digit-blind or moves an index). The units
+    carry their splits. A fuse rule sees each name the templates leave unmapped, as ``map_units`` shows it."""
+    if ruleset.mapper is not None:
+        return None
+    try:
+        rename = _TemplateRenamer(user, ruleset)
+    except Fallback:
+        return None
+    fuse = (user.fuse if user else ()) + ruleset.fuse
+    seen: dict[str, tuple[str, list[dict[tuple[str, ...], int]]]] = {}
+    hits = 0
+    for u in sample:
+        got = seen.get(u.template)
+        if got is None:
+            try:
+                renamed = rename(u.template, len(u.nums))
+                found = [d for _, c in _candidates(renamed, resolver.ops) if (d := names.get(c)) is not None]
+            except Fallback:
+                return None
+            got = seen[u.template] = (renamed, found)
+        renamed, found = got
+        nums = u.nums
+        if any(nums in d for d in found):
+            hits += 1
+            continue
+        if fuse:
+            name = _fill(renamed, nums)
+            for f in fuse:
+                t = f.target(name)
+                if t is not None and resolver.resolve(t) is not None:
+                    hits += 1
+                    break
+    return hits
+
+
+def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rules: Rules, block: tuple[int, int],
                      resolver: Resolver) -> tuple[list[Any], list[int], list[Unit]]:
     """Map ``units`` with ``ruleset`` family by family and give each model tensor its verdict: (the entries in the
     per-tensor path's order — a ``FamilyEntry`` where many pairs share a verdict, an ``Entry`` for the rest, both at
@@ -151,26 +217,14 @@ def compare_families(units: list[Unit], targets: dict[str, ModelTensor], aliases
     fuse = (user.fuse if user else ()) + ruleset.fuse
     rename = _TemplateRenamer(user, ruleset)
 
-    # the model's names by template: template → {indices: target position, -1 another name, -2 an alias}
-    index: dict[str, dict[tuple[str, ...], int]] = {}
-    target_list = list(targets.values())
-    for pos, mt in enumerate(target_list):
-        index.setdefault(mt.template, {})[mt.nums] = pos
-    other_templates = {mt.template for mt in others.values()}  # (their indices looked up only where needed)
-    if other_templates & index.keys():
-        _add_others(index, others)
-        other_templates = set()
-    for name in aliases:
-        t, nums = split_name(name)
-        index.setdefault(t, {})[nums] = -2
-
+    target_list = names.target_list
     # the checkpoint's families: a template, and the last components of its scales' names
     families: dict[tuple, _CkFamily] = {}
     tails: dict[str, tuple[int, str] | None] = {}  # template → (its last component's length, the rest)
     for i, u in enumerate(units):
         info = u.info
         w = info.name
-        t, nums = u.template, u.nums = split_name(w)
+        t = u.template  # (split by compare, before the ruleset was chosen)
         scales = u.scales
         if scales:
             tail = tails.get(t, False)
@@ -188,17 +242,14 @@ def compare_families(units: list[Unit], targets: dict[str, ModelTensor], aliases
                 if not n.startswith(head) or not s_last or "." in s_last or (s_last.isdigit() and s_last.isascii()):
                     raise Fallback(f"a scale's name is not its weight's but for the last component: {n!r}")
                 lasts.append(s_last)
-            key = (t, tuple(lasts))
-            sig = (info.dtype, info.shape, u.packed, tuple((sc.dtype, sc.shape) for sc in scales))
-        else:
-            key = (t, ())
-            sig = (info.dtype, info.shape, u.packed, ())
+            key = (t, tuple(lasts), info.dtype, info.shape, u.packed, tuple((sc.dtype, sc.shape) for sc in scales))
+        else:  # (what a verdict reads beyond the name is part of the key)
+            key = (t, (), info.dtype, info.shape, u.packed, ())
         fam = families.get(key)
         if fam is None:
             fam = families[key] = _CkFamily(t, tuple(tail[1] + x for x in key[1]) if scales else ())
         fam.units.append(u)
         fam.at.append(i)
-        fam.sigs.append(sig)
 
     # each family mapped: its template renamed, the one candidate template that names model tensors, its indices
     ops = resolver.ops
@@ -207,28 +258,32 @@ def compare_families(units: list[Unit], targets: dict[str, ModelTensor], aliases
     left: list[tuple[int, Unit, str, str | None]] = []  # (checkpoint place, unit, mapped, target)
     first_use: dict[tuple[str, str], int] = {}
     used: dict[tuple[str, str], int] = {}
+    renamed_of: dict[str, str] = {}
     for fam in families.values():
-        holes = len(fam.units[0].nums)
-        renamed = rename(fam.template, holes)
-        cands = list(_candidates(renamed, ops))
-        if other_templates and any(c in other_templates for _, c in cands):
-            _add_others(index, others)
-            other_templates = set()
-        found = [(op, c, index[c]) for op, c in cands if c in index]
+        renamed = renamed_of.get(fam.template)
+        if renamed is None:
+            renamed = renamed_of[fam.template] = rename(fam.template, len(fam.units[0].nums))
+        found = [(op, c, d) for op, c in _candidates(renamed, ops) if (d := names.get(c)) is not None]
         if len(found) > 1:
             raise Fallback(f"{len(found)} prefixes give model names for {renamed!r}")
-        op, c, names = found[0] if found else (None, "", {})
-        for i, u, sig in zip(fam.at, fam.units, fam.sigs):
-            pos = names.get(u.nums) if found else None
+        if not found:
+            if fuse:
+                raise Fallback("a fuse rule may take an unmapped tensor")
+            left.extend((i, u, _fill(renamed, u.nums), None) for i, u in zip(fam.at, fam.units))
+            continue
+        op, c, filed = found[0]
+        n_used = 0
+        by_kind: dict[Any, list[tuple[int, ModelTensor, Unit]]] = {}
+        for i, u in zip(fam.at, fam.units):
+            pos = filed.get(u.nums)
             if pos is None:
                 if fuse:
                     raise Fallback("a fuse rule may take an unmapped tensor")
                 left.append((i, u, _fill(renamed, u.nums), None))
                 continue
-            if op is not None:
-                used[op] = used.get(op, 0) + 1
-                if op not in first_use or i < first_use[op]:
-                    first_use[op] = i
+            if not n_used and op is not None and (op not in first_use or i < first_use[op]):
+                first_use[op] = i
+            n_used += 1
             if pos < 0:
                 if pos == -2:
                     raise Fallback("a checkpoint tensor lands on an alias")
@@ -238,13 +293,15 @@ def compare_families(units: list[Unit], targets: dict[str, ModelTensor], aliases
                 raise Fallback("two checkpoint tensors land on one model tensor")
             taken[pos] = 1
             mt = target_list[pos]
-            if mt.scales and u.scales and not (len(mt.scales) == 1 and len(u.scales) == 1):
-                raise Fallback("scales that do not pair one to one")
-            key = (id(fam), mt.kind_key, sig)
-            pair = pairs.get(key)
-            if pair is None:
-                pair = pairs[key] = (fam, [])
-            pair[1].append((pos, mt, u))
+            group = by_kind.get(mt.kind_key)
+            if group is None:
+                if mt.scales and u.scales and not (len(mt.scales) == 1 and len(u.scales) == 1):
+                    raise Fallback("scales that do not pair one to one")
+                group = by_kind[mt.kind_key] = []
+                pairs[(id(fam), mt.kind_key)] = (fam, group)
+            group.append((pos, mt, u))
+        if op is not None and n_used:
+            used[op] = used.get(op, 0) + n_used
 
     # what is written: the resolver's counts, in the order the prefixes were first used; the leftovers' mapping
     resolver.hits = {op: used[op] for op in sorted(first_use, key=first_use.__getitem__)}
@@ -272,8 +329,9 @@ def compare_families(units: list[Unit], targets: dict[str, ModelTensor], aliases
             for _, _, v in group:
                 v.packed, v.scales_ok = packed, ok
             entries.append((pos, FamilyEntry(first, group, fam.scale_templates) if len(group) > 1 else first))
-    for pos, mt in enumerate(target_list):
-        if not taken[pos]:
-            entries.append((pos, missing_entry(mt)))
+    pos = taken.find(0)
+    while pos >= 0:
+        entries.append((pos, missing_entry(target_list[pos])))
+        pos = taken.find(0, pos + 1)
     entries.sort(key=lambda x: x[0])
     return [e for _, e in entries], [p for p, _ in entries], [u for _, u, _, _ in left]

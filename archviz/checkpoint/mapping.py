@@ -3,7 +3,7 @@ best-scoring ruleset chosen on a sample."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from archviz.records import ModelRecord
 
@@ -124,10 +124,12 @@ def _relevant(rs: Ruleset, sample: Sequence[Unit], config: Mapping[str, Any]) ->
 
 
 def choose_ruleset(units: list[Unit], rules: Rules, record: ModelRecord, resolver: Resolver,
-            extra: tuple[Ruleset, ...] = ()) -> tuple[Ruleset, dict[str, int]]:
+            extra: tuple[Ruleset, ...] = (),
+            scorer: Callable[[list[Unit], Ruleset], int | None] | None = None) -> tuple[Ruleset, dict[str, int]]:
     """The ruleset that maps the most of an even sample of the checkpoint's tensors; ties go to a user's ruleset,
     then one made for the config's model_type whose rules apply to these names, then any whose rules apply, then
-    file order (the hand-written rulesets, then transformers' own conversions)."""
+    file order (the hand-written rulesets, then transformers' own conversions). ``scorer(sample, ruleset)``, when
+    given, counts a ruleset's hits as ``map_units`` would, or says None (then ``map_units`` counts them)."""
     config = dict(record.source.config)
     model_type = config.get("model_type")
     sample = units
@@ -139,7 +141,9 @@ def choose_ruleset(units: list[Unit], rules: Rules, record: ModelRecord, resolve
     for order, rs in enumerate((IDENTITY,) + rules.rulesets + extra):
         if rs.source_kinds and record.source.kind not in rs.source_kinds:
             continue
-        hits = map_units(sample, rs, rules.user, resolver, write=False)
+        hits = scorer(sample, rs) if scorer is not None else None
+        if hits is None:
+            hits = map_units(sample, rs, rules.user, resolver, write=False)
         scores[rs.name] = hits
         tried.append((hits, order, rs))
     top = max(h for h, _, _ in tried)

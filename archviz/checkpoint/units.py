@@ -37,7 +37,7 @@ QUANT_TORCH = {"float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fn
 NON_PARAM_LABELS = {"buffer", "table", "tied copy"}
 
 
-@dataclass
+@dataclass(slots=True)
 class Unit:
     """One checkpoint tensor with the quantization scales that belong to it."""
 
@@ -103,7 +103,7 @@ def checkpoint_units(inv: CheckpointInventory, rules: Rules) -> list[Unit]:
     return list(units.values())
 
 
-@dataclass
+@dataclass(slots=True)
 class ModelTensor:
     name: str
     module: str
