@@ -242,12 +242,15 @@ def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rul
                 if not n.startswith(head) or not s_last or "." in s_last or (s_last.isdigit() and s_last.isascii()):
                     raise Fallback(f"a scale's name is not its weight's but for the last component: {n!r}")
                 lasts.append(s_last)
-            key = (t, tuple(lasts), info.dtype, info.shape, u.packed, tuple((sc.dtype, sc.shape) for sc in scales))
-        else:  # (what a verdict reads beyond the name is part of the key)
-            key = (t, (), info.dtype, info.shape, u.packed, ())
+            if len(scales) == 1:  # (what a verdict reads beyond the name is part of the key)
+                key = (t, lasts[0], info.dtype, info.shape, u.packed, sc.dtype, sc.shape)
+            else:
+                key = (t, tuple(lasts), info.dtype, info.shape, u.packed, tuple((x.dtype, x.shape) for x in scales))
+        else:
+            key = (t, info.dtype, info.shape, u.packed)
         fam = families.get(key)
         if fam is None:
-            fam = families[key] = _CkFamily(t, tuple(tail[1] + x for x in key[1]) if scales else ())
+            fam = families[key] = _CkFamily(t, tuple(tail[1] + x for x in lasts) if scales else ())
         fam.units.append(u)
         fam.at.append(i)
 

@@ -4,7 +4,7 @@ model's tensors by name (weights, scales, buffers, aliases)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from archviz.records import ALIAS, BUFFER, SCALE, ModelRecord, TensorRecord
 
@@ -42,7 +42,7 @@ class Unit:
     """One checkpoint tensor with the quantization scales that belong to it."""
 
     info: TensorInfo
-    scales: list[TensorInfo] = field(default_factory=list)
+    scales: tuple[TensorInfo, ...] = ()
     packed: bool = False  # fp4 values packed two per byte in I8/U8
     mapped: str = ""  # name after the renames
     target: str | None = None  # the model tensor it lands on
@@ -86,15 +86,16 @@ def checkpoint_units(inv: CheckpointInventory, rules: Rules) -> list[Unit]:
                 if wt is not None and w != name and wt.dtype in quantized:
                     scale_of[name] = w
                     break
-    units: dict[str, Unit] = {}
-    for name, t in tensors.items():
-        if name not in scale_of:
-            units[name] = Unit(t)
+    units = {name: Unit(t) for name, t in tensors.items() if name not in scale_of}
+    owners = []
     for s, w in scale_of.items():
-        units[w].scales.append(tensors[s])
+        u = units[w]
+        if not u.scales:
+            owners.append(u)
+        u.scales += (tensors[s],)
     fp4 = rules.fp4_block
-    for u in units.values():
-        if u.info.dtype in ("I8", "U8") and u.scales and u.info.shape:
+    for u in owners:  # (fp4 packing needs a scale)
+        if u.info.dtype in ("I8", "U8") and u.info.shape:
             shp = u.info.shape
             for s in u.scales:
                 if (s.shape[:-1] == shp[:-1] and s.shape and s.shape[-1] * fp4 == 2 * shp[-1]
@@ -108,7 +109,7 @@ class ModelTensor:
     name: str
     module: str
     rec: TensorRecord
-    scales: list[tuple[str, TensorRecord]] = field(default_factory=list)
+    scales: tuple[tuple[str, TensorRecord], ...] = ()
     template: str = ""  # split_name(name) (built from its module's path's)
     nums: tuple[str, ...] = ()
     row: int = -1  # its module's place in the record
@@ -144,18 +145,18 @@ def model_index(record: ModelRecord, filed: list[int] | None = None
         for op, t, local, local_nums, key in plan:
             full = prefix + t.name
             if op == _TARGET:
-                targets[full] = ModelTensor(full, path, t, [], p_template + local, p_nums + local_nums, row, key)
+                targets[full] = ModelTensor(full, path, t, (), p_template + local, p_nums + local_nums, row, key)
             elif op == _OTHER:
-                others[full] = ModelTensor(full, path, t, [], p_template + local, p_nums + local_nums, row)
+                others[full] = ModelTensor(full, path, t, (), p_template + local, p_nums + local_nums, row)
             elif op == _ALIAS:
                 aliases[full] = t.alias_of  # type: ignore[assignment]
             else:  # a scale beside its weight
                 owner = targets.get(prefix + t.scales)  # type: ignore[operator]
                 if owner is not None:
-                    owner.scales.append((full, t))
-                    others[full] = ModelTensor(full, path, t, [], p_template + local, p_nums + local_nums, row)
+                    owner.scales += ((full, t),)
+                    others[full] = ModelTensor(full, path, t, (), p_template + local, p_nums + local_nums, row)
                 else:
-                    targets[full] = ModelTensor(full, path, t, [], p_template + local, p_nums + local_nums, row, key)
+                    targets[full] = ModelTensor(full, path, t, (), p_template + local, p_nums + local_nums, row, key)
     if filed is not None:
         filed.append(n_filed)
     return targets, aliases, others
