@@ -15,11 +15,13 @@ _DIGITS = re.compile(r"\d+")
 
 
 def _template(name: str) -> tuple[str, tuple[int, ...]]:
-    """("layers.{}.ffn.experts.{}.w1.weight", (3, 17)) for "layers.3.ffn.experts.17.w1.weight"."""
+    """("layers.{}.ffn.experts.{}.w1.weight", (3, 17)) for "layers.3.ffn.experts.17.w1.weight". A numeral with a
+    leading zero ("01", "007") stays in the template as it is: read as an int it would be written back as another
+    name ("1", "7")."""
     parts = name.split(".")
     nums = []
     for i, p in enumerate(parts):
-        if p.isdigit() and p.isascii():
+        if p.isdigit() and p.isascii() and (p[0] != "0" or len(p) == 1):
             nums.append(int(p))
             parts[i] = "{}"
     return (".".join(parts), tuple(nums)) if nums else (name, ())

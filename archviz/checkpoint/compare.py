@@ -22,7 +22,9 @@ verdicts aggregate up the module tree, so every ancestor path carries its subtre
 from __future__ import annotations
 
 import os
+import re
 import sys
+from itertools import chain
 import types
 from typing import Any, Iterable, Mapping
 
@@ -124,9 +126,13 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
     plain = _plain_names(all_names, inventory)
     names = None
     if plain:  # the names' splits stand for their templates (families.py)
-        names = ModelNames(targets, aliases, others)
         for u in units:
             u.template, u.nums = split_name(u.info.name)
+        plain = not (_leading_zero((u.nums for u in units), (mt.nums for mt in targets.values()),
+                                   (mt.nums for mt in others.values()), (split_name(a)[1] for a in aliases))
+                     or _LEADING_ZERO.search("/" + "/".join(s.name for u in units for s in u.scales)))
+    if plain:
+        names = ModelNames(targets, aliases, others)
     scorer = (lambda sample, rs: family_score(sample, rs, rules.user, names, resolver)) if names else None
     ruleset, scores = choose_ruleset(units, rules, record, resolver, (live,) if live is not None else (), scorer)
     resolver = Resolver(all_names, rules.prefixes)
@@ -309,9 +315,17 @@ def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[Entry],
 
 def _plain_names(model_names: Iterable[str], inv: CheckpointInventory) -> bool:
     """Whether no model tensor's name and no checkpoint tensor's holds ``"{}"`` or a NUL character (the compact
-    list's templates then are the names' splits, see ``compact_entry_list``)."""
+    list's templates then are the names' splits, see ``compact_entry_list``, once no index has a leading zero)."""
     text = "/".join(model_names) + "/" + "/".join(inv.tensors)
     return "\x00" not in text and "{}" not in text
+
+
+_LEADING_ZERO = re.compile(r"[./]0[0-9]+(?=[./]|$)")  # an index component "01" in names joined by "/"
+
+
+def _leading_zero(*nums: Iterable[tuple[str, ...]]) -> bool:
+    """Whether an index of these splits is a numeral with a leading zero ("01": a name of its own, not index 1)."""
+    return any(n[0] == "0" and len(n) > 1 for n in set(chain.from_iterable(chain.from_iterable(nums))))
 
 
 def check(record: ModelRecord, ck_spec: CheckpointInventory | str | os.PathLike[str],
