@@ -383,8 +383,11 @@ def check_records_fixture() -> dict:
         seconds, peak, rc, text, err = _command(["check", records, "-k", V3_MANIFEST, "--json"])
         assert rc == 0, err[-500:]
         result = json.loads(text)
+        *_, err = _command(["check", records, "-k", V3_MANIFEST, "--json"], None, ("-X", "importtime"))
+        imported = {line.rsplit("|", 1)[-1].strip() for line in err.splitlines()}
     return {"seconds": seconds, "peak_rss_mb": peak, "verdict": result["verdict"],
-            "matched_tensors": result["summary"]["tensors"]["match"]}
+            "matched_tensors": result["summary"]["tensors"]["match"], "torch_imported": "torch" in imported,
+            "transformers_imported": "transformers" in imported}
 
 
 # -- issue 20: cost (FLOPs, KV cache, memory) at L = 1M beside the meta pass at T = 128 and FlopCounterMode ----------

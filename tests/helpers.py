@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from archviz.records import ModelRecord, ModuleRecord, SourceInfo, Summary, TensorRecord, Totals
 
@@ -62,3 +63,20 @@ def hand_record(specs: list[tuple[str, str, dict, list[tuple[str, tuple]]]]) -> 
                       parameters_by_dtype=(), modules=len(mods))
     return ModelRecord(source=SourceInfo(spec="hand", kind="factory", name="hand", model_class="m.M"),
                        modules=mods, summary=summary)
+
+
+def expand(name: str) -> set[str]:
+    """Every name a compact name ("a.{0-1,3}.b | c.{2}") stands for."""
+    out: set[str] = set()
+    for alt in name.split(" | "):
+        m = re.search(r"\{([0-9,\-]+)\}", alt)
+        if m is None:
+            out.add(alt)
+            continue
+        nums: list[int] = []
+        for part in m.group(1).split(","):
+            lo, _, hi = part.partition("-")
+            nums.extend(range(int(lo), int(hi or lo) + 1))
+        for k in nums:
+            out |= expand(alt[:m.start()] + str(k) + alt[m.end():])
+    return out

@@ -59,13 +59,18 @@ def compress_names(names: Iterable[str]) -> list[str]:
     return _compress_templates(_template(n) for n in names)
 
 
+def _grouped(splits: Iterable[tuple[str, tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
+    """Template → its names' indices, in first-seen order."""
+    groups: dict[str, list[tuple[Any, ...]]] = {}
+    for t, nums in splits:
+        groups.setdefault(t, []).append(nums)
+    return groups
+
+
 def _compress_templates(templates: Iterable[tuple[str, tuple[int, ...]]]) -> list[str]:
     """``compress_names`` of names given as their ``_template``s."""
-    groups: dict[str, list[tuple[int, ...]]] = {}
-    for t, nums in templates:
-        groups.setdefault(t, []).append(nums)
     out: list[str] = []
-    for t, idx in groups.items():
+    for t, idx in _grouped(templates).items():
         out.extend(_collapse_indices(t, idx) if idx[0] else [t])
     return out
 
@@ -231,11 +236,8 @@ def _scale_splits(u: Any) -> list[tuple[str, tuple[str, ...]]]:
 
 def _compress_splits(splits: Iterable[tuple[str, tuple[str, ...]]]) -> list[str]:
     """``_compress_templates`` of names given as their ``split_name``s."""
-    groups: dict[str, list[tuple[str, ...]]] = {}
-    for t, nums in splits:
-        groups.setdefault(t, []).append(nums)
     out: list[str] = []
-    for t, idx in groups.items():
+    for t, idx in _grouped(splits).items():
         if not idx[0]:
             out.append(t)
             continue

@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping
 
 from archviz.gcpause import collector_paused
 from archviz.errors import CheckpointError
-from archviz.records import BIAS, WEIGHT, ModelRecord
+from archviz.records import ModelRecord
 
 from .records import CheckpointInventory
 from .hf_live import FACTS_KEY, live_ruleset

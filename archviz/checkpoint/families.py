@@ -110,8 +110,8 @@ def _candidates(template: str, ops: list[tuple[str, str]]) -> Iterator[tuple[tup
         if kind == "add":
             c = p + template
         else:
-            if len(p) > len(literal):
-                if template.startswith(literal) and p.startswith(literal) and HOLE in template:
+            if len(p) > len(literal):  # past the text before the first index (or longer than the name)
+                if p.startswith(literal) and HOLE in template:
                     raise Fallback(f"prefix {p!r} reaches an index of {template!r}")
                 continue
             if not template.startswith(p):

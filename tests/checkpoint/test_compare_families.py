@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -26,7 +25,7 @@ from archviz.render.jsondump import dumps_indented
 from archviz.sources import Built
 from archviz.walk import walk
 
-from tests.helpers import hand_record
+from tests.helpers import expand, hand_record
 
 CMP = sys.modules["archviz.checkpoint.compare"]
 
@@ -149,23 +148,6 @@ def both(record, inv: CheckpointInventory, rules=None, *, compact: bool | None =
         mp.setattr(CMP, "compare_families", _raising)
         per = dumps_indented(compare(record, inv, rules, compact=compact).extra("checkpoint"))
     return fam, per, bool(returned)
-
-
-def expand(name: str) -> set[str]:
-    """Every name a compact name ("a.{0-1,3}.b | c.{2}") stands for."""
-    out: set[str] = set()
-    for alt in name.split(" | "):
-        m = re.search(r"\{([0-9,\-]+)\}", alt)
-        if m is None:
-            out.add(alt)
-            continue
-        nums: list[int] = []
-        for part in m.group(1).split(","):
-            lo, _, hi = part.partition("-")
-            nums.extend(range(int(lo), int(hi or lo) + 1))
-        for k in nums:
-            out |= expand(alt[:m.start()] + str(k) + alt[m.end():])
-    return out
 
 
 def entries_for(res: dict[str, Any], model_name: str) -> list[dict[str, Any]]:

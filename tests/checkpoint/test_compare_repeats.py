@@ -5,7 +5,6 @@ and layers with different numbers of experts must still be counted right."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from archviz.render.jsondump import dumps_indented
 from archviz.sources import Built
 from archviz.walk import walk
 
-from tests.helpers import hand_record
+from tests.helpers import expand, hand_record
 
 EXPERTS = [2, 4, 4]  # experts per layer: one template, a different count in layer 0
 D, FF = 8, 16
@@ -69,23 +68,6 @@ def inventory(tensors: dict[str, tuple[str, tuple[int, ...]]]) -> CheckpointInve
 def run(tensors: dict[str, tuple[str, tuple[int, ...]]], compact: bool | None = None) -> dict[str, Any]:
     out = compare(moe_record(), inventory(tensors), compact=compact).extra("checkpoint")
     assert dumps_indented(out) == json.dumps(out, indent=1, ensure_ascii=False)
-    return out
-
-
-def expand(name: str) -> set[str]:
-    """Every name a compact name ("a.{0-1,3}.b | c.{2}") stands for."""
-    out: set[str] = set()
-    for alt in name.split(" | "):
-        m = re.search(r"\{([0-9,\-]+)\}", alt)
-        if m is None:
-            out.add(alt)
-            continue
-        nums: list[int] = []
-        for part in m.group(1).split(","):
-            lo, _, hi = part.partition("-")
-            nums.extend(range(int(lo), int(hi or lo) + 1))
-        for k in nums:
-            out |= expand(alt[:m.start()] + str(k) + alt[m.end():])
     return out
 
 
