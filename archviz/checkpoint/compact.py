@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence
 
 from archviz.format import ranges
 
-from .templates import HOLE, split_name
+from .templates import HOLE, sibling_template, split_name
 
 _DIGITS = re.compile(r"\d+")
 
@@ -215,22 +215,11 @@ def _instances(group: list[tuple[Any, Any, Any, int]]) -> list[tuple[Any, Any, A
 
 
 def _scale_splits(u: Any) -> list[tuple[str, tuple[str, ...]]]:
-    """``split_name`` of each of a unit's scales, from its weight's where a scale differs from it in the last
-    component only (``…w1.weight`` / ``…w1.weight_scale_inv``) and neither last component is an index."""
-    w = u.info.name
-    head, _, last = w.rpartition(".")
-    if not head or (last.isdigit() and last.isascii()):
-        return [split_name(s.name) for s in u.scales]
-    t_head = u.template[: len(u.template) - len(last)]  # the template up to and with the last dot
+    """``split_name`` of each of a unit's scales, from its weight's where it can be (``sibling_template``)."""
     out = []
     for s in u.scales:
-        n = s.name
-        s_last = n[len(head) + 1:]
-        if n.startswith(head) and n.startswith(".", len(head)) and "." not in s_last and s_last and not (
-                s_last.isdigit() and s_last.isascii()):
-            out.append((t_head + s_last, u.nums))
-        else:
-            out.append(split_name(n))
+        t = sibling_template(u.info.name, u.template, s.name)
+        out.append((t, u.nums) if t is not None else split_name(s.name))
     return out
 
 

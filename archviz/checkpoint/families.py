@@ -28,8 +28,8 @@ from typing import Any, Iterator
 
 from .entries import DirectEntries, Entry, missing_entry
 from .mapping import Resolver
-from .rules import Rules, Ruleset
-from .templates import HOLE, split_name
+from .rules import Rules, Ruleset, chained_renames
+from .templates import HOLE, fill, sibling_template, split_name
 from .units import ModelTensor, Unit
 
 __all__ = ["Fallback", "FamilyEntry", "ModelNames", "compare_families", "family_score"]
@@ -73,29 +73,17 @@ def _canonical(template: str) -> bool:
     return True
 
 
-def _fill(template: str, nums: tuple[str, ...]) -> str:
-    if not nums:
-        return template
-    pieces = template.split(HOLE)
-    out = [pieces[0]]
-    for n, rest in zip(nums, pieces[1:]):
-        out.append(n)
-        out.append(rest)
-    return "".join(out)
-
-
 class _TemplateRenamer:
     """The renames of a user's rules then a ruleset's, on templates (they are all digit-blind)."""
 
     def __init__(self, user: Ruleset | None, ruleset: Ruleset):
-        self.renames = [r for rs in (user, ruleset) if rs is not None for r in rs.renames]
-        if not all(r.blind for r in self.renames):
+        apply, blind = chained_renames((user, ruleset))
+        if not blind:
             raise Fallback("a rename is not digit-blind")
+        self.apply = apply or (lambda t: t)
 
     def __call__(self, template: str, holes: int) -> str:
-        t = template
-        for r in self.renames:
-            t = r.apply(t)
+        t = self.apply(template)
         if t.count(HOLE) != holes or not _canonical(t):
             raise Fallback(f"a rename moves an index: {template!r}")
         return t
@@ -194,7 +182,7 @@ def family_score(sample: list[Unit], ruleset: Ruleset, user: Ruleset | None, nam
             hits += 1
             continue
         if fuse:
-            name = _fill(renamed, nums)
+            name = fill(renamed, nums)
             for f in fuse:
                 t = f.target(name)
                 if t is not None and resolver.resolve(t) is not None:
@@ -208,8 +196,8 @@ def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rul
     """Map ``units`` with ``ruleset`` family by family and give each model tensor its verdict: (the entries in the
     per-tensor path's order — a ``FamilyEntry`` where many pairs share a verdict, an ``Entry`` for the rest, both at
     their first position; those positions (a model tensor's place in ``targets``); the checkpoint-only units, in
-    checkpoint order). Writes each unit's mapping (``mapped``,
-    ``target``) as ``map_units`` does where a unit is left over, and the resolver's counts of the prefixes used.
+    checkpoint order). Writes each unit's mapping (``mapped``, ``target``) as ``map_units`` does where a unit is
+    left over, and the resolver's counts of the prefixes used.
     Raises :class:`Fallback` before writing anything when the per-tensor path is needed."""
     user = rules.user
     if ruleset.mapper is not None:
@@ -218,39 +206,30 @@ def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rul
     rename = _TemplateRenamer(user, ruleset)
 
     target_list = names.target_list
-    # the checkpoint's families: a template, and the last components of its scales' names
+    # the checkpoint's families: a template, its scales' templates, what a verdict reads of the tensor
     families: dict[tuple, _CkFamily] = {}
-    tails: dict[str, tuple[int, str] | None] = {}  # template → (its last component's length, the rest)
     for i, u in enumerate(units):
         info = u.info
-        w = info.name
         t = u.template  # (split by compare, before the ruleset was chosen)
         scales = u.scales
-        if scales:
-            tail = tails.get(t, False)
-            if tail is False:
-                head, dot, last = t.rpartition(".")
-                tail = tails[t] = (len(last), head + dot) if dot and last != HOLE else None
-            if tail is None:
-                raise Fallback(f"a scale's weight name ends in an index: {w!r}")
-            cut = len(w) - tail[0]
-            head = w[:cut]
-            lasts = []
-            for sc in scales:
-                n = sc.name
-                s_last = n[cut:]
-                if not n.startswith(head) or not s_last or "." in s_last or (s_last.isdigit() and s_last.isascii()):
-                    raise Fallback(f"a scale's name is not its weight's but for the last component: {n!r}")
-                lasts.append(s_last)
-            if len(scales) == 1:  # (what a verdict reads beyond the name is part of the key)
-                key = (t, lasts[0], info.dtype, info.shape, u.packed, sc.dtype, sc.shape)
-            else:
-                key = (t, tuple(lasts), info.dtype, info.shape, u.packed, tuple((x.dtype, x.shape) for x in scales))
+        if len(scales) == 1:  # (what a verdict reads beyond the name is part of the key)
+            sc = scales[0]
+            st = sibling_template(info.name, t, sc.name)
+            if st is None:
+                raise Fallback(f"a scale's name is not its weight's but for the last component: {sc.name!r}")
+            sts = (st,)
+            key = (t, st, info.dtype, info.shape, u.packed, sc.dtype, sc.shape)
+        elif scales:
+            sts = tuple(sibling_template(info.name, t, sc.name) for sc in scales)
+            if None in sts:
+                raise Fallback(f"a scale's name is not its weight's but for the last component: {info.name!r}")
+            key = (t, sts, info.dtype, info.shape, u.packed, tuple((sc.dtype, sc.shape) for sc in scales))
         else:
+            sts = ()
             key = (t, info.dtype, info.shape, u.packed)
         fam = families.get(key)
         if fam is None:
-            fam = families[key] = _CkFamily(t, tuple(tail[1] + x for x in lasts) if scales else ())
+            fam = families[key] = _CkFamily(t, sts)
         fam.units.append(u)
         fam.at.append(i)
 
@@ -272,7 +251,7 @@ def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rul
         if not found:
             if fuse:
                 raise Fallback("a fuse rule may take an unmapped tensor")
-            left.extend((i, u, _fill(renamed, u.nums), None) for i, u in zip(fam.at, fam.units))
+            left.extend((i, u, fill(renamed, u.nums), None) for i, u in zip(fam.at, fam.units))
             continue
         op, c, filed = found[0]
         n_used = 0
@@ -282,7 +261,7 @@ def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rul
             if pos is None:
                 if fuse:
                     raise Fallback("a fuse rule may take an unmapped tensor")
-                left.append((i, u, _fill(renamed, u.nums), None))
+                left.append((i, u, fill(renamed, u.nums), None))
                 continue
             if not n_used and op is not None and (op not in first_use or i < first_use[op]):
                 first_use[op] = i
@@ -290,7 +269,7 @@ def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rul
             if pos < 0:
                 if pos == -2:
                     raise Fallback("a checkpoint tensor lands on an alias")
-                left.append((i, u, _fill(renamed, u.nums), _fill(c, u.nums)))
+                left.append((i, u, fill(renamed, u.nums), fill(c, u.nums)))
                 continue
             if taken[pos]:
                 raise Fallback("two checkpoint tensors land on one model tensor")

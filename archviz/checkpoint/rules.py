@@ -221,33 +221,43 @@ class Ruleset:
 def renamer(*rulesets: Ruleset | None) -> Callable[[str], str]:
     """A function applying the renames of ``rulesets`` in order. When every rename is digit-blind, results are
     memoised per name template (numeric path components elided), so 15,000 expert names cost a handful of regexes."""
-    rename = split_renamer(*rulesets)
-    if rename is _keep_name:
+    apply, blind = chained_renames(rulesets)
+    if apply is None:
         return lambda n: n
-    if not getattr(rename, "templated", False):
-        return lambda n: rename(n, "", ())  # renames that are not digit-blind run on the whole name
-
-    def renamed(n: str) -> str:
-        t, nums = split_name(n)
-        return rename(n, t, nums)
-
-    return renamed
+    if not blind:
+        return apply
+    templated = _templated(apply)
+    return lambda n: templated(n, *split_name(n))
 
 
 def split_renamer(*rulesets: Ruleset | None) -> Callable[[str, str, tuple[str, ...]], str]:
     """:func:`renamer` for a name given with its :func:`~archviz.checkpoint.templates.split_name` (a caller that
     keeps the split for later, as compare does for its compact tensor list): ``f(name, template, nums)``."""
+    apply, blind = chained_renames(rulesets)
+    if apply is None:
+        return lambda n, t, nums: n
+    if not blind:
+        return lambda n, t, nums: apply(n)
+    return _templated(apply)
+
+
+def chained_renames(rulesets: tuple[Ruleset | None, ...]) -> tuple[Callable[[str], str] | None, bool]:
+    """(all the rulesets' renames applied in order, or None when there are none; whether all are digit-blind)."""
     renames = [r for rs in rulesets if rs is not None for r in rs.renames]
     if not renames:
-        return _keep_name
+        return None, True
 
     def apply(n: str) -> str:
         for r in renames:
             n = r.apply(n)
         return n
 
-    if not all(r.blind for r in renames):
-        return lambda n, t, nums: apply(n)
+    return apply, all(r.blind for r in renames)
+
+
+def _templated(apply: Callable[[str], str]) -> Callable[[str, str, tuple[str, ...]], str]:
+    """``apply`` memoised per name template: the template renamed once, each name filled in (or, where the rename
+    moves an index, the name renamed as it is)."""
     cache: dict[str, list[str]] = {}
 
     def templated(n: str, t: str, nums: tuple[str, ...]) -> str:
@@ -264,12 +274,7 @@ def split_renamer(*rulesets: Ruleset | None) -> Callable[[str, str, tuple[str, .
             out.append(rest)
         return "".join(out)
 
-    templated.templated = True  # type: ignore[attr-defined]
     return templated
-
-
-def _keep_name(n: str, t: str, nums: tuple[str, ...]) -> str:
-    return n
 
 
 def full_renamer(rs: Ruleset | None) -> Callable[[str], str]:

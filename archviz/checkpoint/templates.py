@@ -7,7 +7,7 @@ with the compact tensor lists, was measured: a dict insert per name costs what a
 
 from __future__ import annotations
 
-__all__ = ["HOLE", "split_name"]
+__all__ = ["HOLE", "fill", "sibling_template", "split_name"]
 
 HOLE = "\x00"  # where an index was; no rename pattern or name has it
 
@@ -21,3 +21,29 @@ def split_name(name: str) -> tuple[str, tuple[str, ...]]:
             nums.append(p)
             parts[i] = HOLE
     return (".".join(parts), tuple(nums)) if nums else (name, ())
+
+
+def fill(template: str, nums: tuple[str, ...]) -> str:
+    """The name ``template`` stands for with these indices (``split_name``'s inverse)."""
+    if not nums:
+        return template
+    pieces = template.split(HOLE)
+    out = [pieces[0]]
+    for n, rest in zip(nums, pieces[1:]):
+        out.append(n)
+        out.append(rest)
+    return "".join(out)
+
+
+def sibling_template(name: str, template: str, sibling: str) -> str | None:
+    """``split_name(sibling)[0]`` when ``sibling`` is ``name`` (split to ``template``) but for the last component
+    and neither last component is an index (``…w1.weight`` / ``…w1.weight_scale_inv``): its indices are then
+    ``name``'s. None otherwise."""
+    head, dot, last = name.rpartition(".")
+    if not dot or (last.isdigit() and last.isascii()):
+        return None
+    s_last = sibling[len(head) + 1:]
+    if not (sibling.startswith(head) and sibling.startswith(".", len(head)) and s_last and "." not in s_last
+            and not (s_last.isdigit() and s_last.isascii())):
+        return None
+    return template[: len(template) - len(last)] + s_last
