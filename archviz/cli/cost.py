@@ -84,6 +84,13 @@ def cost(
                                       "instead of answering identical ones from the first that ran")] = False,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write SOURCE's records, with the "
                                                   "cost extra (per-module FLOPs), to this JSON file")] = None,
+    hardware: Annotated[Optional[str], typer.Option("--hardware", help="lower bounds on time per decode step and "
+                                                    "prefill, tokens/s and fit on these devices: presets (h100, "
+                                                    "h200, b200, gb200, mi300x, mi355x, l40s, rtx4090, m4-max, "
+                                                    "m3-ultra), comma-separated, or a TOML file of the same "
+                                                    "fields")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs of each --hardware device (tensor and expert "
+                                                "parallel); default 1")] = None,
     no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
@@ -94,10 +101,11 @@ def cost(
     activation peak of one prefill chunk) and to train (weights, gradients, Adam states). `archviz cost
     hf:deepseek_v3 --context 1M`; two sources: side by side with B / A."""
     with handled(debug, json_):  # before the imports below: a typo costs no torch import
-        check_options(sets={"--set": set_, "--set2": set2}, positive={"--batch": batch}, world_size=world_size,
-                      rank=rank)
+        check_options(sets={"--set": set_, "--set2": set2}, positive={"--batch": batch, "--gpus": gpus},
+                      world_size=world_size, rank=rank)
         L = parse_tokens("1M" if context is None else context, "--context")
         T = parse_tokens("4096" if seq is None else seq, "--seq")
+        devices = _devices(hardware, gpus)
     from ..cost.kv import kv_dtype_name
     from ..cost.report import cost_report, report_json
     from ..render.cost import compare_table, cost_tables
@@ -156,19 +164,54 @@ def cost(
             from ..records import dumps_compact as dumps
 
             atomic_write(output, dumps(records[0]) + "\n")
+        bounds = _bounds(records, devices, gpus or 1, asked)
         if json_:
+            from ..cost.bounds import bound_json
             from ..cost.per_node import nodes_json
 
             if len(reports) == 1:
-                emit_json({**report_json(reports[0]), "nodes": nodes_json(records[0])})
+                emit_json({**report_json(reports[0]), "nodes": nodes_json(records[0]),
+                           **({"hardware": [bound_json(b) for b in bounds[0]]} if devices else {})})
             else:
-                a, b = ({**report_json(x), "nodes": nodes_json(rec)} for x, rec in zip(reports, records))
+                a, b = ({**report_json(x), "nodes": nodes_json(rec),
+                         **({"hardware": [bound_json(h) for h in hb]} if devices else {})}
+                        for x, rec, hb in zip(reports, records, bounds))
                 emit_json({"a": a, "b": b, "ratio": _ratios(reports[0], reports[1])})
             return
         if len(reports) == 1:
             out.print(cost_tables(reports[0]))
         else:
             out.print(compare_table(*reports))
+        if devices:
+            from ..render.cost import bounds_table
+
+            for r, hb in zip(reports, bounds):
+                if len(reports) > 1:
+                    out.print(f"{r.name}:", markup=False, highlight=False)
+                out.print(bounds_table(hb))
+
+
+def _devices(hardware: str | None, gpus: int | None) -> list[Any]:
+    """--hardware's devices, read before any build (a bad file costs no torch import)."""
+    if hardware is None:
+        if gpus is not None:
+            raise ArchvizError("--gpus applies to --hardware, which was not given",
+                               hint="add e.g. --hardware h200, or drop --gpus")
+        return []
+    from ..cost.hardware import resolve
+
+    return resolve(hardware)
+
+
+def _bounds(records: list[Any], devices: list[Any], gpus: int, kv_dtype: str | None) -> list[list[Any]]:
+    """Each record's bounds on each device (none without --hardware)."""
+    if not devices:
+        return [[] for _ in records]
+    from ..cost.bounds import bound
+    from ..cost.kv import element_bytes
+
+    element = element_bytes(kv_dtype) if kv_dtype else None
+    return [[bound(rec, hw, gpus, element) for hw in devices] for rec in records]
 
 
 def _ratios(a: Any, b: Any) -> dict[str, float | None]:

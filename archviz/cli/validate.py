@@ -51,7 +51,7 @@ def check_options(*, sets: Mapping[str, list[str] | None] | None = None, inputs:
                                f"{(world_size or 1) - 1})", hint="give a rank below the world size")
 
 
-_EXAMPLES = {"--batch": "--batch 2", "--seq": "--seq 16", "--depth": "--depth 3", "--limit": "--limit 40"}
+_EXAMPLES = {"--batch": "--batch 2", "--gpus": "--gpus 8", "--seq": "--seq 16", "--depth": "--depth 3", "--limit": "--limit 40"}
 
 
 def _fix(flag: str) -> str:

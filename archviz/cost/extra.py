@@ -57,6 +57,8 @@ def _pass(where: str, d: Any) -> None:
     for k, why in unknown.items():
         _strs(f"{where}.unknown[{k!r}]", why)
     _strs(f"{where}.notes", d.get("notes", []))
+    _int(f"{where}.attended_flops", d.get("attended_flops"), optional=True)
+    _counts(f"{where}.masked_flops", d.get("masked_flops", {}))
 
 
 def check(c: Any) -> None:

@@ -26,6 +26,8 @@ from typing import Any, Callable
 import torch
 from torch.utils import flop_counter
 
+from .masks import Masks, is_product, is_sdpa
+
 aten = torch.ops.aten
 
 
@@ -179,8 +181,10 @@ class FlopCounter:
 
     def __init__(self, model: torch.nn.Module, paths: dict[int, str] | None = None):
         self.paths = paths if paths is not None else module_paths(model)
-        # (path, flops, unknown reason or None, token rows if a call of the module else -1): in the order they happened
-        self.events: list[tuple[str, int, str | None, int]] = []
+        # (path, flops, unknown reason or None, token rows if a call of the module else -1, flops attended): in the
+        # order they happened
+        self.events: list[tuple[str, int, str | None, int, int]] = []
+        self.masks = Masks()
         self._open: list[tuple[str, Any, int]] = []
         self._runs: dict[tuple[str, Any], tuple[int, int]] = {}  # (path, input signature) -> its first call's events
         self._handles: list[Any] = []
@@ -189,13 +193,23 @@ class FlopCounter:
     def observe(self, func: Any, args: tuple, kwargs: dict, out: Any, path: str) -> None:
         n = op_flops(func, args, kwargs, out)
         if n == 0:
+            masked = self.masks.observe(func, args, kwargs, out)
+            if masked is not None and masked[0] >= 0:  # scores masked: their product attended over the kept share
+                i, share = masked
+                p, m, why, rows, _ = self.events[i]
+                self.events[i] = (p, m, why, rows, round(m * share))
             return
         if _in_stub_call():
             return
         if n is None:
-            self.events.append((path, 0, f"aten op {func} has no FLOPs formula", -1))
-        else:
-            self.events.append((path, n, None, -1))
+            self.events.append((path, 0, f"aten op {func} has no FLOPs formula", -1, 0))
+            return
+        share = None
+        if is_sdpa(func):
+            share = self.masks.sdpa(args, kwargs)
+        elif is_product(func):
+            share = self.masks.product(func, args, out, len(self.events))
+        self.events.append((path, n, None, -1, n if share is None else round(n * share)))
 
     def kernel(self, path: str, qualname: str, args: tuple, kwargs: dict, result: Any) -> None:
         from ..shapes.kernels import flops_formula
@@ -203,24 +217,25 @@ class FlopCounter:
         formula = flops_formula(qualname)
         if formula is None:
             self.events.append((path, 0, f"stubbed kernel {qualname} has no FLOPs formula (declare one: "
-                                         f"@archviz.kernels.shape_rule({qualname!r}, flops=...))", -1))
+                                         f"@archviz.kernels.shape_rule({qualname!r}, flops=...))", -1, 0))
             return
-        self.events.append((path, int(formula(*args, **kwargs)), None, -1))
+        n = int(formula(*args, **kwargs))
+        self.events.append((path, n, None, -1, n))
 
     def memo(self, source: str, target: str) -> None:
         sig = self._open[-1][1] if self._open and self._open[-1][0] == target else None
         span = self._runs.get((source, sig))
         if span is None:
             self.events.append((target, 0, f"answered from the memo of {source}, whose FLOPs were not recorded",
-                                -1))
+                                -1, 0))
             return
         prefix = source + "."
-        for path, n, why, call in self.events[span[0]:span[1]]:
+        for path, n, why, call, kept in self.events[span[0]:span[1]]:
             if path == source:
                 path = target
             elif path.startswith(prefix):
                 path = target + path[len(source):]
-            self.events.append((path, n, why, call))
+            self.events.append((path, n, why, call, kept))
 
     # -- module hooks
     def _pre(self, module: Any, args: Any) -> None:
@@ -229,7 +244,7 @@ class FlopCounter:
             return
         first = next((a for a in args if isinstance(a, torch.Tensor)), None) if isinstance(args, tuple) else None
         rows = first.numel() // first.shape[-1] if first is not None and first.dim() and first.shape[-1] else 0
-        self.events.append((path, 0, None, rows))
+        self.events.append((path, 0, None, rows, 0))
         self._open.append((path, _sig(args), len(self.events)))
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
@@ -263,7 +278,7 @@ class FlopCounter:
         flops: dict[str, int] = {}
         calls: dict[str, int] = {}
         unknown: dict[str, dict[str, None]] = {}
-        for path, n, why, rows in self.events:
+        for path, n, why, rows, _ in self.events:
             if rows >= 0:
                 calls[path] = calls.get(path, 0) + 1
             elif why is not None:
@@ -272,10 +287,18 @@ class FlopCounter:
                 flops[path] = flops.get(path, 0) + n
         return flops, calls, {p: tuple(w) for p, w in unknown.items()}
 
+    def masked(self) -> dict[str, int]:
+        """FLOPs spent on masked positions per module path (as written − attended)."""
+        out: dict[str, int] = {}
+        for path, n, why, rows, kept in self.events:
+            if rows < 0 and why is None and kept != n:
+                out[path] = out.get(path, 0) + n - kept
+        return out
+
     def rows(self) -> dict[str, int]:
         """Token rows each module received over its calls (leading dims of its first tensor input)."""
         out: dict[str, int] = {}
-        for path, _, _, rows in self.events:
+        for path, _, _, rows, _ in self.events:
             if rows > 0:
                 out[path] = out.get(path, 0) + rows
         return out

@@ -128,8 +128,10 @@ def _steps(built: Any, record: Any, steps: list[tuple[int, Callable[[], tuple[tu
 def _flops_json(fc: FlopCounter, record: Any, batch: int, tokens: int, start: int) -> dict[str, Any]:
     flops, calls, unknown = fc.by_path()
     flops, notes = exact_routing(flops, fc.rows(), record, batch * tokens)
+    masked = fc.masked()
     return {"B": batch, "T": tokens, "start": start, "flops": flops, "calls": calls,
-            "unknown": {p: list(w) for p, w in unknown.items()}, "notes": notes}
+            "unknown": {p: list(w) for p, w in unknown.items()}, "notes": notes,
+            "attended_flops": sum(flops.values()) - sum(masked.values()), "masked_flops": masked}
 
 
 def _layer_kinds(record: Any) -> tuple[str | None, dict[int, str]]:

@@ -3,7 +3,9 @@ that `archviz.cost.measure` attaches. Renderers (archviz/render/cost.py, the sit
 
     extras["cost"] = {"batch": B, "seq": T, "context": L,
                       "prefill" | "decode": {"B", "T", "start", "flops": {module path: own FLOPs over the pass},
-                                             "calls": {path: calls}, "unknown": {path: [reason]}, "notes": [str]},
+                                             "calls": {path: calls}, "unknown": {path: [reason]}, "notes": [str],
+                                             "attended_flops": FLOPs over the positions masks keep,
+                                             "masked_flops": {path: FLOPs spent on masked positions}},
                       "kv": {"source": str, "entries": [{"path", "name", "layer", "dtype", "element_bytes", "width",
                                                          "ratio", "slots", "what"}]},
                       "layer_list": path | None, "layer_kinds": {layer number: kind name},
@@ -79,6 +81,7 @@ class PassCost:
     modules: tuple[ModuleFlops, ...]  # the largest subtrees first (at most 12 shown by renderers)
     unknown: tuple[tuple[str, tuple[str, ...]], ...]  # modules whose FLOPs cannot be known, and why
     notes: tuple[str, ...]
+    attended_flops: int | None = None  # over the positions masks keep (archviz/cost/masks.py); None: not measured
 
     @property
     def per_token(self) -> float:
@@ -209,7 +212,7 @@ def _pass_cost(d: dict[str, Any], record: Any, layer_list: str | None, kinds: di
                                   sorted(by_kind.items(), key=lambda kv: -kv[1])),
                     modules=modules,
                     unknown=tuple((p, tuple(w)) for p, w in sorted(d.get("unknown", {}).items())),
-                    notes=tuple(d.get("notes", ())))
+                    notes=tuple(d.get("notes", ())), attended_flops=d.get("attended_flops"))
 
 
 def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:

@@ -63,10 +63,14 @@ def cost_tables(r: Any) -> Group:
     p, d = r.prefill, r.decode
     head.add_row("prefill FLOPs", fmt.count(p.flops), f"{flops(p.flops)} · {flops(p.per_token)} a token")
     head.add_row("  split", "", _split(p))
+    if p.attended_flops is not None and p.attended_flops != p.flops:
+        head.add_row("  attended", fmt.count(p.attended_flops), "over the positions the masks keep")
     if d is not None:
         head.add_row(f"decode FLOPs at L={tokens(r.context)}", fmt.count(d.flops),
                      f"{flops(d.flops)} for {r.batch} new token{'s' if r.batch > 1 else ''}")
         head.add_row("  split", "", _split(d))
+        if d.attended_flops is not None and d.attended_flops != d.flops:
+            head.add_row("  attended", fmt.count(d.attended_flops), "over the positions the masks keep")
     kv = r.kv
     dt = f"in {kv.asked} (--kv-dtype)" if kv.asked else ("in " + ", ".join(kv.dtypes) if kv.dtypes else "")
     if kv.source is None:
@@ -156,3 +160,87 @@ def compare_table(a: Any, b: Any) -> Table:
     for label, x, y, f in rows:
         t.add_row(label, f(x), f(y), _ratio(x, y))
     return t
+
+
+def seconds(t: float | None) -> str:
+    """A time in s, ms or µs, 3 significant digits."""
+    if t is None:
+        return "—"
+    if t == float("inf"):
+        return "∞"
+    for unit, div in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if t >= div or unit == "ns":
+            return f"{t / div:.3g} {unit}"
+    return f"{t:.3g} s"
+
+
+def rate(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.3g}" if x < 1000 else f"{x:,.0f}"
+
+
+def bounds_table(bounds: list[Any]) -> Group:
+    """`archviz cost --hardware`: per device, the decode step's and prefill's lower bounds on time, each term, which
+    binds, tokens per second, and whether the model fits (bounds: archviz.cost.bounds.HardwareBound)."""
+    b0 = bounds[0]
+    title = (f"lower bounds at B={b0.batch}, context L={tokens(b0.context)}, prefill T={b0.seq:,} "
+             f"on {b0.gpus} GPU{'s' if b0.gpus > 1 else ''}")
+    t = Table(title=Text(safe(title)), title_justify="left")
+    t.add_column("")
+    for b in bounds:
+        t.add_column(Text(safe(b.hardware.key)), justify="right")
+    rows: list[tuple[str, list[str]]] = []
+
+    def row(label: str, f: Any) -> None:
+        rows.append((label, [f(b) for b in bounds]))
+
+    row("peak used", lambda b: f"{b.compute_dtype} {flops(b.peak)}/s" if b.peak else "none published")
+    row("memory bandwidth", lambda b: f"{b.hardware.bandwidth / 1e12:.3g} TB/s")
+    d = [b for b in bounds if b.decode is not None]
+    if d:
+        row("decode: weights read", lambda b: nbytes(b.decode.weights) if b.decode else "—")
+        if b0.decode_weights is not None and b0.decode_weights.experts:
+            row("  of which routed experts", lambda b: nbytes(b.decode_weights.experts_read) if b.decode else "—")
+        row(f"  KV cache read at L={tokens(b0.context)}", lambda b: nbytes(b.decode.kv) if b.decode else "—")
+        row("  FLOPs", lambda b: f"{flops(b.decode.flops)} {b.decode.flops_kind}" if b.decode else "—")
+        for label, i in (("  memory term", "t_memory"), ("  compute term", "t_compute"),
+                         ("  interconnect term", "t_interconnect")):
+            row(label, lambda b, i=i: seconds(getattr(b.decode, i)) if b.decode else "—")
+        row("decode step ≥", lambda b: seconds(b.decode.time) if b.decode else "—")
+        row("  binds", lambda b: b.decode.binds if b.decode else "—")
+        row("tokens/s a sequence ≤", lambda b: rate(b.tokens_per_s_sequence))
+        row(f"tokens/s in all (B={b0.batch}) ≤", lambda b: rate(b.tokens_per_s))
+    row(f"prefill of {b0.batch}×{b0.seq:,} ≥", lambda b: seconds(b.prefill.time))
+    row("  binds", lambda b: b.prefill.binds)
+    row("serving memory", lambda b: nbytes(b.fit.serving))
+    row(f"fits in {b0.gpus} GPU{'s' if b0.gpus > 1 else ''}", lambda b: (
+        f"yes ({nbytes(b.fit.capacity)})" if b.fit.fits else f"no ({nbytes(b.fit.capacity)})"))
+    row("fewest GPUs that hold it", lambda b: str(b.fit.min_gpus))
+    for label, values in rows:
+        t.add_row(label, *values)
+    parts: list[Any] = [t]
+    dw = b0.decode_weights
+    if dw is not None and dw.experts:
+        e = dw.experts[0]
+        more = f" (and {len(dw.experts) - 1} more collections alike)" if len(dw.experts) > 1 else ""
+        parts.append(Text(safe(
+            f"routed experts: a collection of E = {e.experts} with top-{e.top_k} reads the experts B = {dw.tokens} "
+            f"tokens touch, E·(1 − (1 − k/E)^B) = {e.touched:.4g} expected under uniform routing ({e.path}{more})"),
+            style="dim"))
+    if dw is not None and dw.embedding_bytes:
+        parts.append(Text(safe(f"input embedding {dw.embedding_path}: {dw.tokens} rows read, "
+                               f"{nbytes(dw.embedding_read)} of {nbytes(dw.embedding_bytes)}"), style="dim"))
+    if b0.decode is not None:
+        for c in b0.decode.comm:
+            parts.append(Text(safe(f"{c.what} per decode step: {c.count} collectives, {nbytes(c.bytes)} a GPU sends: "
+                                   f"{c.formula}"), style="dim"))
+    kinds = {b.decode.flops_kind for b in bounds if b.decode is not None} | {b.prefill.flops_kind for b in bounds}
+    parts.append(Text(safe(
+        "a bound: the step cannot be faster than its largest term (bytes / memory bandwidth, FLOPs / dense peak at "
+        "the weights' dtype, bytes sent / interconnect), latencies and overheads left out; FLOPs "
+        + " and ".join(sorted(kinds))
+        + ("" if kinds == {"attended"} else " (the code's, masked positions included)")), style="dim"))
+    for b in bounds:
+        for note in b.notes:
+            parts.append(Text(safe(f"note: {note}"), style="dim"))
+        parts.append(Text(safe(f"{b.hardware.key}: {b.hardware.name} · {b.hardware.source}"), style="dim"))
+    return Group(*parts)

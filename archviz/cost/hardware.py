@@ -1,0 +1,139 @@
+"""Hardware for the cost bounds: the presets shipped in `hardware.toml` (each figure from the vendor's spec sheet,
+named in the file) and a user's TOML file of the same fields. Pure: no torch.
+
+`--hardware h200,b200` names presets; `--hardware my.toml` reads every table of the file (or the file itself when
+it is one table); the two mix: `--hardware h200,my.toml`."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import ArchvizError
+
+# dtype names the peaks are keyed by, and the torch dtypes of weights that compute at each
+PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
+_OF_TORCH = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
+             "float8_e4m3fnuz": "fp8", "float8_e5m2fnuz": "fp8", "float4_e2m1fn_x2": "fp4", "int8": "int8",
+             "uint8": "int8", "float64": "fp32"}
+# where a device has no peak at a dtype, the next wider one it computes in (fp4 weights upcast to fp8, ...)
+_WIDER = {"fp4": "fp8", "fp8": "bf16", "int8": "bf16", "fp16": "bf16", "bf16": "fp32", "tf32": "fp32"}
+FIELDS = {"name": str, "source": str, "memory_gb": float, "memory_bandwidth_gb_s": float,
+          "interconnect_gb_s": float, "peak_tflops": dict}
+
+
+def hw_dtype(dtype: str) -> str:
+    """The peak's name for weights of torch dtype `dtype` (bfloat16 -> bf16, float8_e4m3fn -> fp8)."""
+    return _OF_TORCH.get(dtype, dtype)
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    key: str  # the preset's name, or the file's table
+    name: str
+    source: str
+    memory: float  # bytes of one device
+    bandwidth: float  # memory bandwidth, bytes/s
+    interconnect: float  # bytes/s one device sends to its peers, one direction (0: none)
+    peaks: tuple[tuple[str, float], ...]  # dense FLOP/s by dtype
+
+    def peak(self, dtype: str) -> tuple[str, float] | None:
+        """(the dtype it computes in, its dense FLOP/s) for weights of torch dtype `dtype`: that dtype's peak, else
+        the next wider one the device has; None when it has none (Apple publishes no FLOP/s)."""
+        peaks = dict(self.peaks)
+        d: str | None = hw_dtype(dtype)
+        while d is not None:
+            if d in peaks:
+                return d, peaks[d]
+            d = _WIDER.get(d)
+        return None
+
+
+def _number(where: str, field: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
+        raise ArchvizError(f"{where}: {field} = {v!r} is not a non-negative number",
+                           hint=f"write {field} as a number in the units archviz/cost/hardware.toml states")
+    return float(v)
+
+
+def parse(key: str, table: Any, where: str) -> Hardware:
+    """One device from its TOML table; a missing or mistyped field is an ArchvizError naming it."""
+    if not isinstance(table, dict):
+        raise ArchvizError(f"{where}: [{key}] is not a table of hardware fields",
+                           hint="give name, source, memory_gb, memory_bandwidth_gb_s, interconnect_gb_s, peak_tflops")
+    for field in FIELDS:
+        if field not in table:
+            raise ArchvizError(f"{where}: [{key}] has no field {field!r}",
+                               hint="every device needs name, source, memory_gb, memory_bandwidth_gb_s, "
+                                    "interconnect_gb_s and peak_tflops (see archviz/cost/hardware.toml)")
+    for field in ("name", "source"):
+        if not isinstance(table[field], str) or not table[field].strip():
+            raise ArchvizError(f"{where}: [{key}] {field} must be a non-empty string",
+                               hint="source: the spec sheet the figures come from (title and URL)")
+    peaks = table["peak_tflops"]
+    if not isinstance(peaks, dict):
+        raise ArchvizError(f"{where}: [{key}] peak_tflops must be a table of dtype = TFLOP/s",
+                           hint=f"e.g. peak_tflops = {{ bf16 = 989.5, fp8 = 1979 }} (dtypes: {', '.join(PEAK_DTYPES)})")
+    for d in peaks:
+        if d not in PEAK_DTYPES:
+            raise ArchvizError(f"{where}: [{key}] peak_tflops has dtype {d!r}, which archviz does not know",
+                               hint=f"dtypes: {', '.join(PEAK_DTYPES)}")
+    at = f"{where}: [{key}]"
+    memory = _number(at, "memory_gb", table["memory_gb"])
+    bandwidth = _number(at, "memory_bandwidth_gb_s", table["memory_bandwidth_gb_s"])
+    if not memory or not bandwidth:
+        raise ArchvizError(f"{at}: memory_gb and memory_bandwidth_gb_s must be more than 0",
+                           hint="give the device's memory (GB) and memory bandwidth (GB/s)")
+    return Hardware(key=key, name=table["name"], source=table["source"], memory=memory * 1e9,
+                    bandwidth=bandwidth * 1e9,
+                    interconnect=_number(at, "interconnect_gb_s", table["interconnect_gb_s"]) * 1e9,
+                    peaks=tuple((d, _number(at, f"peak_tflops.{d}", v) * 1e12) for d, v in peaks.items()))
+
+
+def presets() -> dict[str, Hardware]:
+    """The shipped presets by name."""
+    text = resources.files("archviz.cost").joinpath("hardware.toml").read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    return {k: parse(k, v, "archviz/cost/hardware.toml") for k, v in data.items()}
+
+
+def _file(path: str) -> list[Hardware]:
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ArchvizError(f"--hardware {path}: cannot read it ({e.strerror or e})",
+                           hint="give a preset name or a readable TOML file") from e
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ArchvizError(f"--hardware {path}: not TOML ({e})", hint="see archviz/cost/hardware.toml for the "
+                           "fields") from e
+    if "name" in data and not isinstance(data.get("name"), dict):  # the file is one device
+        return [parse(Path(path).stem, data, path)]
+    if not data:
+        raise ArchvizError(f"--hardware {path}: holds no device", hint="one table per device: [mygpu] name = ...")
+    return [parse(k, v, path) for k, v in data.items()]
+
+
+def resolve(text: str) -> list[Hardware]:
+    """--hardware: comma-separated preset names and TOML files, in the order given."""
+    known = presets()
+    out: list[Hardware] = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        if item.lower() in known:
+            out.append(known[item.lower()])
+        elif item.endswith(".toml") or Path(item).is_file():
+            out.extend(_file(item))
+        else:
+            raise ArchvizError(f"--hardware {item!r} is neither a preset nor a TOML file",
+                               hint=f"presets: {', '.join(known)}; or a file with the fields of "
+                                    "archviz/cost/hardware.toml")
+    if not out:
+        raise ArchvizError("--hardware names no device", hint=f"e.g. --hardware h200,b200 (presets: {', '.join(known)})")
+    return out
+
+
+__all__ = ["Hardware", "hw_dtype", "PEAK_DTYPES", "FIELDS", "parse", "presets", "resolve"]

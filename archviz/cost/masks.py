@@ -1,0 +1,271 @@
+"""FLOPs attended: the share of attention's score and P·V products over the positions its mask keeps.
+
+Attention that scores every position and then masks most of them (a causal mask in a prefill, a sliding window done
+by masking, an index's top-k kept with a -inf mask) computes the masked products all the same: the FLOPs as written.
+The FLOPs attended are what a kernel that skips masked blocks does, and what model cards compare. On meta no mask
+holds values, so the masks' layouts are followed from the ops that make them:
+
+- a constant (`full`, `ones`, `zeros`, `*_like`), then `triu(d)` / `tril(d)` (a band of diagonals j − i, chained:
+  a causal mask, a sliding window);
+- `scatter(dim, index, v)` with `index` from `topk` into a constant: k of the dim's n positions hold v;
+- `logical_not`, `masked_fill(mask, v)` of a constant, and view-like ops (view, expand, transpose, ...);
+
+and where a mask meets scores -- `scores + mask` (kept: finite), `scores.masked_fill(mask, -inf)` (kept: where the
+mask is false), sdpa's `attn_mask` (bool: true; float: finite) or `is_causal` -- the product that made the scores
+is attended over the kept share, and so is the next product of the softmax of those scores (P·V). A mask of unknown
+layout keeps everything: the figure is then the one as written.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+aten = torch.ops.aten
+
+_NEG = -1e30  # a fill at or below this masks (-inf, finfo.min)
+
+
+@dataclass(frozen=True, slots=True)
+class Mask:
+    """Values of a tensor over its last two dims (i, j): `inside` where lo ≤ j − i ≤ hi (a band) or, for a
+    `share` mask, on that share of each row's positions; `outside` elsewhere."""
+
+    inside: float
+    outside: float
+    lo: float = -math.inf
+    hi: float = math.inf
+    share: float | None = None
+
+    def inside_share(self, shape: tuple[int, ...]) -> float:
+        if self.share is not None:
+            return self.share
+        tq = shape[-2] if len(shape) >= 2 else 1
+        tk = shape[-1] if shape else 1
+        if not tq or not tk:
+            return 0.0
+        return band_count(tq, tk, self.lo, self.hi) / (tq * tk)
+
+    def kept(self, shape: tuple[int, ...], keep: Callable[[float], bool]) -> float:
+        """Share of positions kept, `keep(value)` saying which values keep."""
+        a = self.inside_share(shape)
+        return (a if keep(self.inside) else 0.0) + ((1.0 - a) if keep(self.outside) else 0.0)
+
+
+def band_count(tq: int, tk: int, lo: float, hi: float) -> int:
+    """(i, j) in [0, tq) × [0, tk) with lo ≤ j − i ≤ hi."""
+    n = 0
+    for i in range(tq):
+        a = max(0, i + lo) if lo != -math.inf else 0
+        b = min(tk - 1, i + hi) if hi != math.inf else tk - 1
+        if b >= a:
+            n += int(b - a + 1)
+    return n
+
+
+def _finite(v: float) -> bool:
+    return v > _NEG
+
+
+def _true(v: float) -> bool:
+    return v != 0
+
+
+def _false(v: float) -> bool:
+    return v == 0
+
+
+_VIEWS = frozenset(op for op in (
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default, aten.clone.default,
+    aten.contiguous.default, aten.transpose.int, aten.permute.default, aten.unsqueeze.default, aten.squeeze.dim,
+    aten.squeeze.default, aten.slice.Tensor, aten.alias.default, aten.detach.default, aten._to_copy.default,
+    aten.to.dtype, aten.lift_fresh.default, aten.select.int, aten.t.default, aten.dropout.default,
+    aten.native_dropout.default, aten.flatten.using_ints) if op is not None)
+_CONST = {aten.full.default: None, aten.ones.default: 1.0, aten.zeros.default: 0.0, aten.full_like.default: None,
+          aten.ones_like.default: 1.0, aten.zeros_like.default: 0.0, aten.new_full.default: None,
+          aten.new_ones.default: 1.0, aten.new_zeros.default: 0.0, aten.fill.Scalar: None, aten.fill_.Scalar: None,
+          aten.scalar_tensor.default: None}
+_BAND = {aten.triu.default: "triu", aten.tril.default: "tril", aten.triu_.default: "triu",
+         aten.tril_.default: "tril"}
+_SOFTMAX = frozenset((aten._softmax.default, aten.softmax.int, aten._safe_softmax.default))
+_PRODUCTS = frozenset((aten.bmm.default, aten.baddbmm.default, aten.matmul.default, aten.mm.default))
+_SDPA = "scaled_dot_product"
+
+
+def _fill(func: Any, args: tuple) -> float | None:
+    v = _CONST[func]
+    if func is aten.scalar_tensor.default:
+        x = args[0] if args else None
+        return float(x) if isinstance(x, (int, float)) else None
+    if v is None:
+        x = args[1] if func in (aten.full.default, aten.full_like.default, aten.new_full.default,
+                                 aten.fill.Scalar, aten.fill_.Scalar) and len(args) > 1 else None
+        if isinstance(x, bool):
+            return float(x)
+        return float(x) if isinstance(x, (int, float)) else None
+    return v
+
+
+class Masks:
+    """Follows mask layouts and scores through a pass's aten ops (`observe`), and says which product events are
+    attended over a share (`share(out)` for the event just counted; `attended(scores) -> event` updates)."""
+
+    def __init__(self) -> None:
+        # id(tensor) -> (a weak reference to it, what it is): never keeps a tensor alive (the activation peak sees
+        # tensors freed)
+        self.masks: dict[int, tuple[Any, Mask]] = {}  # a mask's layout
+        self.scores: dict[int, tuple[Any, tuple[int, float]]] = {}  # scores or probs: (product event, kept share)
+
+    @staticmethod
+    def _lookup(table: dict[int, tuple[Any, Any]], t: Any) -> Any:
+        hit = table.get(id(t))
+        return hit[1] if hit is not None and hit[0]() is t else None
+
+    @staticmethod
+    def _put(table: dict[int, tuple[Any, Any]], t: Any, value: Any) -> None:
+        if isinstance(t, torch.Tensor):
+            key = id(t)
+            table[key] = (weakref.ref(t, lambda _r, k=key, d=table: d.pop(k, None)), value)
+
+    def _get(self, t: Any) -> Mask | None:
+        return self._lookup(self.masks, t)
+
+    def _score(self, t: Any) -> tuple[int, float] | None:
+        return self._lookup(self.scores, t)
+
+    def _set(self, t: Any, m: Mask) -> None:
+        self._put(self.masks, t, m)
+
+    def _set_score(self, t: Any, event: int, kept: float) -> None:
+        self._put(self.scores, t, (event, kept))
+
+    def product(self, func: Any, args: tuple, out: Any, event: int) -> float | None:
+        """A product just counted as `event`: the share it is attended over when an operand is masked
+        probabilities (P·V), else None; its output is followed as scores."""
+        share = None
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                s = self._score(a)
+                if s is not None and s[1] < 1.0:
+                    share = s[1]
+        if isinstance(out, torch.Tensor) and out.dim() >= 2 and func is not aten.mm.default:
+            self._set_score(out, event, 1.0)
+        return share
+
+    def sdpa(self, args: tuple, kwargs: dict) -> float | None:
+        """The kept share of a fused attention call: its `is_causal` (torch's top-left causal mask) or its mask."""
+        q, k = args[0], args[1]
+        tq, tk = q.shape[-2], k.shape[-2]
+        mask = kwargs.get("attn_mask")
+        if mask is None and len(args) > 3 and isinstance(args[3], torch.Tensor):  # efficient attention's attn_bias
+            mask = args[3]
+        causal = kwargs.get("is_causal")
+        if causal is None:
+            causal = next((a for a in args[3:] if isinstance(a, bool)), False)
+        if causal:
+            return band_count(tq, tk, -math.inf, 0) / (tq * tk) if tq and tk else None
+        if isinstance(mask, torch.Tensor):
+            m = self._get(mask)
+            if m is not None:
+                return m.kept(tuple(mask.shape), _true if mask.dtype == torch.bool else _finite)
+        return None
+
+    def observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, float] | None:
+        """Follow one op; (score event, kept share) where it masks scores."""
+        if func in _VIEWS:
+            src = args[0] if args else None
+            m = self._get(src)
+            if m is not None:
+                self._set(out, m)
+            s = self._score(src)
+            if s is not None and isinstance(out, torch.Tensor):
+                self._set_score(out, s[0], s[1])
+            return None
+        if func in _CONST:
+            v = _fill(func, args)
+            if v is not None:
+                self._set(out, Mask(inside=v, outside=v))
+            return None
+        if func in _BAND:
+            m = self._get(args[0])
+            d = args[1] if len(args) > 1 else kwargs.get("diagonal", 0)
+            if m is None or m.share is not None or not isinstance(d, int):
+                return None
+            if _BAND[func] == "triu":  # keeps j − i ≥ d, zeroes the rest
+                lo, hi = max(m.lo, d), m.hi
+            else:
+                lo, hi = m.lo, min(m.hi, d)
+            if m.lo == -math.inf and m.hi == math.inf or m.outside == 0.0:
+                self._set(out, Mask(inside=m.inside, outside=0.0, lo=lo, hi=hi))
+            return None
+        if func in (aten.scatter.value, aten.scatter_.value, aten.scatter.src, aten.scatter_.src):
+            m = self._get(args[0])
+            dim, index = args[1], args[2]
+            if m is not None and m.inside == m.outside and isinstance(index, torch.Tensor) and \
+                    isinstance(args[0], torch.Tensor) and args[0].shape[dim]:
+                v = args[3]
+                if isinstance(v, torch.Tensor):
+                    v = self._get(v).inside if self._get(v) is not None else None
+                if isinstance(v, (int, float)):
+                    share = min(1.0, index.shape[dim] / args[0].shape[dim])
+                    self._set(out, Mask(inside=float(v), outside=m.inside, share=share))
+            return None
+        if func is aten.where.self:  # where(mask, a, b) of constants a and b: the mask's layout, a and b its values
+            m, a, b = (self._get(x) for x in args[:3])
+            if m is not None and a is not None and b is not None and a.inside == a.outside and b.inside == b.outside:
+                self._set(out, Mask(inside=a.inside if m.inside else b.inside,
+                                    outside=a.inside if m.outside else b.inside, lo=m.lo, hi=m.hi, share=m.share))
+            return None
+        if func in (aten.logical_not.default, aten.bitwise_not.default):
+            m = self._get(args[0])
+            if m is not None:
+                self._set(out, Mask(inside=float(not m.inside), outside=float(not m.outside), lo=m.lo, hi=m.hi,
+                                    share=m.share))
+            return None
+        if func in (aten.masked_fill.Scalar, aten.masked_fill_.Scalar):
+            x, mask, v = args[0], args[1], args[2]
+            mm = self._get(mask)
+            if mm is None:
+                return None
+            s = self._score(x)
+            if s is not None and isinstance(v, (int, float)) and v <= _NEG:
+                kept = mm.kept(tuple(mask.shape), _false)
+                self._set_score(out, s[0], kept)
+                return s[0], kept
+            m = self._get(x)
+            if m is not None and m.inside == m.outside and isinstance(v, (int, float)):
+                self._set(out, Mask(inside=float(v), outside=m.inside, lo=mm.lo, hi=mm.hi, share=mm.share)
+                          if mm.inside else Mask(inside=m.inside, outside=float(v), lo=mm.lo, hi=mm.hi,
+                                                 share=mm.share))
+            return None
+        if func in (aten.add.Tensor, aten.add_.Tensor):
+            a, b = args[0], args[1]
+            for x, mask in ((a, b), (b, a)):
+                s = self._score(x)
+                mm = self._get(mask) if isinstance(mask, torch.Tensor) else None
+                if s is not None and mm is not None:
+                    kept = mm.kept(tuple(mask.shape), _finite)
+                    self._set_score(out, s[0], kept)
+                    return s[0], kept
+            return None
+        if func in _SOFTMAX:
+            s = self._score(args[0])
+            if s is not None and isinstance(out, torch.Tensor):
+                self._set_score(out, -1, s[1])
+            return None
+        return None
+
+
+def is_sdpa(func: Any) -> bool:
+    return _SDPA in getattr(getattr(func, "_overloadpacket", func), "__name__", "")
+
+
+def is_product(func: Any) -> bool:
+    return func in _PRODUCTS
+
+
+__all__ = ["Masks", "Mask", "band_count", "is_sdpa", "is_product"]
