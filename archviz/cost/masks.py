@@ -91,6 +91,8 @@ _CONST = {aten.full.default: None, aten.ones.default: 1.0, aten.zeros.default: 0
           aten.scalar_tensor.default: None}
 _BAND = {aten.triu.default: "triu", aten.tril.default: "tril", aten.triu_.default: "triu",
          aten.tril_.default: "tril"}
+_SCALE = frozenset((aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.mul_.Tensor,
+                    aten.div_.Tensor, aten.tanh.default))
 _SOFTMAX = frozenset((aten._softmax.default, aten.softmax.int, aten._safe_softmax.default))
 _PRODUCTS = frozenset((aten.bmm.default, aten.baddbmm.default, aten.matmul.default, aten.mm.default))
 _SDPA = "scaled_dot_product"
@@ -251,6 +253,13 @@ class Masks:
                     kept = mm.kept(tuple(mask.shape), _finite)
                     self._set_score(out, s[0], kept)
                     return s[0], kept
+            return None
+        if func in _SCALE:  # scores scaled (by 1/sqrt(d), a softcap's factor): the same scores
+            for x in args[:2]:
+                s = self._score(x)
+                if s is not None and isinstance(out, torch.Tensor) and out.shape == x.shape:
+                    self._set_score(out, s[0], s[1])
+                    break
             return None
         if func in _SOFTMAX:
             s = self._score(args[0])

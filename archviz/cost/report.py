@@ -82,6 +82,7 @@ class PassCost:
     unknown: tuple[tuple[str, tuple[str, ...]], ...]  # modules whose FLOPs cannot be known, and why
     notes: tuple[str, ...]
     attended_flops: int | None = None  # over the positions masks keep (archviz/cost/masks.py); None: not measured
+    masked_flops: tuple[tuple[str, int], ...] = ()  # FLOPs on masked positions, by module path
 
     @property
     def per_token(self) -> float:
@@ -212,7 +213,8 @@ def _pass_cost(d: dict[str, Any], record: Any, layer_list: str | None, kinds: di
                                   sorted(by_kind.items(), key=lambda kv: -kv[1])),
                     modules=modules,
                     unknown=tuple((p, tuple(w)) for p, w in sorted(d.get("unknown", {}).items())),
-                    notes=tuple(d.get("notes", ())), attended_flops=d.get("attended_flops"))
+                    notes=tuple(d.get("notes", ())), attended_flops=d.get("attended_flops"),
+                    masked_flops=tuple(sorted((d.get("masked_flops") or {}).items())))
 
 
 def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:
@@ -262,6 +264,7 @@ def report_json(r: CostReport) -> dict[str, Any]:
         if p is not None:
             d[key]["per_token"] = p.per_token
             d[key]["unknown"] = [{"path": path, "why": list(w)} for path, w in p.unknown]
+            d[key]["masked_flops"] = dict(p.masked_flops)
     d["memory"]["weights_by_dtype"] = dict(r.memory.weights_by_dtype)
     d["memory"]["training"] = dict(r.memory.training)
     return d
