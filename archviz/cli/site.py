@@ -138,6 +138,10 @@ def build(
                                "overview's cost section against context length 1K .. the config's max positions, "
                                "and FLOPs per call on every node; records of `archviz cost -o` show them "
                                "without it")] = False,
+    hardware: Annotated[Optional[str], typer.Option("--hardware", help="with --cost: tokens/s against context "
+                                                    "length on these devices in the cost section (presets such as "
+                                                    "h200,b200, or a TOML file; see archviz cost --hardware)")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs of each --hardware device; default 1")] = None,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -145,8 +149,16 @@ def build(
     from ..render.site import build_site
 
     with handled(debug, json_):
-        check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
+        check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq, "--gpus": gpus},
                       world_size=world_size, rank=rank)
+        devices = []
+        if hardware is not None:
+            from ..cost.hardware import resolve
+
+            devices = resolve(hardware)
+        elif gpus is not None:
+            raise ArchvizError("--gpus applies to --hardware, which was not given",
+                               hint="add e.g. --cost --hardware h200, or drop --gpus")
         if source_url is not None and "{path}" not in source_url:
             raise ArchvizError(f"--source-url {source_url!r}: the template has no {{path}}",
                                hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
@@ -166,6 +178,10 @@ def build(
 
                 record = with_cost(record, s, config, set_, model_class, tokenizer, world_size, rank, batch, seq,
                                    every_block, input_, trust_remote_code, quantized, train)
+            if devices:
+                from .site_cost import with_hardware
+
+                record = with_hardware(record, s, devices, gpus or 1)
             if checkpoint:
                 record = _compare(record, checkpoint)
             records.append(record)

@@ -40,4 +40,15 @@ def with_cost(record: Any, source: str, config: str | None, sets: list[str] | No
     return record.with_extra("cost", measured.extra("cost"))
 
 
-__all__ = ["with_cost"]
+def with_hardware(record: Any, source: str, devices: list[Any], gpus: int) -> Any:
+    """`record` whose cost extra names the devices of `archviz build --hardware` (the overview draws tokens/s on
+    each against context length)."""
+    cost = record.extra("cost")
+    if not cost:
+        raise ArchvizError(f"{source}: --hardware draws tokens/s from the cost, which these records do not carry",
+                           hint="add --cost, or give records written by `archviz cost SOURCE -o FILE`")
+    return record.with_extra("cost", {**cost, "hardware": {"devices": {hw.key: hw.table() for hw in devices},
+                                                           "gpus": gpus}})
+
+
+__all__ = ["with_cost", "with_hardware"]

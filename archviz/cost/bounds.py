@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .hardware import Hardware, hw_dtype
+from .hardware import Hardware, hw_dtype, parse
 from .kv import entry_bytes, per_token_bytes
 from .memory import weight_bytes
 
@@ -277,9 +277,17 @@ def bound(record: Any, hw: Hardware, gpus: int = 1, kv_element: float | None = N
                          peak=peak, decode=decode, prefill=prefill, fit=fit, decode_weights=dw, notes=tuple(notes))
 
 
+def site_devices(cost: dict[str, Any]) -> tuple[list[Hardware], int]:
+    """The devices `archviz build --hardware` put in the cost extra (`"hardware": {"devices": {key: table},
+    "gpus": N}`), and N."""
+    h = cost.get("hardware") or {}
+    return [parse(k, v, "extras.cost.hardware") for k, v in (h.get("devices") or {}).items()], int(h.get("gpus") or 1)
+
+
 def tokens_per_s_curve(record: Any, hw: Hardware, gpus: int, points: list[tuple[int, float | None, float | None]]
                        ) -> list[tuple[int, float]]:
-    """Tokens per second (all B sequences) against L, from (L, decode FLOPs, KV bytes) points of the curve."""
+    """Tokens per second (all B sequences) against L, from (L, decode FLOPs (attended where measured), KV bytes)
+    points of the curve."""
     cost = record.extra("cost")
     B = cost["batch"]
     got = hw.peak(weights_dtype(record))
@@ -290,7 +298,7 @@ def tokens_per_s_curve(record: Any, hw: Hardware, gpus: int, points: list[tuple[
     for L, flops, kv in points:
         if flops is None:
             continue
-        s = step_bound(hw, gpus, peak, w, kv or 0.0, flops, "as written", comm, B)
+        s = step_bound(hw, gpus, peak, w, kv or 0.0, flops, "", comm, B)
         if s.time:
             out.append((L, B / s.time))
     return out
@@ -310,5 +318,5 @@ def bound_json(b: HardwareBound) -> dict[str, Any]:
 
 
 __all__ = ["bound_json", "touched_fraction", "weights_read", "weights_dtype", "kv_bytes", "comms", "step_bound", "bound",
-           "tokens_per_s_curve", "HardwareBound", "StepBound", "WeightRead", "ExpertRead", "Comm", "Fit",
+           "tokens_per_s_curve", "site_devices", "HardwareBound", "StepBound", "WeightRead", "ExpertRead", "Comm", "Fit",
            "ACTIVATION_BYTES"]

@@ -3,7 +3,8 @@ points of a record (decode FLOPs measured at each L, KV-cache bytes from the cac
 torch, so renderers read it.
 
     extras["cost"]["curve"] = [{"L": context, "flops": decode FLOPs of B new tokens, "attention", "mlp", "other",
-                                "unknown": [module paths whose FLOPs cannot be known]}, ...]   (ascending L)
+                                "unknown": [module paths whose FLOPs cannot be known],
+                                "attended": the FLOPs over the positions masks keep}, ...]   (ascending L)
 
 Records written by `archviz cost -o` carry no curve: their one decode step (at `context`) is its only measured
 point, and the KV cache, which is a formula of L once its entries are read, is drawn at every L.
@@ -53,7 +54,8 @@ def point(decode: dict[str, Any], layer_list: str | None) -> dict[str, Any]:
     for path, n in decode["flops"].items():
         parts[part_of(path, layer_list)] += n
     return {"L": decode["start"], "flops": sum(decode["flops"].values()), **parts,
-            "unknown": sorted(decode.get("unknown") or {})}
+            "unknown": sorted(decode.get("unknown") or {}),
+            **({"attended": decode["attended_flops"]} if decode.get("attended_flops") is not None else {})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,7 @@ class CurvePoint:
     mlp: int | None
     kv_bytes: float | None  # at (B, L), the code's dtypes; None when no cache was found
     unknown: tuple[str, ...]
+    attended: int | None = None  # decode FLOPs over the positions masks keep
 
 
 def curve_points(cost: dict[str, Any], extra_contexts: Iterable[int] = ()) -> list[CurvePoint]:
@@ -82,7 +85,7 @@ def curve_points(cost: dict[str, Any], extra_contexts: Iterable[int] = ()) -> li
         out.append(CurvePoint(context=L, decode_flops=p["flops"] if p else None,
                               attention=p["attention"] if p else None, mlp=p["mlp"] if p else None,
                               kv_bytes=sum(entry_bytes(e, B, L) for e in entries) if has_kv else None,
-                              unknown=tuple(p["unknown"]) if p else ()))
+                              unknown=tuple(p["unknown"]) if p else (), attended=p.get("attended") if p else None))
     return out
 
 

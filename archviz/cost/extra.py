@@ -97,6 +97,14 @@ def check(c: Any) -> None:
         _fail("layer_kinds", "an object of layer numbers to kind names", kinds)
     _number("activation_peak", c.get("activation_peak"), optional=True)
     _strs("notes", c.get("notes", []))
+    if c.get("hardware") is not None:
+        from ..errors import ArchvizError
+        from .bounds import site_devices
+
+        try:
+            site_devices(c)
+        except (ArchvizError, TypeError, ValueError, AttributeError) as e:
+            _fail("hardware", f"devices as `archviz build --hardware` writes them ({e})", c["hardware"])
     curve = c.get("curve") or []
     if type(curve) is not list:
         _fail("curve", "a list", curve)

@@ -40,6 +40,12 @@ class Hardware:
     interconnect: float  # bytes/s one device sends to its peers, one direction (0: none)
     peaks: tuple[tuple[str, float], ...]  # dense FLOP/s by dtype
 
+    def table(self) -> dict[str, Any]:
+        """The device as its TOML table (what `parse` reads back): a site's records carry it."""
+        return {"name": self.name, "source": self.source, "memory_gb": self.memory / 1e9,
+                "memory_bandwidth_gb_s": self.bandwidth / 1e9, "interconnect_gb_s": self.interconnect / 1e9,
+                "peak_tflops": {d: v / 1e12 for d, v in self.peaks}}
+
     def peak(self, dtype: str) -> tuple[str, float] | None:
         """(the dtype it computes in, its dense FLOP/s) for weights of torch dtype `dtype`: that dtype's peak, else
         the next wider one the device has; None when it has none (Apple publishes no FLOP/s)."""

@@ -227,7 +227,7 @@ def bounds_table(bounds: list[Any]) -> Group:
             f"tokens touch, E·(1 − (1 − k/E)^B) = {e.touched:.4g} expected under uniform routing ({e.path}{more})"),
             style="dim"))
     if dw is not None and dw.embedding_bytes:
-        parts.append(Text(safe(f"input embedding {dw.embedding_path}: {dw.tokens} rows read, "
+        parts.append(Text(safe(f"input embedding {dw.embedding_path}: {dw.tokens} row{'s' if dw.tokens > 1 else ''} read, "
                                f"{nbytes(dw.embedding_read)} of {nbytes(dw.embedding_bytes)}"), style="dim"))
     if b0.decode is not None:
         for c in b0.decode.comm:

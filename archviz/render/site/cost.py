@@ -11,10 +11,11 @@ from typing import Any, Callable, Sequence
 from markupsafe import Markup, escape
 
 from ... import format as fmt
+from ...cost.bounds import site_devices, tokens_per_s_curve
 from ...cost.curve import STANDARD, CurvePoint, curve_points
 from ...cost.per_node import CostIndex
 from ...cost.report import cost_report
-from ..cost import flops as flops_text, nbytes as bytes_text, tokens as tokens_text
+from ..cost import flops as flops_text, nbytes as bytes_text, rate as rate_text, tokens as tokens_text
 from .nodes import Node, instances, mult_text
 
 # the chart's box (viewBox units) and its plot area
@@ -80,6 +81,18 @@ class SiteCost:
         if kv_points:
             charts.append(chart("cost-kv", kv_points, f"KV cache at B = {B}", bytes_text,
                                 f"KV-cache bytes at B = {B} against context length L", si("B")))
+        devices, gpus = site_devices(c)
+        speeds = {}
+        for hw in devices:
+            tps = dict(tokens_per_s_curve(self.record, hw, gpus, [
+                (pt.context, pt.attended if pt.attended is not None else pt.decode_flops, pt.kv_bytes)
+                for pt in points]))
+            speeds[hw.key] = tps
+            if tps:
+                on = f"{gpus} × {hw.name}" if gpus > 1 else hw.name
+                charts.append(chart(f"cost-tps-{hw.key}", sorted(tps.items()), "tokens/s ≤", rate_text,
+                                    f"Decode tokens per second at B = {B} against context length L on {on}: an "
+                                    "upper bound (memory, compute and interconnect bounds)", si("tok/s")))
         p, d, m = r.prefill, r.decode, r.memory
         facts = [("prefill FLOPs", f"at B = {B}, T = {r.seq:,}", fmt.count(p.flops),
                   f"{flops_text(p.flops)} · {flops_text(p.per_token)} a token", "cost-prefill"),
@@ -117,8 +130,11 @@ class SiteCost:
                   "attention": "—" if pt.attention is None or not pt.decode_flops else
                   f"{pt.attention / pt.decode_flops:.0%}",
                   "kv": pt.kv_bytes, "kv_text": bytes_text(pt.kv_bytes),
+                  "tps": [rate_text(speeds[hw.key][pt.context]) if pt.context in speeds[hw.key] else "—"
+                          for hw in devices],
                   "unknown": len(pt.unknown)} for pt in points]
-        return {"facts": facts, "charts": charts, "table": table, "unknown": unknown[:20],
+        return {"facts": facts, "charts": charts, "table": table, "devices": [hw.key for hw in devices],
+                "gpus": gpus, "device_sources": [f"{hw.key}: {hw.name} · {hw.source}" for hw in devices], "unknown": unknown[:20],
                 "unknown_more": max(0, len(unknown) - 20), "notes": notes, "batch": B,
                 "measured": sum(1 for pt in points if pt.decode_flops is not None),
                 "by_kind": [{"kind": k.kind, "layers": k.layers, "prefill": flops_text(k.flops),
