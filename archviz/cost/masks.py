@@ -40,19 +40,21 @@ class Mask:
     lo: float = -math.inf
     hi: float = math.inf
     share: float | None = None
+    tq: int = 1  # the (query, key) dims the band was cut in: the mask's share is its own, however it is then
+    tk: int = 1  # unsqueezed and broadcast (over heads, sequences)
 
-    def inside_share(self, shape: tuple[int, ...]) -> float:
+    def inside_share(self) -> float:
         if self.share is not None:
             return self.share
-        tq = shape[-2] if len(shape) >= 2 else 1
-        tk = shape[-1] if shape else 1
-        if not tq or not tk:
+        if self.lo == -math.inf and self.hi == math.inf:
+            return 1.0
+        if not self.tq or not self.tk:
             return 0.0
-        return band_count(tq, tk, self.lo, self.hi) / (tq * tk)
+        return band_count(self.tq, self.tk, self.lo, self.hi) / (self.tq * self.tk)
 
-    def kept(self, shape: tuple[int, ...], keep: Callable[[float], bool]) -> float:
+    def kept(self, keep: Callable[[float], bool]) -> float:
         """Share of positions kept, `keep(value)` saying which values keep."""
-        a = self.inside_share(shape)
+        a = self.inside_share()
         return (a if keep(self.inside) else 0.0) + ((1.0 - a) if keep(self.outside) else 0.0)
 
 
@@ -94,7 +96,8 @@ _BAND = {aten.triu.default: "triu", aten.tril.default: "tril", aten.triu_.defaul
 _SCALE = frozenset((aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.mul_.Tensor,
                     aten.div_.Tensor, aten.tanh.default))
 _SOFTMAX = frozenset((aten._softmax.default, aten.softmax.int, aten._safe_softmax.default))
-_PRODUCTS = frozenset((aten.bmm.default, aten.baddbmm.default, aten.matmul.default, aten.mm.default))
+_PRODUCTS = frozenset((aten.bmm.default, aten.baddbmm.default, aten.matmul.default, aten.mm.default,
+                       aten.einsum.default))
 _SDPA = "scaled_dot_product"
 
 
@@ -149,7 +152,8 @@ class Masks:
         """A product just counted as `event`: the share it is attended over when an operand is masked
         probabilities (P·V), else None; its output is followed as scores."""
         share = None
-        for a in args:
+        operands = args[1] if func is aten.einsum.default and len(args) > 1 else args
+        for a in operands:
             if isinstance(a, torch.Tensor):
                 s = self._score(a)
                 if s is not None and s[1] < 1.0:
@@ -173,7 +177,7 @@ class Masks:
         if isinstance(mask, torch.Tensor):
             m = self._get(mask)
             if m is not None:
-                return m.kept(tuple(mask.shape), _true if mask.dtype == torch.bool else _finite)
+                return m.kept(_true if mask.dtype == torch.bool else _finite)
         return None
 
     def observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, float] | None:
@@ -201,8 +205,10 @@ class Masks:
                 lo, hi = max(m.lo, d), m.hi
             else:
                 lo, hi = m.lo, min(m.hi, d)
-            if m.lo == -math.inf and m.hi == math.inf or m.outside == 0.0:
-                self._set(out, Mask(inside=m.inside, outside=0.0, lo=lo, hi=hi))
+            x = args[0]
+            if x.dim() >= 2 and (m.lo == -math.inf and m.hi == math.inf or
+                                 (m.outside == 0.0 and (m.tq, m.tk) == tuple(x.shape[-2:]))):
+                self._set(out, Mask(inside=m.inside, outside=0.0, lo=lo, hi=hi, tq=x.shape[-2], tk=x.shape[-1]))
             return None
         if func in (aten.scatter.value, aten.scatter_.value, aten.scatter.src, aten.scatter_.src):
             m = self._get(args[0])
@@ -220,13 +226,14 @@ class Masks:
             m, a, b = (self._get(x) for x in args[:3])
             if m is not None and a is not None and b is not None and a.inside == a.outside and b.inside == b.outside:
                 self._set(out, Mask(inside=a.inside if m.inside else b.inside,
-                                    outside=a.inside if m.outside else b.inside, lo=m.lo, hi=m.hi, share=m.share))
+                                    outside=a.inside if m.outside else b.inside, lo=m.lo, hi=m.hi, share=m.share,
+                                    tq=m.tq, tk=m.tk))
             return None
         if func in (aten.logical_not.default, aten.bitwise_not.default):
             m = self._get(args[0])
             if m is not None:
                 self._set(out, Mask(inside=float(not m.inside), outside=float(not m.outside), lo=m.lo, hi=m.hi,
-                                    share=m.share))
+                                    share=m.share, tq=m.tq, tk=m.tk))
             return None
         if func in (aten.masked_fill.Scalar, aten.masked_fill_.Scalar):
             x, mask, v = args[0], args[1], args[2]
@@ -235,14 +242,15 @@ class Masks:
                 return None
             s = self._score(x)
             if s is not None and isinstance(v, (int, float)) and v <= _NEG:
-                kept = mm.kept(tuple(mask.shape), _false)
+                kept = mm.kept(_false)
                 self._set_score(out, s[0], kept)
                 return s[0], kept
             m = self._get(x)
             if m is not None and m.inside == m.outside and isinstance(v, (int, float)):
-                self._set(out, Mask(inside=float(v), outside=m.inside, lo=mm.lo, hi=mm.hi, share=mm.share)
+                self._set(out, Mask(inside=float(v), outside=m.inside, lo=mm.lo, hi=mm.hi, share=mm.share,
+                                    tq=mm.tq, tk=mm.tk)
                           if mm.inside else Mask(inside=m.inside, outside=float(v), lo=mm.lo, hi=mm.hi,
-                                                 share=mm.share))
+                                                 share=mm.share, tq=mm.tq, tk=mm.tk))
             return None
         if func in (aten.add.Tensor, aten.add_.Tensor):
             a, b = args[0], args[1]
@@ -250,7 +258,7 @@ class Masks:
                 s = self._score(x)
                 mm = self._get(mask) if isinstance(mask, torch.Tensor) else None
                 if s is not None and mm is not None:
-                    kept = mm.kept(tuple(mask.shape), _finite)
+                    kept = mm.kept(_finite)
                     self._set_score(out, s[0], kept)
                     return s[0], kept
             return None

@@ -46,9 +46,10 @@ def _window_pairs(tq: int, start: int, W: int) -> int:
     return sum(min(start + i + 1, W) for i in range(tq))
 
 
-@pytest.mark.parametrize("style", ["triu", "sdpa"])
+@pytest.mark.parametrize("style", ["triu", "einsum", "sdpa"])
 def test_causal_prefill_attends_the_lower_triangle(style):
-    """A -inf mask made with triu_, or sdpa's is_causal: T(T+1)/2 of the T² pairs."""
+    """A -inf mask made with triu_ (over [b, h, s, t] or einsum's [b, s, h, t] scores), or sdpa's is_causal:
+    T(T+1)/2 of the T² pairs."""
     d = _cost(style)
     p = d["prefill"]
     written, kept = _attention(T, T * T), _attention(T, _causal_pairs(T))

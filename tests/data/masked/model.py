@@ -1,7 +1,8 @@
 """A reference-style model (ModelArgs, Transformer(args), forward(tokens, start_pos), caches as buffers sized by
-max_batch_size and max_seq_len) whose attention masks its scores in one of four styles, `mask`:
+max_batch_size and max_seq_len) whose attention masks its scores in one of five styles, `mask`:
 
 - "triu":   a -inf mask made with torch.full(...).triu_(start_pos + 1) and added to the scores (causal);
+- "einsum": the same mask over einsum scores laid out [b, s, h, t] (DeepSeek's), broadcast over the heads;
 - "sdpa":   F.scaled_dot_product_attention(..., is_causal=True) in a prefill, no mask at decode;
 - "window": a bool band ones(...).tril(start_pos).triu(start_pos - window + 1), the rest filled with -inf (a
             sliding window done by masking: every cached position is scored);
@@ -58,7 +59,13 @@ class Attention(nn.Module):
         k = self.k_cache[:bsz, :end].transpose(1, 2)
         v = self.v_cache[:bsz, :end].transpose(1, 2)
         q = q.transpose(1, 2)
-        if a.mask == "sdpa":
+        if a.mask == "einsum":  # DeepSeek's layout: [b, s, h, t] scores, the [s, t] mask broadcast over heads
+            scores = torch.einsum("bshd,bthd->bsht", q.transpose(1, 2), self.k_cache[:bsz, :end])
+            scores = scores * a.head_dim ** -0.5
+            mask = torch.full((seqlen, end), float("-inf"), device=x.device).triu_(start_pos + 1)
+            scores += mask.unsqueeze(1)
+            o = torch.einsum("bsht,bthd->bshd", scores.softmax(dim=-1), self.v_cache[:bsz, :end]).transpose(1, 2)
+        elif a.mask == "sdpa":
             o = F.scaled_dot_product_attention(q, k, v, is_causal=seqlen > 1)
         else:
             scores = torch.matmul(q, k.transpose(-1, -2)) * a.head_dim ** -0.5
