@@ -194,10 +194,11 @@ class FlopCounter:
         n = op_flops(func, args, kwargs, out)
         if n == 0:
             masked = self.masks.observe(func, args, kwargs, out)
-            if masked is not None and masked[0] >= 0:  # scores masked: their product attended over the kept share
-                i, share = masked
-                p, m, why, rows, _ = self.events[i]
-                self.events[i] = (p, m, why, rows, round(m * share))
+            if masked is not None:  # scores masked: the products that made them attended over the kept share
+                events, share = masked
+                for i in events:
+                    p, m, why, rows, _ = self.events[i]
+                    self.events[i] = (p, m, why, rows, round(m * share))
             return
         if _in_stub_call():
             return

@@ -85,7 +85,7 @@ _VIEWS = frozenset(op for op in (
     aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default, aten.clone.default,
     aten.contiguous.default, aten.transpose.int, aten.permute.default, aten.unsqueeze.default, aten.squeeze.dim,
     aten.squeeze.default, aten.slice.Tensor, aten.alias.default, aten.detach.default, aten._to_copy.default,
-    aten.to.dtype, aten.lift_fresh.default, aten.select.int, aten.t.default, aten.dropout.default,
+    aten.to.dtype, aten.to.dtype_layout, aten.type_as.default, aten.lift_fresh.default, aten.select.int, aten.t.default, aten.dropout.default,
     aten.native_dropout.default, aten.flatten.using_ints) if op is not None)
 _CONST = {aten.full.default: None, aten.ones.default: 1.0, aten.zeros.default: 0.0, aten.full_like.default: None,
           aten.ones_like.default: 1.0, aten.zeros_like.default: 0.0, aten.new_full.default: None,
@@ -123,7 +123,8 @@ class Masks:
         # id(tensor) -> (a weak reference to it, what it is): never keeps a tensor alive (the activation peak sees
         # tensors freed)
         self.masks: dict[int, tuple[Any, Mask]] = {}  # a mask's layout
-        self.scores: dict[int, tuple[Any, tuple[int, float]]] = {}  # scores or probs: (product event, kept share)
+        # scores or probs: (the product events that made them, kept share)
+        self.scores: dict[int, tuple[Any, tuple[tuple[int, ...], float]]] = {}
 
     @staticmethod
     def _lookup(table: dict[int, tuple[Any, Any]], t: Any) -> Any:
@@ -139,14 +140,14 @@ class Masks:
     def _get(self, t: Any) -> Mask | None:
         return self._lookup(self.masks, t)
 
-    def _score(self, t: Any) -> tuple[int, float] | None:
+    def _score(self, t: Any) -> tuple[tuple[int, ...], float] | None:
         return self._lookup(self.scores, t)
 
     def _set(self, t: Any, m: Mask) -> None:
         self._put(self.masks, t, m)
 
-    def _set_score(self, t: Any, event: int, kept: float) -> None:
-        self._put(self.scores, t, (event, kept))
+    def _set_score(self, t: Any, events: tuple[int, ...], kept: float) -> None:
+        self._put(self.scores, t, (events, kept))
 
     def product(self, func: Any, args: tuple, out: Any, event: int) -> float | None:
         """A product just counted as `event`: the share it is attended over when an operand is masked
@@ -159,7 +160,7 @@ class Masks:
                 if s is not None and s[1] < 1.0:
                     share = s[1]
         if isinstance(out, torch.Tensor) and out.dim() >= 2 and func is not aten.mm.default:
-            self._set_score(out, event, 1.0)
+            self._set_score(out, (event,), 1.0)
         return share
 
     def sdpa(self, args: tuple, kwargs: dict) -> float | None:
@@ -180,8 +181,20 @@ class Masks:
                 return m.kept(_true if mask.dtype == torch.bool else _finite)
         return None
 
-    def observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, float] | None:
-        """Follow one op; (score event, kept share) where it masks scores."""
+    def observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """Follow one op; (the product events of the scores, kept share) where it masks scores. A mask or scores
+        changed in place by an op not followed here lose their layout (what they hold is no longer known)."""
+        if not args or out is not args[0] or not isinstance(out, torch.Tensor):
+            return self._observe(func, args, kwargs, out)
+        key = id(out)
+        before = self.masks.get(key), self.scores.get(key)
+        got = self._observe(func, args, kwargs, out)
+        if self.masks.get(key) is before[0] and self.scores.get(key) is before[1]:
+            self.masks.pop(key, None)
+            self.scores.pop(key, None)
+        return got
+
+    def _observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
         if func in _VIEWS:
             src = args[0] if args else None
             m = self._get(src)
@@ -254,6 +267,18 @@ class Masks:
             return None
         if func in (aten.add.Tensor, aten.add_.Tensor):
             a, b = args[0], args[1]
+            sa, sb = self._score(a), self._score(b) if isinstance(b, torch.Tensor) else None
+            if sa is not None and sb is not None:  # two products' scores summed (MLA: latent and rope parts)
+                self._set_score(out, sa[0] + sb[0], min(sa[1], sb[1]))
+                return None
+            ma, mb = self._get(a), self._get(b) if isinstance(b, torch.Tensor) else None
+            if ma is not None and mb is not None:  # two additive masks: one that masks nothing leaves the other's
+                for x, y in ((ma, mb), (mb, ma)):
+                    if x.kept(_finite) == 1.0:
+                        self._set(out, y)
+                        return None
+                self.masks.pop(id(out), None)  # their intersection is not known: neither layout holds
+                return None
             for x, mask in ((a, b), (b, a)):
                 s = self._score(x)
                 mm = self._get(mask) if isinstance(mask, torch.Tensor) else None
@@ -272,7 +297,7 @@ class Masks:
         if func in _SOFTMAX:
             s = self._score(args[0])
             if s is not None and isinstance(out, torch.Tensor):
-                self._set_score(out, -1, s[1])
+                self._set_score(out, (), s[1])
             return None
         return None
 

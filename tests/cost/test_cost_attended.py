@@ -23,10 +23,10 @@ CFG = json.loads((MASKED / "config.json").read_text())
 B, T, L = 2, 40, 100
 
 
-def _cost(mask: str) -> dict:
+def _cost(mask: str, *more: str) -> dict:
     result = CliRunner().invoke(app, ["cost", str(MASKED / "model.py"), "--config", str(MASKED / "config.json"),
                                       "--set", f"mask={json.dumps(mask)}", "--batch", str(B), "--seq", str(T),
-                                      "--context", str(L), "--json"])
+                                      "--context", str(L), "--json", *more])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -82,6 +82,16 @@ def test_top_k_index_mask_over_the_cached_positions():
     # the indexer (2·B·Tq·Tk·heads·dim) is counted in both
     index = CFG["n_layers"] * 2 * B * 1 * (L + 1) * CFG["index_heads"] * CFG["index_dim"]
     assert s["attended_flops"] >= index + _attention(1, K)
+
+
+def test_index_mask_plus_causal_mask():
+    """An index mask that keeps every position (top-k ≥ T) added to the causal mask is the causal mask; one that
+    keeps k < T added to it keeps positions archviz cannot count from layouts (which of the k are causal), so the
+    figure is the one as written, never a guess."""
+    wide = _cost("topk_causal", "--set", f"index_topk={T}")["prefill"]
+    assert wide["flops"] - wide["attended_flops"] == _attention(T, T * T) - _attention(T, _causal_pairs(T))
+    narrow = _cost("topk_causal")["prefill"]
+    assert narrow["attended_flops"] == narrow["flops"]
 
 
 def test_bounds_say_they_use_the_attended_figure():

@@ -1,5 +1,5 @@
 """A reference-style model (ModelArgs, Transformer(args), forward(tokens, start_pos), caches as buffers sized by
-max_batch_size and max_seq_len) whose attention masks its scores in one of five styles, `mask`:
+max_batch_size and max_seq_len) whose attention masks its scores in one of six styles, `mask`:
 
 - "triu":   a -inf mask made with torch.full(...).triu_(start_pos + 1) and added to the scores (causal);
 - "einsum": the same mask over einsum scores laid out [b, s, h, t] (DeepSeek's), broadcast over the heads;
@@ -7,7 +7,8 @@ max_batch_size and max_seq_len) whose attention masks its scores in one of five 
 - "window": a bool band ones(...).tril(start_pos).triu(start_pos - window + 1), the rest filled with -inf (a
             sliding window done by masking: every cached position is scored);
 - "topk":   an indexer scores every cached position, keeps its top index_topk, and a -inf mask made by
-            scatter_ keeps only those of the attention's scores (as DeepSeek-V3.2-Exp's reference does).
+            scatter_ keeps only those of the attention's scores (as DeepSeek-V3.2-Exp's reference does);
+- "topk_causal": the same, the prefill's causal mask added to the index mask.
 """
 from dataclasses import dataclass
 
@@ -41,7 +42,7 @@ class Attention(nn.Module):
         self.wk = nn.Linear(args.dim, h * d, bias=False)
         self.wv = nn.Linear(args.dim, h * d, bias=False)
         self.wo = nn.Linear(h * d, args.dim, bias=False)
-        if args.mask == "topk":
+        if args.mask in ("topk", "topk_causal"):
             self.iq = nn.Linear(args.dim, args.index_heads * args.index_dim, bias=False)
             self.ik = nn.Linear(args.dim, args.index_dim, bias=False)
             self.register_buffer("ik_cache", torch.zeros(args.max_batch_size, args.max_seq_len, args.index_dim),
@@ -76,12 +77,14 @@ class Attention(nn.Module):
                 keep = torch.ones(seqlen, end, dtype=torch.bool, device=x.device)
                 keep = keep.tril(start_pos).triu(start_pos - a.window + 1)
                 scores = scores.masked_fill(~keep, float("-inf"))
-            elif a.mask == "topk":
+            elif a.mask in ("topk", "topk_causal"):
                 self.ik_cache[:bsz, start_pos:end] = self.ik(x)
                 iq = self.iq(x).view(bsz, seqlen, a.index_heads, a.index_dim)
                 index = torch.einsum("bshd,btd->bst", iq, self.ik_cache[:bsz, :end])
                 top = index.topk(min(a.index_topk, end), dim=-1)[1]
                 mask = torch.full((bsz, seqlen, end), float("-inf"), device=x.device).scatter_(-1, top, 0)
+                if a.mask == "topk_causal" and seqlen > 1:  # the prefill's causal mask added to the index mask
+                    mask += torch.full((seqlen, end), float("-inf"), device=x.device).triu_(start_pos + 1)
                 scores = scores + mask.unsqueeze(1)
             o = torch.matmul(scores.softmax(dim=-1), v)
         return self.wo(o.transpose(1, 2).flatten(2))
