@@ -116,8 +116,9 @@ def _fill(func: Any, args: tuple) -> float | None:
 
 
 class Masks:
-    """Follows mask layouts and scores through a pass's aten ops (`observe`), and says which product events are
-    attended over a share (`share(out)` for the event just counted; `attended(scores) -> event` updates)."""
+    """Follows mask layouts and scores through a pass's aten ops: `product` and `sdpa` give the share a product is
+    attended over as it is counted (P·V of masked probabilities, a fused attention's mask), and `observe` the
+    product events whose scores a mask has just masked, with their share (the counter updates those events)."""
 
     def __init__(self) -> None:
         # id(tensor) -> (a weak reference to it, what it is): never keeps a tensor alive (the activation peak sees
