@@ -38,7 +38,7 @@ import torch
 
 from ..errors import ShapeError
 from ..gcpause import collector_paused
-from ..records import Call, CallSite, Flow, FlowStep, ModelRecord, ModuleRecord
+from ..records import Call, CallSite, Flow, FlowFunction, FlowStep, ModelRecord, ModuleRecord
 from ..sources import Built, stubs
 from ..walk.provenance import file_facts
 from ..sources.meta import strays_to_meta
@@ -328,7 +328,7 @@ def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[st
         got = raw.get(path)
         if got is None:
             return None
-        steps, outputs, truncated, *arg_names = got
+        steps, outputs, truncated, functions, *arg_names = got
         prefix = f"{path}." if path else ""
         paths = (path, *(prefix + name for kind, name, *_ in steps if kind == "call" and not name.startswith("/")))
         # memo answers share the raw flow and the Call records: the same pair is the same Flow
@@ -341,8 +341,9 @@ def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[st
                     for (s, _), named in zip((*ins, *outs), (*c.inputs, *c.outputs)):
                         names.setdefault(s, named)
             hit = made[key] = Flow(tuple(FlowStep(kind, name, tuple(names.get(s) or by_value(s) for s in shapes),
-                                                  ins, count) for kind, name, shapes, ins, count in steps),
-                                   outputs, truncated, arg_names[0] if arg_names else ())
+                                                  ins, count, fn) for kind, name, shapes, ins, count, fn in steps),
+                                   outputs, truncated, arg_names[0] if arg_names else (),
+                                   tuple(FlowFunction(*f) for f in functions))
             keep.append(got)  # the id in the key stays this tuple's
         return hit
 

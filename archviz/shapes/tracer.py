@@ -209,7 +209,7 @@ class Tracer:
         self.stack.append(path)
         self.objects.append(module)
         if self.parents is not None:
-            frame = FlowFrame(path) if id(module) in self.parents and path not in self.flows else None
+            frame = FlowFrame(path, module, self.display) if id(module) in self.parents and path not in self.flows else None
             self.frames.append(frame)
             self.frame = frame
 
