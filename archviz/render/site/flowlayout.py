@@ -7,45 +7,17 @@ its width is known here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from markupsafe import Markup, escape
+
+from ..flowfold import Item
 
 CHAR = 7.3  # px per character of 12px monospace (DejaVu Sans Mono: 7.22)
 PAD = 10  # px of box padding each side
 GAP = 18  # px between rows
 LANE = 12  # px between lanes
 TALL, SHORT = 40, 24  # box heights: two lines (modules), one line (ops, inputs, output)
-
-
-@dataclass
-class Item:
-    kind: str  # "in" | "call" | "fold" | "fn" | "op" | "out"
-    label: str
-    sub: str
-    href: str | None = None
-    cls: str = ""
-    path: str = ""
-    inputs: list[int] = field(default_factory=list)  # items whose values it consumes
-    shape: str = ""
-    via: dict[int, str] = field(default_factory=dict)  # input item -> the layout ops on that edge ("view → [..]")
-
-    def lines(self) -> list[str]:
-        if self.kind == "fn":
-            return [f"{self.label} · {self.sub}", " ".join(x for x in (self.cls, self.shape) if x)]
-        if self.kind in ("call", "fold"):
-            first = self.label + (f" · {self.sub}" if self.sub and self.kind == "call" and
-                                  not self.sub.startswith(self.label) else "")
-            second = " ".join(x for x in ((self.sub if self.kind == "fold" else ""), self.cls, self.shape) if x)
-            return [first, second] if second else [first]
-        if self.kind == "op":
-            return [f"{self.label} → {self.shape}" if self.shape else self.label]
-        return [f"{self.label} {self.sub}".strip()]
-
-    def as_list_item(self) -> dict[str, Any]:
-        return {"kind": self.kind, "text": " · ".join(self.lines()), "href": self.href, "path": self.path,
-                "inputs": self.inputs, "via": [self.via[i] for i in self.inputs if i in self.via]}
 
 
 _STYLE = """svg.dataflow{font:12px var(--mono,monospace);display:block}
