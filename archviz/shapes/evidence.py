@@ -17,7 +17,7 @@ from ..sources import Built, stubs
 from .forward import run_forward
 from .inputs import default_inputs, merge_inputs, parse_inputs
 from .memo import BlockMemo
-from .symbols import choose_dims, name_dims
+from .symbols import choose_dims, cuts, derived, name_dims
 from .tracer import Tracer
 
 
@@ -32,6 +32,7 @@ class Second:
     user: dict[str, int] = dataclasses.field(default_factory=dict)  # the user's named dims, resized
     copied: dict[str, str] = dataclasses.field(default_factory=dict)  # memoised block -> the block that ran
     fixed: set[str] = dataclasses.field(default_factory=set)  # the user's dims the model took at no other size
+    cuts: tuple[int, ...] = ()  # the config's ratios and windows (T is a multiple of them): derived dims' divisors
     _heads: dict[str, str | None] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def sizes_text(self) -> str:
@@ -130,7 +131,7 @@ def second_pass(built: Built, record: ModelRecord, first: Tracer, first_memo: Bl
         if error is not None:
             return None
         return Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2}, user2,
-                      tracer.copied or {}, fixed=set(user) - resized)
+                      tracer.copied or {}, fixed=set(user) - resized, cuts=cuts(record))
 
     B2, T2, _ = choose_dims(record, None, None, differ=(B, T))
     second = run(set(user), only)
@@ -144,13 +145,18 @@ def named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], u
           second: Second | None, user: dict[int, str]) -> tuple:
     """`shape` named by value (B, T, B·T, R), a name kept only where the second pass's `other` shape has the same
     name at its own sizes: a 7x7 map at B = 7 stays 7, as it stays 7 at B = 5. Symbols the second pass could not
-    vary, and shapes it has no counterpart for, keep their names by value."""
+    vary, and shapes it has no counterpart for, keep their names by value. A dim that is no symbol but changed with
+    B and T is named by the expression that gives it at both sizes (`symbols.derived`: T/4, B·32, T+128)."""
     first = name_dims(shape, B, T, routed, used, user)
     if second is None or other is None or len(other) != len(shape):
         return first
     again = name_dims(other, second.B, second.T, second.routed, used, {v: k for k, v in second.user.items()})
     out = []
-    for d, a, b in zip(shape, first, again):
+    derive = second.vary <= {"B", "T"} and not second.user
+    for d, a, b, o in zip(shape, first, again, other):
+        if derive and not isinstance(a, str) and int(o) != int(d):
+            out.append(derived(int(d), int(o), (B, T), (second.B, second.T), second.cuts))
+            continue
         if isinstance(b, str) and b in second.user and user.get(int(d)) is not None and \
                 second.user[b] - int(d) == 8 * (list(second.user).index(b) + 1):
             out.append(b)  # a named dim whose size another shares in the first pass: the second tells them apart
