@@ -92,3 +92,15 @@ def test_no_dim_is_zero_unless_the_code_makes_it_zero_at_every_size(traced):
             zero.add(m.path)
     # `empty` takes h.new_zeros(b, 0, d); the root's flow holds that op and `empty`'s call
     assert zero == {"empty", ""}
+
+
+def test_op_shapes_in_the_flows_take_the_expressions_too(traced):
+    """An op's own shape (no module call has it) is named with the second pass's same step as evidence: the
+    compressor's view is [B, T/4, 4, dim], as `x.view(b, t // ratio, ratio, d)` computes it."""
+    cfg = json.loads(Path(CONFIG).read_text())
+    r4, r128 = cfg["compress_ratios"]
+    for path, r in (("compress.0", r4), ("compress.1", r128)):
+        views = [s.shapes[0] for s in traced.module(path).flow.steps if s.name == "view"]
+        assert views == [("B", f"T/{r}", r, cfg["dim"])], views
+    root = [s.shapes[0] for s in traced.module("").flow.steps if s.name == "view"]
+    assert ("B", f"T/{cfg['chunk_size']}", cfg["chunk_size"], cfg["dim"]) in root
