@@ -41,18 +41,20 @@ def _taken(record: ModelRecord) -> set[int]:
 
 # Config fields T is cut by: compression ratios, windows, chunks, attention block sizes (not nanoGPT's block_size,
 # which is the longest T, nor a quantization block)
-_DIVIDES_T = re.compile(r"(ratio|window|chunk|(attn|attention|kv|q|compress|sparse|index)_block_size)", re.I)
+_DIVIDES_T = re.compile(r"(ratio|window|chunk|compress_rate|(attn|attention|kv|q|compress|sparse|index)_block_size)",
+                        re.I)
 _NOT_DIVIDING = re.compile(r"(rope|scaling|theta|quant|expert|head|max_|pattern|layer|freq|num_)", re.I)
 MAX_MULTIPLE = 4096  # a multiple of more than this is not asked for (the pass would run at T above it)
 
 
 def cuts(record: ModelRecord) -> tuple[int, ...]:
-    """The config's compression ratios, windows and chunk sizes (lists included, 0 and 1 left out), ascending."""
+    """The config's compression ratios, windows and chunk sizes (in lists and dicts too, as transformers' DeepSeek-V4
+    config has `compress_rates` {kind: ratio}; 0 and 1 left out), ascending."""
     sizes: set[int] = set()
     for k, v in record.source.config:
         if not _DIVIDES_T.search(k) or _NOT_DIVIDING.search(k):
             continue
-        for x in (v if isinstance(v, list) else [v]):
+        for x in (v if isinstance(v, (list, tuple)) else list(v.values()) if isinstance(v, dict) else [v]):
             if isinstance(x, int) and not isinstance(x, bool) and x > 1:
                 sizes.add(x)
     return tuple(sorted(sizes))
@@ -152,8 +154,8 @@ def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int],
 
 def derived(d: int, o: int, first: tuple[int, int], second: tuple[int, int], cuts: tuple[int, ...] = ()) -> str:
     """A dim of size `d` at (B, T) = `first` that is `o` at `second`: the expression of B and T that gives both
-    (T/4, 4·T, B·32, B·T/4, T+128, ceil(T/64), T+T/4, T/4+128, with `cuts` the config's ratios and windows tried
-    for the last three), or, where none does, its size with the sizes named ("96 at B = 7, T = 384")."""
+    (T/4, 4·T, B·32, B·T/4, T+128, ceil(T/64), T+T/4, T/4+128, T+T/4+1, with `cuts` the config's ratios and
+    windows tried for the last four), or, where none does, its size with the sizes named ("96 at B = 7, T = 384")."""
     (b1, t1), (b2, t2) = first, second
     forms: list[tuple[str, Any]] = []
     if d and t1 % d == 0 and t1 // d > 1:
@@ -173,9 +175,11 @@ def derived(d: int, o: int, first: tuple[int, int], second: tuple[int, int], cut
         if r > 1:
             forms.append((f"ceil(T/{r})", lambda b, t, r=r: -(-t // r)))
             forms.append((f"T+T/{r}", lambda b, t, r=r: t + t / r))
-            c = d - t1 // r
+            c, c2 = d - t1 // r, d - t1 - t1 // r
             if c and r in cuts:  # two unknowns fit any line through two points: only the config's own ratios
                 forms.append((f"T/{r}{'+' if c > 0 else '-'}{abs(c)}", lambda b, t, r=r, c=c: t // r + c))
+            if c2 and r in cuts:
+                forms.append((f"T+T/{r}{'+' if c2 > 0 else '-'}{abs(c2)}", lambda b, t, r=r, c=c2: t + t // r + c))
     for text, f in forms:
         if f(b1, t1) == d and f(b2, t2) == o:
             return text
