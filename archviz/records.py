@@ -77,9 +77,8 @@ class CallSite:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One recorded call of a module during the meta forward pass: shapes of inputs and outputs.
-
-    A dim is an int or a symbol string ("B", "T", ...)."""
+    """One recorded call of a module during the meta forward pass: shapes of inputs and outputs (a dim is an int or
+    a symbol string: "B", "T", ...)."""
 
     inputs: tuple[tuple[int | str, ...], ...]
     outputs: tuple[tuple[int | str, ...], ...]
@@ -101,6 +100,19 @@ class FlowStep:
     shapes: tuple[tuple[int | str, ...], ...]  # output shapes, dims named as in calls
     inputs: tuple[int, ...] = ()
     count: int = 1
+    function: int = -1  # the innermost Python function it ran in (Flow.functions[k]); -1: the forward's own code
+
+
+@dataclass(frozen=True, slots=True)
+class FlowFunction:
+    """A call of a Python function between a forward and its ops (`apply_rotary_pos_emb`, F.silu): its qualified
+    name, file, def line, the caller's line that called it, and the call it ran inside (-1: the forward)."""
+
+    name: str
+    file: str
+    line: int
+    site: int
+    parent: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +122,8 @@ class Flow:
     steps: tuple[FlowStep, ...]
     outputs: tuple[int, ...] = ()  # step k, or the module's input i as -1 - i
     truncated: bool = False  # more steps ran than are kept (archviz.shapes.flow.MAX_STEPS)
-    inputs: tuple[str, ...] = ()  # the forward's argument each of the module's inputs came from ("hidden_states",
-    #                                "past[0]"), as the call's inputs list them; () where none could be named
+    inputs: tuple[str, ...] = ()  # the forward's argument each input came from ("hidden_states", "past[0]"), or ()
+    functions: tuple[FlowFunction, ...] = ()  # the function calls its steps ran in (FlowStep.function)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,14 +138,9 @@ class Totals:
     bytes: int = 0
 
     def __add__(self, other: "Totals") -> "Totals":
-        return Totals(
-            self.parameters + other.parameters,
-            self.scale_elements + other.scale_elements,
-            self.table_elements + other.table_elements,
-            self.buffer_elements + other.buffer_elements,
-            self.persistent_buffer_elements + other.persistent_buffer_elements,
-            self.bytes + other.bytes,
-        )
+        return Totals(self.parameters + other.parameters, self.scale_elements + other.scale_elements,
+                      self.table_elements + other.table_elements, self.buffer_elements + other.buffer_elements,
+                      self.persistent_buffer_elements + other.persistent_buffer_elements, self.bytes + other.bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +177,7 @@ class ModuleRecord:
 
     @property
     def parent(self) -> str | None:
-        if not self.path:
-            return None
-        return self.path.rsplit(".", 1)[0] if "." in self.path else ""
+        return None if not self.path else self.path.rsplit(".", 1)[0] if "." in self.path else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,12 +395,13 @@ def _flow_json(f: Flow) -> dict[str, Any]:
             d["in"] = list(st.inputs)
         if st.count != 1:
             d["n"] = st.count
-        steps.append(d)
+        steps.append({**d, "fn": st.function} if st.function >= 0 else d)
     out: dict[str, Any] = {"steps": steps, "out": list(f.outputs)}
     if f.truncated:
         out["truncated"] = True
     if f.inputs:
         out["inputs"] = list(f.inputs)
+    out.update({"functions": [[x.name, x.file, x.line, x.site, x.parent] for x in f.functions]} if f.functions else {})
     return out
 
 
@@ -406,9 +412,10 @@ def _decode_flow(d: dict | None) -> Flow | None:
     for x in d["steps"]:
         kind = "call" if "call" in x else "op"
         steps.append(FlowStep(kind, str(x[kind]), _dims(x.get("shapes", ())), tuple(int(i) for i in x.get("in", ())),
-                              int(x.get("n", 1))))
+                              int(x.get("n", 1)), int(x.get("fn", -1))))
     return Flow(tuple(steps), tuple(int(i) for i in d.get("out", ())), bool(d.get("truncated", False)),
-                tuple(str(n) for n in d.get("inputs", ())))
+                tuple(str(n) for n in d.get("inputs", ())),
+                tuple(FlowFunction(str(n), str(f), int(a), int(b), int(p)) for n, f, a, b, p in d.get("functions", ())))
 
 
 def _module_json(m: ModuleRecord) -> dict[str, Any]:
@@ -687,7 +694,7 @@ def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
 
 __all__ = [
     "SCHEMA", "KINDS", "WEIGHT", "BIAS", "SCALE", "TABLE", "BUFFER", "ALIAS", "PARAMETER_KINDS",
-    "TensorRecord", "SourceSpan", "CallSite", "Call", "FlowStep", "Flow", "Totals", "ModuleRecord", "MoELayer", "Summary",
+    "TensorRecord", "SourceSpan", "CallSite", "Call", "FlowStep", "FlowFunction", "Flow", "Totals", "ModuleRecord", "MoELayer", "Summary",
     "SourceInfo", "ModelRecord", "Alias", "to_json_dict", "dumps", "loads", "from_json_dict", "SCHEMA_V2", "SCHEMA_V3",
     "dumps_compact", "to_compact_dict", "from_compact_dict",
 ]

@@ -215,7 +215,9 @@ def test_flow_names_the_inputs_by_the_forward_arguments(blocks):
     page = next(v.decode() for k, v in files.items() if k.endswith("/n/block.html"))
     svg = re.search(r'<svg class="dataflow".*?</svg>', page, re.S).group(0)
     texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
-    assert [t.split(" ")[0] for t in texts[:6]] == ["x", "freqs", "pair[0]", "pair[1]", "rest[0]", "mask"]
+    # the two tensors of `pair` have one shape: one box for both (issue 32 item 3)
+    assert [t.split(" ")[0] for t in texts[:5]] == ["x", "freqs", "pair[0–1]", "rest[0]", "mask"]
+    assert texts[2].startswith("pair[0–1] ×2 [B, T, 16")
     assert texts[1] == "freqs [16]"  # torch.ones(d): the width, not B or T
     assert not any(t.startswith("input") for t in texts)
 

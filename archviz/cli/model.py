@@ -85,6 +85,9 @@ def inspect(
     shapes: Annotated[bool, flag("--shapes/--no-shapes", help="run the meta forward pass for in/out "
                                                                       "shapes and call sites")] = True,
     flat: Annotated[bool, flag("--flat", help="the raw module tree, identical siblings not grouped")] = False,
+    flow: Annotated[bool, flag("--flow", help="the module's forward as it ran, folded (child calls, function "
+                                              "calls, ops) as a tree with shapes; --depth opens child forwards")]
+    = False,
     batch: BatchOpt = None,
     seq: SeqOpt = None,
     kernel_rules: KernelRulesOpt = None,
@@ -116,6 +119,11 @@ def inspect(
             return
         if path:
             out.print(module_card(record, path))
+        if flow:
+            from ..render.flowtree import flow_tree
+
+            out.print(flow_tree(record, path, depth))
+            return
         out.print(module_tree(record, path, depth) if flat else grouped_tree(record, path, depth))
         notes = run_notes(record) if not path else None
         if notes is not None:

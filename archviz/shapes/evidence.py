@@ -10,6 +10,7 @@ copies of the one that ran rather than copied."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from ..errors import ShapeError
 from ..records import ModelRecord
@@ -17,7 +18,7 @@ from ..sources import Built, stubs
 from .forward import run_forward
 from .inputs import default_inputs, merge_inputs, parse_inputs
 from .memo import BlockMemo
-from .symbols import choose_dims, name_dims
+from .symbols import choose_dims, cuts, derived, name_dims
 from .tracer import Tracer
 
 
@@ -32,6 +33,8 @@ class Second:
     user: dict[str, int] = dataclasses.field(default_factory=dict)  # the user's named dims, resized
     copied: dict[str, str] = dataclasses.field(default_factory=dict)  # memoised block -> the block that ran
     fixed: set[str] = dataclasses.field(default_factory=set)  # the user's dims the model took at no other size
+    cuts: tuple[int, ...] = ()  # the config's ratios and windows (T is a multiple of them): derived dims' divisors
+    flows: dict[str, tuple] = dataclasses.field(default_factory=dict)  # the raw flows (archviz.shapes.flow)
     _heads: dict[str, str | None] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def sizes_text(self) -> str:
@@ -44,16 +47,23 @@ class Second:
 
     def calls_of(self, path: str) -> list:
         """The calls of `path` in this pass: those of the block that ran where the memo answered its block."""
-        calls, copied = self.calls, self.copied
+        return self._of(self.calls, path) or []
+
+    def flow_of(self, path: str) -> tuple | None:
+        """The raw flow of `path` in this pass, as `calls_of` finds calls."""
+        return self._of(self.flows, path)
+
+    def _of(self, table: dict, path: str) -> Any:
+        copied = self.copied
         for _ in range(64):  # a copy inside a copy (an expert of a memoised layer) resolves again
-            got = calls.get(path)
+            got = table.get(path)
             if got is not None or not copied:
-                return got or []
+                return got
             head = self._copied_head(path)
             if head is None:
-                return []
+                return None
             path = copied[head] + path[len(head):]
-        return []
+        return None
 
     def _copied_head(self, path: str) -> str | None:
         """The longest head of `path` (itself first) that the memo answered, or None; each head looked up once for
@@ -115,7 +125,7 @@ def second_pass(built: Built, record: ModelRecord, first: Tracer, first_memo: Bl
         vary = {s for s, a, b in (("B", B, B2), ("T", T, T2)) if a != b and s in used} | resized
         if not vary:
             return None
-        tracer = Tracer(built.model, first.display, like=first, sites=False, only=record_only)
+        tracer = Tracer(built.model, first.display, like=first, sites=False, only=record_only, flow=bool(record_only))
         try:
             base = default_inputs(built, B2, T2)
         except ShapeError:
@@ -130,7 +140,7 @@ def second_pass(built: Built, record: ModelRecord, first: Tracer, first_memo: Bl
         if error is not None:
             return None
         return Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2}, user2,
-                      tracer.copied or {}, fixed=set(user) - resized)
+                      tracer.copied or {}, fixed=set(user) - resized, cuts=cuts(record), flows=tracer.flows)
 
     B2, T2, _ = choose_dims(record, None, None, differ=(B, T))
     second = run(set(user), only)
@@ -144,13 +154,18 @@ def named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], u
           second: Second | None, user: dict[int, str]) -> tuple:
     """`shape` named by value (B, T, B·T, R), a name kept only where the second pass's `other` shape has the same
     name at its own sizes: a 7x7 map at B = 7 stays 7, as it stays 7 at B = 5. Symbols the second pass could not
-    vary, and shapes it has no counterpart for, keep their names by value."""
+    vary, and shapes it has no counterpart for, keep their names by value. A dim that is no symbol but changed with
+    B and T is named by the expression that gives it at both sizes (`symbols.derived`: T/4, B·32, T+128)."""
     first = name_dims(shape, B, T, routed, used, user)
     if second is None or other is None or len(other) != len(shape):
         return first
     again = name_dims(other, second.B, second.T, second.routed, used, {v: k for k, v in second.user.items()})
     out = []
-    for d, a, b in zip(shape, first, again):
+    derive = second.vary <= {"B", "T"} and not second.user
+    for d, a, b, o in zip(shape, first, again, other):
+        if derive and not isinstance(a, str) and int(o) != int(d):
+            out.append(derived(int(d), int(o), (B, T), (second.B, second.T), second.cuts))
+            continue
         if isinstance(b, str) and b in second.user and user.get(int(d)) is not None and \
                 second.user[b] - int(d) == 8 * (list(second.user).index(b) + 1):
             out.append(b)  # a named dim whose size another shares in the first pass: the second tells them apart

@@ -1,8 +1,13 @@
-"""Symbolic dims: B and T chosen to collide with no width of the model, and a shape's dims named B, T, B·T or R."""
+"""Symbolic dims: B and T chosen to collide with no width of the model, and a shape's dims named B, T, B·T or R;
+T a multiple of the model's compression ratios, windows and chunk sizes, above them, so every dim derived from T
+(T/4, T/128, T+W) is positive at the pass's size (`trace_multiple`), and such a dim named by the expression that
+holds at both passes' sizes (`derived`)."""
 
 from __future__ import annotations
 
 import math
+import re
+from typing import Any
 
 from ..records import ModelRecord
 from .policy import ROUTED
@@ -32,6 +37,39 @@ def _taken(record: ModelRecord) -> set[int]:
         elif isinstance(v, list):
             taken.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
     return taken
+
+
+# Config fields T is cut by: compression ratios, windows, chunks, attention block sizes (not nanoGPT's block_size,
+# which is the longest T, nor a quantization block)
+_DIVIDES_T = re.compile(r"(ratio|window|chunk|compress_rate|(attn|attention|kv|q|compress|sparse|index)_block_size)",
+                        re.I)
+_NOT_DIVIDING = re.compile(r"(rope|scaling|theta|quant|expert|head|max_|pattern|layer|freq|num_)", re.I)
+MAX_MULTIPLE = 4096  # a multiple of more than this is not asked for (the pass would run at T above it)
+
+
+def cuts(record: ModelRecord) -> tuple[int, ...]:
+    """The config's compression ratios, windows and chunk sizes (in lists and dicts too, as transformers' DeepSeek-V4
+    config has `compress_rates` {kind: ratio}; 0 and 1 left out), ascending."""
+    sizes: set[int] = set()
+    for k, v in record.source.config:
+        if not _DIVIDES_T.search(k) or _NOT_DIVIDING.search(k):
+            continue
+        for x in (v if isinstance(v, (list, tuple)) else list(v.values()) if isinstance(v, dict) else [v]):
+            if isinstance(x, int) and not isinstance(x, bool) and x > 1:
+                sizes.add(x)
+    return tuple(sorted(sizes))
+
+
+def trace_multiple(record: ModelRecord) -> tuple[int, int]:
+    """(m, floor): T should be a multiple of m above floor -- the least common multiple of the config's `cuts`
+    and the largest of them; (1, 0) where the config has none."""
+    sizes = cuts(record)
+    m = 1
+    for x in sizes:
+        m = math.lcm(m, x)
+    if m > MAX_MULTIPLE:
+        return 1, 0
+    return m, max(sizes, default=0)
 
 
 def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
@@ -66,6 +104,11 @@ def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
     bs = [batch] if batch else [b for b in _PRIMES_B if not max_b or b <= max_b] + (
         list(range(max_b, 1, -1)) if max_b else [])
     ts = [seq] if seq else [t for t in _PRIMES_T if not max_t or t <= max_t]
+    if not seq and routed:  # the meta passes: every dim cut from T positive, and exact (T/4, not floor)
+        mult, floor = trace_multiple(record)
+        if mult > 1:
+            ts = [t for t in range(mult * (floor // mult + 1), mult * (floor // mult + 1) + 48 * mult, mult)
+                  if not max_t or t <= max_t] or ts
     if differ is not None:
         bs = [b for b in bs if b != differ[0]] or bs
         ts = [t for t in ts if t != differ[1]] or ts
@@ -107,3 +150,57 @@ def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int],
         else:
             out.append(d)
     return tuple(out)
+
+
+def derived(d: int, o: int, first: tuple[int, int], second: tuple[int, int], cuts: tuple[int, ...] = ()) -> str:
+    """A dim of size `d` at (B, T) = `first` that is `o` at `second`: the expression of B and T that gives both
+    (T/4, 4·T, B·32, B·T/4, T+128, ceil(T/64), T+T/4, T/4+128, T+T/4+1, with `cuts` the config's ratios and
+    windows tried for the last four), or, where none does, its size with the sizes named ("96 at B = 7, T = 384")."""
+    (b1, t1), (b2, t2) = first, second
+    forms: list[tuple[str, Any]] = []
+    if d and t1 % d == 0 and t1 // d > 1:
+        forms.append((f"T/{t1 // d}", lambda b, t, r=t1 // d: t / r))
+    if d % t1 == 0 and d // t1 > 1:
+        forms.append((f"{d // t1}·T", lambda b, t, c=d // t1: c * t))
+    if d % b1 == 0 and d // b1 > 1:
+        forms.append((f"B·{d // b1}", lambda b, t, c=d // b1: c * b))
+    if d and (b1 * t1) % d == 0 and b1 * t1 // d > 1:
+        forms.append((f"B·T/{b1 * t1 // d}", lambda b, t, r=b1 * t1 // d: b * t / r))
+    if d % (b1 * t1) == 0 and d // (b1 * t1) > 1:
+        forms.append((f"{d // (b1 * t1)}·B·T", lambda b, t, c=d // (b1 * t1): c * b * t))
+    if d != t1:
+        c = d - t1
+        forms.append((f"T{'+' if c > 0 else '-'}{abs(c)}", lambda b, t, c=c: t + c))
+    for r in sorted(set(cuts) | {2 ** k for k in range(1, 13)}):
+        if r > 1:
+            forms.append((f"ceil(T/{r})", lambda b, t, r=r: -(-t // r)))
+            forms.append((f"T+T/{r}", lambda b, t, r=r: t + t / r))
+            c, c2 = d - t1 // r, d - t1 - t1 // r
+            if c and r in cuts:  # two unknowns fit any line through two points: only the config's own ratios
+                forms.append((f"T/{r}{'+' if c > 0 else '-'}{abs(c)}", lambda b, t, r=r, c=c: t // r + c))
+            if c2 and r in cuts:
+                forms.append((f"T+T/{r}{'+' if c2 > 0 else '-'}{abs(c2)}", lambda b, t, r=r, c=c2: t + t // r + c))
+    for text, f in forms:
+        if f(b1, t1) == d and f(b2, t2) == o:
+            return text
+    return f"{d} at B = {b1}, T = {t1}"
+
+
+_EXPRESSION = re.compile(r"^[BT0-9+\-·/() ceil]+$")
+
+
+def evaluate(dim: int | str, B: int, T: int) -> int | None:
+    """A dim's size at (B, T): an int as it is; B, T, B·T and an expression of `derived` (T/4, ceil(T/64), B·32,
+    T+128) computed, with / as the code's // at sizes that do not divide; None for any other symbol (R, a user's
+    dim, "96 at B = 7, T = 384")."""
+    if isinstance(dim, int):
+        return dim
+    if not _EXPRESSION.match(dim) or " at " in dim:
+        return None
+    text = re.sub(r"ceil\(T/(\d+)\)", r"(-(-T#\1))", dim.replace("·", "*")).replace("/", "//").replace("#", "//")
+    if "ceil" in text:
+        return None
+    try:
+        return int(eval(text, {"__builtins__": {}}, {"B": B, "T": T}))  # noqa: S307 - digits, B, T, + - * // ( )
+    except (SyntaxError, ZeroDivisionError, NameError, TypeError):
+        return None

@@ -38,7 +38,7 @@ import torch
 
 from ..errors import ShapeError
 from ..gcpause import collector_paused
-from ..records import Call, CallSite, Flow, FlowStep, ModelRecord, ModuleRecord
+from ..records import Call, CallSite, Flow, FlowFunction, FlowStep, ModelRecord, ModuleRecord
 from ..sources import Built, stubs
 from ..walk.provenance import file_facts
 from ..sources.meta import strays_to_meta
@@ -257,7 +257,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     calls_of: dict[str, tuple] = {m.path: calls_at(m.path) for m in record.modules}
     # A flow's shapes take the names its module's and children's calls have for the same raw shape (named by the
     # second pass's evidence); a shape no call has (an op's own) is named by value.
-    flow_of = _flows(tracer.flows, calls_of, tracer.calls, lambda shape: dims(shape, None))
+    flow_of = _flows(tracer.flows, calls_of, tracer.calls, dims,
+                     second.flow_of if isinstance(second, Second) else lambda path: None)
     flow_field = [f.name for f in dataclasses.fields(ModuleRecord)].index("flow")
     for m in record.modules:
         path = m.path
@@ -318,9 +319,11 @@ def _passes(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwar
 
 
 def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[str, list],
-           by_value: Callable[[tuple], tuple]) -> Callable[[str], Flow | None]:
+           by_value: Callable[[tuple, tuple | None], tuple],
+           other_of: Callable[[str], tuple | None]) -> Callable[[str], Flow | None]:
     """path -> its Flow (archviz.shapes.flow's raw steps with named shapes); identical flows (every layer of a kind)
-    share one record."""
+    share one record. An op's shape no call has is named by value, with the second pass's same step (`other_of`,
+    where its steps are the same) as evidence: [B·32, T, T], not [224, T, T]."""
     made: dict[tuple, Flow] = {}
     keep: list[tuple] = []
 
@@ -328,11 +331,12 @@ def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[st
         got = raw.get(path)
         if got is None:
             return None
-        steps, outputs, truncated, *arg_names = got
+        steps, outputs, truncated, functions, *arg_names = got
         prefix = f"{path}." if path else ""
         paths = (path, *(prefix + name for kind, name, *_ in steps if kind == "call" and not name.startswith("/")))
         # memo answers share the raw flow and the Call records: the same pair is the same Flow
-        key = (id(got), tuple(id(c) for p in paths for c in calls_of.get(p, ())))
+        other = other_of(path)
+        key = (id(got), tuple(id(c) for p in paths for c in calls_of.get(p, ())), id(other))
         hit = made.get(key)
         if hit is None:
             names: dict[tuple, tuple] = {}
@@ -340,10 +344,15 @@ def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[st
                 for (ins, outs), c in zip(raw_calls.get(p, ()), calls_of.get(p, ())):
                     for (s, _), named in zip((*ins, *outs), (*c.inputs, *c.outputs)):
                         names.setdefault(s, named)
-            hit = made[key] = Flow(tuple(FlowStep(kind, name, tuple(names.get(s) or by_value(s) for s in shapes),
-                                                  ins, count) for kind, name, shapes, ins, count in steps),
-                                   outputs, truncated, arg_names[0] if arg_names else ())
-            keep.append(got)  # the id in the key stays this tuple's
+            others = other[0] if other is not None and len(other[0]) == len(steps) and \
+                all(a[:2] == b[:2] and len(a[2]) == len(b[2]) for a, b in zip(steps, other[0])) else None
+            hit = made[key] = Flow(tuple(FlowStep(kind, name, tuple(
+                names.get(s) or by_value(s, others[k][2][i] if others is not None else None)
+                for i, s in enumerate(shapes)), ins, count, fn)
+                for k, (kind, name, shapes, ins, count, fn) in enumerate(steps)),
+                                   outputs, truncated, arg_names[0] if arg_names else (),
+                                   tuple(FlowFunction(*f) for f in functions))
+            keep.append((got, other))  # the ids in the key stay these tuples
         return hit
 
     return flow_of

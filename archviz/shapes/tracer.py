@@ -209,7 +209,7 @@ class Tracer:
         self.stack.append(path)
         self.objects.append(module)
         if self.parents is not None:
-            frame = FlowFrame(path) if id(module) in self.parents and path not in self.flows else None
+            frame = FlowFrame(path, module, self.display) if id(module) in self.parents and path not in self.flows else None
             self.frames.append(frame)
             self.frame = frame
 
@@ -236,6 +236,8 @@ class Tracer:
             self.frame = self.frames[-1] if self.frames else None
             if self.frame is not None:
                 self.frame.call(path, tensors[:MAX_TENSORS], outs[:MAX_TENSORS])
+            if self.only is not None and path not in self.only:  # a flow kept, no call to record
+                return
         entry = (tuple(ins), tuple((tuple(t.shape), _DTYPE_NAMES.get(t.dtype) or _dtype_name(t.dtype)) for t in outs))
         lst = self.calls.setdefault(path, [])
         if entry not in lst and len(lst) < MAX_CALLS:

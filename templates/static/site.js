@@ -185,5 +185,13 @@
     else if (k === "?") { if (help) help.hidden = !help.hidden; }
   });
 
+  // A dataflow box links to what it expands to (a function's ops, a step's entry): open the <details> it is in
+  function openTarget() {
+    var id = decodeURIComponent(location.hash.slice(1)), t = id && doc.getElementById(id);
+    for (; t; t = t.parentElement) if (t.tagName === "DETAILS") t.open = true;
+  }
+  window.addEventListener("hashchange", openTarget);
+  openTarget();
+
   renderExcerpts();
 })();
