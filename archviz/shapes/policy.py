@@ -113,7 +113,12 @@ _POLICY_OPS = frozenset(op for op in (
     aten._local_scalar_dense.default, aten.nonzero.default, aten.argwhere.default, aten.nonzero_numpy.default,
     aten.where.default, aten.masked_select.default, aten.bincount.default, aten.index.Tensor,
     aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default, aten.repeat_interleave.Tensor,
-    aten._unique2.default, aten.unique_dim.default, aten.unique_consecutive.default))
+    aten._unique2.default, aten.unique_dim.default, aten.unique_consecutive.default, aten.equal.default,
+    aten.is_nonzero.default))
+
+# A test on a tensor asked again and again by one frame at one place (a `while` on a tensor, which the policy's
+# "it holds" would never end) is answered false from this many answers on.
+LOOP_LIMIT = 1024
 
 
 def _any_meta(args: Any) -> bool:
@@ -133,6 +138,21 @@ class DispatchPolicy(TorchDispatchMode):
         self.observer = observer  # op_observer(func, args, kwargs, out, module path) after every aten op (archviz.cost)
         self._memo: dict = {}
         self._cacheable: dict = {}
+        self._asked: dict[tuple[int, int], list] = {}  # (frame id, instruction) -> [frame, answers so far]
+
+    def _looping(self) -> bool:
+        """Whether the model's frame asking this test has asked it at the same instruction LOOP_LIMIT times (a
+        `while` on a tensor); an `if` in a layer run many times is a new frame each time."""
+        f = self.p.tracer.user_frame(3)
+        if f is None:
+            return False
+        if len(self._asked) > 256:  # the frames held are the recent ones
+            self._asked.clear()
+        hit = self._asked.setdefault((id(f), f.f_lasti), [f, 0])
+        if hit[0] is not f:
+            hit[:] = [f, 0]
+        hit[1] += 1
+        return hit[1] > LOOP_LIMIT
 
     def _rows(self, mask: torch.Tensor) -> int:
         prov = self.p.get(mask)
@@ -171,6 +191,13 @@ class DispatchPolicy(TorchDispatchMode):
             return func(*args, **kwargs)
         if func is aten._local_scalar_dense.default:
             return self._scalar(args[0])
+        if func is aten.is_nonzero.default:  # bool(t), `if t:`, `assert t` where the call is not decomposed
+            return self._truth(args[0])
+        if func is aten.equal.default:  # torch.equal: no meta kernel
+            if tuple(args[0].shape) != tuple(args[1].shape):
+                return False
+            p.assume("torch.equal of two tensors of one shape: assumed equal")
+            return True
         if func in (aten.nonzero.default, aten.argwhere.default):
             return self._nonzero(args[0])
         if func is aten.nonzero_numpy.default or (func is aten.where.default and len(args) == 1):
@@ -261,11 +288,24 @@ class DispatchPolicy(TorchDispatchMode):
         except Uncacheable:
             return None
 
-    def _scalar(self, t: torch.Tensor) -> Any:
+    def _truth(self, t: torch.Tensor) -> bool:
+        """A truth test of a one-element tensor: a known value's, else it holds (as a boolean test does)."""
         prov = self.p.get(t)
+        if t.dtype != torch.bool and prov is not None and prov.value is not None:
+            return bool(prov.value)
+        if t.dtype != torch.bool:
+            t = torch.empty((), dtype=torch.bool, device="meta")
+        return bool(self._scalar(t, prov))
+
+    def _scalar(self, t: torch.Tensor, prov: _Prov | None = None) -> Any:
+        prov = prov or self.p.get(t)
         if t.dtype == torch.bool:
             if prov is not None and prov.density is not None:
                 return prov.density > 0
+            if self._looping():
+                self.p.assume(f"a boolean test on a tensor asked over {LOOP_LIMIT} times at one place in one call: "
+                              "assumed false from then on (a loop on it ends)")
+                return False
             self.p.assume("a boolean test on a tensor: assumed true (the common path)")
             return True
         if t.dtype.is_floating_point or t.dtype.is_complex:
