@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .gathers import GATHER_OPS
+
 if TYPE_CHECKING:
+    from .gathers import Gathers
     from .tracer import Tracer
 
 
@@ -28,6 +31,7 @@ class _Prov:
     density: float | None = None  # fraction of True in a bool tensor
     value: float | None = None  # expected value of each element
     parent: Any = None  # weakref to the tensor this one is a view or reshape of
+    k: int | None = None  # top-k indices: how many each row chose (the k of `range`)
 
 
 class Policy:
@@ -38,6 +42,7 @@ class Policy:
         self._prov: dict[int, tuple[weakref.ref, _Prov]] = {}
         self.policy_sizes: set[int] = set()
         self.split_sizes: set[int] = set()  # counts spread exactly by .tolist(): routed sizes when split() takes them
+        self.gathers: Gathers | None = None  # parameters read by index, where the pass records them
 
     def get(self, t: Any) -> _Prov | None:
         if not isinstance(t, torch.Tensor):
@@ -185,6 +190,8 @@ class DispatchPolicy(TorchDispatchMode):
     def _answer(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         p = self.p
+        if p.gathers is not None and func in GATHER_OPS:
+            p.gathers.op(func, args, p)
         if func in _POLICY_OPS and not _any_meta(args):
             # Real tensors have real values: `torch.div(seq_len, window, rounding_mode="trunc") - 1` (LED's chunk
             # count, a CPU scalar) is read for what it is, never answered by the policy.
@@ -323,7 +330,7 @@ class DispatchPolicy(TorchDispatchMode):
         if func is aten.topk.default:
             x = args[0]
             dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
-            p.set(out[1], _Prov(range=x.shape[dim]))
+            p.set(out[1], _Prov(range=x.shape[dim], k=out[1].shape[dim]))
             return
         if func in (aten.eq.Scalar, aten.eq.Tensor, aten.ne.Scalar, aten.ne.Tensor):
             x = args[0]
