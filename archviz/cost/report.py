@@ -5,7 +5,7 @@ that `archviz.cost.measure` attaches. Renderers (archviz/render/cost.py, the sit
                       "prefill" | "decode": {"B", "T", "start", "flops": {module path: own FLOPs over the pass},
                                              "calls": {path: calls}, "unknown": {path: [reason]}, "notes": [str]},
                       "kv": {"source": str, "entries": [{"path", "name", "layer", "dtype", "element_bytes", "width",
-                                                         "ratio", "slots", "what"}]},
+                                                         "ratio", "slots", "fixed"?, "what"}]},
                       "layer_list": path | None, "layer_kinds": {layer number: kind name},
                       "activation_peak": bytes, "notes": [str]}
 
