@@ -199,7 +199,7 @@ def test_a_wrong_kernel_shape_rule_makes_the_comparison_fail_and_name_the_module
 
 
 @pytest.mark.parametrize("name", ["act_quant", "fp4_act_quant", "weight_dequant", "fp8_gemm", "fp4_gemm",
-                                  "sparse_attn", "hc_split_sinkhorn", "hadamard_transform"])
+                                  "sparse_attn", "hc_split_sinkhorn", "hadamard_transform", "fp8_index"])
 def test_each_kernel_shape_rule_matches_its_cpu_implementation(name):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 5, 64, generator=g).to(torch.bfloat16)
@@ -218,6 +218,9 @@ def test_each_kernel_shape_rule_matches_its_cpu_implementation(name):
         "hc_split_sinkhorn": lambda: (torch.randn(2, 5, 24, generator=g), torch.rand(3, generator=g),
                                       torch.randn(24, generator=g), 4, 3),
         "hadamard_transform": lambda: (x, 0.125),
+        "fp8_index": lambda: (torch.randn(2, 5, 4, 64, generator=g).to(torch.float8_e4m3fn),
+                              torch.rand(2, 5, 4, 1, generator=g), torch.randn(2, 7, 64, generator=g).to(torch.float8_e4m3fn),
+                              torch.rand(2, 7, 1, generator=g)),
     }[name]()
     impl, _ = kernels.lookup(f"kernel.{name}", meta=False)
     rule, _ = kernels.lookup(f"kernel.{name}", meta=True)

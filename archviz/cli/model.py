@@ -33,6 +33,7 @@ from .common import (
     err,
     flag,
     handled,
+    is_records_file,
     load_record,
     out,
 )
@@ -61,10 +62,33 @@ def summary(
         check_options(sets={"--set": set_}, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
                              trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
+        record = _with_pass_counts(record, source, config, set_, model_class, tokenizer, world_size, rank,
+                                   trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
         if json_:
             emit_json(summary_json(record))
         else:
             out.print(summary_table(record))
+
+
+def _with_pass_counts(record, source, config, set_, model_class, tokenizer, world_size, rank, **options):
+    """The record again with the meta pass where only the pass can count its active parameters (stacked experts
+    indexed by routing, lookup tables a token reads a few rows of: archviz.walk.moe.counted_by_the_pass); as it is
+    where the pass fails, said on stderr."""
+    from ..errors import ArchvizError
+    from ..walk.moe import counted_by_the_pass
+
+    if is_records_file(source) or record.extra("shapes") is not None:
+        return record
+    why = counted_by_the_pass(record)
+    if why is None:
+        return record
+    try:
+        return load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
+                           shapes=True, **options)
+    except ArchvizError as e:
+        err.print(f"note: active parameters without the meta pass ({why}), which failed: {e}", highlight=False,
+                  soft_wrap=True)
+        return record
 
 
 @app.command()

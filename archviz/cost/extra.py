@@ -89,6 +89,7 @@ def check(c: Any) -> None:
         _int(f"{at}.width", e.get("width"))
         _int(f"{at}.ratio", e.get("ratio"), optional=True, positive=True)
         _int(f"{at}.slots", e.get("slots"), optional=True)
+        _int(f"{at}.fixed", e.get("fixed"), optional=True)
         if e.get("ratio") is None and e.get("slots") is None:
             _fail(f"{at}", "a ratio or a number of slots", e)
     _str("layer_list", c.get("layer_list"), optional=True)

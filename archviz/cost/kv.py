@@ -11,8 +11,12 @@ hold after prefills on meta of two lengths: every tensor a layer holds (into its
 caches), a dim that grew by d over the t1 − t0 tokens keeping a slot every (t1 − t0) / d tokens (full attention: 1;
 a compressed cache: its rate), the rest fixed (a sliding window, a group still being compressed).
 
-An entry is JSON-able: bytes at (B, L) = B × width × slots(L) × element bytes, slots(L) = L // ratio, or `slots`
-for a fixed one. `--kv-dtype` replaces the element size with the asked dtype's.
+A reference model's plain tensor attributes sized by those limits (Llama 3's `self.cache_k = torch.zeros(...)`) are
+caches as its buffers are. A slot dim of `fixed + max_seq_len // r` (DeepSeek-V4's `window_size + max_seq_len //
+compress_ratio`, both values of its config) keeps a window of `fixed` slots and one more every r tokens.
+
+An entry is JSON-able: bytes at (B, L) = B × width × slots(L) × element bytes, slots(L) = fixed + L // ratio, or
+`slots` for a fixed one. `--kv-dtype` replaces the element size with the asked dtype's.
 """
 
 from __future__ import annotations
@@ -55,31 +59,65 @@ def _layer_of(path: str, layer_list: str | None) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def reference_entries(record: Any, max_batch: int, max_seq: int, layer_list: str | None) -> list[dict[str, Any]]:
-    """Per-sequence buffers of a reference model built with max_batch_size=max_batch, max_seq_len=max_seq."""
+def reference_entries(record: Any, max_batch: int, max_seq: int, layer_list: str | None,
+                      config_ints: set[int] | frozenset[int] = frozenset()) -> list[dict[str, Any]]:
+    """Per-sequence buffers of a reference model built with max_batch_size=max_batch, max_seq_len=max_seq.
+    `config_ints`: the config's int values, the evidence for a cache of `fixed + max_seq_len // r` slots."""
     out = []
     for m in record.modules:
         for t in m.tensors:
             if t.kind != "buffer" or len(t.shape) < 2 or t.shape[0] != max_batch:
                 continue
-            rest = [int(d) for d in t.shape[1:]]
-            ratio = None
-            for r in range(1, MAX_RATIO + 1):
-                if rest[0] == max_seq // r and rest[0]:
-                    ratio = r
-                    break
-            # elements per slot: the dims after the slot dim; a fixed buffer: all its dims after the batch
-            width = 1
-            for d in rest[1:]:
-                width *= d
-            per_element = t.bytes / max(1, t.storage_elements)
-            out.append({"path": m.path, "name": t.name, "layer": _layer_of(m.path, layer_list), "dtype": t.dtype,
-                        "element_bytes": per_element, "width": width,
-                        "ratio": ratio, "slots": None if ratio else rest[0],
-                        "what": ("cache: a slot every token" if ratio == 1 else
-                                 f"cache: a slot every {ratio} tokens" if ratio else
-                                 "fixed per sequence (a window or pending state)")})
+            out.append(_sequence_entry(m.path, t.name, t.shape, t.dtype, t.bytes / max(1, t.storage_elements),
+                                       max_seq, layer_list, config_ints))
     return out
+
+
+def attribute_entries(model: Any, paths: dict[int, str], max_batch: int, max_seq: int, layer_list: str | None,
+                      config_ints: set[int] | frozenset[int] = frozenset()) -> list[dict[str, Any]]:
+    """Per-sequence tensors a reference model's modules keep as plain attributes, neither parameters nor buffers
+    (Llama 3's `self.cache_k = torch.zeros(max_batch_size, max_seq_len, ...)`); `paths`: id(module) -> path."""
+    import torch
+
+    out = []
+    for i, path in paths.items():
+        mod = model.get_submodule(path) if path else model
+        if id(mod) != i:
+            continue
+        for name, v in vars(mod).items():
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter) and v.dim() >= 2 and \
+                    v.shape[0] == max_batch:
+                dtype = str(v.dtype).replace("torch.", "")
+                out.append(_sequence_entry(path, name, tuple(v.shape), dtype, element_bytes(dtype), max_seq,
+                                           layer_list, config_ints))
+    return out
+
+
+def _slot_dim(n: int, max_seq: int, config_ints: set[int] | frozenset[int]) -> tuple[int | None, int]:
+    """(r, fixed) where a dim of n slots is `fixed + max_seq // r` (r None: fixed at n). A fixed part needs the
+    config's evidence: it and r are values of the config (DeepSeek-V4: window_size + max_seq_len // ratio)."""
+    for r in range(1, MAX_RATIO + 1):
+        if n == max_seq // r and n:
+            return r, 0
+    for r in range(1, MAX_RATIO + 1):
+        fixed = n - max_seq // r
+        if 0 < fixed < max_seq // r and fixed in config_ints and (r == 1 or r in config_ints):
+            return r, fixed
+    return None, n
+
+
+def _sequence_entry(path: str, name: str, shape: Any, dtype: str, per_element: float, max_seq: int,
+                    layer_list: str | None, config_ints: set[int] | frozenset[int]) -> dict[str, Any]:
+    rest = [int(d) for d in shape[1:]]
+    ratio, fixed = _slot_dim(rest[0], max_seq, config_ints)
+    # elements per slot: the dims after the slot dim; a fixed buffer: all its dims after the batch
+    width = math.prod(rest[1:])
+    what = ("cache: a slot every token" if ratio == 1 else f"cache: a slot every {ratio} tokens" if ratio else
+            "fixed per sequence (a window or pending state)")
+    return {"path": path, "name": name, "layer": _layer_of(path, layer_list), "dtype": dtype,
+            "element_bytes": per_element, "width": width, "ratio": ratio, "slots": None if ratio else fixed,
+            **({"fixed": fixed} if ratio and fixed else {}),
+            "what": f"{what}, plus {fixed} fixed (a window)" if ratio and fixed else what}
 
 
 def _leaves(layer: Any) -> Any:
@@ -172,7 +210,7 @@ def _more(t0: int, t1: int, d: int, context: int) -> int:
 def entry_bytes(e: dict[str, Any], batch: int, context: int, element: float | None = None) -> float:
     """Bytes the entry holds for `batch` sequences at `context` tokens (element size overridden by `element`)."""
     size = e["element_bytes"] if element is None else element
-    slots = context // e["ratio"] if e["ratio"] else e["slots"]
+    slots = e.get("fixed", 0) + context // e["ratio"] if e["ratio"] else e["slots"]
     return batch * e["width"] * slots * size
 
 

@@ -19,7 +19,7 @@ import torch
 
 from ..errors import ArchvizError, ShapeError, SourceError
 from .flops import FlopCounter, exact_routing, module_paths
-from .kv import MAX_RATIO, cache_entries, reference_entries, stretch
+from .kv import MAX_RATIO, attribute_entries, cache_entries, reference_entries, stretch
 from .activations import ActivationPeak
 from .curve import curve_contexts, max_positions, point
 
@@ -212,8 +212,9 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
     kv: dict[str, Any] = {"entries": [], "source": None}
     ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
     if built.kind == "reference":
-        kv = {"source": "registered buffers", "entries": reference_entries(traced, *limits, layer_list)
-              if limits else []}
+        entries = reference_entries(traced, *limits, layer_list, taken) if limits else []
+        kept = attribute_entries(built.model, paths, *limits, layer_list, taken) if limits else []
+        kv = {"source": "registered buffers" + (" and tensor attributes" if kept else ""), "entries": entries + kept}
         import inspect
 
         try:

@@ -7,7 +7,7 @@ that `archviz.cost.measure` attaches. Renderers (archviz/render/cost.py, the sit
                                              "attended_flops": FLOPs over the positions masks keep,
                                              "masked_flops": {path: FLOPs spent on masked positions}},
                       "kv": {"source": str, "entries": [{"path", "name", "layer", "dtype", "element_bytes", "width",
-                                                         "ratio", "slots", "what"}]},
+                                                         "ratio", "slots", "fixed"?, "what"}]},
                       "layer_list": path | None, "layer_kinds": {layer number: kind name},
                       "activation_peak": bytes, "notes": [str]}
 

@@ -12,6 +12,7 @@ import torch
 from ..errors import ShapeError
 from ..shapes import ImportsInForward, Tracer, cache_off, kernels
 from ..shapes.inputs import image_default
+from ..shapes.collectives import collectives_answered
 from ..sources import Built, stubs
 from ..sources.meta import warnings_noted
 
@@ -170,7 +171,8 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
                      f"{text}")
 
         with warnings_noted(warned), torch.no_grad(), cache_off(built.model) if built.kind == "hf" else nullcontext(), \
-                ImportsInForward(registry, built.roots if built.kind != "hf" else ()), kernels.dequantized_once():
+                ImportsInForward(registry, built.roots if built.kind != "hf" else ()), kernels.dequantized_once(), \
+                collectives_answered(built.world_size, built.rank, tracer.assume):
             built.model(*args, **kwargs)
     finally:
         stubs.set_call_handler(previous)

@@ -34,6 +34,11 @@ def summary_table(record: ModelRecord) -> Group:
         if s.input_embedding_parameters:
             without = s.active_without_input_embedding
             t.add_row("  without input embedding", fmt.count(without), fmt.human(without))
+        tables = (record.extra("shapes") or {}).get("gathered") or ()
+        if tables:
+            read, held = sum(x["active"] for x in tables), sum(x["parameters"] for x in tables)
+            t.add_row("  lookup tables, rows read", fmt.count(read),
+                      f"of {fmt.human(held)} in {len(tables)} table{'s' if len(tables) != 1 else ''}")
     t.add_row("quantization scales", fmt.count(s.scale_elements), "not parameters")
     if s.table_elements:
         t.add_row("integer tables", fmt.count(s.table_elements), "not parameters")

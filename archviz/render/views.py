@@ -44,6 +44,8 @@ def summary_json(record: ModelRecord) -> dict[str, Any]:
         "notes": list(src.notes),
         "active_assumptions": list(s.active_assumptions),
         "moe": [to_json_dict_moe(m) for m in s.moe],
+        # tables read by index, counted in active_parameters by the rows a token reads (found in the meta pass)
+        "lookup_tables": list((record.extra("shapes") or {}).get("gathered") or ()),
         "world_size": src.world_size,
         "rank": src.rank,
     }

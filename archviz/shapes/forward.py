@@ -13,6 +13,7 @@ from ..errors import ShapeError
 from ..records import ModelRecord
 from ..sources import Built, stubs
 from ..sources.meta import warnings_noted
+from .collectives import collectives_answered
 from .imports import ImportsInForward
 from .inputs import cache_off
 from .memo import BlockMemo
@@ -65,6 +66,7 @@ def run_forward(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, 
 
         with warnings_noted(warned), torch.no_grad(), torch.device("meta"), \
                 DispatchPolicy(tracer.policy, observer), TolistPolicy(tracer.policy), \
+                collectives_answered(built.world_size, built.rank, tracer.assume), \
                 cache_off(built.model) if built.kind == "hf" else nullcontext(), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
                                  lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):

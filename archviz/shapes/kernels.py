@@ -273,6 +273,23 @@ def sparse_attn(q: torch.Tensor, kv: torch.Tensor, attn_sink: torch.Tensor, topk
     return torch.einsum("bmhk,bmkd->bmhd", p.to(q.dtype).float(), gathered.float()).to(q.dtype)
 
 
+def _fp8_index_flops(q: torch.Tensor, q_s: Any, k: torch.Tensor, *rest: Any, **kw: Any) -> int:
+    """q [b, m, h, d] against every row of k [b, n, d]: 2·b·m·h·n·d (the ReLU, weighting and head sum add no
+    multiply-accumulate of that order)."""
+    b, m, h, d = q.shape
+    return 2 * b * m * h * k.shape[1] * d
+
+
+@_generic(flops=_fp8_index_flops)
+def fp8_index(q: torch.Tensor, q_s: torch.Tensor, k: torch.Tensor, k_s: torch.Tensor) -> torch.Tensor:
+    """DeepSeek-V3.2's lightning indexer score: relu(q [b, m, h, d] · k [b, n, d]) weighted by q_s [b, m, h(, 1)],
+    summed over heads, times k_s [b, n(, 1)]: [b, m, n] float32."""
+    b, m, h, _ = q.shape
+    n = k.shape[1]
+    logits = torch.einsum("bmhd,bnd->bmhn", q.float(), k.float()).clamp(min=0) * q_s.float().reshape(b, m, h, 1)
+    return logits.sum(2) * k_s.float().reshape(b, 1, n)
+
+
 @_generic(flops=_no_flops)
 def hc_split_sinkhorn(mixes: torch.Tensor, hc_scale: torch.Tensor, hc_base: torch.Tensor, hc_mult: int = 4,
                       sinkhorn_iters: int = 20, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -335,6 +352,11 @@ def _fp4_gemm_meta(a, a_s, b, b_s, scale_dtype=torch.float32, act_block_size=128
 @_meta_of("sparse_attn")
 def _sparse_attn_meta(q, kv, attn_sink, topk_idxs, softmax_scale):
     return _empty(q.shape, q.dtype, q)
+
+
+@_meta_of("fp8_index")
+def _fp8_index_meta(q, q_s, k, k_s):
+    return _empty((q.shape[0], q.shape[1], k.shape[1]), torch.float32, q)
 
 
 @_meta_of("hc_split_sinkhorn")

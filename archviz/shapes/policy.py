@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .gathers import GATHER_OPS
+
 if TYPE_CHECKING:
+    from .gathers import Gathers
     from .tracer import Tracer
 
 
@@ -28,6 +31,7 @@ class _Prov:
     density: float | None = None  # fraction of True in a bool tensor
     value: float | None = None  # expected value of each element
     parent: Any = None  # weakref to the tensor this one is a view or reshape of
+    k: int | None = None  # top-k indices: how many each row chose (the k of `range`)
 
 
 class Policy:
@@ -38,6 +42,7 @@ class Policy:
         self._prov: dict[int, tuple[weakref.ref, _Prov]] = {}
         self.policy_sizes: set[int] = set()
         self.split_sizes: set[int] = set()  # counts spread exactly by .tolist(): routed sizes when split() takes them
+        self.gathers: Gathers | None = None  # parameters read by index, where the pass records them
 
     def get(self, t: Any) -> _Prov | None:
         if not isinstance(t, torch.Tensor):
@@ -113,7 +118,12 @@ _POLICY_OPS = frozenset(op for op in (
     aten._local_scalar_dense.default, aten.nonzero.default, aten.argwhere.default, aten.nonzero_numpy.default,
     aten.where.default, aten.masked_select.default, aten.bincount.default, aten.index.Tensor,
     aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default, aten.repeat_interleave.Tensor,
-    aten._unique2.default, aten.unique_dim.default, aten.unique_consecutive.default))
+    aten._unique2.default, aten.unique_dim.default, aten.unique_consecutive.default, aten.equal.default,
+    aten.is_nonzero.default))
+
+# A test on a tensor asked again and again by one frame at one place (a `while` on a tensor, which the policy's
+# "it holds" would never end) is answered false from this many answers on.
+LOOP_LIMIT = 1024
 
 
 def _any_meta(args: Any) -> bool:
@@ -133,6 +143,21 @@ class DispatchPolicy(TorchDispatchMode):
         self.observer = observer  # op_observer(func, args, kwargs, out, module path) after every aten op (archviz.cost)
         self._memo: dict = {}
         self._cacheable: dict = {}
+        self._asked: dict[tuple[int, int], list] = {}  # (frame id, instruction) -> [frame, answers so far]
+
+    def _looping(self) -> bool:
+        """Whether the model's frame asking this test has asked it at the same instruction LOOP_LIMIT times (a
+        `while` on a tensor); an `if` in a layer run many times is a new frame each time."""
+        f = self.p.tracer.user_frame(3)
+        if f is None:
+            return False
+        if len(self._asked) > 256:  # the frames held are the recent ones
+            self._asked.clear()
+        hit = self._asked.setdefault((id(f), f.f_lasti), [f, 0])
+        if hit[0] is not f:
+            hit[:] = [f, 0]
+        hit[1] += 1
+        return hit[1] > LOOP_LIMIT
 
     def _rows(self, mask: torch.Tensor) -> int:
         prov = self.p.get(mask)
@@ -165,12 +190,21 @@ class DispatchPolicy(TorchDispatchMode):
     def _answer(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         p = self.p
+        if p.gathers is not None and func in GATHER_OPS:
+            p.gathers.op(func, args, p)
         if func in _POLICY_OPS and not _any_meta(args):
             # Real tensors have real values: `torch.div(seq_len, window, rounding_mode="trunc") - 1` (LED's chunk
             # count, a CPU scalar) is read for what it is, never answered by the policy.
             return func(*args, **kwargs)
         if func is aten._local_scalar_dense.default:
             return self._scalar(args[0])
+        if func is aten.is_nonzero.default:  # bool(t), `if t:`, `assert t` where the call is not decomposed
+            return self._truth(args[0])
+        if func is aten.equal.default:  # torch.equal: no meta kernel
+            if tuple(args[0].shape) != tuple(args[1].shape):
+                return False
+            p.assume("torch.equal of two tensors of one shape: assumed equal")
+            return True
         if func in (aten.nonzero.default, aten.argwhere.default):
             return self._nonzero(args[0])
         if func is aten.nonzero_numpy.default or (func is aten.where.default and len(args) == 1):
@@ -261,11 +295,24 @@ class DispatchPolicy(TorchDispatchMode):
         except Uncacheable:
             return None
 
-    def _scalar(self, t: torch.Tensor) -> Any:
+    def _truth(self, t: torch.Tensor) -> bool:
+        """A truth test of a one-element tensor: a known value's, else it holds (as a boolean test does)."""
         prov = self.p.get(t)
+        if t.dtype != torch.bool and prov is not None and prov.value is not None:
+            return bool(prov.value)
+        if t.dtype != torch.bool:
+            t = torch.empty((), dtype=torch.bool, device="meta")
+        return bool(self._scalar(t, prov))
+
+    def _scalar(self, t: torch.Tensor, prov: _Prov | None = None) -> Any:
+        prov = prov or self.p.get(t)
         if t.dtype == torch.bool:
             if prov is not None and prov.density is not None:
                 return prov.density > 0
+            if self._looping():
+                self.p.assume(f"a boolean test on a tensor asked over {LOOP_LIMIT} times at one place in one call: "
+                              "assumed false from then on (a loop on it ends)")
+                return False
             self.p.assume("a boolean test on a tensor: assumed true (the common path)")
             return True
         if t.dtype.is_floating_point or t.dtype.is_complex:
@@ -283,7 +330,7 @@ class DispatchPolicy(TorchDispatchMode):
         if func is aten.topk.default:
             x = args[0]
             dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
-            p.set(out[1], _Prov(range=x.shape[dim]))
+            p.set(out[1], _Prov(range=x.shape[dim], k=out[1].shape[dim]))
             return
         if func in (aten.eq.Scalar, aten.eq.Tensor, aten.ne.Scalar, aten.ne.Tensor):
             x = args[0]

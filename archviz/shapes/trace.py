@@ -45,6 +45,7 @@ from ..sources.meta import strays_to_meta
 from .evidence import Second, concerned, second_pass, symbol_values
 from .evidence import named as named_by_evidence
 from .forward import pass_mode, run_forward
+from .gathers import Gathers, adjust
 from .inputs import (
     default_inputs,
     default_sizes,
@@ -146,7 +147,14 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     spans = Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display, flow=True)
     tracer.on_kernel = on_kernel
-    tracer.on_memo = on_memo
+    gathers = tracer.policy.gathers = Gathers(tracer.paths, tracer.objects_by_id)
+
+    def memo_answered(source: str, target: str) -> None:
+        gathers.copy(source, target)
+        if on_memo is not None:
+            on_memo(source, target)
+
+    tracer.on_memo = memo_answered
     if inputs is not None:
         base = inputs
     else:
@@ -190,6 +198,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
             except Exception:  # noqa: BLE001 - models without fused experts refuse; nothing to change then
                 continue
     registry = built.stubs or stubs.StubRegistry()
+    ids = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point]
+    gathers.tokens = ids[0].numel() if ids else B * T  # the token ids' count ([B, T] or gpt-oss's [T])
     with pass_mode(built.model, train):
         experts, error, second = _passes(built, record, tracer, args, kwargs, registry, B, T, used, user,
                                          input_specs, memo=memo, notes=notes, progress=progress,
@@ -296,7 +306,10 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                    "routed_sizes": sorted(routed),
                    "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
                              "over E experts (R = ceil(B·T·k/E))"}
-    return dataclasses.replace(record, modules=tuple(modules), source=source).with_extra("shapes", shapes_info)
+    record, tables = adjust(dataclasses.replace(record, modules=tuple(modules), source=source), gathers)
+    if tables:
+        shapes_info["gathered"] = tables
+    return record.with_extra("shapes", shapes_info)
 
 
 def _passes(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwargs: dict,

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ShapeError
-from . import kernels
+from . import kernel_packages, kernels  # noqa: F401 - kernel_packages registers its rules
 from .flow import MAX_TENSORS, FlowFrame
 from .policy import Policy
 
@@ -148,13 +148,18 @@ class Tracer:
 
     # -- assumptions and kernels are noted on the module running now, with the user's file:line
     def _where(self) -> str:
-        f = sys._getframe(2)
+        f = self.user_frame(3)
+        return f"{self.display(f.f_code.co_filename)}:{f.f_lineno}" if f is not None else "?"
+
+    @staticmethod
+    def user_frame(depth: int = 2) -> Any:
+        """The innermost frame of the model's code (neither torch's nor archviz's) calling in; None if none."""
+        f = sys._getframe(depth)
         while f is not None:
-            fn = f.f_code.co_filename
-            if not fn.startswith((TORCH_DIR, ARCHVIZ_DIR, "<frozen")):
-                return f"{self.display(fn)}:{f.f_lineno}"
+            if not f.f_code.co_filename.startswith((TORCH_DIR, ARCHVIZ_DIR, "<frozen")):
+                return f
             f = f.f_back
-        return "?"
+        return None
 
     def assume(self, text: str) -> None:
         path = self.stack[-1] if self.stack else ""

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..records import (
     WEIGHT,
+    ModelRecord,
     ModuleRecord,
     MoELayer,
 )
@@ -112,3 +113,25 @@ def find_moe(model: Any, modules: dict[str, ModuleRecord], config: dict[str, Any
         notes.append("active per token = all parameters − routed experts + top-k routed experts per MoE layer; "
                      "shared experts, embeddings and the head count in full")
     return tuple(layers), notes
+
+
+def counted_by_the_pass(record: ModelRecord) -> str | None:
+    """What of the active parameters only the meta pass can count (archviz.shapes.gathers) in a record walked
+    without it, or None: tensors stacked over a leading dim outside the routed experts found (experts indexed by
+    routing, as gpt-oss's), or in a MoE model, a lookup table other than the input embedding (Engram's n-gram
+    tables), which a token reads a few rows of."""
+    s = record.summary
+    roots = tuple(m.path for m in s.moe)
+    embed = s.input_embedding_path
+    for m in record.modules:
+        path = m.path
+        if any(path == r or path.startswith(r + ".") for r in roots) or path == embed:
+            continue
+        weights = [t for t in m.tensors if t.kind == WEIGHT]
+        lead = [t.shape[0] for t in weights if len(t.shape) >= 3]
+        if not roots and len(lead) >= 2 and len(set(lead)) == 1 and "conv" not in m.class_name.lower():
+            return f"{path}: tensors stacked over {lead[0]}"
+        name = f"{m.class_name} {m.name}".lower()
+        if roots and any(len(t.shape) == 2 for t in weights) and ("embed" in name or "table" in name):
+            return f"{path}: a lookup table"
+    return None

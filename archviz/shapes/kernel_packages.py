@@ -1,0 +1,341 @@
+"""Rules for the commonly used entry points of CUDA-only kernel packages a model may import (stubbed here, as they
+cannot install without a GPU toolchain): flash_attn, xformers, mamba_ssm's selective scan, causal_conv1d and
+deep_gemm. fast_hadamard_transform's `hadamard_transform` is a DeepSeek kernel rule (archviz/shapes/kernels.py).
+
+As the DeepSeek rules are, each is written from the kernel's documented semantics in plain torch, so one function
+serves as the meta pass's shape rule (on meta it only makes the outputs) and as the probe's CPU stand-in; each has
+its FLOPs per call for `archviz cost`. A rule answers for the kernel's public import paths, listed with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .kernels import _expand_blocks, shape_rule
+
+
+def _meta(*tensors: Any) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.is_meta for t in tensors)
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None, causal: bool,
+               window: Any = (-1, -1), bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [b, s, h, d], k [b, t, hk, d], v [b, t, hk, dv] (hk divides h: grouped heads) -> (out [b, s, h, dv] in q's
+    dtype, log-sum-exp [b, h, s] float32). Causal and window masks align the last query with the last key, as
+    flash-attn 2.1+ does."""
+    b, s, h, d = q.shape
+    t = k.shape[1]
+    if _meta(q, k, v):
+        return (torch.empty((b, s, h, v.shape[-1]), dtype=q.dtype, device=q.device),
+                torch.empty((b, h, s), dtype=torch.float32, device=q.device))
+    group = h // k.shape[2]
+    kk = k.repeat_interleave(group, dim=2).float()
+    vv = v.repeat_interleave(group, dim=2).float()
+    scores = torch.einsum("bshd,bthd->bhst", q.float(), kk) * (scale if scale is not None else d ** -0.5)
+    if bias is not None:
+        scores = scores + bias.float()
+    i = torch.arange(s, device=q.device).unsqueeze(-1) + (t - s)
+    j = torch.arange(t, device=q.device).unsqueeze(0)
+    left, right = (window if window is not None else (-1, -1))
+    masked = torch.zeros((s, t), dtype=torch.bool, device=q.device)
+    if causal:
+        masked |= j > i
+    if left >= 0:
+        masked |= j < i - left
+    if right >= 0:
+        masked |= j > i + right
+    scores = scores.masked_fill(masked, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    p = torch.nan_to_num(torch.exp(scores - lse.unsqueeze(-1)))
+    return torch.einsum("bhst,bthd->bshd", p, vv).to(q.dtype), lse
+
+
+def _attention_flops(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *rest: Any, **kw: Any) -> int:
+    """Scores and weighted values over every key: 2·b·s·h·t·(d + dv), as torch's FLOP counter counts SDPA."""
+    if q.dim() == 3:  # xformers' [B, M, K] without heads
+        q, k, v = q.unsqueeze(2), k.unsqueeze(2), v.unsqueeze(2)
+    b, s, h, d = q.shape[0], q.shape[1], q.shape[-2], q.shape[-1]
+    return 2 * b * s * h * k.shape[1] * (d + v.shape[-1])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# flash_attn
+
+
+@shape_rule("flash_attn.flash_attn_func", "flash_attn.flash_attn_interface.flash_attn_func",
+            "flash_attn_interface.flash_attn_func", flops=_attention_flops)
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                    alibi_slopes=None, deterministic=False, return_attn_probs=False, **kwargs):
+    """q [b, s, h, d], k and v [b, t, hk, d(v)] -> [b, s, h, dv] (with return_attn_probs: and the log-sum-exp)."""
+    out, lse = _attention(q, k, v, softmax_scale, causal, window_size)
+    return (out, lse, None) if return_attn_probs else out
+
+
+def _varlen_flops(q, k, v, cu_seqlens_q, cu_seqlens_k, *rest: Any, **kw: Any) -> int:
+    """Each query against the keys of its own sequence: 2·total_q·h·(total_k / sequences)·(d + dv)."""
+    n = max(1, cu_seqlens_k.shape[0] - 1)
+    return int(2 * q.shape[0] * q.shape[1] * (k.shape[0] / n) * (q.shape[-1] + v.shape[-1]))
+
+
+@shape_rule("flash_attn.flash_attn_varlen_func", "flash_attn.flash_attn_interface.flash_attn_varlen_func",
+            "flash_attn_interface.flash_attn_varlen_func", flops=_varlen_flops)
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                           deterministic=False, return_attn_probs=False, **kwargs):
+    """Sequences packed along the first dim: q [total_q, h, d], k and v [total_k, hk, d(v)], cu_seqlens the
+    boundaries -> [total_q, h, dv]."""
+    if _meta(q, k, v):
+        out = torch.empty((q.shape[0], q.shape[1], v.shape[-1]), dtype=q.dtype, device=q.device)
+        lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+    else:
+        parts, lses = [], []
+        bq, bk = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+        for i in range(len(bq) - 1):
+            o, lse_i = _attention(q[bq[i]:bq[i + 1]].unsqueeze(0), k[bk[i]:bk[i + 1]].unsqueeze(0),
+                                  v[bk[i]:bk[i + 1]].unsqueeze(0), softmax_scale, causal, window_size)
+            parts.append(o[0])
+            lses.append(lse_i[0])
+        out, lse = torch.cat(parts), torch.cat(lses, dim=-1)
+    return (out, lse, None) if return_attn_probs else out
+
+
+def _kvcache_flops(q, k_cache, v_cache, *rest: Any, cache_seqlens: Any = None, **kw: Any) -> int:
+    """Against the keys held (cache_seqlens where an int, else the cache's length) and the new ones."""
+    held = cache_seqlens if isinstance(cache_seqlens, int) else k_cache.shape[1]
+    b, s, h, d = q.shape
+    return 2 * b * s * h * min(k_cache.shape[1], held + s) * (d + v_cache.shape[-1])
+
+
+@shape_rule("flash_attn.flash_attn_with_kvcache", "flash_attn.flash_attn_interface.flash_attn_with_kvcache",
+            "flash_attn_interface.flash_attn_with_kvcache", flops=_kvcache_flops)
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
+                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
+                            **kwargs):
+    """q [b, s, h, d] against k_cache/v_cache [b, t, hk, d(v)] (k, v [b, s, hk, d] written in place at
+    cache_seqlens first) -> [b, s, h, dv]. Rotary embedding and paged caches (block_table) are not applied."""
+    b, s = q.shape[0], q.shape[1]
+    if _meta(q, k_cache, v_cache):
+        out, lse = _attention(q, k_cache[:b], v_cache[:b], softmax_scale, causal, window_size)
+        return (out, lse) if return_softmax_lse else out
+    lengths = [cache_seqlens] * b if isinstance(cache_seqlens, int) else \
+        (cache_seqlens.tolist() if cache_seqlens is not None else [k_cache.shape[1] - (s if k is not None else 0)] * b)
+    outs, lses = [], []
+    for i in range(b):
+        n = int(lengths[i])
+        if k is not None:
+            k_cache[i, n:n + s] = k[i]
+            v_cache[i, n:n + s] = v[i]
+        end = n + (s if k is not None else 0)
+        o, lse = _attention(q[i:i + 1], k_cache[i:i + 1, :end], v_cache[i:i + 1, :end], softmax_scale, causal,
+                            window_size)
+        outs.append(o)
+        lses.append(lse)
+    out, lse = torch.cat(outs), torch.cat(lses)
+    return (out, lse) if return_softmax_lse else out
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# xformers
+
+
+class LowerTriangularMask:
+    """xformers' causal mask object (`xformers.ops.LowerTriangularMask()`), as the rules below read it."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        pass
+
+
+shape_rule("xformers.ops.LowerTriangularMask", "xformers.ops.fmha.LowerTriangularMask",
+           "xformers.ops.fmha.attn_bias.LowerTriangularMask")(LowerTriangularMask)
+
+
+@shape_rule("xformers.ops.memory_efficient_attention", "xformers.ops.fmha.memory_efficient_attention",
+            flops=_attention_flops)
+def memory_efficient_attention(query, key, value, attn_bias=None, p=0.0, scale=None, *, op=None,
+                               output_dtype=None, **kwargs):
+    """query [B, M, H, K] (or [B, M, K]), key and value [B, N, H(k), K(v)] -> [B, M, H, Kv]. attn_bias: a tensor
+    added to the scores, or a causal mask object (LowerTriangularMask and its kin, by name)."""
+    three = query.dim() == 3
+    if three:
+        query, key, value = query.unsqueeze(2), key.unsqueeze(2), value.unsqueeze(2)
+    bias = attn_bias if isinstance(attn_bias, torch.Tensor) else None
+    causal = bias is None and attn_bias is not None and isinstance(attn_bias, LowerTriangularMask)
+    out, _ = _attention(query, key, value, scale, bool(causal), bias=bias)
+    out = out.to(output_dtype) if output_dtype is not None else out
+    return out[:, :, 0] if three else out
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# mamba_ssm, causal_conv1d
+
+
+def _scan_flops(u, delta, A, *rest: Any, **kw: Any) -> int:
+    """9·b·d·l·n, as the Mamba paper counts its selective scan."""
+    b, d, length = u.shape
+    return 9 * b * d * length * A.shape[-1]
+
+
+@shape_rule("mamba_ssm.ops.selective_scan_interface.selective_scan_fn", "mamba_ssm.selective_scan_fn",
+            "selective_scan_cuda.selective_scan_fn", flops=_scan_flops)
+def selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
+                      return_last_state=False):
+    """u, delta [b, d, l], A [d, n], B and C [b, n, l] (or [b, g, n, l]: g groups of d / g channels) ->
+    y [b, d, l] in u's dtype (and the last state [b, d, n])."""
+    b, d, length = u.shape
+    n = A.shape[-1]
+    if _meta(u, delta, A, B, C):
+        y = torch.empty((b, d, length), dtype=u.dtype, device=u.device)
+        last = torch.empty((b, d, n), dtype=torch.float32, device=u.device)
+        return (y, last) if return_last_state else y
+    dt = delta.float() + (delta_bias.float()[..., None] if delta_bias is not None else 0)
+    if delta_softplus:
+        dt = F.softplus(dt)
+
+    def per_channel(m: torch.Tensor) -> torch.Tensor:  # [b, n, l] or [b, g, n, l] -> [b, d, n, l]
+        m = m.float()
+        if m.dim() == 3:
+            return m.unsqueeze(1).expand(b, d, n, length)
+        return m.repeat_interleave(d // m.shape[1], dim=1)
+
+    Bc, Cc = per_channel(B), per_channel(C)
+    state = torch.zeros((b, d, n), dtype=torch.float32, device=u.device)
+    ys = []
+    for t in range(length):
+        state = torch.exp(dt[:, :, t, None] * A.float()) * state + dt[:, :, t, None] * Bc[..., t] * \
+            u.float()[:, :, t, None]
+        ys.append((state * Cc[..., t]).sum(-1))
+    y = torch.stack(ys, dim=-1)
+    if D is not None:
+        y = y + u.float() * D.float()[..., None]
+    if z is not None:
+        y = y * F.silu(z.float())
+    y = y.to(u.dtype)
+    return (y, state) if return_last_state else y
+
+
+def _conv_flops(x, weight, *rest: Any, **kw: Any) -> int:
+    """A depthwise causal convolution of width w: 2·b·d·l·w."""
+    return 2 * x.numel() * weight.shape[-1]
+
+
+@shape_rule("causal_conv1d.causal_conv1d_fn", "causal_conv1d.causal_conv1d_interface.causal_conv1d_fn",
+            flops=_conv_flops)
+def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None, return_final_states=False,
+                     final_states_out=None, activation=None):
+    """x [b, d, l], weight [d, w] -> [b, d, l]: each channel convolved with its own w taps over the past (and the
+    last w - 1 inputs as the final state [b, d, w - 1])."""
+    b, d, length = x.shape
+    w = weight.shape[-1]
+    if _meta(x, weight):
+        y = torch.empty_like(x)
+        final = torch.empty((b, d, w - 1), dtype=x.dtype, device=x.device)
+        return (y, final) if return_final_states else y
+    past = initial_states if initial_states is not None else x.new_zeros((b, d, w - 1))
+    full = torch.cat([past, x], dim=-1)
+    y = F.conv1d(full, weight.unsqueeze(1), bias, groups=d)
+    if activation in ("silu", "swish"):
+        y = F.silu(y)
+    y = y.to(x.dtype)
+    return (y, full[..., -(w - 1):]) if return_final_states else y
+
+
+@shape_rule("causal_conv1d.causal_conv1d_update", "causal_conv1d.causal_conv1d_interface.causal_conv1d_update",
+            flops=_conv_flops)
+def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None, **kwargs):
+    """One decode step: x [b, d] (or [b, d, l]) pushed into conv_state [b, d, s] in place -> the convolved x."""
+    two = x.dim() == 2
+    xs = x.unsqueeze(-1) if two else x
+    if _meta(x, conv_state, weight):
+        return torch.empty_like(x)
+    w = weight.shape[-1]
+    full = torch.cat([conv_state, xs], dim=-1)
+    conv_state.copy_(full[..., -conv_state.shape[-1]:])
+    y = F.conv1d(full[..., -(xs.shape[-1] + w - 1):], weight.unsqueeze(1), bias, groups=xs.shape[1])
+    if activation in ("silu", "swish"):
+        y = F.silu(y)
+    y = y.to(x.dtype)
+    return y[..., 0] if two else y
+
+
+@shape_rule("mamba_ssm.ops.triton.selective_state_update.selective_state_update", flops=lambda state, *a, **k:
+            9 * state.numel())
+def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=False, **kwargs):
+    """One decode step of the scan: state [b, d, n] updated in place with x, dt [b, d], A [d, n], B, C [b, n] ->
+    y [b, d]."""
+    if _meta(state, x, dt):
+        return torch.empty_like(x)
+    step = dt.float() + (dt_bias.float() if dt_bias is not None else 0)
+    if dt_softplus:
+        step = F.softplus(step)
+    new = torch.exp(step[..., None] * A.float()) * state.float() + step[..., None] * B.float()[:, None] * \
+        x.float()[..., None]
+    state.copy_(new.to(state.dtype))
+    y = (new * C.float()[:, None]).sum(-1)
+    if D is not None:
+        y = y + x.float() * D.float()
+    if z is not None:
+        y = y * F.silu(z.float())
+    return y.to(x.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# deep_gemm: fp8 GEMMs that write into the `out` they are given (scales: per 128-wide group of K for the left
+# operand's rows, per 128 × 128 block for the right one's)
+
+
+def _dequant(pair: Any) -> torch.Tensor:
+    x, s = pair if isinstance(pair, (tuple, list)) else (pair, None)
+    x = x.float()
+    return x if s is None else x * _expand_blocks(s, tuple(x.shape))
+
+
+def _gemm_nt_flops(a: Any, b: Any, out: torch.Tensor, *rest: Any, **kw: Any) -> int:
+    """out [m, n] = a [m, k] · b [n, k]ᵀ: 2·m·n·k."""
+    lhs = a[0] if isinstance(a, (tuple, list)) else a
+    return 2 * out.numel() * lhs.shape[-1]
+
+
+@shape_rule("deep_gemm.gemm_fp8_fp8_bf16_nt", "deep_gemm.fp8_gemm_nt", flops=_gemm_nt_flops)
+def gemm_fp8_fp8_bf16_nt(a, b, out, *args, **kwargs):
+    """out [m, n] = dequant(a)[m, k] @ dequant(b)[n, k]ᵀ, written into `out`."""
+    lhs = a[0] if isinstance(a, (tuple, list)) else a
+    if not _meta(lhs, out):
+        out.copy_((_dequant(a) @ _dequant(b).t()).to(out.dtype))
+
+
+@shape_rule("deep_gemm.m_grouped_gemm_fp8_fp8_bf16_nt_contiguous", "deep_gemm.m_grouped_fp8_gemm_nt_contiguous",
+            flops=_gemm_nt_flops)
+def m_grouped_gemm_fp8_fp8_bf16_nt_contiguous(a, b, out, m_indices, *args, **kwargs):
+    """Rows of a [m, k] each multiplied by its group's b [g, n, k] (m_indices [m]; -1: padding), into out [m, n]."""
+    lhs = a[0] if isinstance(a, (tuple, list)) else a
+    if _meta(lhs, out):
+        return
+    x, w = _dequant(a), _dequant(b)
+    idx = m_indices.long()
+    res = torch.einsum("mk,mnk->mn", x, w[idx.clamp(min=0)]) * (idx >= 0).unsqueeze(-1)
+    out.copy_(res.to(out.dtype))
+
+
+def _masked_flops(a: Any, b: Any, out: torch.Tensor, masked_m: Any, expected_m: int, *rest: Any, **kw: Any) -> int:
+    """Each of g groups computes about expected_m rows: 2·g·expected_m·n·k."""
+    lhs = a[0] if isinstance(a, (tuple, list)) else a
+    g, _, n = out.shape
+    return 2 * g * int(expected_m) * n * lhs.shape[-1]
+
+
+@shape_rule("deep_gemm.m_grouped_gemm_fp8_fp8_bf16_nt_masked", "deep_gemm.m_grouped_fp8_gemm_nt_masked",
+            flops=_masked_flops)
+def m_grouped_gemm_fp8_fp8_bf16_nt_masked(a, b, out, masked_m, expected_m, *args, **kwargs):
+    """Per group g: out[g, :masked_m[g]] = a[g, :masked_m[g]] @ b[g]ᵀ (a [g, m, k], b [g, n, k], out [g, m, n])."""
+    lhs = a[0] if isinstance(a, (tuple, list)) else a
+    if _meta(lhs, out):
+        return
+    res = torch.einsum("gmk,gnk->gmn", _dequant(a), _dequant(b))
+    rows = torch.arange(out.shape[1], device=out.device)
+    keep = rows.unsqueeze(0) < masked_m.long().unsqueeze(-1)
+    out.copy_((res * keep.unsqueeze(-1)).to(out.dtype))
+
