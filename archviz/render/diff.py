@@ -67,7 +67,7 @@ def totals_table(d: ModelDiff) -> Table:
     t.add_column("B", justify="right")
     t.add_column("B − A", justify="right")
     for x in d.totals:
-        if x.differs or x.name in ("parameters", "modules"):
+        if x.differs or x.name in ("parameters", "modules") or (x.a is None) != (x.b is None):  # one side's: shown
             t.add_row(clean(x.name), fmt.count(x.a), fmt.count(x.b),
                       Text(signed(x.delta), style="" if not x.differs else "bold"))
     t.add_row("matched modules", fmt.count(d.matched), fmt.count(d.matched), "")
