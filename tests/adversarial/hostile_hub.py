@@ -29,6 +29,8 @@ class Hub:
     modes: dict[str, str] = field(default_factory=dict)
     #: the listing's body instead of the real one (a hostile server's JSON)
     api_body: bytes | None = None
+    #: file name -> the bytes it holds once it has been read once (a file rewritten under a reader)
+    rewritten: dict[str, bytes] = field(default_factory=dict)
     loris_s: float = 2.0
     slow_s: float = 1.5
     requests: list[str] = field(default_factory=list)
@@ -59,6 +61,8 @@ class _Handler(BaseHTTPRequestHandler):
         m = _RESOLVE.match(self.path)
         name = m["file"] if m else ""
         data = hub.files.get(name)
+        if name in hub.rewritten:
+            hub.files[name] = hub.rewritten.pop(name)
         if data is None:
             return self._reply(name, 404, {"X-Error-Code": "EntryNotFound"}, b"{}")
         rng = _RANGE.match(self.headers.get("Range") or "")
