@@ -24,52 +24,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-MODEL = '''\
-import json
-from dataclasses import dataclass
-
-import torch
-from torch import nn
-
-
-@dataclass
-class ModelArgs:
-    vocab_size: int = 64
-    dim: int = 24
-    n_layers: int = 2
-
-
-class Block(nn.Module):
-    def __init__(self, args):
-        super().__init__()
-        self.norm = nn.LayerNorm(args.dim)
-        self.up = nn.Linear(args.dim, 2 * args.dim)
-        self.down = nn.Linear(2 * args.dim, args.dim, bias=False)
-
-    def forward(self, x):
-        return x + self.down(torch.relu(self.up(self.norm(x))))
-
-
-class Transformer(nn.Module):
-    def __init__(self, args):
-        super().__init__()
-        self.embed = nn.Embedding(args.vocab_size, args.dim)
-        self.layers = nn.ModuleList(Block(args) for _ in range(args.n_layers))
-        self.head = nn.Linear(args.dim, args.vocab_size, bias=False)
-
-    def forward(self, tokens, start_pos=0):
-        h = self.embed(tokens)
-        for layer in self.layers:
-            h = layer(h)
-        return self.head(h)
-'''
-CONFIG = {"vocab_size": 64, "dim": 24, "n_layers": 2}
+BRANCHY = REPO / "tests" / "fixtures" / "branchy"  # a reference model.py + config.json
 
 
 def _expected_parameters(c: dict) -> int:
+    """From the fixture's config: embedding, per layer up (with bias) and down, the final norm, the head."""
     d, v = c["dim"], c["vocab_size"]
-    block = 2 * d + (d * 2 * d + 2 * d) + 2 * d * d
-    return v * d + c["n_layers"] * block + d * v
+    block = (d * 2 * d + 2 * d) + 2 * d * d
+    return v * d + c["n_layers"] * block + 2 * d + d * v
 
 
 def _site_packages(prefix: Path) -> Path:
@@ -116,8 +78,9 @@ def test_wheel_installs_and_runs_without_the_checkout(tmp_path: Path) -> None:
 
     work = tmp_path / "work"
     work.mkdir()
-    (work / "model.py").write_text(MODEL)
-    (work / "config.json").write_text(json.dumps(CONFIG))
+    config = json.loads((BRANCHY / "config.json").read_text())
+    shutil.copy2(BRANCHY / "model.py", work / "model.py")
+    shutil.copy2(BRANCHY / "config.json", work / "config.json")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ARCHVIZ_TEMPLATES", "VIRTUAL_ENV")}
     env.update(COLUMNS="200", NO_COLOR="1")
 
@@ -144,7 +107,7 @@ def test_wheel_installs_and_runs_without_the_checkout(tmp_path: Path) -> None:
 
     r = run("summary", "model.py", "--config", "config.json", "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["parameters"] == _expected_parameters(CONFIG)
+    assert json.loads(r.stdout)["parameters"] == _expected_parameters(config)
 
     r = run("build", "model.py", "--config", "config.json", "-o", "site")
     assert r.returncode == 0, r.stderr

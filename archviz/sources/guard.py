@@ -89,24 +89,28 @@ def importing(name: str) -> Iterator[None]:
     """Run the import of the user's file or module `name` (model.py, pkg.mod) in this block: see the module doc."""
     held = io.StringIO()
     saved = sys.stdout, sys.stderr
-    ctrl_c: list[bool] = []
-    old_handler = None
+    ctrl_c: list[bool] = []  # a real Ctrl-C came while the code ran (its KeyboardInterrupt is the user's)
+    installed = False
+    old_handler: Any = None
     if threading.current_thread() is threading.main_thread():
         old_handler = signal.getsignal(signal.SIGINT)
 
         def on_sigint(signum: int, frame: Any) -> None:
+            if old_handler == signal.SIG_IGN:
+                return
             ctrl_c.append(True)
             if callable(old_handler):
                 old_handler(signum, frame)
             else:
                 raise KeyboardInterrupt
 
-        try:
-            signal.signal(signal.SIGINT, on_sigint)
-        except (ValueError, OSError):
-            old_handler = None
+        if old_handler is not None:  # None: a handler not set from Python, which could not be put back
+            try:
+                signal.signal(signal.SIGINT, on_sigint)
+                installed = True
+            except (ValueError, OSError):
+                pass
     sys.stdout = sys.stderr = held
-    printed = ""
     try:
         yield
     except SystemExit as e:
@@ -121,13 +125,13 @@ def importing(name: str) -> Iterator[None]:
         raise SourceError(f"the model code exited (status {_exit_status(e.code)}) while importing {name}",
                           hint=hint) from None
     except KeyboardInterrupt:
-        if ctrl_c:
+        if ctrl_c or not installed:  # the user's Ctrl-C (or no telling): theirs, as it always was
             raise
         raise SourceError(f"the model code exited (KeyboardInterrupt, raised by the code, not a Ctrl-C) while "
                           f"importing {name}", hint="remove the raise from the path that imports the model") from None
     finally:
         sys.stdout, sys.stderr = saved
-        if old_handler is not None:
+        if installed:
             signal.signal(signal.SIGINT, old_handler)
         rest = held.getvalue()
         if rest:

@@ -11,6 +11,8 @@ import json
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -110,6 +112,18 @@ def start(hub: Hub) -> tuple[Hub, _Server]:
     hub.url = f"http://127.0.0.1:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return hub, server
+
+
+@contextmanager
+def serving(hub: Hub) -> Iterator[Hub]:
+    """`hub` served on 127.0.0.1 for the block, then stopped (its hanging answers released)."""
+    h, server = start(hub)
+    try:
+        yield h
+    finally:
+        h.stop.set()
+        server.shutdown()
+        server.server_close()
 
 
 def wait_for(cond, timeout: float = 20.0) -> None:  # noqa: ANN001

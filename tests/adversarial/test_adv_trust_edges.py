@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from adv_tools import BYTES, LINEAR_TENSORS, REPO, cli, entries_text, shard_bytes, write_shard
-from hostile_hub import Hub, start
+from hostile_hub import Hub, serving
 
 BRANCHY = REPO / "tests" / "fixtures" / "branchy"
 LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
@@ -86,13 +86,8 @@ def _shard(names: list[str]) -> bytes:
 
 @pytest.fixture
 def hub() -> Iterator[Hub]:
-    h, server = start(Hub(files={"model.safetensors": _shard(["a.w"])}))
-    try:
+    with serving(Hub(files={"model.safetensors": _shard(["a.w"])})) as h:
         yield h
-    finally:
-        h.stop.set()
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_remote_file_that_changes_between_two_reads_is_refused(hub: Hub, tmp_path: Path) -> None:
