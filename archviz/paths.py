@@ -8,7 +8,7 @@ an index (read as an int it would be written back as another name, "7")."""
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from . import format as fmt
 
@@ -71,15 +71,17 @@ def collapse(template: str, idx: Sequence[tuple[int, ...]]) -> list[str]:
     return [fill(template, parts) for parts in _collapse_rows(list(idx))]
 
 
-def compress_templates(splits: Iterable[tuple[str, tuple[int, ...]]]) -> list[str]:
-    """`compress_paths` of names given as their `split_indices`, in first-seen order of their templates."""
-    groups: dict[str, list[tuple[int, ...]]] = {}
+def grouped(splits: Iterable[tuple[str, tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
+    """Template -> its names' indices, in first-seen order."""
+    groups: dict[str, list[tuple[Any, ...]]] = {}
     for t, nums in splits:
         groups.setdefault(t, []).append(nums)
-    out: list[str] = []
-    for t, idx in groups.items():
-        out.extend(collapse(t, idx))
-    return out
+    return groups
+
+
+def compress_templates(splits: Iterable[tuple[str, tuple[int, ...]]]) -> list[str]:
+    """`compress_paths` of names given as their `split_indices`, in first-seen order of their templates."""
+    return [p for t, idx in grouped(splits).items() for p in collapse(t, idx)]
 
 
 def compress_paths(paths: Iterable[str]) -> list[str]:

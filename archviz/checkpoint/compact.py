@@ -8,7 +8,7 @@ from itertools import chain, repeat
 from typing import Any, Iterable, Sequence
 
 from archviz.format import ranges
-from archviz.paths import collapse, compress_paths, compress_templates, fill, split_indices
+from archviz.paths import collapse, compress_paths, compress_templates, fill, grouped, split_indices
 
 from .templates import sibling_template, split_name
 
@@ -172,11 +172,8 @@ def _scale_splits(u: Any) -> list[tuple[str, tuple[str, ...]]]:
 
 def _compress_splits(splits: Iterable[tuple[str, tuple[str, ...]]]) -> list[str]:
     """``compress_templates`` of names given as their ``split_name``s (indices as numerals, a leading zero kept)."""
-    groups: dict[str, list[tuple[str, ...]]] = {}
-    for t, nums in splits:
-        groups.setdefault(t, []).append(nums)
     out: list[str] = []
-    for t, idx in groups.items():
+    for t, idx in grouped(splits).items():
         if not idx[0]:
             out.append(t)
             continue
