@@ -32,8 +32,9 @@ import stat
 import sys
 from typing import Any, Iterable, Mapping
 
+from .errors import ArchvizError
 from .gcpause import collector_paused
-from .outputs import sweep_temporaries
+from .outputs import write_file
 
 __all__ = ["FORMAT", "MAX_BYTES", "MAX_ENTRIES", "Lookup", "cache_dir", "disabled", "entry_path", "key_id",
            "lookup", "make_key", "new_code_files", "record_files", "sha256_file", "source_files", "store",
@@ -226,7 +227,6 @@ def lookup(key: Mapping[str, Any]) -> Lookup:
     bad = Lookup(note=f"cache entry {path} unreadable; rebuilt", path=path)
     if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE_BYTES:
         return bad
-    from .errors import ArchvizError
     from .records import loads
     from .safeio import read_regular
 
@@ -284,17 +284,10 @@ def store(key: Mapping[str, Any], record: Any, files: Mapping[str, str]) -> str 
         data = json.dumps(header, sort_keys=True, separators=(",", ":")).encode() + b"\n" + body
         if len(data) > _MAX_FILE_BYTES:
             return None  # too big to be read back: not cached
-        sweep_temporaries(folder)
-        tmp = os.path.join(folder, f".archviz-{os.getpid()}-{os.urandom(4).hex()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, entry_path(key))
-        except BaseException:
-            _remove(tmp)
-            raise
+        write_file(entry_path(key), data, flag="records cache", mode=0o600)
         evict(folder)
+    except ArchvizError as e:
+        return f"records cache not written ({e.message})"
     except OSError as e:
         return f"records cache not written ({e.strerror or e})"
     return None

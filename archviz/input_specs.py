@@ -12,7 +12,7 @@ from typing import Any
 
 from .errors import ShapeError, shown
 
-__all__ = ["DTYPES", "MAX_DIM", "check_input_specs"]
+__all__ = ["DTYPES", "MAX_DIM", "MAX_ELEMENTS", "MAX_NDIM", "check_input_specs"]
 
 #: torch's dtype names (`torch.float32`, `torch.long`, ...), as torch 2.4 to 2.9 spell them.
 DTYPES = frozenset({
@@ -24,6 +24,8 @@ DTYPES = frozenset({
 
 #: The largest size one --input dim may have (a meta tensor of any size costs nothing, but no input is this long).
 MAX_DIM = 1 << 40
+MAX_NDIM = 16  # dims of one input: more than any model's (video: B, C, T, H, W)
+MAX_ELEMENTS = 1 << 48  # elements of one input: torch's storage size must not overflow
 _BOOLS = {"1": True, "true": True, "0": False, "false": False}
 _EXAMPLE = "e.g. --input x=B,T,512:float32, --input n=int:5 or --input mask=none"
 
@@ -66,7 +68,11 @@ def _read_spec(spec: str) -> tuple[str, str, Any]:
     if not dims_text and not dtype_text:
         raise ShapeError(f"{where}: no dims, dtype or value", hint=_EXAMPLE)
     dims: list[Any] = []
-    for d in dims_text.split(",") if dims_text else ():
+    texts = dims_text.split(",") if dims_text else []
+    if len(texts) > MAX_NDIM:
+        raise ShapeError(f"{where}: {len(texts)} dims, more than any model input has (at most {MAX_NDIM})",
+                         hint="e.g. B,T,512 or B,3,H=224,W=224")
+    for d in texts:
         d = d.strip()
         if d in ("B", "T"):
             dims.append(d)

@@ -330,7 +330,8 @@ def test_records_files_and_github_format_sanitise_names(archviz_cli, tmp_path: P
     assert lines and all(ln.startswith(("::error ", "::notice ")) for ln in lines)
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\r" not in r.stdout
     err = next(ln for ln in lines if ln.startswith("::error"))
-    assert "%25" in err and "%0D%0A" in err and "\\x1b" in err and "\\x07" in err
+    # CR and LF shown escaped as every other control character (archviz.sanitize.github_data), never a line break
+    assert "%25" in err and "\\r\\n" in err and "\\x1b" in err and "\\x07" in err
     r = archviz_cli("diff", a, b)
     assert r.returncode == 1 and "\x1b" not in r.stdout and "\\x1b[31m" in r.stdout
 

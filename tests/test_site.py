@@ -470,7 +470,7 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
     build_site([tiny], str(out))
     before = tree_bytes(out)
     import archviz.render.site as site
-    import archviz.render.site.write as site_write  # where write_site writes each file
+    import archviz.outputs as site_write  # where write_site (outputs.write_folder) writes each file
 
     calls = {"n": 0}
     real = site.ModelSite.node_context
@@ -488,7 +488,7 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["site"], "no temp folders left"
     # a failure while writing files (after rendering) is no different
     monkeypatch.setattr(site.ModelSite, "node_context", real)
-    real_write = site_write._write_file
+    real_write = site_write._write_member
     n = {"n": 0}
 
     def write_then_fail(folder, rel, data):
@@ -497,8 +497,8 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         real_write(folder, rel, data)
 
-    monkeypatch.setattr(site_write, "_write_file", write_then_fail)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(site_write, "_write_member", write_then_fail)
+    with pytest.raises(ArchvizError, match="no space left on the device"):
         build_site([tiny], str(out), annotations=str(ANN / "tiny.toml"))
     assert tree_bytes(out) == before
     assert [p.name for p in tmp_path.iterdir()] == ["site"]
@@ -507,15 +507,15 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
 KILLED_BUILD = textwrap.dedent('''
     import sys, time
     sys.path.insert(0, {ann!r})
-    import archviz, archviz.render.site as site, archviz.render.site.write as site_write
+    import archviz, archviz.render.site as site, archviz.outputs as site_write
     from archviz.group import group
     rec = group(archviz.load("tiny_model:build"))
-    real = site_write._write_file
+    real = site_write._write_member
     def slow(folder, rel, data):
         real(folder, rel, data)
         print("writing", flush=True)
         time.sleep(30)
-    site_write._write_file = slow
+    site_write._write_member = slow
     site.build_site([rec], {out!r}, annotations={toml!r})
 ''')
 

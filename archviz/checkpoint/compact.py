@@ -8,71 +8,17 @@ from itertools import chain, repeat
 from typing import Any, Iterable, Sequence
 
 from archviz.format import ranges
+from archviz.paths import collapse, compress_paths, compress_templates, fill, grouped, split_indices
 
-from .templates import HOLE, sibling_template, split_name
+from .templates import sibling_template, split_name
 
 _DIGITS = re.compile(r"\d+")
 
 
-def _template(name: str) -> tuple[str, tuple[int, ...]]:
-    """("layers.{}.ffn.experts.{}.w1.weight", (3, 17)) for "layers.3.ffn.experts.17.w1.weight". A numeral with a
-    leading zero ("01", "007") stays in the template as it is: read as an int it would be written back as another
-    name ("1", "7")."""
-    parts = name.split(".")
-    nums = []
-    for i, p in enumerate(parts):
-        if p.isdigit() and p.isascii() and (p[0] != "0" or len(p) == 1):
-            nums.append(int(p))
-            parts[i] = "{}"
-    return (".".join(parts), tuple(nums)) if nums else (name, ())
-
-
-def _fill(template: str, parts: Sequence[str]) -> str:
-    pieces = template.split("{}")
-    out = [pieces[0]]
-    for p, rest in zip(parts, pieces[1:]):
-        out.append(p)
-        out.append(rest)
-    return "".join(out)
-
-
-def _collapse_indices(template: str, idx: list[tuple[int, ...]]) -> list[str]:
-    if len(idx) == 1:
-        return [_fill(template, [str(x) for x in idx[0]])]
-    k = len(idx[0])
-    uniq = [sorted({t[i] for t in idx}) for i in range(k)]
-    if math.prod(len(u) for u in uniq) == len(set(idx)):
-        return [_fill(template, [str(u[0]) if len(u) == 1 else "{" + ranges(u) + "}" for u in uniq])]
-    # not a full product: split on the first index and try again
-    groups: dict[int, list[tuple[int, ...]]] = {}
-    for t in idx:
-        groups.setdefault(t[0], []).append(t)
-    out = []
-    for first, sub in groups.items():
-        t1 = template.replace("{}", str(first), 1)
-        out.extend(_collapse_indices(t1, [s[1:] for s in sub]) if k > 1 else [t1])
-    return out
-
-
 def compress_names(names: Iterable[str]) -> list[str]:
-    """Names that differ only in integer path components, written once with index ranges, in first-seen order."""
-    return _compress_templates(_template(n) for n in names)
-
-
-def _grouped(splits: Iterable[tuple[str, tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
-    """Template → its names' indices, in first-seen order."""
-    groups: dict[str, list[tuple[Any, ...]]] = {}
-    for t, nums in splits:
-        groups.setdefault(t, []).append(nums)
-    return groups
-
-
-def _compress_templates(templates: Iterable[tuple[str, tuple[int, ...]]]) -> list[str]:
-    """``compress_names`` of names given as their ``_template``s."""
-    out: list[str] = []
-    for t, idx in _grouped(templates).items():
-        out.extend(_collapse_indices(t, idx) if idx[0] else [t])
-    return out
+    """Names that differ only in integer path components, written once with index ranges, in first-seen order
+    (archviz.paths.compress_paths)."""
+    return compress_paths(names)
 
 
 class _AsEntry:
@@ -120,7 +66,7 @@ def compact_entry_list(entries: Sequence[Any], split_names: bool = False,
         return (e.verdict, e.kind, e.model_elements, e.checkpoint_elements, nk, tuple(e.model_shape or ()),
                 tuple(e.checkpoint_shape or ()), e.model_dtype or None, e.checkpoint_dtype or None)
 
-    split = split_name if split_names else _template
+    split = split_name if split_names else split_indices
     for k, e in enumerate(entries):
         pos = positions[k] if positions is not None else k
         ck = e.checkpoint
@@ -148,7 +94,7 @@ def compact_entry_list(entries: Sequence[Any], split_names: bool = False,
             keyed[key] = [(e, mt, cts, pos)]
         else:
             group.append((e, mt, cts, pos))
-    compress = _compress_splits if split_names else _compress_templates
+    compress = _compress_splits if split_names else compress_templates
     out = []
     for group in keyed.values():
         first = group[0][0].to_json()
@@ -182,14 +128,15 @@ def _family_names(fam: Any) -> tuple[list[str], list[str]]:
     if parts is None:
         return (_compress_splits(zip(repeat(m_template), m_idx)),
                 _compress_splits(chain.from_iterable(zip(repeat(t), c_idx) for t in c_templates)))
-    cks = [_fill(t.replace(HOLE, "{}"), parts) for t in c_templates]
+    cks = [fill(t, parts) for t in c_templates]
     if m_idx == c_idx:
-        return [_fill(m_template.replace(HOLE, "{}"), parts)], cks
+        return [fill(m_template, parts)], cks
     return _compress_splits(zip(repeat(m_template), m_idx)), cks
 
 
 def _product_parts(idx: list[tuple[str, ...]]) -> list[str] | None:
-    """What ``_full_product`` fills a template with (an index, or its ranges in braces), or None."""
+    """What ``fill`` fills a template with where the indices are a full product of canonical numerals (an index, or
+    its ranges in braces: ``collapse``'s one pattern, worked out on the strings), or None."""
     k = len(idx[0])
     cols = [{t[i] for t in idx} for i in range(k)]
     if any(len(v) > 1 and v[0] == "0" for c in cols for v in c):
@@ -224,29 +171,26 @@ def _scale_splits(u: Any) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _compress_splits(splits: Iterable[tuple[str, tuple[str, ...]]]) -> list[str]:
-    """``_compress_templates`` of names given as their ``split_name``s."""
+    """``compress_templates`` of names given as their ``split_name``s (indices as numerals, a leading zero kept)."""
     out: list[str] = []
-    for t, idx in _grouped(splits).items():
+    for t, idx in grouped(splits).items():
         if not idx[0]:
             out.append(t)
             continue
-        template = t.replace(HOLE, "{}")
-        full = _full_product(template, idx)
-        out.extend(full if full is not None else _collapse_indices(template, [tuple(map(int, n)) for n in idx]))
+        parts = _product_parts(idx)
+        if parts is not None:  # a full product of canonical numerals, worked out on the strings
+            out.append(fill(t, parts))
+        elif any(n[0] == "0" and len(n) > 1 for nums in idx for n in nums):  # "007" is a name, not an index
+            out.extend(compress_paths(fill(t, nums) for nums in idx))
+        else:
+            out.extend(collapse(t, [tuple(map(int, n)) for n in idx]))
     return out
-
-
-def _full_product(template: str, idx: list[tuple[str, ...]]) -> list[str] | None:
-    """``_collapse_indices(template, idx as ints)`` where the indices are a full product of canonical numerals
-    (no leading zero), worked out on the strings; ``None`` otherwise."""
-    parts = _product_parts(idx)
-    return None if parts is None else [_fill(template, parts)]
 
 
 def compact_checkpoint_only(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keyed: dict[tuple, list[dict[str, Any]]] = {}
     for c in items:
-        key = (_template(c["name"])[0], c["kind"], c["dtype"], tuple(c["shape"]), c["explained"])
+        key = (split_indices(c["name"])[0], c["kind"], c["dtype"], tuple(c["shape"]), c["explained"])
         keyed.setdefault(key, []).append(c)
     out = []
     for group in keyed.values():

@@ -49,6 +49,7 @@ from operator import and_, is_not, itemgetter, mul, rshift
 from typing import Any
 
 from archviz.errors import CheckpointError
+from archviz.outputs import write_file
 from archviz.safeio import MiB, gunzip_bounded, read_regular
 from archviz.safejson import check_text, loads as bounded_loads
 
@@ -653,23 +654,23 @@ def manifest_text(inv: CheckpointInventory) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_manifest(inv: CheckpointInventory, path: str | os.PathLike[str]) -> None:
-    """Write ``inv`` as an archviz-manifest/1 file; gzip'd (deterministically) when ``path`` ends in ``.gz``."""
-    where = os.fspath(path)
+def manifest_bytes(inv: CheckpointInventory, gz: bool = False) -> bytes:
+    """``inv`` as an archviz-manifest/1 file's bytes; gzip'd (deterministically) with ``gz``."""
     names = {s.name for s in inv.shards}
     missing = [t.name for t in inv.tensors.values() if t.shard not in names][:1]
     if missing:
-        raise CheckpointError(f"cannot write {where}: tensor {missing[0]!r} names a shard the inventory lacks")
+        raise CheckpointError(f"cannot write the manifest: tensor {missing[0]!r} names a shard the inventory lacks")
     data = manifest_text(inv).encode("ascii")
-    if where.endswith(".gz"):
+    if gz:
         buf = io.BytesIO()
-        with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
-            gz.write(data)
+        with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz_file:
+            gz_file.write(data)
         data = buf.getvalue()
-    try:
-        with open(where, "wb") as f:
-            f.write(data)
-    except OSError as e:
-        raise CheckpointError(
-            f"cannot write {where} ({e.strerror})", hint="check the folder exists and is writable"
-        ) from None
+    return data
+
+
+def write_manifest(inv: CheckpointInventory, path: str | os.PathLike[str], flag: str = "-o") -> None:
+    """Write ``inv`` as an archviz-manifest/1 file; gzip'd when ``path`` ends in ``.gz`` (archviz.outputs: atomic,
+    over a regular file only)."""
+    where = os.fspath(path)
+    write_file(where, manifest_bytes(inv, gz=where.endswith(".gz")), flag=flag)

@@ -191,7 +191,13 @@ class _Client:
         where = self.where(filename)
         prefix, total = self.range(filename, 0, PREFIX_BYTES - 1)
         n = check_header_length(prefix, total, where)
-        header = self.range(filename, PREFIX_BYTES, PREFIX_BYTES + n - 1)[0] if n else b""
+        header = b""
+        if n:
+            header, again = self.range(filename, PREFIX_BYTES, PREFIX_BYTES + n - 1)
+            if again != total:  # the file was replaced between the two reads: its header may be another file's
+                raise CheckpointError(f"{where}: the file changed while archviz read it (its size was {total:,} "
+                                      f"bytes, then {again:,})", hint="retry when the repository is not being "
+                                      "written to, or pin a revision: hf://owner/name@commit")
         return parse_shard_bytes(prefix, header, file_bytes=total, shard=filename, where=where)
 
 

@@ -7,9 +7,9 @@ with the compact tensor lists, was measured: a dict insert per name costs what a
 
 from __future__ import annotations
 
-__all__ = ["HOLE", "fill", "sibling_template", "split_name"]
+from archviz.paths import HOLE, fill  # where an index was (no rename pattern or name has it); split_name's inverse
 
-HOLE = "\x00"  # where an index was; no rename pattern or name has it
+__all__ = ["HOLE", "fill", "sibling_template", "split_name"]
 
 
 def split_name(name: str) -> tuple[str, tuple[str, ...]]:
@@ -21,18 +21,6 @@ def split_name(name: str) -> tuple[str, tuple[str, ...]]:
             nums.append(p)
             parts[i] = HOLE
     return (".".join(parts), tuple(nums)) if nums else (name, ())
-
-
-def fill(template: str, nums: tuple[str, ...]) -> str:
-    """The name ``template`` stands for with these indices (``split_name``'s inverse)."""
-    if not nums:
-        return template
-    pieces = template.split(HOLE)
-    out = [pieces[0]]
-    for n, rest in zip(nums, pieces[1:]):
-        out.append(n)
-        out.append(rest)
-    return "".join(out)
 
 
 def sibling_template(name: str, template: str, sibling: str) -> str | None:

@@ -6,12 +6,11 @@ Registered on `archviz.cli.app` when `archviz.cli` imports this module.
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Annotated, Optional
 
 import typer
 
-from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError, CheckpointError
+from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError
 from .app import app
 from .validate import check_options
 from .common import (
@@ -142,26 +141,18 @@ def manifest(
 ) -> None:
     """Write a header-only manifest (names, dtypes, shapes, shard sizes; no weights), small enough to commit, so CI
     can `archviz check` a model against it without downloading the checkpoint."""
-    from ..checkpoint import open_checkpoint, write_manifest
+    from ..checkpoint import open_checkpoint
+    from ..checkpoint.manifest import manifest_bytes
+    from ..outputs import check_file_target, write_file
 
     with handled(debug, json_):
         check_options(timeout=timeout)
+        check_file_target(output)  # a target archviz may not replace is refused before any reading
         with progress_bar(f"reading {checkpoint}") as cb:
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
-        target = os.path.abspath(output)
-        folder = os.path.dirname(target)
-        if not os.path.isdir(folder):
-            raise CheckpointError(f"cannot write {output}: folder {folder} does not exist")
-        suffix = ".gz" if output.endswith(".gz") else ".json"
-        fd, tmp = tempfile.mkstemp(prefix=".archviz-", suffix=suffix, dir=folder)
-        os.close(fd)
-        try:
-            write_manifest(inventory, tmp)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        size = os.path.getsize(target)
+        data = manifest_bytes(inventory, gz=output.endswith(".gz"))
+        write_file(output, data)
+        size = len(data)
         info = {"output": output, "source": inventory.source, "revision": inventory.revision,
                 "shards": len(inventory.shards), "tensors": len(inventory.tensors), "bytes": size}
         if json_:

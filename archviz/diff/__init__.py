@@ -17,7 +17,7 @@ from typing import Iterable
 from ..errors import ArchvizError
 from ..gcpause import collector_paused
 from ..records import ModelRecord
-from .compare import compare
+from .compare import compare, pass_dims
 from .fold import Kinds, fold
 from .match import Rename, match, rename_functions
 from .result import (
@@ -106,15 +106,22 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
     pairs = match(a, b, fns, (ia, ib))
     notes: list[str] = []
     shapes = _has_shapes(a) and _has_shapes(b)
-    if not shapes and ({"shapes", "call-sites"} & aspects):
+    if not shapes and ({"shapes", "call-sites", "kernels", "notes"} & aspects):
         which = " and ".join(x for x, r in (("A", a), ("B", b)) if not _has_shapes(r))
-        notes.append(f"shapes and call sites not compared: {which} {'has' if ' and ' not in which else 'have'} no "
-                     "meta pass (write records with `archviz walk --shapes`, or give the model source)")
+        notes.append(f"shapes, call sites, kernels and the meta pass's notes not compared: {which} "
+                     f"{'has' if ' and ' not in which else 'have'} no meta pass (write records with "
+                     "`archviz walk --shapes`, or give the model source)")
     pa, pb = a.extra("shapes") or {}, b.extra("shapes") or {}
-    if shapes and (pa.get("B"), pa.get("T")) != (pb.get("B"), pb.get("T")):
-        notes.append(f"the meta passes ran at different sizes (A: B={pa.get('B')}, T={pa.get('T')}; B: "
-                     f"B={pb.get('B')}, T={pb.get('T')}): a width computed from them (T // 4) may differ for that "
-                     "alone; run both with the same --batch and --seq")
+    sized = shapes and (pa.get("B"), pa.get("T")) == (pb.get("B"), pb.get("T"))
+    if shapes and not sized and ({"shapes", "notes"} & aspects):
+        notes.append(f"shapes and the meta pass's notes not compared: the meta passes ran at different sizes (A: "
+                     f"B={pa.get('B')}, T={pa.get('T')}; B: B={pb.get('B')}, T={pb.get('T')}), and a shape or a note "
+                     "quoting one may differ for that alone; run both with the same --batch and --seq")
+    dims = (pass_dims(pa), pass_dims(pb))
+    costed = [x for x, r in (("A", a), ("B", b)) if r.extra("cost")]
+    if len(costed) == 1 and "totals" in aspects:
+        notes.append(f"FLOPs and KV-cache figures not compared: only {costed[0]} carries a cost pass (records of "
+                     "`archviz cost -o`)")
     changes_of: dict[str, list[Change]] = {}
     renamed: list[Pair] = []
     same = len(pairs) == len(a.modules) == len(b.modules)  # every module paired with an equal record
@@ -126,7 +133,7 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
         if m == mb:
             continue
         same = False
-        changes = compare(m, mb, aspects, shapes)
+        changes = compare(m, mb, aspects, shapes, sized, dims)
         if changes:
             changes_of[m.path] = changes
         if p.how in (BY_RULE, BY_STRUCTURE) and "renames" in aspects:

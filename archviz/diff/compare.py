@@ -4,7 +4,7 @@ doc and notes, each aspect only when asked for. Pure function of records (no tor
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from .. import format as fmt
 from ..records import PARAMETER_KINDS, ModuleRecord, SourceSpan, TensorRecord
@@ -50,13 +50,45 @@ def _calls_text(m: ModuleRecord) -> str:
     return "; ".join(out)
 
 
+def _sizes(m: ModuleRecord, env: Mapping[str, int]) -> tuple | None:
+    """The calls of `m` with every dim a number: symbols read from `env` (the pass's B, T, B·T); None where a dim
+    is a symbol `env` lacks (a routed count, a dim the user named)."""
+    out = []
+    for c in m.calls:
+        sides = []
+        for shapes in (c.inputs, c.outputs):
+            for s in shapes:
+                dims = []
+                for d in s:
+                    v = d if isinstance(d, int) else env.get(d)
+                    if v is None:
+                        return None
+                    dims.append(v)
+                sides.append(tuple(dims))
+        out.append((tuple(sides), c.input_dtypes, c.output_dtypes))
+    return tuple(out)
+
+
+def pass_dims(extra: Mapping[str, Any]) -> dict[str, int]:
+    """The symbols a meta pass named its dims by, with their sizes, from its `extra("shapes")`."""
+    b, t = extra.get("B"), extra.get("T")
+    if not isinstance(b, int) or not isinstance(t, int):
+        return {}
+    return {"B": b, "T": t, "B·T": b * t}
+
+
 def _mapping(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     return {k: v for k, v in items}
 
 
-def compare(ma: ModuleRecord, mb: ModuleRecord, aspects: frozenset[str], shapes: bool) -> list[Change]:
+def compare(ma: ModuleRecord, mb: ModuleRecord, aspects: frozenset[str], shapes: bool, sized: bool | None = None,
+            dims: tuple[Mapping[str, int], Mapping[str, int]] = ({}, {})) -> list[Change]:
     """The changes from `ma` (in A) to `mb` (in B) in `aspects`; `shapes`: both records hold the meta pass, so
-    calls and call sites can be compared."""
+    what it records (call sites, the kernels it met) can be compared; `sized` (default `shapes`): both passes ran
+    at the same sizes, so what quotes them (calls, the assumptions it noted) can be too. `dims`: each pass's
+    symbols and sizes (`pass_dims`): calls whose dims all read as numbers are compared as numbers (a dim named B·T
+    by one pass and 4096 by the other is the same dim)."""
+    sized = shapes if sized is None else sized and shapes
     out: list[Change] = []
     if "class" in aspects and (ma.class_name != mb.class_name or ma.class_module != mb.class_module):
         out.append(Change("class", "class", f"{ma.class_module}.{ma.class_name}", f"{mb.class_module}.{mb.class_name}"))
@@ -79,9 +111,10 @@ def compare(ma: ModuleRecord, mb: ModuleRecord, aspects: frozenset[str], shapes:
             if k not in kids and xa.get(k, _MISSING) != xb.get(k, _MISSING):
                 out.append(Change("attributes", f"attribute {k}", None if k not in xa else repr(xa[k]),
                                   None if k not in xb else repr(xb[k])))
-    if shapes and "shapes" in aspects and (ma.calls != mb.calls or ma.called != mb.called):
+    if sized and "shapes" in aspects and (ma.calls != mb.calls or ma.called != mb.called):
         a, b = _calls_text(ma), _calls_text(mb)
-        if a != b:
+        xa, xb = _sizes(ma, dims[0]), _sizes(mb, dims[1])
+        if (a != b if xa is None or xb is None else xa != xb or ma.called != mb.called):
             out.append(Change("shapes", "calls", a, b))
     if shapes and ma.call_sites != mb.call_sites:
         ca = [c.code for c in ma.call_sites]
@@ -98,14 +131,14 @@ def compare(ma: ModuleRecord, mb: ModuleRecord, aspects: frozenset[str], shapes:
                            ("forward lines", ma.forward_span, mb.forward_span)):
             if x != y:
                 out.append(Change("lines", what, _span(x), _span(y)))
-    if "kernels" in aspects and ma.kernels != mb.kernels:
+    if shapes and "kernels" in aspects and ma.kernels != mb.kernels:
         out.append(Change("kernels", "kernels", ", ".join(ma.kernels) or None, ", ".join(mb.kernels) or None))
     if "dims" in aspects and ma.dims != mb.dims:
         out.append(Change("dims", "dim names", ", ".join(f"{v} = {n}" for v, n in ma.dims) or None,
                           ", ".join(f"{v} = {n}" for v, n in mb.dims) or None))
     if "doc" in aspects and ma.doc != mb.doc:
         out.append(Change("doc", "doc", ma.doc, mb.doc))
-    if ma.assumptions != mb.assumptions:
+    if sized and ma.assumptions != mb.assumptions:
         na = [_LINE_REF.sub(r"\1:…", x) for x in ma.assumptions]
         nb = [_LINE_REF.sub(r"\1:…", x) for x in mb.assumptions]
         if "notes" in aspects and na != nb:

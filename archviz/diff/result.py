@@ -90,7 +90,9 @@ class Delta:
 
     @property
     def differs(self) -> bool:
-        return self.a != self.b
+        """Both models have the figure, and it differs (a figure only one side has, such as the FLOPs of a records
+        file from `archviz cost -o`, is shown, not counted: the diff says it was not compared)."""
+        return self.a is not None and self.b is not None and self.a != self.b
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,23 +4,13 @@ files or model code (untrusted), so control characters are shown escaped, never 
 
 from __future__ import annotations
 
-import re
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from .. import format as fmt
 from ..diff.result import Folded, ModelDiff
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def clean(text: object) -> str:
-    """`text` with control characters (ESC, CR, LF, bidi overrides, ...) written as \\xNN / \\uNNNN escapes."""
-    s = str(text)
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                        else f"\\u{ord(m.group()):04x}", s)
+from ..sanitize import github_data, github_property, printable
 
 
 def signed(n: int | None) -> str:
@@ -41,8 +31,8 @@ def _where(f: Folded) -> str:
     return f"{a} → {b}"
 
 
-def _what(f: Folded, esc=clean) -> list[str]:
-    """The lines an entry says, each value passed through `esc` (the terminal's `clean`; GitHub's escaping)."""
+def _what(f: Folded, esc=printable) -> list[str]:
+    """The lines an entry says, each value passed through `esc` (the terminal's `printable`; GitHub's escaping)."""
     if f.kind == "added" or f.kind == "removed":
         return [esc(f.class_name)]
     out = []
@@ -60,15 +50,15 @@ def _what(f: Folded, esc=clean) -> list[str]:
 
 def totals_table(d: ModelDiff) -> Table:
     title = Text.assemble("diff: ", ("identical" if d.identical else "different", "green" if d.identical else "red"),
-                          f"\nA = {clean(d.a)}\nB = {clean(d.b)}")
+                          f"\nA = {printable(d.a)}\nB = {printable(d.b)}")
     t = Table(title=title, title_justify="left")
     t.add_column("total", style="bold", no_wrap=True)
     t.add_column("A", justify="right")
     t.add_column("B", justify="right")
     t.add_column("B − A", justify="right")
     for x in d.totals:
-        if x.differs or x.name in ("parameters", "modules"):
-            t.add_row(clean(x.name), fmt.count(x.a), fmt.count(x.b),
+        if x.differs or x.name in ("parameters", "modules") or (x.a is None) != (x.b is None):  # one side's: shown
+            t.add_row(printable(x.name), fmt.count(x.a), fmt.count(x.b),
                       Text(signed(x.delta), style="" if not x.differs else "bold"))
     t.add_row("matched modules", fmt.count(d.matched), fmt.count(d.matched), "")
     return t
@@ -86,15 +76,15 @@ def changes_view(d: ModelDiff, limit: int = 40) -> Text | None:
              style="bold")
     for f in d.folded[:limit]:
         t.append(f"{f.kind:8s}", style=_KIND_STYLE[f.kind])
-        t.append(" " + clean(_where(f)), style="bold")
+        t.append(" " + printable(_where(f)), style="bold")
         if f.multiplicity:
-            t.append(" " + clean(f.multiplicity))
+            t.append(" " + printable(f.multiplicity))
         what = _what(f)
         if f.kind != "changed":
-            t.append("  " + clean(what[0]))
+            t.append("  " + printable(what[0]))
             what = what[1:]
         else:
-            t.append(f"  {clean(f.class_name)}")
+            t.append(f"  {printable(f.class_name)}")
         if f.parameters_each:
             each = signed(f.parameters_each)
             t.append("  " + (f"{each} parameters" if f.count == 1
@@ -102,7 +92,7 @@ def changes_view(d: ModelDiff, limit: int = 40) -> Text | None:
                      style="bold")
         t.append("\n")
         for line in what:
-            t.append("    " + "\n".join(clean(x) for x in line.split("\n")) + "\n")
+            t.append("    " + "\n".join(printable(x) for x in line.split("\n")) + "\n")
     if len(d.folded) > limit:
         t.append(f"… {len(d.folded) - limit:,} more entries (--limit N, or --json for all)\n", style="dim")
     t.rstrip()
@@ -117,7 +107,7 @@ def diff_view(d: ModelDiff, limit: int = 40) -> Group:
     lines = [f"compared: {', '.join(d.compared)}"]
     if d.ignored:
         lines.append(f"ignored: {', '.join(d.ignored)}")
-    lines += [clean(n) for n in d.notes]
+    lines += [printable(n) for n in d.notes]
     parts.append(Text("\n".join(lines), style="dim"))
     return Group(*parts)
 
@@ -126,36 +116,26 @@ def diff_view(d: ModelDiff, limit: int = 40) -> Group:
 # GitHub workflow commands
 
 
-def _escape_data(s: str) -> str:
-    """A workflow command's message: % CR LF escaped as GitHub documents, other control characters shown escaped."""
-    s = str(s).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return clean(s)
-
-
-def _escape_prop(s: str) -> str:
-    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
-
-
 def github_lines(d: ModelDiff, file: str | None = None, limit: int = 50) -> list[str]:
     """One `::error` per folded difference (up to `limit`), then a `::notice` with the verdict and the totals."""
-    fprop = f"file={_escape_prop(file)}," if file else ""
+    fprop = f"file={github_property(file)}," if file else ""
     out = []
     for f in d.folded[:limit]:
-        msg = f"{f.kind} {_escape_data(_where(f))}"
+        msg = f"{f.kind} {github_data(_where(f))}"
         if f.multiplicity:
-            msg += f" {_escape_data(f.multiplicity)}"
-        msg += ": " + "; ".join(x.replace("\n", "%0A") for x in _what(f, _escape_data))
+            msg += f" {github_data(f.multiplicity)}"
+        msg += ": " + "; ".join(x.replace("\n", "%0A") for x in _what(f, github_data))
         if f.parameters:
             msg += f" ({signed(f.parameters)} parameters)"
-        out.append(f"::error {fprop}title={_escape_prop('archviz diff: ' + f.kind)}::{msg}")
+        out.append(f"::error {fprop}title={github_property('archviz diff: ' + f.kind)}::{msg}")
     if len(d.folded) > limit:
         out.append(f"::error {fprop}title=archviz diff::{len(d.folded) - limit} more differences")
     p = next((x for x in d.totals if x.name == "parameters"), None)
     msg = (f"{'identical' if d.identical else 'different'}: A {d.a}, B {d.b}; {d.matched:,} modules matched"
            + (f"; parameters {fmt.count(p.a)} → {fmt.count(p.b)} ({signed(p.delta)})" if p is not None else "")
            + (f"; ignored {', '.join(d.ignored)}" if d.ignored else ""))
-    out.append(f"::notice {fprop}title=archviz diff::{_escape_data(msg)}")
+    out.append(f"::notice {fprop}title=archviz diff::{github_data(msg)}")
     return out
 
 
-__all__ = ["clean", "diff_view", "totals_table", "changes_view", "github_lines"]
+__all__ = ["diff_view", "totals_table", "changes_view", "github_lines"]

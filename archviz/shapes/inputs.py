@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import re
 from typing import Any, Iterator
 
@@ -12,7 +13,7 @@ import torch
 
 from ..errors import ShapeError
 from ..sources import Built
-from ..input_specs import check_input_specs
+from ..input_specs import MAX_ELEMENTS, check_input_specs
 from ..sources.meta import unset_field_hint
 
 
@@ -187,6 +188,10 @@ def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None 
             if size is None:  # a dim named without a size (x=B,3,H,W) that no default input sizes: see default_sizes
                 raise ShapeError(f"--input {name}=...: dim {d[0]!r} has no size to take",
                                  hint=f"name it with its size, e.g. {d[0]}=224")
+        if math.prod(dims) > MAX_ELEMENTS:  # torch would overflow computing its storage size
+            raise ShapeError(f"--input {name}=...: {' × '.join(map(str, dims))} elements at B={B}, T={T} are more "
+                             f"than any input holds (at most {MAX_ELEMENTS:,})",
+                             hint="give fewer or smaller dims, e.g. B,T,512")
         torch_dtype = getattr(torch, dtype, None)
         if not isinstance(torch_dtype, torch.dtype):  # a name this torch has not
             raise ShapeError(f"--input {name}=...:{dtype}: torch {torch.__version__} has no dtype {dtype!r}",

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 from ..errors import SourceError
+from .guard import importing
 from .options import SET_VALUES, BuildOptions, Built, _versions
 
 
@@ -18,7 +19,10 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
 
     mod_name, attr = spec.split(":", 1)
     try:
-        module = importlib.import_module(mod_name)
+        with importing(mod_name):  # its exits and its own KeyboardInterrupt: one line
+            module = importlib.import_module(mod_name)
+    except SourceError:
+        raise
     except ModuleNotFoundError as e:
         raise SourceError(f"{spec}: cannot import {mod_name} ({e})",
                           hint="install the package or put its folder on PYTHONPATH") from None

@@ -5,6 +5,11 @@ verdict, and `--json` must stay JSON. So, inside `model_code()`:
 - `sys.exit(n)` (a `SystemExit` out of the model's code) and `os._exit(n)` become one error line and exit 2;
 - whatever the code prints, from Python or from C (file descriptor 1), goes to stderr.
 
+And inside `importing(name)`, around the import of a model file or factory module: an exit (`sys.exit`, argparse
+refusing the arguments of archviz's own command line) or a `KeyboardInterrupt` the code raised itself (not a Ctrl-C)
+is one line, "the model code exited (status N) while importing model.py"; what the code printed before it (argparse's
+usage lines) is held back, its last line kept for the hint.
+
 Why in-process and not a child process: the records hold nothing a child could not send back, but the build's
 live model is what the walk, the meta pass and the probe read, and a child would have to rebuild it for each. A model
 that kills its own process by other means (a signal, a segfault) still ends archviz with that signal's status, which
@@ -13,12 +18,15 @@ is never 0 or 1.
 
 from __future__ import annotations
 
+import io
 import os
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from ..errors import SourceError
+from ..errors import SourceError, one_line
 
 
 class _ModelExit(BaseException):
@@ -69,3 +77,65 @@ def model_code(what: str = "building the model") -> Iterator[None]:
         if saved_fd is not None:
             os.dup2(saved_fd, 1)
             os.close(saved_fd)
+
+
+def _exit_status(code: Any) -> int:
+    """The status `sys.exit(code)` ends a process with: None 0, an int itself, anything else (a message) 1."""
+    return 0 if code is None else code if isinstance(code, int) else 1
+
+
+@contextmanager
+def importing(name: str) -> Iterator[None]:
+    """Run the import of the user's file or module `name` (model.py, pkg.mod) in this block: see the module doc."""
+    held = io.StringIO()
+    saved = sys.stdout, sys.stderr
+    ctrl_c: list[bool] = []  # a real Ctrl-C came while the code ran (its KeyboardInterrupt is the user's)
+    installed = False
+    old_handler: Any = None
+    if threading.current_thread() is threading.main_thread():
+        old_handler = signal.getsignal(signal.SIGINT)
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            if old_handler == signal.SIG_IGN:
+                return
+            ctrl_c.append(True)
+            if callable(old_handler):
+                old_handler(signum, frame)
+            else:
+                raise KeyboardInterrupt
+
+        if old_handler is not None:  # None: a handler not set from Python, which could not be put back
+            try:
+                signal.signal(signal.SIGINT, on_sigint)
+                installed = True
+            except (ValueError, OSError):
+                pass
+    sys.stdout = sys.stderr = held
+    try:
+        yield
+    except SystemExit as e:
+        printed = held.getvalue()
+        held = io.StringIO()
+        said = [ln.strip() for ln in printed.splitlines() if ln.strip()]
+        if isinstance(e.code, str) and e.code.strip():
+            said.append(e.code.strip())
+        hint = "guard the exit (or the argparse call) with if __name__ == '__main__' so that importing runs none"
+        if said:
+            hint = f"it said: {one_line(said[-1])[:200]}; {hint}"
+        raise SourceError(f"the model code exited (status {_exit_status(e.code)}) while importing {name}",
+                          hint=hint) from None
+    except KeyboardInterrupt:
+        if ctrl_c or not installed:  # the user's Ctrl-C (or no telling): theirs, as it always was
+            raise
+        raise SourceError(f"the model code exited (KeyboardInterrupt, raised by the code, not a Ctrl-C) while "
+                          f"importing {name}", hint="remove the raise from the path that imports the model") from None
+    finally:
+        sys.stdout, sys.stderr = saved
+        if installed:
+            signal.signal(signal.SIGINT, old_handler)
+        rest = held.getvalue()
+        if rest:
+            try:
+                sys.stderr.write(rest)
+            except (OSError, ValueError):
+                pass

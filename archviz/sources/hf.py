@@ -39,6 +39,14 @@ def _quiet() -> Iterator[None]:
 
 
 def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
+    if not spec.startswith("hf:"):  # a config file's types and sizes are refused before transformers is imported
+        path = os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
+        raw = read_json_config(path)
+        model_type = raw.get("model_type")
+        if model_type is not None and not isinstance(model_type, str):
+            what = {list: "an array", dict: "an object", bool: "a boolean"}.get(type(model_type), "a number")
+            raise SourceError(f"{path}: model_type is {what}, not a string",
+                              hint='give one model type, e.g. "model_type": "llama"')
     transformers = _import_transformers()
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
@@ -49,13 +57,10 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
             raise SourceError(f"{spec}: unknown model type {model_type!r} in transformers {transformers.__version__}",
                               hint=suggest(model_type, list(CONFIG_MAPPING_NAMES)) or
                               "see transformers' CONFIG_MAPPING for the known model types")
-        raw: dict[str, Any] = {}
+        raw = {}
         name = model_type
         path = spec
     else:
-        path = os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
-        raw = read_json_config(path)
-        model_type = raw.get("model_type")
         if not model_type:
             raise SourceError(f"{path}: no model_type field", hint="add \"model_type\" (e.g. \"llama\") to the config")
         code = auto_map(raw)

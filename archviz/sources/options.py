@@ -164,7 +164,18 @@ def read_json_config(path: str) -> dict[str, Any]:
     raw = load_config_file(path)  # a regular file, bounded size and nesting (archviz.safejson)
     if not isinstance(raw, dict):
         raise SourceError(f"{path}: a config must be a JSON object", hint="check the file")
+    check_config_sizes(raw, path)
     return raw
+
+
+def check_config_sizes(config: dict[str, Any], where: str, depth: int = 2) -> None:
+    """Refuse, before anything is built, a config whose counts or widths no model has (`check_override` of each
+    value: a negative or zero layer count, head count or width), in its sub-configs too (text_config, ...)."""
+    for key, value in config.items():
+        if isinstance(value, dict) and depth > 0:
+            check_config_sizes(value, f"{where} ({key})" if "(" not in where else where, depth - 1)
+        elif isinstance(key, str):
+            check_override(key, value, where)
 
 
 def suggest(name: str, choices: list[str]) -> str:

@@ -20,6 +20,7 @@ import traceback
 from typing import Any, Iterator
 
 from ..errors import SourceError
+from .guard import importing
 from .options import BuildOptions, Built, _versions, read_json_config, suggest
 from .stubs import StubRegistry
 
@@ -73,7 +74,8 @@ def import_reference(path: str, stubs: StubRegistry) -> Any:
             module = importlib.util.module_from_spec(spec)
             sys.modules[stem] = module
             try:
-                spec.loader.exec_module(module)
+                with importing(os.path.basename(path)):  # its exits and its own KeyboardInterrupt: one line
+                    spec.loader.exec_module(module)
                 return module
             except ModuleNotFoundError as e:
                 missing = (e.name or "").split(".")[0]
@@ -102,10 +104,7 @@ def import_reference(path: str, stubs: StubRegistry) -> Any:
                 raise SourceError(f"{path}: import failed at {where}: {e}", hint="fix the import") from None
             except SourceError:
                 raise
-            except BaseException as e:  # noqa: BLE001 - the user's file raised while importing
-                if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                    raise SourceError(f"{path}: exited while importing ({type(e).__name__})",
-                                      hint="remove the top-level exit from the module") from None
+            except Exception as e:  # noqa: BLE001 - the user's file raised while importing
                 where = user_frame(e, (folder,)) or os.path.basename(path)
                 raise SourceError(f"{path}: raised {type(e).__name__} on import at {where}: {e}",
                                   hint="fix the module so that it imports (run with --debug for the traceback)"

@@ -11,6 +11,8 @@ import json
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -29,6 +31,8 @@ class Hub:
     modes: dict[str, str] = field(default_factory=dict)
     #: the listing's body instead of the real one (a hostile server's JSON)
     api_body: bytes | None = None
+    #: file name -> the bytes it holds once it has been read once (a file rewritten under a reader)
+    rewritten: dict[str, bytes] = field(default_factory=dict)
     loris_s: float = 2.0
     slow_s: float = 1.5
     requests: list[str] = field(default_factory=list)
@@ -59,6 +63,8 @@ class _Handler(BaseHTTPRequestHandler):
         m = _RESOLVE.match(self.path)
         name = m["file"] if m else ""
         data = hub.files.get(name)
+        if name in hub.rewritten:
+            hub.files[name] = hub.rewritten.pop(name)
         if data is None:
             return self._reply(name, 404, {"X-Error-Code": "EntryNotFound"}, b"{}")
         rng = _RANGE.match(self.headers.get("Range") or "")
@@ -106,6 +112,18 @@ def start(hub: Hub) -> tuple[Hub, _Server]:
     hub.url = f"http://127.0.0.1:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return hub, server
+
+
+@contextmanager
+def serving(hub: Hub) -> Iterator[Hub]:
+    """`hub` served on 127.0.0.1 for the block, then stopped (its hanging answers released)."""
+    h, server = start(hub)
+    try:
+        yield h
+    finally:
+        h.stop.set()
+        server.shutdown()
+        server.server_close()
 
 
 def wait_for(cond, timeout: float = 20.0) -> None:  # noqa: ANN001

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from adv_tools import BYTES, REPO, cli, entries_text, refused, shard_bytes
-from hostile_hub import Hub, start, wait_for
+from hostile_hub import Hub, serving, wait_for
 
 SHARDS = [f"model-0000{i}-of-00004.safetensors" for i in range(1, 5)]
 
@@ -27,16 +27,11 @@ def _shard(name: str) -> bytes:
 
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub]:
-    h, server = start(Hub(files={n: _shard(n) for n in SHARDS}))
-    monkeypatch.setenv("HF_ENDPOINT", h.url)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    try:
+    with serving(Hub(files={n: _shard(n) for n in SHARDS})) as h:
+        monkeypatch.setenv("HF_ENDPOINT", h.url)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         yield h
-    finally:
-        h.stop.set()
-        server.shutdown()
-        server.server_close()
 
 
 def _env(h: Hub) -> dict[str, str]:

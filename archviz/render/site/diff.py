@@ -12,7 +12,8 @@ from typing import Mapping, Sequence
 from ... import format as fmt
 from ...diff.result import Folded, ModelDiff
 from ...records import ModelRecord
-from ..diff import clean, signed
+from ...sanitize import printable
+from ..diff import signed
 
 # How a node reads, strongest first: what it is itself, else what it holds.
 _RANK = {"removed": 4, "added": 4, "renamed": 3, "changed": 2, "holds": 1, "": 0}
@@ -83,7 +84,7 @@ def _tree(side: _Side, title: str) -> str:
         st = side.status.get(nid, "")
         rel = "index.html" if nid == side.root else n.file
         href = f"{side.slug}/{rel}"
-        label = html.escape(clean(n.title))
+        label = html.escape(printable(n.title))
         link = f'<a href="{html.escape(href)}">{label}</a>' if href in side.files else label
         count = f' <span class="diff-n">{html.escape(fmt.count(n.total))}</span>'
         cls = f' class="diff-{st}"' if st else ""
@@ -103,7 +104,7 @@ def _tree(side: _Side, title: str) -> str:
 def _links(side: _Side, patterns: Sequence[str], paths: Sequence[str]) -> str:
     if not patterns:
         return "—"
-    text = html.escape(clean(", ".join(p or "(model)" for p in patterns)))  # "": the top module itself
+    text = html.escape(printable(", ".join(p or "(model)" for p in patterns)))  # "": the top module itself
     href = side.href(paths[0]) if paths else None
     return f'<a href="{html.escape(href)}">{text}</a>' if href else text
 
@@ -132,7 +133,7 @@ def _entries(d: ModelDiff, sa: _Side, sb: _Side) -> str:
         what = "<br>".join(html.escape(x).replace("\n", "<br>") for x in _what(f))
         params = signed(f.parameters) if f.parameters else ""
         rows.append(f'<tr class="diff-{f.kind}"><td>{f.kind}</td><td>{_links(sa, f.a, pa)}</td>'
-                    f"<td>{_links(sb, f.b, pb)}</td><td>{html.escape(clean(f.multiplicity))}</td><td>{what}</td>"
+                    f"<td>{_links(sb, f.b, pb)}</td><td>{html.escape(printable(f.multiplicity))}</td><td>{what}</td>"
                     f'<td class="num">{html.escape(params)}</td></tr>')
     rows.append("</tbody></table>")
     return "".join(rows)
@@ -176,7 +177,7 @@ def diff_page(d: ModelDiff, a: ModelRecord, b: ModelRecord, files: Mapping[str, 
     totals = "".join(f"<tr><td>{html.escape(t.name)}</td><td class=num>{fmt.count(t.a)}</td>"
                      f"<td class=num>{fmt.count(t.b)}</td><td class=num>{signed(t.delta)}</td></tr>"
                      for t in d.totals if t.differs or t.name in ("parameters", "modules"))
-    notes = "".join(f"<p class=note>{html.escape(clean(n))}</p>" for n in d.notes)
+    notes = "".join(f"<p class=note>{html.escape(printable(n))}</p>" for n in d.notes)
     ignored = f"; ignored: {html.escape(', '.join(d.ignored))}" if d.ignored else ""
     return f"""<!doctype html>
 <html lang="en" data-root="" data-page="diff">
@@ -185,7 +186,7 @@ def diff_page(d: ModelDiff, a: ModelRecord, b: ModelRecord, files: Mapping[str, 
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="archviz">
 <link rel="icon" href="data:,">
-<title>archviz diff: {html.escape(clean(d.a_name))} → {html.escape(clean(d.b_name))}</title>
+<title>archviz diff: {html.escape(printable(d.a_name))} → {html.escape(printable(d.b_name))}</title>
 <link rel="stylesheet" href="static/site.css">
 <style>{_STYLE}</style>
 </head>
@@ -193,8 +194,8 @@ def diff_page(d: ModelDiff, a: ModelRecord, b: ModelRecord, files: Mapping[str, 
 <header class="top"><a class="brand" href="index.html">archviz</a><span class="sep">/</span><span>diff</span></header>
 <main>
 <h1>diff: <span class="diff-verdict diff-{verdict}">{verdict}</span></h1>
-<p>A = <a href="{html.escape(sa.slug)}/index.html">{html.escape(clean(d.a))}</a> ·
-B = <a href="{html.escape(sb.slug)}/index.html">{html.escape(clean(d.b))}</a> ·
+<p>A = <a href="{html.escape(sa.slug)}/index.html">{html.escape(printable(d.a))}</a> ·
+B = <a href="{html.escape(sb.slug)}/index.html">{html.escape(printable(d.b))}</a> ·
 {d.matched:,} modules matched · compared: {html.escape(', '.join(d.compared))}{ignored}</p>
 {notes}
 <table class="diff-totals"><thead><tr><th>total</th><th>A</th><th>B</th><th>B − A</th></tr></thead>

@@ -11,12 +11,18 @@ from ...errors import ArchvizError
 
 
 def templates_folder() -> str:
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the archviz package
-    for cand in (os.environ.get("ARCHVIZ_TEMPLATES"), os.path.join(here, "templates"),
-                 os.path.join(os.path.dirname(here), "templates")):
+    """The folder of the site's templates and static files: ``$ARCHVIZ_TEMPLATES``; else the package data of an
+    installed archviz (``archviz/templates`` in the wheel, read through importlib.resources); else ``templates/`` at
+    the top of a checkout."""
+    from importlib.resources import files
+
+    installed = files("archviz") / "templates"
+    checkout = os.path.normpath(os.path.join(os.path.abspath(__file__), *([os.pardir] * 4), "templates"))
+    for cand in (os.environ.get("ARCHVIZ_TEMPLATES"), os.fspath(installed) if isinstance(installed, os.PathLike)
+                 else None, checkout):
         if cand and os.path.isfile(os.path.join(cand, "node.html")):
             return cand
-    raise ArchvizError("the site templates are missing", hint="reinstall archviz (templates/ beside the package)")
+    raise ArchvizError("the site templates are missing", hint="reinstall archviz (its wheel ships archviz/templates)")
 
 
 def environment(folder: str) -> Any:
