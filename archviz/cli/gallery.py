@@ -1,0 +1,206 @@
+"""`archviz gallery [SOURCE...] --transformers causal -o DIR`: every model in one static site, a table to compare
+them, pair pages and a coverage page (registers itself on the CLI). Each model is counted in a worker process
+(archviz/cli/gallery_work.py) through the records cache; the pages come from archviz/render/site/gallery.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import ArchvizError
+from .app import app
+from .common import DebugOpt, JsonOpt, NoCacheOpt, emit_json, err, flag, handled, progress_bar
+from .validate import check_options
+
+
+def _sets_file(path: str | None) -> dict[str, list[str]]:
+    """--sets FILE: JSON mapping a model (its type or source as given) to the config fields it is built with."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ArchvizError(f"--sets {path}: not a readable JSON file ({e})",
+                           hint='write e.g. {"llama": {"num_key_value_heads": 8}}') from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ArchvizError(f"--sets {path}: must map each model to an object of config fields",
+                           hint='write e.g. {"llama": {"num_key_value_heads": 8}}')
+    out = {str(k): [f"{f}={json.dumps(v)}" for f, v in fields.items()] for k, fields in data.items()}
+    check_options(sets={f"--sets {path} ({k})": v for k, v in out.items()})
+    return out
+
+
+def _pairs(texts: list[str] | None, keys: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for t in texts or ():
+        a, sep, b = t.partition(":")
+        if not sep or not a or not b:
+            raise ArchvizError(f"--pairs {t!r}: not A:B", hint="write e.g. --pairs deepseek_v3:deepseek_v32")
+        unknown = [x for x in (a, b) if x not in keys]
+        if unknown:
+            raise ArchvizError(f"--pairs {t!r}: {', '.join(unknown)} is not in the gallery",
+                               hint="name two of its models: a transformers type or a SOURCE as given")
+        out.append((a, b))
+    return out
+
+
+def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool) -> list[dict[str, Any]]:
+    """Each (key, source, sets) counted by gallery_work.run_one: in this process for one job, else in n worker
+    processes (spawned: a fresh import each, nothing of this process's state shared)."""
+    from .gallery_work import run_one
+
+    results: dict[int, dict[str, Any]] = {}
+    with progress_bar("counting models") as cb:
+        if n <= 1:
+            for i, (_, source, sets) in enumerate(jobs):
+                results[i] = run_one(source, sets, use_cache)
+                cb(i + 1, len(jobs))
+        else:
+            import concurrent.futures as cf
+            import multiprocessing
+
+            with cf.ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = {pool.submit(run_one, source, sets, use_cache): i for i, (_, source, sets) in enumerate(jobs)}
+                for done, fut in enumerate(cf.as_completed(futures), 1):
+                    i = futures[fut]
+                    try:
+                        results[i] = fut.result()
+                    except Exception as e:  # noqa: BLE001 - a worker that died (the model's code ended it)
+                        results[i] = {"source": jobs[i][1], "dtype": "—", "records": None, "sets": jobs[i][2],
+                                      "failures": [{"stage": "build", "reason": f"the worker process ended: "
+                                                                                 f"{type(e).__name__}: {e}"}]}
+                    cb(done, len(jobs))
+    return [results[i] for i in range(len(jobs))]
+
+
+def _derived(keys: list[str]) -> list[tuple[str, str]]:
+    """(parent, child) for every type of the gallery whose modular file derives it from another type in it."""
+    from ..sources.hf_types import parent_type
+
+    present = set(keys)
+    return [(p, k) for k in keys if (p := parent_type(k)) is not None and p in present]
+
+
+@app.command()
+def gallery(
+    sources: Annotated[Optional[list[str]], typer.Argument(help="model sources (as for the other commands), beside "
+                                                                "--transformers' types")] = None,
+    transformers: Annotated[Optional[str], typer.Option("--transformers", help="transformers' model types, built "
+                            "from their default configs: all, causal (every causal LM) or a comma list")] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="the site folder (replaced atomically)")] = "gallery",
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="worker processes (default: the cores)")] = None,
+    pairs: Annotated[Optional[list[str]], typer.Option("--pairs", help="A:B: a compare page with the full diff "
+                                                                       "(repeatable)")] = None,
+    derived: Annotated[bool, flag("--derived/--no-derived", help="also compare each transformers type with the "
+                                  "type its code derives from (deepseek_v3 → deepseek_v32)")] = True,
+    sets_file: Annotated[Optional[str], typer.Option("--sets", help="JSON mapping a model to config fields to build "
+                                                     "it with: {\"llama\": {\"num_key_value_heads\": 8}}")] = None,
+    checkpoint: Annotated[Optional[list[str]], typer.Option("--checkpoint", help="MODEL=MANIFEST: compare that "
+                                                            "model with a checkpoint or manifest (repeatable)")] = None,
+    no_cache: NoCacheOpt = False,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """A static site of many models: a sortable table of their sizes and costs (from the same code as `summary`
+    and `cost --context 32K`), each model's explorer, compare pages, and a coverage page naming every failure."""
+    with handled(debug, json_):
+        if not sources and not transformers:
+            raise ArchvizError("no models: give SOURCEs or --transformers",
+                               hint="e.g. archviz gallery --transformers causal -o gallery")
+        check_options(positive={"--jobs": jobs})
+        per_model = _sets_file(sets_file)
+        checkpoints: dict[str, str] = {}
+        for c in checkpoint or ():
+            name, sep, path = c.partition("=")
+            if not sep or not name or not path:
+                raise ArchvizError(f"--checkpoint {c!r}: not MODEL=MANIFEST",
+                                   hint="e.g. --checkpoint deepseek_v3=deepseek-v3.manifest.json.gz")
+            checkpoints[name] = path
+        models: list[tuple[str, str]] = []  # (key, source)
+        if transformers:
+            from ..sources.hf_types import model_types
+
+            models += [(t, f"hf:{t}") for t in model_types(transformers)]
+        models += [(s, s) for s in sources or ()]
+        keys = [k for k, _ in models]
+        if len(set(keys)) != len(keys):
+            raise ArchvizError("a model is named twice", hint="give each SOURCE and type once")
+        for name in [*per_model, *checkpoints]:
+            if name not in keys:
+                raise ArchvizError(f"{name}: --sets/--checkpoint name a model the gallery does not build",
+                                   hint=f"name one of: {', '.join(keys[:8])}{' …' if len(keys) > 8 else ''}")
+        named = _pairs(pairs, keys)
+        from ..render.site.write import check_target
+
+        check_target(os.path.abspath(output))  # a folder that is not a site fails before an hour of builds
+        n = jobs or os.cpu_count() or 1
+        results = _run([(k, s, per_model.get(k, [])) for k, s in models], min(n, len(models)), not no_cache)
+        from ..records import loads
+        from ..render.site.gallery import Entry, Pair, render_gallery
+
+        entries = []
+        for (key, _), res in zip(models, results):
+            record = loads(res["records"]) if res["records"] else None
+            e = Entry(key, record, res["dtype"], res.get("sets") or (), list(res["failures"]))
+            if record is not None:
+                e.record = _finish(e, checkpoints.get(key))
+            entries.append(e)
+        built = {e.key: e.record for e in entries if e.record is not None}
+        want = [(a, b, "--pairs") for a, b in named]
+        if derived and transformers:
+            want += [(a, b, f"transformers derives {b} from {a}") for a, b in _derived([k for k in keys if k in built])
+                     if (a, b) not in named]
+        made = []
+        for a, b, why in want:
+            if a in built and b in built:
+                made.append(Pair(a, b, why, _diff(built[a], built[b], a, b)))
+        what = "transformers' default configs" if transformers else "their configs"
+        with progress_bar("rendering pages"):
+            files = render_gallery(entries, made, defaults=what)
+        from ..render.site import write_site
+
+        write_site(files, output)
+        from ..render.site.gallery import coverage_counts
+
+        counts = coverage_counts(entries)
+        if json_:
+            emit_json({"output": output, **counts, "pairs": len(made),
+                       "failures": [{"model": e.key, **e.failures[0]} for e in entries if e.failures]})
+        else:
+            err.print(f"wrote the gallery of {counts['indexed']} of {counts['tried']} models ({counts['failed']} "
+                      f"failed, {counts['partial']} with figures missing) to {output}/ — open "
+                      f"{os.path.join(output, 'index.html')}; coverage.html says why", highlight=False, markup=False)
+        if not counts["indexed"]:
+            raise typer.Exit(1)
+
+
+def _finish(e: Any, checkpoint: str | None) -> Any:
+    """The records grouped here (a grouping a records file holds is made again, never trusted), compared with the
+    model's checkpoint where one is given."""
+    from ..gcpause import collector_paused
+    from ..group import group
+
+    with collector_paused():
+        record = group(e.record)
+    if checkpoint:
+        from .site import _compare
+
+        try:
+            record = _compare(record, checkpoint)
+        except ArchvizError as x:
+            e.failures.append({"stage": "checkpoint", "reason": x.line()[:400]})
+    return record
+
+
+def _diff(a: Any, b: Any, spec_a: str, spec_b: str) -> Any:
+    from ..diff import diff as diff_records
+    from .diff import _live_renames
+
+    return diff_records(a, b, renames=_live_renames(a, b), spec_a=spec_a, spec_b=spec_b)
+
+
+__all__ = ["gallery"]

@@ -1,0 +1,119 @@
+"""One model of `archviz gallery`, in a worker process: its records with the cost extra, exactly as `archviz cost
+SOURCE --context 32K` makes them (the same records-cache entry), or, where a stage fails, the records it got to and
+the stage and one-line reason of the failure. Returns JSON-able data; prints nothing to stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from typing import Any
+
+from ..errors import ArchvizError, ShapeError, one_line
+
+CONTEXT = 32 << 10  # the decode step's context: the index's "decode FLOPs per token at 32K"
+SEQ = 4096  # as `archviz cost` defaults
+
+
+def dtype_choice(source: str, sets: list[str]) -> tuple[list[str], str]:
+    """(the --set list to build with, what the page says of the dtype): the config's dtype where it names one
+    (`dtype`, or `torch_dtype` in a config.json), else bfloat16 for a transformers config, set and said so."""
+    if any(s.split("=", 1)[0].strip() in ("dtype", "torch_dtype") for s in sets):
+        return sets, "as --set gives it"
+    named: str | None = None
+    transformers_config = False
+    if source.startswith("hf:"):
+        from ..sources.hf_types import default_dtype
+
+        transformers_config = True
+        named = default_dtype(source[3:])
+    else:
+        path = os.path.join(source, "config.json") if os.path.isdir(source) else source
+        if path.endswith(".json") and os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    data = json.load(f)
+            except (OSError, ValueError):
+                data = {}
+            if isinstance(data, dict) and "model_type" in data:
+                transformers_config = True
+                value = data.get("dtype") or data.get("torch_dtype")
+                named = value if isinstance(value, str) else None
+    if named:
+        return sets, f"{named} (the config's)"
+    if transformers_config:
+        return [*sets, "dtype=bfloat16"], "bfloat16 (the config names none)"
+    return sets, "as the code builds it"
+
+
+def _options(sets: list[str]) -> dict[str, Any]:
+    """The records-cache options of `archviz cost SOURCE --context 32K --set ...` (archviz/cli/cost.py), so one
+    entry serves both commands."""
+    return {"config": None, "set": sets or None, "kernel_rules": None, "model_class": None, "tokenizer": None,
+            "world_size": None, "rank": None, "trust_remote_code": False, "quantized": False, "batch": 1, "seq": SEQ,
+            "context": CONTEXT, "every_block": False}
+
+
+def _failure(stage: str, e: BaseException) -> dict[str, str]:
+    line = e.line() if isinstance(e, ArchvizError) else f"{type(e).__name__}: {one_line(str(e))}"
+    return {"stage": stage, "reason": line[:400]}
+
+
+def _partial(source: str, sets: list[str], failed: BaseException) -> tuple[Any, list[dict[str, str]]]:
+    """After the cost run failed: which stage it was, found by running them in turn (build, walk, shapes), and the
+    records of the last one that worked (None when the build failed)."""
+    from .. import build
+    from ..sources.guard import model_code
+    from ..walk import walk
+    from .common import _parse_sets
+
+    try:
+        with model_code():
+            built = build(source, overrides=_parse_sets(sets))
+    except Exception as e:  # noqa: BLE001 - the model's code may raise anything; it is reported, not ours
+        return None, [_failure("build", e)]
+    try:
+        record = walk(built)
+    except Exception as e:  # noqa: BLE001
+        return None, [_failure("walk", e)]
+    from ..shapes import trace_shapes
+
+    try:
+        with model_code("running the model on meta"):
+            record = trace_shapes(built, record)
+    except Exception as e:  # noqa: BLE001
+        return record, [_failure("shapes", e)]
+    return record, [_failure("cost", failed)]
+
+
+def run_one(source: str, sets: list[str], use_cache: bool = True) -> dict[str, Any]:
+    """The gallery entry of one source: {"source", "dtype", "records" (compact JSON or None), "failures"}."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore")
+    from ..records import dumps_compact
+    from .common import _parse_sets, cached
+
+    try:
+        sets, dtype = dtype_choice(source, list(sets))
+    except Exception as e:  # noqa: BLE001
+        return {"source": source, "dtype": "—", "records": None, "failures": [_failure("build", e)]}
+
+    def measured() -> Any:
+        from ..cost.measure import measure
+        from ..sources.guard import model_code
+
+        with model_code("counting the model's cost on meta"):
+            return measure(source, overrides=_parse_sets(sets), batch=1, seq=SEQ, context=CONTEXT)
+
+    failures: list[dict[str, str]] = []
+    try:
+        record = cached("cost", source, _options(sets), (None, None, None), measured, use_cache)
+    except (ArchvizError, Exception) as e:  # noqa: BLE001
+        record, failures = _partial(source, sets, e)
+        if isinstance(e, ShapeError) and failures and failures[0]["stage"] == "cost":
+            failures = [_failure("shapes", e)]
+    return {"source": source, "dtype": dtype, "sets": sets, "failures": failures,
+            "records": dumps_compact(record) if record is not None else None}
+
+
+__all__ = ["run_one", "dtype_choice", "CONTEXT"]
