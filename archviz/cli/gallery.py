@@ -48,31 +48,53 @@ def _pairs(texts: list[str] | None, keys: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool) -> list[dict[str, Any]]:
-    """Each (key, source, sets) counted by gallery_work.run_one: in this process for one job, else in n worker
-    processes (spawned: a fresh import each, nothing of this process's state shared)."""
-    from .gallery_work import run_one
+def _one_process(source: str, sets: list[str], use_cache: bool, timeout: float) -> dict[str, Any]:
+    """gallery_work in a process of its own: a model whose code crashes, hangs or ends its process costs its row."""
+    import subprocess
+    import sys
+    import tempfile
 
+    def failed(why: str) -> dict[str, Any]:
+        return {"source": source, "dtype": "—", "records": None, "sets": sets,
+                "failures": [{"stage": "build", "reason": why}]}
+
+    with tempfile.TemporaryDirectory(prefix="archviz-gallery-") as tmp:
+        out = os.path.join(tmp, "result.json")
+        cmd = [sys.executable, "-m", "archviz.cli.gallery_work", out, source, *sets,
+               *([] if use_cache else ["--no-cache"])]
+        try:
+            p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               timeout=timeout, text=True, errors="replace")
+        except subprocess.TimeoutExpired:
+            return failed(f"timed out after {timeout:.0f} s (--timeout)")
+        try:
+            with open(out, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            tail = (p.stderr or "").strip().splitlines()
+            return failed(f"the worker process ended with status {p.returncode}"
+                          + (f": {tail[-1][:300]}" if tail else ""))
+
+
+def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float) -> list[dict[str, Any]]:
+    """Each (key, source, sets) counted by gallery_work.run_one: in this process for one job, else each in a process
+    of its own, n at a time."""
     results: dict[int, dict[str, Any]] = {}
     with progress_bar("counting models") as cb:
         if n <= 1:
+            from .gallery_work import run_one
+
             for i, (_, source, sets) in enumerate(jobs):
                 results[i] = run_one(source, sets, use_cache)
                 cb(i + 1, len(jobs))
         else:
             import concurrent.futures as cf
-            import multiprocessing
 
-            with cf.ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = {pool.submit(run_one, source, sets, use_cache): i for i, (_, source, sets) in enumerate(jobs)}
+            with cf.ThreadPoolExecutor(n) as pool:
+                futures = {pool.submit(_one_process, source, sets, use_cache, timeout): i
+                           for i, (_, source, sets) in enumerate(jobs)}
                 for done, fut in enumerate(cf.as_completed(futures), 1):
-                    i = futures[fut]
-                    try:
-                        results[i] = fut.result()
-                    except Exception as e:  # noqa: BLE001 - a worker that died (the model's code ended it)
-                        results[i] = {"source": jobs[i][1], "dtype": "—", "records": None, "sets": jobs[i][2],
-                                      "failures": [{"stage": "build", "reason": f"the worker process ended: "
-                                                                                 f"{type(e).__name__}: {e}"}]}
+                    results[futures[fut]] = fut.result()
                     cb(done, len(jobs))
     return [results[i] for i in range(len(jobs))]
 
@@ -101,6 +123,8 @@ def gallery(
                                                      "it with: {\"llama\": {\"num_key_value_heads\": 8}}")] = None,
     checkpoint: Annotated[Optional[list[str]], typer.Option("--checkpoint", help="MODEL=MANIFEST: compare that "
                                                             "model with a checkpoint or manifest (repeatable)")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds one model may take (with --jobs above 1, "
+                                           "where each runs in a process of its own)")] = 900.0,
     no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
@@ -111,7 +135,7 @@ def gallery(
         if not sources and not transformers:
             raise ArchvizError("no models: give SOURCEs or --transformers",
                                hint="e.g. archviz gallery --transformers causal -o gallery")
-        check_options(positive={"--jobs": jobs})
+        check_options(positive={"--jobs": jobs}, timeout=timeout)
         per_model = _sets_file(sets_file)
         checkpoints: dict[str, str] = {}
         for c in checkpoint or ():
@@ -138,7 +162,8 @@ def gallery(
 
         check_target(os.path.abspath(output))  # a folder that is not a site fails before an hour of builds
         n = jobs or os.cpu_count() or 1
-        results = _run([(k, s, per_model.get(k, [])) for k, s in models], min(n, len(models)), not no_cache)
+        results = _run([(k, s, per_model.get(k, [])) for k, s in models], min(n, len(models)), not no_cache,
+                       timeout)
         from ..records import loads
         from ..render.site.gallery import Entry, Pair, render_gallery
 

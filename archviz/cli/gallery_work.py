@@ -116,4 +116,23 @@ def run_one(source: str, sets: list[str], use_cache: bool = True) -> dict[str, A
             "records": dumps_compact(record) if record is not None else None}
 
 
-__all__ = ["run_one", "dtype_choice", "CONTEXT"]
+def main(argv: list[str] | None = None) -> None:
+    """`python -m archviz.cli.gallery_work OUT SOURCE [KEY=VALUE ...] [--no-cache]`: run_one in a process of its own
+    (what `archviz gallery --jobs N` starts for each model), its result written to the JSON file OUT."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    use_cache = "--no-cache" not in args
+    args = [a for a in args if a != "--no-cache"]
+    out, source, sets = args[0], args[1], args[2:]
+    result = run_one(source, sets, use_cache)
+    from ..outputs import write_file
+
+    write_file(out, json.dumps(result).encode("utf-8"))
+
+
+__all__ = ["run_one", "dtype_choice", "CONTEXT", "main"]
+
+
+if __name__ == "__main__":
+    main()
