@@ -79,7 +79,24 @@ def _one_process(source: str, sets: list[str], use_cache: bool, timeout: float) 
 def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float) -> list[dict[str, Any]]:
     """Each (key, source, sets) counted by gallery_work.run_one: in this process for one job, else each in a process
     of its own, n at a time."""
+    from ..cache import MAX_ENTRIES
+
     results: dict[int, dict[str, Any]] = {}
+    kept = os.environ.get("ARCHVIZ_CACHE_ENTRIES")
+    os.environ["ARCHVIZ_CACHE_ENTRIES"] = str(max(int(kept or 0) if (kept or "").isdigit() else 0,
+                                                  MAX_ENTRIES + len(jobs)))  # every model's entry is kept
+    try:
+        _count(jobs, n, use_cache, timeout, results)
+    finally:
+        if kept is None:
+            os.environ.pop("ARCHVIZ_CACHE_ENTRIES", None)
+        else:
+            os.environ["ARCHVIZ_CACHE_ENTRIES"] = kept
+    return [results[i] for i in range(len(jobs))]
+
+
+def _count(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float,
+           results: dict[int, dict[str, Any]]) -> None:
     with progress_bar("counting models") as cb:
         if n <= 1:
             from .gallery_work import run_one
@@ -96,7 +113,6 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
                 for done, fut in enumerate(cf.as_completed(futures), 1):
                     results[futures[fut]] = fut.result()
                     cb(done, len(jobs))
-    return [results[i] for i in range(len(jobs))]
 
 
 def _derived(keys: list[str]) -> list[tuple[str, str]]:
