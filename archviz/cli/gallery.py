@@ -55,8 +55,7 @@ def _one_process(source: str, sets: list[str], use_cache: bool, timeout: float) 
     import tempfile
 
     def failed(why: str) -> dict[str, Any]:
-        return {"source": source, "dtype": "—", "records": None, "sets": sets,
-                "failures": [{"stage": "build", "reason": why}]}
+        return {"source": source, "records": None, "failures": [{"stage": "build", "reason": why}]}
 
     with tempfile.TemporaryDirectory(prefix="archviz-gallery-") as tmp:
         out = os.path.join(tmp, "result.json")
@@ -77,42 +76,57 @@ def _one_process(source: str, sets: list[str], use_cache: bool, timeout: float) 
 
 
 def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float) -> list[dict[str, Any]]:
-    """Each (key, source, sets) counted by gallery_work.run_one: in this process for one job, else each in a process
-    of its own, n at a time."""
+    """Each (key, source, sets): its dtype chosen (gallery_work.dtype_choice), read from the records cache here, else
+    counted by gallery_work.run_one: in this process for one job, else each in a process of its own, n at a time.
+    Each result has "dtype" and "sets" (as built), "failures", and "record" or "records" (JSON) unless it failed."""
     from ..cache import MAX_ENTRIES
+    from .gallery_work import dtype_choice, failure, from_cache
 
     results: dict[int, dict[str, Any]] = {}
+    todo: list[tuple[int, str, list[str]]] = []
+    chosen: dict[int, tuple[list[str], str]] = {}
+    for i, (_, source, sets) in enumerate(jobs):
+        try:
+            chosen[i] = dtype_choice(source, list(sets))
+        except Exception as e:  # noqa: BLE001 - a type transformers cannot make a config of: its build fails
+            results[i] = {"records": None, "failures": [failure("build", e)]}
+            chosen[i] = (list(sets), "—")
+            continue
+        hit = from_cache(source, chosen[i][0]) if use_cache else None
+        if hit is not None:
+            results[i] = {"record": hit, "failures": []}
+        else:
+            todo.append((i, source, chosen[i][0]))
     kept = os.environ.get("ARCHVIZ_CACHE_ENTRIES")
     os.environ["ARCHVIZ_CACHE_ENTRIES"] = str(max(int(kept or 0) if (kept or "").isdigit() else 0,
                                                   MAX_ENTRIES + len(jobs)))  # every model's entry is kept
     try:
-        _count(jobs, n, use_cache, timeout, results)
+        _count(todo, n, use_cache, timeout, results)
     finally:
         if kept is None:
             os.environ.pop("ARCHVIZ_CACHE_ENTRIES", None)
         else:
             os.environ["ARCHVIZ_CACHE_ENTRIES"] = kept
-    return [results[i] for i in range(len(jobs))]
+    return [{**results[i], "sets": chosen[i][0], "dtype": chosen[i][1]} for i in range(len(jobs))]
 
 
-def _count(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float,
+def _count(todo: list[tuple[int, str, list[str]]], n: int, use_cache: bool, timeout: float,
            results: dict[int, dict[str, Any]]) -> None:
     with progress_bar("counting models") as cb:
-        if n <= 1:
+        if n <= 1 or len(todo) <= 1:
             from .gallery_work import run_one
 
-            for i, (_, source, sets) in enumerate(jobs):
+            for done, (i, source, sets) in enumerate(todo, 1):
                 results[i] = run_one(source, sets, use_cache)
-                cb(i + 1, len(jobs))
+                cb(done, len(todo))
         else:
             import concurrent.futures as cf
 
             with cf.ThreadPoolExecutor(n) as pool:
-                futures = {pool.submit(_one_process, source, sets, use_cache, timeout): i
-                           for i, (_, source, sets) in enumerate(jobs)}
+                futures = {pool.submit(_one_process, source, sets, use_cache, timeout): i for i, source, sets in todo}
                 for done, fut in enumerate(cf.as_completed(futures), 1):
                     results[futures[fut]] = fut.result()
-                    cb(done, len(jobs))
+                    cb(done, len(todo))
 
 
 def _derived(keys: list[str]) -> list[tuple[str, str]]:
@@ -178,15 +192,14 @@ def gallery(
 
         check_target(os.path.abspath(output))  # a folder that is not a site fails before an hour of builds
         n = jobs or os.cpu_count() or 1
-        results = _run([(k, s, per_model.get(k, [])) for k, s in models], min(n, len(models)), not no_cache,
-                       timeout)
+        results = _run([(k, s, per_model.get(k, [])) for k, s in models], n, not no_cache, timeout)
         from ..records import loads
         from ..render.site.gallery import Entry, Pair, render_gallery
 
         entries = []
         for (key, _), res in zip(models, results):
-            record = loads(res["records"]) if res["records"] else None
-            e = Entry(key, record, res["dtype"], res.get("sets") or (), list(res["failures"]))
+            record = res.get("record") or (loads(res["records"]) if res.get("records") else None)
+            e = Entry(key, record, res["dtype"], res["sets"], list(res["failures"]))
             if record is not None:
                 e.record = _finish(e, checkpoints.get(key))
             entries.append(e)

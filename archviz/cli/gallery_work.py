@@ -54,7 +54,7 @@ def _options(sets: list[str]) -> dict[str, Any]:
             "context": CONTEXT, "every_block": False}
 
 
-def _failure(stage: str, e: BaseException) -> dict[str, str]:
+def failure(stage: str, e: BaseException) -> dict[str, str]:
     line = e.line() if isinstance(e, ArchvizError) else f"{type(e).__name__}: {one_line(str(e))}"
     return {"stage": stage, "reason": line[:400]}
 
@@ -71,32 +71,46 @@ def _partial(source: str, sets: list[str], failed: BaseException) -> tuple[Any, 
         with model_code():
             built = build(source, overrides=_parse_sets(sets))
     except Exception as e:  # noqa: BLE001 - the model's code may raise anything; it is reported, not ours
-        return None, [_failure("build", e)]
+        return None, [failure("build", e)]
     try:
         record = walk(built)
     except Exception as e:  # noqa: BLE001
-        return None, [_failure("walk", e)]
+        return None, [failure("walk", e)]
     from ..shapes import trace_shapes
 
     try:
         with model_code("running the model on meta"):
             record = trace_shapes(built, record)
     except Exception as e:  # noqa: BLE001
-        return record, [_failure("shapes", e)]
-    return record, [_failure("cost", failed)]
+        return record, [failure("shapes", e)]
+    return record, [failure("cost", failed)]
+
+
+class _Miss(Exception):
+    pass
+
+
+def from_cache(source: str, sets: list[str]) -> Any:
+    """The records of run_one(source, sets) if the records cache holds them (nothing built, torch not imported),
+    else None."""
+    from .common import cached
+
+    def miss() -> Any:
+        raise _Miss
+
+    try:
+        return cached("cost", source, _options(sets), (None, None, None), miss)
+    except _Miss:
+        return None
 
 
 def run_one(source: str, sets: list[str], use_cache: bool = True) -> dict[str, Any]:
-    """The gallery entry of one source: {"source", "dtype", "records" (compact JSON or None), "failures"}."""
+    """The gallery entry of one source built with `sets` (dtype_choice's): {"source", "records" (compact JSON or
+    None), "failures"}."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     warnings.filterwarnings("ignore")
     from ..records import dumps_compact
     from .common import _parse_sets, cached
-
-    try:
-        sets, dtype = dtype_choice(source, list(sets))
-    except Exception as e:  # noqa: BLE001
-        return {"source": source, "dtype": "—", "records": None, "failures": [_failure("build", e)]}
 
     def measured() -> Any:
         from ..cost.measure import measure
@@ -111,9 +125,8 @@ def run_one(source: str, sets: list[str], use_cache: bool = True) -> dict[str, A
     except (ArchvizError, Exception) as e:  # noqa: BLE001
         record, failures = _partial(source, sets, e)
         if isinstance(e, ShapeError) and failures and failures[0]["stage"] == "cost":
-            failures = [_failure("shapes", e)]
-    return {"source": source, "dtype": dtype, "sets": sets, "failures": failures,
-            "records": dumps_compact(record) if record is not None else None}
+            failures = [failure("shapes", e)]
+    return {"source": source, "failures": failures, "records": dumps_compact(record) if record is not None else None}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -131,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     write_file(out, json.dumps(result).encode("utf-8"))
 
 
-__all__ = ["run_one", "dtype_choice", "CONTEXT", "main"]
+__all__ = ["run_one", "from_cache", "dtype_choice", "failure", "CONTEXT", "main"]
 
 
 if __name__ == "__main__":

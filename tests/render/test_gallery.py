@@ -215,3 +215,73 @@ def test_bad_sets_file(tmp_path):
     bad.write_text('{"llama": 3}')
     r = CliRunner().invoke(app, ["gallery", "--transformers", "llama", "--sets", str(bad), "-o", str(tmp_path / "g")])
     assert r.exit_code == 2 and "must map each model" in r.output
+
+
+def test_checkpoint_verdict_is_checks(tmp_path):
+    """A model saved by transformers itself (real safetensors, written here on CPU), given as a SOURCE with its
+    checkpoint: the index says the verdict `archviz check` gives."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from archviz.cli import app
+
+    torch.manual_seed(0)
+    folder = tmp_path / "tiny"
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, dtype="bfloat16")
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(folder)
+    check = CliRunner().invoke(app, ["check", str(folder), "--checkpoint", str(folder), "--json"])
+    verdict = json.loads(check.stdout)["verdict"]
+    assert verdict == "match", check.output
+    r = CliRunner().invoke(app, ["gallery", str(folder), "--checkpoint", f"{folder}={folder}", "--jobs", "1", "-o",
+                                 str(tmp_path / "g")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    heads, rows = table(tmp_path / "g" / "index.html", "gallery")
+    row = rows[str(folder)]
+    assert row["checkpoint"][1] == verdict
+    assert row["dtype"][1] == "bfloat16 (the config's)"
+    # max_position_embeddings 64: no figure at 32K, and the cell says why
+    assert _value(row["KV at 32K"]) is None and "max positions 64" in row["KV at 32K"][1]
+    cfg_kv = cfg.num_hidden_layers * 2 * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 2
+    assert _value(row["KV / token"]) == cfg_kv
+
+
+MODEL_CODE = '''
+import os
+import signal
+import time
+
+from torch import nn
+
+
+def fine():
+    return nn.Sequential(nn.Embedding(16, 8), nn.Linear(8, 16))
+
+
+def killed():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def hangs():
+    time.sleep(3600)
+'''
+
+
+def test_a_model_that_kills_or_hangs_its_process_costs_its_row(tmp_path, monkeypatch):
+    """--jobs 2: each model in a process of its own; one whose code kills that process, and one that never returns
+    (--timeout), are on the coverage page with what happened, and the gallery of the others is written."""
+    from archviz.cli import app
+
+    (tmp_path / "gallery_models.py").write_text(MODEL_CODE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = CliRunner().invoke(app, ["gallery", "gallery_models:fine", "gallery_models:killed", "gallery_models:hangs",
+                                 "--jobs", "2", "--timeout", "45", "-o", str(tmp_path / "g")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    _, rows = table(tmp_path / "g" / "index.html", "gallery")
+    assert list(rows) == ["gallery_models:fine"]
+    assert _value(rows["gallery_models:fine"]["parameters"]) == 16 * 8 + 8 * 16 + 16
+    _, cov = table(tmp_path / "g" / "coverage.html", "coverage")
+    killed, hangs = cov["m-gallery_models-killed"], cov["m-gallery_models-hangs"]
+    assert killed["status"][1] == "failed" and "ended with status -9" in killed["reason"][1]
+    assert hangs["status"][1] == "failed" and "timed out after 45 s" in hangs["reason"][1]
