@@ -28,9 +28,6 @@ from .gallery_rows import COLUMNS, model_row
 from .templates import environment, templates_folder
 from .write import MARKER, marker_bytes
 
-STAGES = ("build", "walk", "shapes", "cost", "render")
-
-
 @dataclass
 class Entry:
     """One model tried: its key (a transformers type, or the source as given), its records (None: not built),
@@ -69,6 +66,7 @@ def _render_explorers(entries: list[Entry]) -> dict[str, bytes]:
     try:
         return render_site([e.record for e in built])
     except Exception:  # noqa: BLE001 - find which model's pages fail, one at a time
+        failed = 0
         for e in built:
             try:
                 render_site([e.record])
@@ -76,6 +74,9 @@ def _render_explorers(entries: list[Entry]) -> dict[str, bytes]:
                 why = x.line() if isinstance(x, ArchvizError) else f"{type(x).__name__}: {x}"
                 e.failures.append({"stage": "render", "reason": why.splitlines()[0][:400] if why else "failed"})
                 e.record = None
+                failed += 1
+        if not failed:  # no model fails alone: the failure is the site's, not a model's
+            raise
         return _render_explorers(entries)
 
 
@@ -159,4 +160,4 @@ def render_gallery(entries: list[Entry], pairs: Sequence[Pair] = (), *, defaults
     return files
 
 
-__all__ = ["render_gallery", "Entry", "Pair", "STAGES", "coverage_counts"]
+__all__ = ["render_gallery", "Entry", "Pair", "coverage_counts"]
