@@ -94,7 +94,7 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
             continue
         hit = from_cache(source, chosen[i][0]) if use_cache else None
         if hit is not None:
-            results[i] = {"record": hit, "failures": []}
+            results[i] = {"record": hit[0], "failures": hit[1]}
         else:
             todo.append((i, source, chosen[i][0]))
     kept = os.environ.get("ARCHVIZ_CACHE_ENTRIES")

@@ -90,18 +90,24 @@ class _Miss(Exception):
     pass
 
 
-def from_cache(source: str, sets: list[str]) -> Any:
-    """The records of run_one(source, sets) if the records cache holds them (nothing built, torch not imported),
-    else None."""
+PARTIAL = "gallery-partial"  # the records-cache kind of a model whose cost run failed: what it got to, and why
+
+
+def from_cache(source: str, sets: list[str]) -> tuple[Any, list[dict[str, str]]] | None:
+    """(records, failures) of run_one(source, sets) if the records cache holds them (nothing built, torch not
+    imported): the cost run's records, or those of a run that failed after the build, with its failures; else None."""
     from .common import cached
 
     def miss() -> Any:
         raise _Miss
 
-    try:
-        return cached("cost", source, _options(sets), (None, None, None), miss)
-    except _Miss:
-        return None
+    for kind in ("cost", PARTIAL):
+        try:
+            record = cached(kind, source, _options(sets), (None, None, None), miss)
+        except _Miss:
+            continue
+        return record, list((record.extra("gallery") or {}).get("failures") or [])
+    return None
 
 
 def run_one(source: str, sets: list[str], use_cache: bool = True) -> dict[str, Any]:
@@ -126,6 +132,9 @@ def run_one(source: str, sets: list[str], use_cache: bool = True) -> dict[str, A
         record, failures = _partial(source, sets, e)
         if isinstance(e, ShapeError) and failures and failures[0]["stage"] == "cost":
             failures = [failure("shapes", e)]
+        if record is not None:  # kept, so that a second run does not fail it again
+            done = record.with_extra("gallery", {"failures": failures})
+            record = cached(PARTIAL, source, _options(sets), (None, None, None), lambda: done, use_cache)
     return {"source": source, "failures": failures, "records": dumps_compact(record) if record is not None else None}
 
 
