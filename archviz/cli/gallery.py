@@ -145,8 +145,9 @@ def gallery(
                             "from their default configs: all, causal (every causal LM) or a comma list")] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="the site folder (replaced atomically)")] = "gallery",
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="worker processes (default: the cores)")] = None,
-    pairs: Annotated[Optional[list[str]], typer.Option("--pairs", help="A:B: a compare page with the full diff "
-                                                                       "(repeatable)")] = None,
+    pairs: Annotated[Optional[list[str]], typer.Option("--pairs", help="A:B (two models of the gallery, e.g. "
+                                                    "deepseek_v3:deepseek_v32): their compare page with the full "
+                                                    "diff (repeatable)")] = None,
     derived: Annotated[bool, flag("--derived/--no-derived", help="also compare each transformers type with the "
                                   "type its code derives from (deepseek_v3 → deepseek_v32)")] = True,
     sets_file: Annotated[Optional[str], typer.Option("--sets", help="JSON mapping a model to config fields to build "
