@@ -48,7 +48,7 @@ def _pairs(texts: list[str] | None, keys: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _one_process(source: str, sets: list[str], use_cache: bool, timeout: float) -> dict[str, Any]:
+def _one_process(source: str, sets: list[str], seq: int, use_cache: bool, timeout: float) -> dict[str, Any]:
     """gallery_work in a process of its own: a model whose code crashes, hangs or ends its process costs its row."""
     import subprocess
     import sys
@@ -59,7 +59,7 @@ def _one_process(source: str, sets: list[str], use_cache: bool, timeout: float) 
 
     with tempfile.TemporaryDirectory(prefix="archviz-gallery-") as tmp:
         out = os.path.join(tmp, "result.json")
-        cmd = [sys.executable, "-m", "archviz.cli.gallery_work", out, source, *sets,
+        cmd = [sys.executable, "-m", "archviz.cli.gallery_work", out, str(seq), source, *sets,
                *([] if use_cache else ["--no-cache"])]
         try:
             p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -76,27 +76,28 @@ def _one_process(source: str, sets: list[str], use_cache: bool, timeout: float) 
 
 
 def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float) -> list[dict[str, Any]]:
-    """Each (key, source, sets): its dtype chosen (gallery_work.dtype_choice), read from the records cache here, else
+    """Each (key, source, sets): its dtype and prefill length chosen (gallery_work.build_choice), read from the records cache here, else
     counted by gallery_work.run_one: in this process for one job, else each in a process of its own, n at a time.
     Each result has "dtype" and "sets" (as built), "failures", and "record" or "records" (JSON) unless it failed."""
     from ..cache import MAX_ENTRIES
-    from .gallery_work import dtype_choice, failure, from_cache
+    from .gallery_work import SEQ, build_choice, failure, from_cache
 
     results: dict[int, dict[str, Any]] = {}
-    todo: list[tuple[int, str, list[str]]] = []
-    chosen: dict[int, tuple[list[str], str]] = {}
+    todo: list[tuple[int, str, list[str], int]] = []
+    chosen: dict[int, tuple[list[str], str, int]] = {}
     for i, (_, source, sets) in enumerate(jobs):
         try:
-            chosen[i] = dtype_choice(source, list(sets))
+            chosen[i] = build_choice(source, list(sets))
         except Exception as e:  # noqa: BLE001 - a type transformers cannot make a config of: its build fails
             results[i] = {"records": None, "failures": [failure("build", e)]}
-            chosen[i] = (list(sets), "—")
+            chosen[i] = (list(sets), "—", SEQ)
             continue
-        hit = from_cache(source, chosen[i][0]) if use_cache else None
+        sets_, _, seq = chosen[i]
+        hit = from_cache(source, sets_, seq) if use_cache else None
         if hit is not None:
             results[i] = {"record": hit[0], "failures": hit[1]}
         else:
-            todo.append((i, source, chosen[i][0]))
+            todo.append((i, source, sets_, seq))
     kept = os.environ.get("ARCHVIZ_CACHE_ENTRIES")
     os.environ["ARCHVIZ_CACHE_ENTRIES"] = str(max(int(kept or 0) if (kept or "").isdigit() else 0,
                                                   MAX_ENTRIES + len(jobs)))  # every model's entry is kept
@@ -110,20 +111,21 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
     return [{**results[i], "sets": chosen[i][0], "dtype": chosen[i][1]} for i in range(len(jobs))]
 
 
-def _count(todo: list[tuple[int, str, list[str]]], n: int, use_cache: bool, timeout: float,
+def _count(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool, timeout: float,
            results: dict[int, dict[str, Any]]) -> None:
     with progress_bar("counting models") as cb:
         if n <= 1 or len(todo) <= 1:
             from .gallery_work import run_one
 
-            for done, (i, source, sets) in enumerate(todo, 1):
-                results[i] = run_one(source, sets, use_cache)
+            for done, (i, source, sets, seq) in enumerate(todo, 1):
+                results[i] = run_one(source, sets, seq, use_cache)
                 cb(done, len(todo))
         else:
             import concurrent.futures as cf
 
             with cf.ThreadPoolExecutor(n) as pool:
-                futures = {pool.submit(_one_process, source, sets, use_cache, timeout): i for i, source, sets in todo}
+                futures = {pool.submit(_one_process, source, sets, seq, use_cache, timeout): i
+                           for i, source, sets, seq in todo}
                 for done, fut in enumerate(cf.as_completed(futures), 1):
                     results[futures[fut]] = fut.result()
                     cb(done, len(todo))

@@ -1,5 +1,5 @@
 """transformers' model types as a sweep or a gallery enumerates them: every config type, the causal LMs, the type
-each one's modular file derives from, and the dtype its default config names. Reads transformers' auto mappings and
+each one's modular file derives from, and its default config. Reads transformers' auto mappings and
 its modular source files (parsed, never imported); builds nothing."""
 
 from __future__ import annotations
@@ -66,16 +66,19 @@ def parent_type(model_type: str) -> str | None:
     return None
 
 
-def default_dtype(model_type: str) -> str | None:
-    """The dtype transformers' default config of `model_type` names (`dtype`, formerly `torch_dtype`), or None."""
+def default_config(model_type: str) -> dict[str, Any] | None:
+    """transformers' default config of `model_type` as a dict (its `dtype` as a name), or None where transformers
+    cannot make one (the build then fails and says why)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     try:
         config: Any = CONFIG_MAPPING[model_type]()
+        data = config.to_dict()
     except Exception:  # noqa: BLE001 - a config that cannot be made fails the build, which says why
         return None
     dtype = getattr(config, "dtype", None)
-    return None if dtype is None else str(dtype).replace("torch.", "")
+    data["dtype"] = None if dtype is None else str(dtype).replace("torch.", "")
+    return data
 
 
-__all__ = ["model_types", "parent_type", "default_dtype"]
+__all__ = ["model_types", "parent_type", "default_config"]
