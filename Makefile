@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU build of torch lies on this machine's disk; an unpinned torch would fetch a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: install install-test site test bench sweep sweep-shapes clean
+.PHONY: install install-test site test bench sweep sweep-shapes gallery clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ sweep: install-test
 # the meta pass over every causal LM of transformers (~15 min; not in test)
 sweep-shapes: install-test
 	$(BIN)/python bench/sweep_checkpoints.py --shapes --causal
+
+# every causal LM of transformers from its default config: index, explorers, compare and coverage pages (not in test)
+gallery: install
+	$(BIN)/archviz gallery --transformers causal -o gallery
 
 clean:
 	rm -rf $(VENV) build *.egg-info

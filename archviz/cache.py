@@ -19,6 +19,8 @@ last rename wins; both wrote the same records). The folder is bounded: at most :
 :data:`MAX_BYTES` bytes, the least recently used removed first.
 
 ``ARCHVIZ_NO_CACHE=1`` (or a command's ``--no-cache``) skips the cache: nothing is read or written.
+``ARCHVIZ_CACHE_ENTRIES=N`` keeps N entries (bytes in proportion) where N is above the bound: `archviz gallery` sets
+it to hold every model it counts.
 
 Pure library code: nothing here prints.
 """
@@ -37,7 +39,7 @@ from .gcpause import collector_paused
 from .outputs import write_file
 
 __all__ = ["FORMAT", "MAX_BYTES", "MAX_ENTRIES", "Lookup", "cache_dir", "disabled", "entry_path", "key_id",
-           "lookup", "make_key", "new_code_files", "record_files", "sha256_file", "source_files", "store",
+           "limits", "lookup", "make_key", "new_code_files", "record_files", "sha256_file", "source_files", "store",
            "versions"]
 
 FORMAT = "archviz.cache/1"
@@ -285,12 +287,24 @@ def store(key: Mapping[str, Any], record: Any, files: Mapping[str, str]) -> str 
         if len(data) > _MAX_FILE_BYTES:
             return None  # too big to be read back: not cached
         write_file(entry_path(key), data, flag="records cache", mode=0o600)
-        evict(folder)
+        evict(folder, *limits())
     except ArchvizError as e:
         return f"records cache not written ({e.message})"
     except OSError as e:
         return f"records cache not written ({e.strerror or e})"
     return None
+
+
+def limits() -> tuple[int, int]:
+    """(entries, bytes) the folder keeps: the bounds, or ARCHVIZ_CACHE_ENTRIES entries where that is more, with
+    bytes in the same proportion."""
+    try:
+        n = int(os.environ.get("ARCHVIZ_CACHE_ENTRIES", "") or 0)
+    except ValueError:
+        n = 0
+    if n <= MAX_ENTRIES:
+        return MAX_ENTRIES, MAX_BYTES
+    return n, MAX_BYTES // MAX_ENTRIES * n
 
 
 def evict(folder: str, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:

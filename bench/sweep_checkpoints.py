@@ -126,10 +126,10 @@ def _worker(model_type: str, timeout: float, shapes: bool = False) -> dict[str, 
 
 
 def all_types(causal: bool = False) -> list[str]:
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    sys.path.insert(0, ROOT)
+    from archviz.sources.hf_types import model_types
 
-    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if causal else CONFIG_MAPPING_NAMES)
+    return model_types("causal" if causal else "all")
 
 
 def main() -> None:

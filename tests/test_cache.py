@@ -333,3 +333,13 @@ def test_help_lists_no_cache_on_every_command():
         p = run(command, "--help", importtime=False)
         assert p.returncode == 0 and "--no-cache" in p.stdout, command
 
+
+
+def test_the_bound_is_raised_by_archviz_cache_entries(monkeypatch):
+    """`archviz gallery` keeps one entry per model: ARCHVIZ_CACHE_ENTRIES above the bound raises it, bytes in
+    proportion; below it, or unreadable, the bound stays."""
+    for value in ("", "10", "x", str(cache.MAX_ENTRIES)):
+        monkeypatch.setenv("ARCHVIZ_CACHE_ENTRIES", value)
+        assert cache.limits() == (cache.MAX_ENTRIES, cache.MAX_BYTES)
+    monkeypatch.setenv("ARCHVIZ_CACHE_ENTRIES", "200")
+    assert cache.limits() == (200, cache.MAX_BYTES * 200 // cache.MAX_ENTRIES)

@@ -195,3 +195,91 @@
 
   renderExcerpts();
 })();
+
+/* archviz gallery: the index table sorted by a click on a heading and filtered as one types; the compare page's pair
+   switched from the figures in the page. The table reads as it is without this script. */
+(function () {
+  "use strict";
+  var doc = document;
+  function sortValue(td, numeric) {
+    if (!numeric) return (td.textContent || "").trim().toLowerCase();
+    var v = td.getAttribute("data-sort");
+    return v === null || v === "" ? null : parseFloat(v);
+  }
+  function sortBy(table, col, th) {
+    var numeric = th.getAttribute("data-type") === "num";
+    var dir = th.getAttribute("aria-sort") === "ascending" ? "descending" : "ascending";
+    var ths = table.tHead.rows[0].cells;
+    for (var i = 0; i < ths.length; i++) ths[i].removeAttribute("aria-sort");
+    th.setAttribute("aria-sort", dir);
+    var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+    var sign = dir === "ascending" ? 1 : -1;
+    rows.sort(function (a, b) {
+      var x = sortValue(a.cells[col], numeric), y = sortValue(b.cells[col], numeric);
+      if (x === null && y === null) return 0;
+      if (x === null) return 1;  // blanks last, whichever the direction
+      if (y === null) return -1;
+      return x < y ? -sign : x > y ? sign : 0;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  }
+  var tables = doc.querySelectorAll("table.sortable");
+  Array.prototype.forEach.call(tables, function (table) {
+    var ths = table.tHead.rows[0].cells;
+    Array.prototype.forEach.call(ths, function (th, col) {
+      var b = doc.createElement("button");
+      b.type = "button";
+      b.className = "sort";
+      while (th.firstChild) b.appendChild(th.firstChild);
+      th.appendChild(b);
+      b.addEventListener("click", function () { sortBy(table, col, th); });
+    });
+  });
+  var q = doc.getElementById("gallery-q"), table = doc.getElementById("gallery");
+  if (q && table) {
+    q.parentNode.hidden = false;
+    var shown = doc.getElementById("gallery-shown");
+    q.addEventListener("input", function () {
+      var words = q.value.toLowerCase().split(/\s+/).filter(Boolean), n = 0;
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
+        var text = r.textContent.toLowerCase();
+        var ok = words.every(function (w) { return text.indexOf(w) >= 0; });
+        r.hidden = !ok;
+        if (ok) n++;
+      });
+      if (shown) shown.textContent = words.length ? n + " shown" : "";
+    });
+  }
+  var data = doc.getElementById("gallery-data"), cmp = doc.getElementById("compare");
+  if (data && cmp) {
+    var D = JSON.parse(data.textContent), sa = doc.getElementById("cmp-a"), sb = doc.getElementById("cmp-b");
+    var ratio = function (x, y) {
+      if (x === null || y === null) return "\u2014";
+      if (!x) return y ? "\u221e" : "\u2014";
+      return (y / x).toPrecision(3).replace(/\.?0+$/, "").replace(/\.?0+e/, "e") + "\u00d7";
+    };
+    var fill = function () {
+      var a = D[sa.value], b = D[sb.value];
+      if (!a || !b) return;
+      [["a", a], ["b", b]].forEach(function (s) {
+        doc.getElementById("cmp-" + s[0] + "-name").textContent = s[1].name;
+        var link = doc.getElementById("cmp-" + s[0] + "-link");
+        link.textContent = s[1].name;
+        link.href = s[1].slug + "/index.html";
+      });
+      Array.prototype.forEach.call(cmp.tBodies[0].rows, function (r) {
+        var k = r.getAttribute("data-fig"), x = a[k], y = b[k];
+        var text = function (v) { return v && typeof v === "object" ? (v.value === null ? "\u2014" : v.text) : v; };
+        r.querySelector(".cmp-a").textContent = text(x);
+        r.querySelector(".cmp-b").textContent = text(y);
+        r.querySelector(".cmp-r").textContent = x && typeof x === "object" ? ratio(x.value, y.value) : "";
+      });
+    };
+    var params = new URLSearchParams(location.search);
+    if (D[params.get("a")]) sa.value = params.get("a");
+    if (D[params.get("b")]) sb.value = params.get("b");
+    sa.addEventListener("change", fill);
+    sb.addEventListener("change", fill);
+    fill();
+  }
+})();

@@ -1,0 +1,263 @@
+"""`archviz gallery [SOURCE...] --transformers causal -o DIR`: every model in one static site, a table to compare
+them, pair pages and a coverage page (registers itself on the CLI). Each model is counted in a worker process
+(archviz/cli/gallery_work.py) through the records cache; the pages come from archviz/render/site/gallery.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import ArchvizError
+from .app import app
+from .common import DebugOpt, JsonOpt, NoCacheOpt, emit_json, err, flag, handled, progress_bar
+from .validate import check_options
+
+
+def _sets_file(path: str | None) -> dict[str, list[str]]:
+    """--sets FILE: JSON mapping a model (its type or source as given) to the config fields it is built with."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ArchvizError(f"--sets {path}: not a readable JSON file ({e})",
+                           hint='write e.g. {"llama": {"num_key_value_heads": 8}}') from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ArchvizError(f"--sets {path}: must map each model to an object of config fields",
+                           hint='write e.g. {"llama": {"num_key_value_heads": 8}}')
+    out = {str(k): [f"{f}={json.dumps(v)}" for f, v in fields.items()] for k, fields in data.items()}
+    check_options(sets={f"--sets {path} ({k})": v for k, v in out.items()})
+    return out
+
+
+def _pairs(texts: list[str] | None, keys: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for t in texts or ():
+        a, sep, b = t.partition(":")
+        if not sep or not a or not b:
+            raise ArchvizError(f"--pairs {t!r}: not A:B", hint="write e.g. --pairs deepseek_v3:deepseek_v32")
+        unknown = [x for x in (a, b) if x not in keys]
+        if unknown:
+            raise ArchvizError(f"--pairs {t!r}: {', '.join(unknown)} is not in the gallery",
+                               hint="name two of its models: a transformers type or a SOURCE as given")
+        out.append((a, b))
+    return out
+
+
+def _one_process(source: str, sets: list[str], seq: int, use_cache: bool, timeout: float) -> dict[str, Any]:
+    """gallery_work in a process of its own: a model whose code crashes, hangs or ends its process costs its row."""
+    import subprocess
+    import sys
+    import tempfile
+
+    def failed(why: str) -> dict[str, Any]:
+        return {"source": source, "records": None, "failures": [{"stage": "build", "reason": why}]}
+
+    with tempfile.TemporaryDirectory(prefix="archviz-gallery-") as tmp:
+        out = os.path.join(tmp, "result.json")
+        cmd = [sys.executable, "-m", "archviz.cli.gallery_work", out, str(seq), source, *sets,
+               *([] if use_cache else ["--no-cache"])]
+        try:
+            p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               timeout=timeout, text=True, errors="replace")
+        except subprocess.TimeoutExpired:
+            return failed(f"timed out after {timeout:.0f} s (--timeout)")
+        try:
+            with open(out, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            tail = (p.stderr or "").strip().splitlines()
+            return failed(f"the worker process ended with status {p.returncode}"
+                          + (f": {tail[-1][:300]}" if tail else ""))
+
+
+def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float) -> list[dict[str, Any]]:
+    """Each (key, source, sets): its dtype and prefill length chosen (gallery_work.build_choice), read from the records cache here, else
+    counted by gallery_work.run_one: in this process for one job, else each in a process of its own, n at a time.
+    Each result has "dtype" and "sets" (as built), "failures", and "record" or "records" (JSON) unless it failed."""
+    from ..cache import MAX_ENTRIES
+    from .gallery_work import SEQ, build_choice, failure, from_cache
+
+    results: dict[int, dict[str, Any]] = {}
+    todo: list[tuple[int, str, list[str], int]] = []
+    chosen: dict[int, tuple[list[str], str, int]] = {}
+    for i, (_, source, sets) in enumerate(jobs):
+        try:
+            chosen[i] = build_choice(source, list(sets))
+        except Exception as e:  # noqa: BLE001 - a type transformers cannot make a config of: its build fails
+            results[i] = {"records": None, "failures": [failure("build", e)]}
+            chosen[i] = (list(sets), "—", SEQ)
+            continue
+        sets_, _, seq = chosen[i]
+        hit = from_cache(source, sets_, seq) if use_cache else None
+        if hit is not None:
+            results[i] = {"record": hit[0], "failures": hit[1]}
+        else:
+            todo.append((i, source, sets_, seq))
+    kept = os.environ.get("ARCHVIZ_CACHE_ENTRIES")
+    os.environ["ARCHVIZ_CACHE_ENTRIES"] = str(max(int(kept or 0) if (kept or "").isdigit() else 0,
+                                                  MAX_ENTRIES + len(jobs)))  # every model's entry is kept
+    try:
+        _count(todo, n, use_cache, timeout, results)
+    finally:
+        if kept is None:
+            os.environ.pop("ARCHVIZ_CACHE_ENTRIES", None)
+        else:
+            os.environ["ARCHVIZ_CACHE_ENTRIES"] = kept
+    return [{**results[i], "sets": chosen[i][0], "dtype": chosen[i][1]} for i in range(len(jobs))]
+
+
+def _count(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool, timeout: float,
+           results: dict[int, dict[str, Any]]) -> None:
+    with progress_bar("counting models") as cb:
+        if n <= 1 or len(todo) <= 1:
+            from .gallery_work import run_one
+
+            for done, (i, source, sets, seq) in enumerate(todo, 1):
+                results[i] = run_one(source, sets, seq, use_cache)
+                cb(done, len(todo))
+        else:
+            import concurrent.futures as cf
+
+            with cf.ThreadPoolExecutor(n) as pool:
+                futures = {pool.submit(_one_process, source, sets, seq, use_cache, timeout): i
+                           for i, source, sets, seq in todo}
+                for done, fut in enumerate(cf.as_completed(futures), 1):
+                    results[futures[fut]] = fut.result()
+                    cb(done, len(todo))
+
+
+def _derived(keys: list[str]) -> list[tuple[str, str]]:
+    """(parent, child) for every type of the gallery whose modular file derives it from another type in it."""
+    from ..sources.hf_types import parent_type
+
+    present = set(keys)
+    return [(p, k) for k in keys if (p := parent_type(k)) is not None and p in present]
+
+
+@app.command()
+def gallery(
+    sources: Annotated[Optional[list[str]], typer.Argument(help="model sources (as for the other commands), beside "
+                                                                "--transformers' types")] = None,
+    transformers: Annotated[Optional[str], typer.Option("--transformers", help="transformers' model types, built "
+                            "from their default configs: all, causal (every causal LM) or a comma list")] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="the site folder (replaced atomically)")] = "gallery",
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="worker processes (default: the cores)")] = None,
+    pairs: Annotated[Optional[list[str]], typer.Option("--pairs", help="A:B (two models of the gallery, e.g. "
+                                                    "deepseek_v3:deepseek_v32): their compare page with the full "
+                                                    "diff (repeatable)")] = None,
+    derived: Annotated[bool, flag("--derived/--no-derived", help="also compare each transformers type with the "
+                                  "type its code derives from (deepseek_v3 → deepseek_v32)")] = True,
+    sets_file: Annotated[Optional[str], typer.Option("--sets", help="JSON mapping a model to config fields to build "
+                                                     "it with: {\"llama\": {\"num_key_value_heads\": 8}}")] = None,
+    checkpoint: Annotated[Optional[list[str]], typer.Option("--checkpoint", help="MODEL=MANIFEST: compare that "
+                                                            "model with a checkpoint or manifest (repeatable)")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds one model may take (with --jobs above 1, "
+                                           "where each runs in a process of its own)")] = 900.0,
+    no_cache: NoCacheOpt = False,
+    json_: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """A static site of many models: a sortable table of their sizes and costs (from the same code as `summary`
+    and `cost --context 32K`), each model's explorer, compare pages, and a coverage page naming every failure."""
+    with handled(debug, json_):
+        if not sources and not transformers:
+            raise ArchvizError("no models: give SOURCEs or --transformers",
+                               hint="e.g. archviz gallery --transformers causal -o gallery")
+        check_options(positive={"--jobs": jobs}, timeout=timeout)
+        per_model = _sets_file(sets_file)
+        checkpoints: dict[str, str] = {}
+        for c in checkpoint or ():
+            name, sep, path = c.partition("=")
+            if not sep or not name or not path:
+                raise ArchvizError(f"--checkpoint {c!r}: not MODEL=MANIFEST",
+                                   hint="e.g. --checkpoint deepseek_v3=deepseek-v3.manifest.json.gz")
+            checkpoints[name] = path
+        models: list[tuple[str, str]] = []  # (key, source)
+        if transformers:
+            from ..sources.hf_types import model_types
+
+            models += [(t, f"hf:{t}") for t in model_types(transformers)]
+        models += [(s, s) for s in sources or ()]
+        keys = [k for k, _ in models]
+        if len(set(keys)) != len(keys):
+            raise ArchvizError("a model is named twice", hint="give each SOURCE and type once")
+        for name in [*per_model, *checkpoints]:
+            if name not in keys:
+                raise ArchvizError(f"{name}: --sets/--checkpoint name a model the gallery does not build",
+                                   hint=f"name one of: {', '.join(keys[:8])}{' …' if len(keys) > 8 else ''}")
+        named = _pairs(pairs, keys)
+        from ..render.site.write import check_target
+
+        check_target(os.path.abspath(output))  # a folder that is not a site fails before an hour of builds
+        n = jobs or os.cpu_count() or 1
+        results = _run([(k, s, per_model.get(k, [])) for k, s in models], n, not no_cache, timeout)
+        from ..records import loads
+        from ..render.site.gallery import Entry, Pair, render_gallery
+
+        entries = []
+        for (key, _), res in zip(models, results):
+            record = res.get("record") or (loads(res["records"]) if res.get("records") else None)
+            e = Entry(key, record, res["dtype"], res["sets"], list(res["failures"]))
+            if record is not None:
+                e.record = _finish(e, checkpoints.get(key))
+            entries.append(e)
+        built = {e.key: e.record for e in entries if e.record is not None}
+        want = [(a, b, "--pairs") for a, b in named]
+        if derived and transformers:
+            want += [(a, b, f"transformers derives {b} from {a}") for a, b in _derived([k for k in keys if k in built])
+                     if (a, b) not in named]
+        made = []
+        for a, b, why in want:
+            if a in built and b in built:
+                made.append(Pair(a, b, why, _diff(built[a], built[b], a, b)))
+        what = "transformers' default configs" if transformers else "their configs"
+        with progress_bar("rendering pages"):
+            files = render_gallery(entries, made, defaults=what)
+        from ..render.site import write_site
+
+        write_site(files, output)
+        from ..render.site.gallery import coverage_counts
+
+        counts = coverage_counts(entries)
+        if json_:
+            emit_json({"output": output, **counts, "pairs": len(made),
+                       "failures": [{"model": e.key, **e.failures[0]} for e in entries if e.failures]})
+        else:
+            err.print(f"wrote the gallery of {counts['indexed']} of {counts['tried']} models ({counts['failed']} "
+                      f"failed, {counts['partial']} with figures missing) to {output}/ — open "
+                      f"{os.path.join(output, 'index.html')}; coverage.html says why", highlight=False, markup=False)
+        if not counts["indexed"]:
+            raise typer.Exit(1)
+
+
+def _finish(e: Any, checkpoint: str | None) -> Any:
+    """The records grouped here (a grouping a records file holds is made again, never trusted), compared with the
+    model's checkpoint where one is given."""
+    from ..gcpause import collector_paused
+    from ..group import group
+
+    with collector_paused():
+        record = group(e.record)
+    if checkpoint:
+        from .site import _compare
+
+        try:
+            record = _compare(record, checkpoint)
+        except ArchvizError as x:
+            e.failures.append({"stage": "checkpoint", "reason": x.line()[:400]})
+    return record
+
+
+def _diff(a: Any, b: Any, spec_a: str, spec_b: str) -> Any:
+    from ..diff import diff as diff_records
+    from .diff import _live_renames
+
+    return diff_records(a, b, renames=_live_renames(a, b), spec_a=spec_a, spec_b=spec_b)
+
+
+__all__ = ["gallery"]

@@ -1,0 +1,143 @@
+"""One gallery row: a model's figures, a pure function of its records (no torch). Every figure is read from what
+`archviz summary --json` (archviz.render.views.summary_json) and `archviz cost --json` (archviz.cost.report and
+archviz.cost.curve) compute, never counted a second way:
+
+    parameters, active (both conventions)     summary_json
+    KV bytes per token, decode FLOPs a token  cost_report(record) at the context the cost extra was measured at
+    KV bytes at 32K and 1M                    curve_points (the site's cost section), where the model reaches them
+    weight bytes                              cost_report(record).memory.weights (summary bytes without cost)
+    layers and their kinds                    the grouping's layer kinds
+    attention kinds                           the KV cache entries the code keeps, per layer, with the config's
+                                              kv_lora_rank (MLA) named
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import format as fmt
+from ...cost.curve import curve_points, max_positions
+from ...cost.report import cost_report
+from ..cost import flops as flops_text
+from ..cost import nbytes as bytes_text
+from ..views import summary_json
+
+K32, M1 = 32 << 10, 1 << 20
+
+
+def layer_recipe(record: Any) -> tuple[int | None, str]:
+    """(layers, "61: 3 dense + 58 MoE") from the grouping's layer kinds; (None, "—") without a layer list."""
+    kinds = ((record.extra("grouping") or {}).get("layers") or {}).get("kinds") or []
+    counted = [(k["name"], len(k.get("layers") or ())) for k in kinds]
+    total = sum(n for _, n in counted)
+    if not total:
+        return None, "—"
+    if len(counted) == 1:
+        return total, f"{total} layers"
+    short = [(name[:-len(" layer")] if name.endswith(" layer") else name, n) for name, n in counted]
+    return total, f"{total}: " + " + ".join(f"{n} {name}" for name, n in short)
+
+
+def _entry_kind(entries: list[dict[str, Any]], config: dict[str, Any]) -> str:
+    """What one layer's cache entries say its attention is."""
+    ratios = sorted({e["ratio"] for e in entries if e.get("ratio")})
+    if any(r > 1 for r in ratios):
+        return "compressed ratio " + ", ".join(str(r) for r in ratios if r > 1)
+    if ratios:
+        rank = config.get("kv_lora_rank")
+        return f"MLA latent {rank}" if isinstance(rank, int) and rank > 0 else "full"
+    whats = " ".join(e.get("what", "") for e in entries)
+    if "window" in whats:
+        window = whats.split("window", 1)[1].strip(" ()").split(")")[0].split()[0]
+        return f"sliding window {window}"
+    return "linear / state space"
+
+
+def attention_kinds(record: Any) -> list[tuple[str, int]]:
+    """(kind, layers) in the order the layers first show them, from the KV entries the code's cache keeps."""
+    c = record.extra("cost") or {}
+    by_layer: dict[Any, list[dict[str, Any]]] = {}
+    for e in (c.get("kv") or {}).get("entries") or ():
+        by_layer.setdefault(e.get("layer"), []).append(e)
+    config = dict(record.source.config)
+    text = config.get("text_config")
+    if isinstance(text, dict):
+        config = {**text, **config}
+    kinds: dict[str, int] = {}
+    layers = [n for n in by_layer if isinstance(n, int)]
+    total, _ = layer_recipe(record)
+    for n in sorted(layers):
+        k = _entry_kind(by_layer[n], config)
+        kinds[k] = kinds.get(k, 0) + 1
+    if total and layers and len(layers) < total:
+        kinds["no KV cache"] = total - len(layers)
+    return list(kinds.items())
+
+
+def _cell(value: float | None, text: str, note: str | None = None) -> dict[str, Any]:
+    """A table cell: the shown text, the value it sorts by (None: blank, sorted last), and a note."""
+    return {"value": value, "text": text if value is not None else "—", "note": note}
+
+
+def _active(active: int | None, parameters: int) -> dict[str, Any]:
+    """Active parameters as the summary gives them; a model without routed experts (the summary's None) uses all."""
+    if active is None:
+        return _cell(parameters, fmt.count(parameters), "dense: all")
+    return _cell(active, fmt.count(active))
+
+
+def model_row(record: Any, *, key: str, slug: str | None, dtype_note: str, failures: list[dict[str, str]],
+              parent: str | None = None) -> dict[str, Any]:
+    """The row of one model, every figure as a cell; `failures`: the stages that did not complete."""
+    s = summary_json(record)
+    config = dict(record.source.config)
+    longest = max_positions(config)
+    layers, recipe = layer_recipe(record)
+    row: dict[str, Any] = {
+        "key": key, "slug": slug, "name": record.source.name, "spec": record.source.spec,
+        "type": str(config.get("model_type") or record.source.kind),
+        "class": record.source.model_class.rsplit(".", 1)[-1], "class_path": record.source.model_class,
+        "dtype": dtype_note, "parent": parent, "failures": failures,
+        "max_positions": longest, "recipe": recipe,
+        "parameters": _cell(s["parameters"], fmt.count(s["parameters"]), fmt.human(s["parameters"])),
+        "active": _active(s["active_parameters"], s["parameters"]),
+        "active_wo": _active(s["active_parameters_without_input_embedding"], s["parameters"]),
+        "layers": _cell(layers, recipe),
+        "weights": _cell(s["bytes"], bytes_text(s["bytes"])),
+    }
+    kinds = attention_kinds(record) if record.extra("cost") else []
+    row["attention"] = ", ".join(f"{k} ×{n}" if len(kinds) > 1 else k for k, n in kinds) or "—"
+    row["checkpoint"] = ((record.extra("checkpoint") or {}).get("verdict")) or None
+    for name in ("kv_token", "kv_32k", "kv_1m", "decode_32k"):
+        row[name] = _cell(None, "—")
+    if not record.extra("cost"):
+        return row
+    r = cost_report(record)
+    row["weights"] = _cell(r.memory.weights, bytes_text(r.memory.weights))
+    if r.kv.source:
+        row["kv_token"] = _cell(r.kv.per_token, bytes_text(r.kv.per_token),
+                                f"+ {bytes_text(r.kv.fixed)} fixed per sequence" if r.kv.fixed else None)
+        reached = [L for L in (K32, M1) if longest is None or longest >= L]
+        points = {p.context: p for p in curve_points(record.extra("cost"), reached)}
+        for L, name in ((K32, "kv_32k"), (M1, "kv_1m")):
+            p = points.get(L)
+            if L in reached and p is not None and p.kv_bytes is not None:
+                row[name] = _cell(p.kv_bytes, bytes_text(p.kv_bytes))
+            elif L not in reached:
+                row[name] = _cell(None, "—", f"max positions {longest:,}")
+    if r.decode is not None and r.context == K32:
+        if longest is None or longest >= K32:
+            row["decode_32k"] = _cell(r.decode.per_token, flops_text(r.decode.per_token))
+        else:
+            row["decode_32k"] = _cell(None, "—", f"max positions {longest:,}")
+    return row
+
+
+# The index's columns: (row key, heading, numeric); the compare page's figures are the numeric ones.
+COLUMNS = (("parameters", "parameters", True), ("active", "active / token", True),
+           ("active_wo", "active without input embedding", True), ("layers", "layers", True),
+           ("kv_token", "KV / token", True), ("kv_32k", "KV at 32K", True), ("kv_1m", "KV at 1M", True),
+           ("decode_32k", "decode FLOPs / token at 32K", True), ("weights", "weight bytes", True))
+
+
+__all__ = ["model_row", "layer_recipe", "attention_kinds", "COLUMNS", "K32", "M1"]

@@ -1,0 +1,293 @@
+"""`archviz gallery`: the index's figures are those `archviz summary --json` and `archviz cost --json` give for the
+same model (run here on their own, each with a fresh records cache), the KV cache per token is the formula of each
+attention kind written here from the config, every type tried is in the index or on the coverage page with its
+stage and reason, and a second run reuses the records cache."""
+
+from __future__ import annotations
+
+import json
+import os
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gallery_small import SETS, TYPES
+
+K32 = 32 << 10
+
+
+class _Table(HTMLParser):
+    """The cells of a table by id: headings, and per body row its key and each cell's (data-sort, text)."""
+
+    def __init__(self, table_id: str) -> None:
+        super().__init__()
+        self.id, self.inside, self.part = table_id, False, None
+        self.heads: list[str] = []
+        self.rows: list[dict] = []
+        self.cell: list | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table" and a.get("id") == self.id:
+            self.inside = True
+        if not self.inside:
+            return
+        if tag in ("thead", "tbody"):
+            self.part = tag
+        elif tag == "tr" and self.part == "tbody":
+            self.rows.append({"key": a.get("data-key") or a.get("id"), "cells": []})
+        elif tag in ("td", "th"):
+            self.cell = [a.get("data-sort"), ""]
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self.inside:
+            self.inside = False
+        if not self.inside or tag not in ("td", "th") or self.cell is None:
+            return
+        if self.part == "thead":
+            self.heads.append(self.cell[1].strip())
+        else:
+            self.rows[-1]["cells"].append((self.cell[0], " ".join(self.cell[1].split())))
+        self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell[1] += data
+
+
+def table(path: Path, table_id: str) -> tuple[list[str], dict[str, dict[str, tuple]]]:
+    p = _Table(table_id)
+    p.feed(path.read_text())
+    return p.heads, {r["key"]: dict(zip(p.heads, r["cells"])) for r in p.rows}
+
+
+def _value(cell: tuple) -> float | None:
+    return None if cell[0] in (None, "") else float(cell[0])
+
+
+def _sets(t: str) -> list[str]:
+    out = []
+    for k, v in SETS[t].items():
+        out += ["--set", f"{k}={json.dumps(v)}"]
+    return out + ["--set", "dtype=bfloat16"]  # the gallery's default where the config names no dtype
+
+
+def _json(args: list[str]) -> dict:
+    from archviz.cli import app
+
+    r = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def _config(t: str):
+    """transformers' default config of `t` with the test's fields: the formulas below read it."""
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(t, **SETS[t])
+
+
+@pytest.mark.parametrize("t", ["llama", "mistral", "gemma2", "deepseek_v3"])
+def test_index_figures_are_summary_and_cost(gallery_site, t):
+    _, rows = table(gallery_site.out / "index.html", "gallery")
+    row = rows[t]
+    s = _json(["summary", f"hf:{t}", *_sets(t), "--json"])
+    c = _json(["cost", f"hf:{t}", *_sets(t), "--context", "32K", "--json"])
+    assert _value(row["parameters"]) == s["parameters"]
+    assert _value(row["active / token"]) == (s["active_parameters"] or s["parameters"])
+    assert _value(row["active without input embedding"]) == (s["active_parameters_without_input_embedding"]
+                                                             or s["parameters"])
+    assert _value(row["weight bytes"]) == c["memory"]["weights"]
+    assert _value(row["KV / token"]) == c["kv"]["per_token"]
+    assert c["context"] == K32
+    assert _value(row["KV at 32K"]) == c["kv"]["at_context"]
+    assert _value(row["decode FLOPs / token at 32K"]) == c["decode"]["per_token"]
+    assert row["dtype"][1] == "bfloat16 (the config names none)"
+
+
+def _kv_layer(cfg) -> int:
+    """K and V, one token, one layer: 2 × kv heads × head dim, in elements."""
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    return 2 * (cfg.num_key_value_heads or cfg.num_attention_heads) * head_dim
+
+
+def test_kv_per_token_is_the_formula_of_each_attention_kind(gallery_site):
+    _, rows = table(gallery_site.out / "index.html", "gallery")
+    bf16 = 2
+    # GQA: every layer keeps K and V of its kv heads for every token
+    cfg = _config("llama")
+    assert cfg.num_key_value_heads < cfg.num_attention_heads
+    per_token = cfg.num_hidden_layers * _kv_layer(cfg) * bf16
+    assert _value(rows["llama"]["KV / token"]) == per_token
+    assert _value(rows["llama"]["KV at 32K"]) == per_token * K32
+    assert _value(rows["llama"]["KV at 1M"]) == per_token * (1 << 20)
+    assert rows["llama"]["attention"][1] == "full"
+    # MLA: transformers' DeepSeek-V3 caches the compressed latent (kv_lora_rank) and the shared rope key per token
+    cfg = _config("deepseek_v3")
+    per_token = cfg.num_hidden_layers * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * bf16
+    assert _value(rows["deepseek_v3"]["KV / token"]) == per_token
+    assert rows["deepseek_v3"]["attention"][1] == f"MLA latent {cfg.kv_lora_rank}"
+    assert rows["deepseek_v3"]["layers"][1] == f"{cfg.num_hidden_layers}: 1 dense + {cfg.num_hidden_layers - 1} MoE"
+    # sliding window: nothing grows with the context; a layer keeps the last sliding_window - 1 tokens
+    # (transformers' DynamicSlidingWindowLayer; the new token is the window's last)
+    cfg = _config("mistral")
+    window = cfg.num_hidden_layers * _kv_layer(cfg) * (cfg.sliding_window - 1) * bf16
+    assert _value(rows["mistral"]["KV / token"]) == 0
+    assert _value(rows["mistral"]["KV at 32K"]) == window
+    assert cfg.max_position_embeddings < (1 << 20) and _value(rows["mistral"]["KV at 1M"]) is None
+    assert rows["mistral"]["attention"][1] == f"sliding window {cfg.sliding_window}"
+    # alternating: gemma2's full layers grow, its sliding ones hold their window
+    cfg = _config("gemma2")
+    full = sum(1 for k in cfg.layer_types if k == "full_attention")
+    sliding = cfg.num_hidden_layers - full
+    assert full and sliding
+    assert _value(rows["gemma2"]["KV / token"]) == full * _kv_layer(cfg) * bf16
+    assert _value(rows["gemma2"]["KV at 32K"]) == (full * K32 + sliding * (cfg.sliding_window - 1)) * \
+        _kv_layer(cfg) * bf16
+
+
+def test_every_type_is_in_the_index_or_on_the_coverage_page(gallery_site):
+    _, rows = table(gallery_site.out / "index.html", "gallery")
+    _, cov = table(gallery_site.out / "coverage.html", "coverage")
+    assert sorted(r.removeprefix("m-") for r in cov) == sorted(TYPES)
+    assert sorted(rows) == ["deepseek_v2", "deepseek_v3", "gemma2", "llama", "mistral"]
+    # deepseek_v2: built and counted, its meta pass stopped by transformers' own router code
+    v2 = cov["m-deepseek_v2"]
+    assert v2["status"][1] == "in the index, figures missing" and v2["stage"][1] == "shapes"
+    assert "topk" in v2["reason"][1] and "num_experts_per_tok" in v2["reason"][1]
+    assert _value(rows["deepseek_v2"]["KV / token"]) is None
+    # gemma4_assistant: transformers refuses its own default config
+    g4 = cov["m-gemma4_assistant"]
+    assert g4["status"][1] == "failed" and g4["stage"][1] == "build" and "Gemma4AssistantConfig" in g4["reason"][1]
+    for key in ("m-llama", "m-mistral", "m-gemma2", "m-deepseek_v3"):
+        assert cov[key]["status"][1] == "in the index" and cov[key]["stage"][1] == "—"
+
+
+def test_pairs_and_diff_pages(gallery_site):
+    # transformers' modular_mistral.py takes its classes from llama: a derived pair, with the full diff page
+    index = (gallery_site.out / "index.html").read_text()
+    assert 'href="compare-llama--mistral.html"' in index
+    page = (gallery_site.out / "compare-llama--mistral.html").read_text()
+    assert 'href="diff-llama--mistral.html"' in page
+    diff = (gallery_site.out / "diff-llama--mistral.html").read_text()
+    assert "llama/index.html" in diff and "mistral/index.html" in diff
+
+
+def test_a_second_run_reuses_the_records_cache(gallery_site, monkeypatch, tmp_path):
+    """Nothing changed: no model is counted again (no new cache entry), and the pages are the same bytes."""
+    from archviz.cli import app
+
+    monkeypatch.setenv("XDG_CACHE_HOME", gallery_site.cache)
+    folder = Path(gallery_site.cache) / "archviz"
+    entries = sorted(os.listdir(folder))
+    kinds = sorted((k["kind"], k["spec"]) for k in (json.loads(p.read_bytes().split(b"\n", 1)[0])["key"]
+                                                    for p in folder.glob("*.records")) if k["kind"] != "records")
+    # one entry a model counted (the entry `archviz cost` reads too), and deepseek_v2's, whose meta pass failed
+    assert kinds == sorted([("cost", f"hf:{t}") for t in ("llama", "mistral", "gemma2", "deepseek_v3")] +
+                           [("gallery-partial", "hf:deepseek_v2")])
+    args = list(gallery_site.args)
+    args[args.index("--jobs") + 1] = "1"
+    args[-1] = str(tmp_path / "again")
+    r = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert sorted(os.listdir(Path(gallery_site.cache) / "archviz")) == entries
+    for name in ("index.html", "coverage.html", "compare.html", "compare-llama--mistral.html"):
+        assert (tmp_path / "again" / name).read_bytes() == (gallery_site.out / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--transformers", "llama,nosuchtype"], "nosuchtype is not a model type"),
+    ([], "no models"),
+    (["--transformers", "llama", "--pairs", "llama"], "not A:B"),
+    (["--transformers", "llama", "--pairs", "llama:mistral"], "mistral is not in the gallery"),
+    (["--transformers", "llama", "--checkpoint", "mistral=x.json"], "mistral: --sets/--checkpoint"),
+    (["--transformers", "llama", "--jobs", "0"], "--jobs 0"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path):
+    from archviz.cli import app
+
+    r = CliRunner().invoke(app, ["gallery", *args, "-o", str(tmp_path / "g")])
+    assert r.exit_code == 2, r.output
+    assert says in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "g").exists()
+
+
+def test_bad_sets_file(tmp_path):
+    from archviz.cli import app
+
+    bad = tmp_path / "sets.json"
+    bad.write_text('{"llama": 3}')
+    r = CliRunner().invoke(app, ["gallery", "--transformers", "llama", "--sets", str(bad), "-o", str(tmp_path / "g")])
+    assert r.exit_code == 2 and "must map each model" in r.output
+
+
+def test_checkpoint_verdict_is_checks(tmp_path):
+    """A model saved by transformers itself (real safetensors, written here on CPU), given as a SOURCE with its
+    checkpoint: the index says the verdict `archviz check` gives."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from archviz.cli import app
+
+    torch.manual_seed(0)
+    folder = tmp_path / "tiny"
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, dtype="bfloat16")
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(folder)
+    check = CliRunner().invoke(app, ["check", str(folder), "--checkpoint", str(folder), "--json"])
+    verdict = json.loads(check.stdout)["verdict"]
+    assert verdict == "match", check.output
+    r = CliRunner().invoke(app, ["gallery", str(folder), "--checkpoint", f"{folder}={folder}", "--jobs", "1", "-o",
+                                 str(tmp_path / "g")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    heads, rows = table(tmp_path / "g" / "index.html", "gallery")
+    row = rows[str(folder)]
+    assert row["checkpoint"][1] == verdict
+    assert row["dtype"][1] == "bfloat16 (the config's)"
+    # max_position_embeddings 64: no figure at 32K, and the cell says why
+    assert _value(row["KV at 32K"]) is None and "max positions 64" in row["KV at 32K"][1]
+    cfg_kv = cfg.num_hidden_layers * 2 * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 2
+    assert _value(row["KV / token"]) == cfg_kv
+
+
+MODEL_CODE = '''
+import os
+import signal
+import time
+
+from torch import nn
+
+
+def fine():
+    return nn.Sequential(nn.Embedding(16, 8), nn.Linear(8, 16))
+
+
+def killed():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def hangs():
+    time.sleep(3600)
+'''
+
+
+def test_a_model_that_kills_or_hangs_its_process_costs_its_row(tmp_path, monkeypatch):
+    """--jobs 2: each model in a process of its own; one whose code kills that process, and one that never returns
+    (--timeout), are on the coverage page with what happened, and the gallery of the others is written."""
+    from archviz.cli import app
+
+    (tmp_path / "gallery_models.py").write_text(MODEL_CODE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = CliRunner().invoke(app, ["gallery", "gallery_models:fine", "gallery_models:killed", "gallery_models:hangs",
+                                 "--jobs", "2", "--timeout", "45", "-o", str(tmp_path / "g")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    _, rows = table(tmp_path / "g" / "index.html", "gallery")
+    assert list(rows) == ["gallery_models:fine"]
+    assert _value(rows["gallery_models:fine"]["parameters"]) == 16 * 8 + 8 * 16 + 16
+    _, cov = table(tmp_path / "g" / "coverage.html", "coverage")
+    killed, hangs = cov["m-gallery_models-killed"], cov["m-gallery_models-hangs"]
+    assert killed["status"][1] == "failed" and "ended with status -9" in killed["reason"][1]
+    assert hangs["status"][1] == "failed" and "timed out after 45 s" in hangs["reason"][1]
