@@ -13,6 +13,7 @@ from ..errors import ShapeError
 from ..records import ModelRecord
 from ..sources import Built, stubs
 from ..sources.meta import warnings_noted
+from .collectives import meta_collectives
 from .imports import ImportsInForward
 from .inputs import cache_off
 from .memo import BlockMemo
@@ -67,7 +68,8 @@ def run_forward(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, 
                 DispatchPolicy(tracer.policy, observer), TolistPolicy(tracer.policy), \
                 cache_off(built.model) if built.kind == "hf" else nullcontext(), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
-                                 lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
+                                 lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")), \
+                meta_collectives(built.world_size, built.rank, tracer.assume):
             built.model(*args, **kwargs)
             for step in steps:
                 if experts is not None:
