@@ -660,7 +660,12 @@ def write_manifest(inv: CheckpointInventory, path: str | os.PathLike[str]) -> No
     missing = [t.name for t in inv.tensors.values() if t.shard not in names][:1]
     if missing:
         raise CheckpointError(f"cannot write {where}: tensor {missing[0]!r} names a shard the inventory lacks")
-    data = manifest_text(inv).encode("ascii")
+    write_json_text(manifest_text(inv), where)
+
+
+def write_json_text(text: str, where: str) -> None:
+    """Write a manifest's ASCII text to `where`, gzip'd (deterministically: no name, mtime 0) when it ends in .gz."""
+    data = text.encode("ascii")
     if where.endswith(".gz"):
         buf = io.BytesIO()
         with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:

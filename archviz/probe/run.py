@@ -211,7 +211,8 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
         init_random(real.model, real.config, seed=seed)
         if tp is not None:
             whole = dataclasses.replace(opts, world_size=1, rank=0)
-            tp.prepare(real, lambda: build(*_reduced_source(spec, None, whole, chosen, device, tmp, notes, record=record)),
+            tp.prepare(real,
+                       lambda: build(*_reduced_source(spec, None, whole, chosen, device, tmp, notes, record=record)),
                        lambda b: real_calls(b, B, T, seed=seed, device=device, input_specs=input_specs, train=train,
                                             sizes=shapes.get("named")),
                        chosen, record, lambda b: init_random(b.model, b.config, seed=seed))

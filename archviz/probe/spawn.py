@@ -103,7 +103,7 @@ def run_ranks(fn: Callable[..., Any], args: tuple, world_size: int, *, timeout: 
         if failures:
             # a rank that died first: the others' errors (a peer's connection closed) follow from it
             failures.sort(key=lambda f: (not f.error.startswith("the process died"), f.rank))
-            more = f" (and {len(failures) - 1} more rank{'s' if len(failures) > 2 else ''})" if len(failures) > 1 else ""
+            more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
             raise RanksFailed(failures, f"the run under torch.distributed failed: {failures[0].line()}{more}",
                               hint="every rank was stopped; --debug prints each failed rank's output")
         if timed_out:

@@ -44,8 +44,8 @@ class ValueMismatch:
 
     def line(self) -> str:
         part = f" ({self.part})" if self.part else ""
-        return (f"rank {self.rank}: {self.path or '(model)'}: output {list(self.shape)} differs from the single-process "
-                f"run's {list(self.single_shape)}{part} by {self.error:.3g} of its norm")
+        return (f"rank {self.rank}: {self.path or '(model)'}: output {list(self.shape)} differs from the "
+                f"single-process run's {list(self.single_shape)}{part} by {self.error:.3g} of its norm")
 
     def as_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "path": self.path, "call": self.call, "shape": list(self.shape),
@@ -213,8 +213,8 @@ class Sharded:
 
 
 def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    """‖a − b‖ / ‖b‖ (Frobenius): rounding that flips a few quantized elements stays small, a missing or doubled
-    sum does not. Integer outputs (routing indices) must be equal."""
+    """‖a − b‖ / ‖b‖ (Frobenius): rounding that flips a few quantized elements stays small, a missing or
+    doubled sum does not. Integer outputs (routing indices) must be equal."""
     if not (a.dtype.is_floating_point or a.dtype.is_complex):
         return 0.0 if torch.equal(a, b.to(a.dtype)) else math.inf
     if not b.numel():
