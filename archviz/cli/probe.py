@@ -147,7 +147,7 @@ def _probe_ranks(source: str, world_size: int, timeout: float, json_: bool, debu
     """`--world-size N` without `--rank`: the probe as N processes under torch.distributed; exit 1 on a problem."""
     from rich.table import Table
 
-    from ..probe.tensor_parallel import run_tensor_parallel
+    from ..probe.parallel_run import run_tensor_parallel
 
     from ..probe.spawn import RanksFailed
 

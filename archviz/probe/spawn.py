@@ -147,6 +147,9 @@ def _rank_main(tmp: str, rank: int) -> None:
 
         faulthandler.dump_traceback_later(max(timeout - 2.0, 1.0))  # where a rank waits, in its log, at the timeout
 
+        # what torchrun sets: code that sizes its parallelism from the environment (transformers' tp_size) reads it
+        os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
+                          LOCAL_WORLD_SIZE=str(world_size))
         import torch.distributed as dist
 
         if device.startswith("cuda"):

@@ -52,7 +52,7 @@ class ValueMismatch:
                 "single_shape": list(self.single_shape), "error": self.error, "part": self.part}
 
 
-class _Capture:
+class OutputCapture:
     """Every module's outputs (tensor leaves) by path, in the order the calls finished."""
 
     def __init__(self, model: torch.nn.Module) -> None:
@@ -62,7 +62,7 @@ class _Capture:
 
     def _hook(self, path: str) -> Callable[..., None]:
         def hook(module: Any, args: Any, output: Any) -> None:
-            leaves = [t.detach().clone() for t in _leaves(output, [])]
+            leaves = [(t.to_local() if hasattr(t, "to_local") else t).detach().clone() for t in _leaves(output, [])]
             calls = self.calls.setdefault(path, [])
             self.order.append((path, len(calls)))
             calls.append(leaves)
@@ -107,8 +107,8 @@ class Sharded:
 
     def __init__(self, rank: int, world_size: int, tolerance: float = TOLERANCE) -> None:
         self.rank, self.world_size, self.tolerance = rank, world_size, tolerance
-        self.single: _Capture | None = None
-        self.sharded: _Capture | None = None
+        self.single: OutputCapture | None = None
+        self.sharded: OutputCapture | None = None
         self.tensor_problems: list[str] = []
         self.tensors_checked = 0
         self.shapes: dict[str, list[int]] = {}  # the rank's real tensors, by the full model's path
@@ -124,7 +124,7 @@ class Sharded:
         self._same_plan(plan)
         whole = single()
         init(whole)
-        self.single = _Capture(whole.model)
+        self.single = OutputCapture(whole.model)
         try:
             run(whole)
         finally:
@@ -141,7 +141,7 @@ class Sharded:
                 p.data = cut[0].to(p.dtype).clone()
         whole = None
         self._check_tensors(real, plan, record)
-        self.sharded = _Capture(real.model)
+        self.sharded = OutputCapture(real.model)
         self.seconds += time.perf_counter() - start
 
     def _same_plan(self, plan: Any) -> None:
@@ -227,7 +227,7 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# One rank's probe (run in its own process by `archviz.probe.spawn.run_ranks`), and the run of all of them
+# One rank's probe (run in its own process by `archviz.probe.spawn.run_ranks`)
 
 
 def rank_probe(rank: int, world_size: int, spec: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -270,47 +270,4 @@ def rank_probe(rank: int, world_size: int, spec: str, kwargs: dict[str, Any]) ->
     }
 
 
-@dataclasses.dataclass
-class TensorParallelResult:
-    source: str
-    world_size: int
-    backend: str
-    ranks: list[dict[str, Any]]
-    seconds: float
-
-    @property
-    def ok(self) -> bool:
-        return all(r["ok"] for r in self.ranks)
-
-    def problems(self) -> list[str]:
-        """One line per problem, each naming its rank: shapes, tensors, weights that could not be cut, and the first
-        module whose output differs from the single-process run."""
-        out: list[str] = []
-        for r in self.ranks:
-            out += r["shape_disagreements"] + r["tensor_disagreements"]
-            out += [f"rank {r['rank']}: weight not cut from the single-process copy: {w}" for w in r["weights_not_cut"]]
-            out += r["value_lines"][:1]
-            if not r["output"]:
-                out.append(f"rank {r['rank']}: the model's output was not compared with the single-process run")
-        return out
-
-    def as_json(self) -> dict[str, Any]:
-        return {"source": self.source, "world_size": self.world_size, "backend": self.backend, "ok": self.ok,
-                "problems": self.problems(), "ranks": self.ranks, "seconds": round(self.seconds, 3)}
-
-
-def run_tensor_parallel(spec: str, world_size: int, *, timeout: float = 600.0, device: str = "cpu",
-                        tolerance: float = TOLERANCE, **kwargs: Any) -> TensorParallelResult:
-    """`archviz probe SOURCE --world-size N`: every rank's probe (see `rank_probe`) in its own process under
-    torch.distributed; raises `archviz.probe.spawn.RanksFailed` (exit 1, or 2 for a rank's bad input) when a rank
-    raises, dies or outlives `timeout` seconds."""
-    from .spawn import backend_for, run_ranks
-
-    start = time.perf_counter()
-    backend = backend_for(device, world_size)
-    kwargs = dict(kwargs, device=device, tolerance=tolerance)
-    ranks = run_ranks(rank_probe, (spec, kwargs), world_size, timeout=timeout, backend=backend, device=device)
-    return TensorParallelResult(spec, world_size, backend, ranks, time.perf_counter() - start)
-
-
-__all__ = ["Sharded", "ValueMismatch", "TensorParallelResult", "rank_probe", "run_tensor_parallel", "shard_of"]
+__all__ = ["Sharded", "ValueMismatch", "rank_probe", "shard_of"]

@@ -10,6 +10,7 @@ import os
 import pathlib
 import shutil
 
+import pytest
 from typer.testing import CliRunner
 
 from archviz.cli import app
@@ -105,3 +106,26 @@ def test_a_rank_that_dies_ends_the_run_with_its_error_and_leaves_no_process(tmp_
     assert len(ran) == 2 and os.getpid() not in ran  # both ranks imported the model, in their own processes
     for pid in ran:
         assert not pathlib.Path(f"/proc/{pid}").exists(), f"rank process {pid} is still there"
+
+
+def test_a_transformers_model_through_its_tp_plan_on_gloo():
+    """transformers' own tensor-parallel loading (`tp_plan="auto"`, llama's base_model_tp_plan) on CPU: each rank
+    holds the plan's part of every projection, and the logits are the single-process model's."""
+    pytest.importorskip("accelerate")  # transformers loads with a tp_plan only with accelerate installed
+    c = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             vocab_size=256)
+    sets = [x for k, v in c.items() for x in ("--set", f"{k}={v}")]
+    result = CliRunner().invoke(app, ["probe", "hf:llama", "--world-size", "2", *sets, "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    n, hd = 2, c["hidden_size"] // c["num_attention_heads"]
+    for rank, r in enumerate(report["ranks"]):
+        assert r["ok"] and r["tensor_disagreements"] == [], r["tensor_disagreements"]
+        s = r["tensor_shapes"]
+        assert s["model.embed_tokens.weight"] == [c["vocab_size"] // n, c["hidden_size"]]
+        assert s["model.layers.0.self_attn.q_proj.weight"] == [c["num_attention_heads"] * hd // n, c["hidden_size"]]
+        assert s["model.layers.1.self_attn.k_proj.weight"] == [c["num_key_value_heads"] * hd // n, c["hidden_size"]]
+        assert s["model.layers.0.self_attn.o_proj.weight"] == [c["hidden_size"], c["num_attention_heads"] * hd // n]
+        assert s["model.layers.0.mlp.down_proj.weight"] == [c["hidden_size"], c["intermediate_size"] // n]
+        assert s["model.layers.0.input_layernorm.weight"] == [c["hidden_size"]]
+        assert r["output"]["shape"] == [r["B"], r["T"], c["vocab_size"]] and r["output"]["error"] < 1e-4
