@@ -28,6 +28,7 @@ import torch
 
 from ..records import ModelRecord
 from ..sources import Built
+from .real import tensor_leaves
 
 TOLERANCE = 0.15  # ‖sharded − single‖ / ‖single‖: float rounding of split sums, far from a missing sum
 
@@ -62,7 +63,7 @@ class OutputCapture:
 
     def _hook(self, path: str) -> Callable[..., None]:
         def hook(module: Any, args: Any, output: Any) -> None:
-            leaves = [(t.to_local() if hasattr(t, "to_local") else t).detach().clone() for t in _leaves(output, [])]
+            leaves = [(t.to_local() if hasattr(t, "to_local") else t).detach().clone() for t in tensor_leaves(output)]
             calls = self.calls.setdefault(path, [])
             self.order.append((path, len(calls)))
             calls.append(leaves)
@@ -73,18 +74,6 @@ class OutputCapture:
         for h in self.handles:
             h.remove()
         self.handles = []
-
-
-def _leaves(obj: Any, out: list, depth: int = 0) -> list:
-    if isinstance(obj, torch.Tensor):
-        out.append(obj)
-    elif isinstance(obj, (tuple, list)) and depth < 3:
-        for x in obj:
-            _leaves(x, out, depth + 1)
-    elif isinstance(obj, dict) and depth < 3:
-        for x in obj.values():
-            _leaves(x, out, depth + 1)
-    return out
 
 
 def shard_of(full: torch.Tensor, shape: tuple, rank: int, world_size: int) -> tuple[torch.Tensor, str] | None:

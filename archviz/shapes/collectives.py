@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
+from ..sources.reference import process_group_as
+
 # Collectives whose outputs are the tensors the caller passed (in place, or lists it allocated): nothing to compute.
 _IN_PLACE = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
              "broadcast", "reduce", "all_to_all", "all_to_all_single", "barrier", "gather", "scatter")
@@ -30,19 +32,14 @@ def meta_collectives(world_size: int, rank: int, assume: Callable[[str], None]) 
         return collective
 
     replaced: dict[str, Any] = {n: getattr(dist, n) for n in _IN_PLACE if hasattr(dist, n)}
-    replaced.update({n: getattr(dist, n, None) for n in ("is_initialized", "get_world_size", "get_rank")})
-    for n in _IN_PLACE:
-        if n in replaced:
-            setattr(dist, n, answered(n))
-    dist.is_initialized = lambda: True  # type: ignore[assignment]
-    dist.get_world_size = lambda group=None: world_size  # type: ignore[assignment]
-    dist.get_rank = lambda group=None: rank  # type: ignore[assignment]
+    for n in replaced:
+        setattr(dist, n, answered(n))
     try:
-        yield
+        with process_group_as(world_size, rank):
+            yield
     finally:
         for n, f in replaced.items():
-            if f is not None:
-                setattr(dist, n, f)
+            setattr(dist, n, f)
 
 
 __all__ = ["meta_collectives"]
