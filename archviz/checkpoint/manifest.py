@@ -660,7 +660,12 @@ def manifest_bytes(inv: CheckpointInventory, gz: bool = False) -> bytes:
     missing = [t.name for t in inv.tensors.values() if t.shard not in names][:1]
     if missing:
         raise CheckpointError(f"cannot write the manifest: tensor {missing[0]!r} names a shard the inventory lacks")
-    data = manifest_text(inv).encode("ascii")
+    return json_text_bytes(manifest_text(inv), gz)
+
+
+def json_text_bytes(text: str, gz: bool = False) -> bytes:
+    """A manifest's ASCII text as a file's bytes; gzip'd deterministically (no name, mtime 0) with ``gz``."""
+    data = text.encode("ascii")
     if gz:
         buf = io.BytesIO()
         with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz_file:

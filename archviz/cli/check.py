@@ -67,13 +67,16 @@ def check(
     limit: Annotated[int, typer.Option("--limit", help="rows per table")] = 40,
     timeout: TimeoutOpt = 10.0,
     no_cache: NoCacheOpt = False,
+    rank_pattern: RankPatternOpt = None,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Compare the model with a checkpoint's headers: exit 0 when they match, 1 when they differ, 2 on bad input.
 
     Names are mapped by data-driven rules (identity, common prefixes, transformers' conversions, the DeepSeek
-    reference loaders, --rules); fp8/fp4 weights pair with their scales; dtype differences are notes."""
+    reference loaders, --rules); fp8/fp4 weights pair with their scales; dtype differences are notes.
+    --world-size N without --rank compares every rank's shard (model{rank}-mp{N}.safetensors in the folder, or
+    --rank-pattern) with the records of that rank: one verdict per rank and one overall."""
     from ..checkpoint.compare import EXTRA_KEY, compare
     from ..checkpoint.report import (
         checkpoint_only_groups,
@@ -94,6 +97,14 @@ def check(
         check_options(sets={"--set": set_}, positive={"--limit": limit}, world_size=world_size, rank=rank,
                       timeout=timeout)
         rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model build
+        if rank_pattern is not None and (world_size is None or rank is not None):
+            raise ArchvizError(f"--rank-pattern {rank_pattern!r}: only --world-size N without --rank reads rank files",
+                               hint="drop --rank to check every rank's shard, or drop --rank-pattern")
+        if world_size is not None and rank is None:
+            _check_ranks(source, checkpoint, world_size, rank_pattern, rule_set, fmt, limit,
+                         lambda r: load_record(source, config, set_, model_class, tokenizer, world_size, r,
+                                               grouping=False, trust_remote_code=trust_remote_code,
+                                               quantized=quantized, cache=not no_cache))
         from ..checkpoint import open_checkpoint
 
         with progress_bar(f"reading {checkpoint}") as cb:
@@ -130,24 +141,80 @@ def check(
         raise typer.Exit(EXIT_OK if result["verdict"] == "match" else EXIT_MISMATCH)
 
 
+RankPatternOpt = Annotated[Optional[str], typer.Option(
+    "--rank-pattern", help="--world-size without --rank: each rank's shard file in the folder, {rank} and "
+                           "{world_size} filled in (default model{rank}-mp{world_size}.safetensors, as DeepSeek's "
+                           "convert.py writes)")]
+
+
+def _check_ranks(source: str, checkpoint: str, world_size: int, pattern: str | None, rule_set: object, fmt: str,
+                 limit: int, records: object) -> None:
+    """`check --world-size N` without --rank: every rank's shard against that rank's records; exits 0 or 1."""
+    from rich.table import Table
+
+    from ..checkpoint.ranks import check_ranks, rank_inventories
+    from ..checkpoint.report import github_lines, problem_modules, problems_table
+
+    with spinner(f"reading {world_size} rank shards"):
+        ranks = rank_inventories(checkpoint, world_size, pattern)
+    with spinner("comparing each rank"):
+        result = check_ranks(records, ranks, rule_set)  # type: ignore[arg-type]
+    if fmt == "json":
+        emit_json(result)
+    elif fmt == "github":
+        for r in result["ranks"]:
+            for line in github_lines(r, file=source if os.path.isfile(source) else checkpoint, limit=limit):
+                head, _, message = line.rpartition("::")
+                out.print(f"{head}::rank {r['rank']}: {message}", markup=False, highlight=False, soft_wrap=True)
+    else:
+        table = Table(title=f"checkpoint check per rank ({world_size} ranks): {result['verdict']}",
+                      title_justify="left")
+        for col in ("rank", "file", "verdict", "matched", "mismatched", "missing", "checkpoint only"):
+            table.add_column(col, justify="right" if col not in ("file", "verdict") else "left")
+        for r in result["ranks"]:
+            s = r["summary"]
+            table.add_row(str(r["rank"]), r["file"], r["verdict"], f"{s['matched']:,}", f"{s['mismatched']:,}",
+                          f"{s['missing']:,}", f"{s['checkpoint_only']:,}",
+                          style=None if r["verdict"] == "match" else "red")
+        out.print(table)
+        for r in result["ranks"]:
+            bad = [t for t in r["tensors"] if isinstance(t, dict) and t.get("verdict") in ("mismatch", "missing")]
+            for t in bad[:limit]:
+                out.print(f"rank {r['rank']}: {t['model']}: {t['verdict']}, model {t.get('model_shape')} vs "
+                          f"checkpoint {t.get('checkpoint_shape')}", style="red", markup=False, highlight=False,
+                          soft_wrap=True)
+            rows = problem_modules(r)
+            if rows:
+                out.print(problems_table(rows, limit))
+    raise typer.Exit(EXIT_OK if result["verdict"] == "match" else EXIT_MISMATCH)
+
+
 @app.command()
 def manifest(
     checkpoint: Annotated[str, typer.Argument(help=".safetensors file, shard folder, *.safetensors.index.json, "
                                                    "manifest or hf://owner/name[@rev]")],
     output: Annotated[str, typer.Option("--output", "-o", help="manifest to write; gzip'd when it ends in .gz")],
     timeout: TimeoutOpt = 10.0,
+    world_size: Annotated[Optional[int], typer.Option("--world-size", help="a folder of one shard per rank: "
+                                                                          "keep each rank's tensors apart")] = None,
+    rank_pattern: RankPatternOpt = None,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Write a header-only manifest (names, dtypes, shapes, shard sizes; no weights), small enough to commit, so CI
-    can `archviz check` a model against it without downloading the checkpoint."""
+    can `archviz check` a model against it without downloading the checkpoint. With --world-size N, the folder's
+    rank files (model{rank}-mp{N}.safetensors, or --rank-pattern) go in with their ranks, for
+    `archviz check SOURCE --world-size N --checkpoint MANIFEST`."""
     from ..checkpoint import open_checkpoint
     from ..checkpoint.manifest import manifest_bytes
     from ..outputs import check_file_target, write_file
 
     with handled(debug, json_):
-        check_options(timeout=timeout)
+        check_options(timeout=timeout, world_size=world_size)
         check_file_target(output)  # a target archviz may not replace is refused before any reading
+        if world_size is not None:
+            _rank_manifest(checkpoint, output, world_size, rank_pattern, json_)
+            return
         with progress_bar(f"reading {checkpoint}") as cb:
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
         data = manifest_bytes(inventory, gz=output.endswith(".gz"))
@@ -161,6 +228,21 @@ def manifest(
             err.print(f"wrote {len(inventory.tensors):,} tensors of {len(inventory.shards):,} shards to {output} "
                       f"({size:,} bytes)")
 
+
+
+def _rank_manifest(checkpoint: str, output: str, world_size: int, pattern: str | None, json_: bool) -> None:
+    from ..checkpoint.ranks import rank_inventories, write_rank_manifest
+
+    ranks = rank_inventories(checkpoint, world_size, pattern)
+    write_rank_manifest(ranks, world_size, output)
+    info = {"output": output, "world_size": world_size, "ranks": [{"rank": r, "file": name, "tensors":
+                                                                    len(inv.tensors)} for r, name, inv in ranks],
+            "bytes": os.path.getsize(output)}
+    if json_:
+        emit_json(info)
+    else:
+        err.print(f"wrote {world_size} ranks' tensors ({', '.join(str(len(inv.tensors)) for _, _, inv in ranks)}) "
+                  f"to {output} ({info['bytes']:,} bytes)")
 
 
 __all__ = ["check", "manifest"]

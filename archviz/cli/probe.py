@@ -31,6 +31,7 @@ from .common import (
     handled,
     out,
     progress_bar,
+    spinner,
 )
 
 try:  # the shared option, where the CLI defines it
@@ -80,6 +81,9 @@ def probe(
     kernel_rules: KernelRulesOpt = None,
     input_: InputOpt = None,
     train: TrainOpt = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="--world-size without --rank: seconds the "
+                                                                      "ranks may run before they are stopped")]
+    = 600.0,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write the records, with each "
                                                                        "module's verdict, to this JSON file")] = None,
     json_: JsonOpt = False,
@@ -90,6 +94,9 @@ def probe(
     ones), and compare every module call's shapes with the meta walk of the full model. Both passes run in eval
     mode, or in training mode with --train (auxiliary heads, batch statistics). Kernels that cannot import
     run as plain torch.
+    With --world-size N (no --rank), the copy runs as N processes under torch.distributed (gloo on CPU), each rank
+    built with the model's own parallel layers and checked against the records of --world-size N --rank r, and every
+    module's output against a single-process run of the same copy.
     With -o, the records (each module's verdict in extras.probe) render with `archviz build FILE`."""
     with handled(debug, json_):  # before the imports below: a typo costs no torch import
         check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
@@ -97,6 +104,14 @@ def probe(
     from ..probe import parse_size, run_probe
     from ..sources.guard import model_code
 
+    if world_size is not None and rank is None:
+        with handled(debug, json_):
+            _probe_ranks(source, world_size, timeout, json_, debug, config=config, overrides=_parse_sets(set_),
+                         model_class=model_class, tokenizer=tokenizer, device=device,
+                         max_memory=parse_size(max_memory) if max_memory else None, batch=batch, seq=seq,
+                         trust_remote_code=trust_remote_code, input_specs=input_, train=train,
+                         kernel_rules=kernel_rules)
+        return
     with handled(debug, json_):
         limit = parse_size(max_memory) if max_memory else None
         if kernel_rules:
@@ -126,6 +141,48 @@ def probe(
                 for d in result.disagreements:
                     err.print(d.line(), highlight=False, markup=False, soft_wrap=True)
             raise typer.Exit(1)
+
+
+def _probe_ranks(source: str, world_size: int, timeout: float, json_: bool, debug: bool, **kwargs: Any) -> None:
+    """`--world-size N` without `--rank`: the probe as N processes under torch.distributed; exit 1 on a problem."""
+    from rich.table import Table
+
+    from ..probe.parallel_run import run_tensor_parallel
+
+    from ..probe.spawn import RanksFailed
+
+    try:
+        with spinner(f"probing {world_size} ranks under torch.distributed"):
+            result = run_tensor_parallel(source, world_size, timeout=timeout, **kwargs)
+    except RanksFailed as e:
+        if debug:
+            for f in e.failures:
+                err.print(f"--- rank {f.rank}: {f.error}\n{f.log}", highlight=False, markup=False)
+        raise
+    problems = result.problems()
+    if json_:
+        emit_json(result.as_json())
+        for line in problems:
+            err.print(line, highlight=False, markup=False, soft_wrap=True)
+    else:
+        table = Table(title=f"{source}: {world_size} ranks under torch.distributed ({result.backend})",
+                      title_justify="left")
+        for col in ("rank", "module calls confirmed", "tensors checked", "outputs compared", "output vs 1 process",
+                    "time", "peak RSS"):
+            table.add_column(col, justify="left" if col == "rank" else "right")
+        for r in result.ranks:
+            final = r["output"]
+            table.add_row(str(r["rank"]), f"{r['modules_confirmed']}/{r['modules_compared']}",
+                          f"{r['tensors_checked'] - len(r['tensor_disagreements'])}/{r['tensors_checked']}",
+                          str(r["outputs_compared"]), f"{final['error']:.2g}" if final else "—",
+                          f"{r['seconds']:.1f} s", f"{r['peak_rss_mb']:,.0f} MB", style=None if r["ok"] else "red")
+        out.print(table)
+        out.print("all ranks agree with their meta records and the single-process run" if result.ok
+                  else f"{len(problems)} problems", style="green" if result.ok else "red")
+        for line in problems:
+            out.print(line, style="red", highlight=False, markup=False, soft_wrap=True)
+    if not result.ok:
+        raise typer.Exit(1)
 
 
 def _print_report(result: Any) -> None:

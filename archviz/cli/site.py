@@ -173,6 +173,13 @@ def build(
         for s in sources:
             record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names,
                            every_block, kernel_rules, input_, trust_remote_code, quantized, train, not no_cache)
+            if world_size is not None and world_size > 1 and rank is None and not is_records_file(s):
+                from ..walk.ranks import with_rank_shapes  # every rank's tensor shapes on the node pages
+
+                record = with_rank_shapes([record] + [
+                    load_record(s, config, set_, model_class, tokenizer, world_size, r, shapes=False, grouping=False,
+                                trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
+                    for r in range(1, world_size)])
             if cost:
                 from .site_cost import with_cost
 

@@ -195,15 +195,22 @@ def _real_input(value: Any, g: torch.Generator, device: str) -> Any:
     return torch.zeros(shape, dtype=dtype, device=device)  # indices and ids: 0 is valid in every table
 
 
-def _shapes_of(obj: Any, out: list, depth: int = 0) -> list:
+def tensor_leaves(obj: Any, out: list | None = None, depth: int = 0) -> list:
+    """The tensors in a call's arguments or result (tuples, lists, dicts, three levels deep), in order."""
+    out = [] if out is None else out
     if isinstance(obj, torch.Tensor):
-        out.append(tuple(int(d) for d in obj.shape))
+        out.append(obj)
     elif isinstance(obj, (tuple, list)) and depth < 3:
         for x in obj:
-            _shapes_of(x, out, depth + 1)
+            tensor_leaves(x, out, depth + 1)
     elif isinstance(obj, dict) and depth < 3:
         for x in obj.values():
-            _shapes_of(x, out, depth + 1)
+            tensor_leaves(x, out, depth + 1)
+    return out
+
+
+def _shapes_of(obj: Any, out: list) -> list:
+    out.extend(tuple(int(d) for d in t.shape) for t in tensor_leaves(obj))
     return out
 
 

@@ -94,6 +94,9 @@ class Plan:
     dropped: tuple[str, ...] = ()  # module paths (and everything below) absent on purpose (MTP layers)
     experts: dict[str, int] = field(default_factory=dict)  # full experts container path -> experts kept
     notes: list[str] = field(default_factory=list)
+    # A rank's share of the experts (--world-size): full container path -> (its first expert in the model, its first
+    # expert in the copy, the copy's count); a rank's experts pair by their place in its share, not their index.
+    shares: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def reduces(self) -> bool:
@@ -108,6 +111,7 @@ class Plan:
 
     def map_path(self, path: str) -> str | None:
         """The reduced copy's path for a full-model module path; None when its layer is not kept."""
+        path = self._shift(path, 1)
         if self.kept_layers is None or self.layer_path is None:
             return path
         prefix = f"{self.layer_path}." if self.layer_path else ""
@@ -124,6 +128,9 @@ class Plan:
 
     def unmap_path(self, path: str) -> str:
         """The full model's path for a reduced copy's module path."""
+        return self._shift(self._unmap_layer(path), -1)
+
+    def _unmap_layer(self, path: str) -> str:
         if self.kept_layers is None or self.layer_path is None:
             return path
         prefix = f"{self.layer_path}." if self.layer_path else ""
@@ -135,6 +142,34 @@ class Plan:
             return path
         return f"{prefix}{self.kept_layers[int(head)]}{dot}{tail}"
 
+    def _shift(self, path: str, way: int) -> str:
+        """A full path's expert index moved to the copy's (`way` 1) or back (-1), in a rank's share of experts."""
+        for container, (first, reduced_first, _) in self.shares.items():
+            if path.startswith(container + "."):
+                head, dot, tail = path[len(container) + 1:].partition(".")
+                if head.isdigit():
+                    i = int(head) + way * (reduced_first - first)
+                    return f"{container}.{i}{dot}{tail}"
+        return path
+
+    def share(self, full: ModelRecord, reduced: ModelRecord) -> "Plan":
+        """This plan with each experts container's share (a rank's experts under --world-size) paired by place:
+        the copy's first expert of a container stands for the model's first."""
+        shares: dict[str, tuple[int, int, int]] = {}
+        rindex, findex = reduced.index(), full.index()
+        for container in self.experts:
+            f = findex.get(container)
+            r = rindex.get(self.map_path(container) or "")
+            fi = sorted(int(c.rsplit(".", 1)[-1]) for c in (f.children if f else ()) if c.rsplit(".", 1)[-1].isdigit())
+            ri = sorted(int(c.rsplit(".", 1)[-1]) for c in (r.children if r else ()) if c.rsplit(".", 1)[-1].isdigit())
+            if fi and ri:
+                shares[container] = (fi[0], ri[0], len(ri))
+        if not shares:
+            return self
+        import dataclasses
+
+        return dataclasses.replace(self, shares=shares)
+
     def absent_reason(self, path: str) -> str | None:
         """Why a full-model module is not in the reduced copy (None: it should be there)."""
         if self.map_path(path) is None:
@@ -145,7 +180,8 @@ class Plan:
         for container, kept in self.experts.items():
             if path.startswith(container + "."):
                 head = path[len(container) + 1:].split(".", 1)[0]
-                if head.isdigit() and int(head) >= kept:
+                first, _, count = self.shares.get(container, (0, 0, kept))
+                if head.isdigit() and int(head) - first >= count:
                     return "routed expert not kept"
         return None
 

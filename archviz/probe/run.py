@@ -113,10 +113,11 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
               rank: int | None = None, default_dtype: str | None = None, device: str = "cpu",
               max_memory: int | None = None, batch: int | None = None, seq: int | None = None, seed: int = 0,
               limits: Any = None, progress: Stage | None = None, trust_remote_code: bool = False,
-              input_specs: list[str] | None = None, train: bool = False) -> ProbeResult:
+              input_specs: list[str] | None = None, train: bool = False, tp: Any = None) -> ProbeResult:
     """Build SOURCE on meta, walk it and trace its shapes; build a reduced copy (see `archviz.probe.reduce`) on `device`
     with random weights, run it on random token ids (and `input_specs`), and compare every module call's shapes with
-    the meta walk. Both passes run the model in eval mode, or in training mode with `train`.
+    the meta walk. Both passes run the model in eval mode, or in training mode with `train`. `tp`: one rank's
+    `archviz.probe.tensor_parallel.Sharded`, given the rank's copy and the single-process one before the real pass.
 
     `progress(stage, done, total)` is told each stage (total 0: no count). Raises `ProbeError` (exit 2) when the
     reduced copy would not fit in `max_memory` bytes (default: half the machine's memory), before allocating it."""
@@ -170,6 +171,7 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
                 continue
             finally:
                 rbuilt = None
+            plan = plan.share(record, rrec)  # a rank's experts (--world-size) pair by their place in its share
             problems = reduce.check_structure(record, rrec, plan)
             if problems:
                 notes.append(f"plan '{plan.method}' does not keep the model's structure: {problems[0]}")
@@ -207,6 +209,13 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
                 pass
         stage("random weights")
         init_random(real.model, real.config, seed=seed)
+        if tp is not None:
+            whole = dataclasses.replace(opts, world_size=1, rank=0)
+            tp.prepare(real,
+                       lambda: build(*_reduced_source(spec, None, whole, chosen, device, tmp, notes, record=record)),
+                       lambda b: real_calls(b, B, T, seed=seed, device=device, input_specs=input_specs, train=train,
+                                            sizes=shapes.get("named")),
+                       chosen, record, lambda b: init_random(b.model, b.config, seed=seed))
         try:
             tracer, ran = real_calls(real, B, T, seed=seed, progress=stage("real forward pass"), device=device,
                                      note=notes.append, input_specs=input_specs, train=train,

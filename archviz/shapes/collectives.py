@@ -11,6 +11,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from ..sources.reference import process_group_as
+
 # the collectives answered, each by what the rank's own tensors would hold at the end
 _NAMES = ("broadcast", "all_reduce", "reduce", "all_gather", "all_gather_into_tensor", "all_gather_single",
           "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "all_to_all_single", "barrier")
@@ -71,13 +73,14 @@ def collectives_answered(world_size: int, rank: int, assume: Callable[[str], Non
     answered as rank `rank` of `world_size` sees it (see the module docstring), and `assume` is told so."""
     import torch.distributed as dist
 
+    really_initialized = dist.is_initialized if dist.is_available() else (lambda: False)
     saved = {n: getattr(dist, n) for n in _NAMES if hasattr(dist, n)}
     world = max(1, int(world_size or 1))
     rank = min(max(0, int(rank or 0)), world - 1)
 
     def make(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         def collective(*args: Any, **kwargs: Any) -> Any:
-            initialized = dist.is_available() and dist.is_initialized()
+            initialized = dist.is_available() and really_initialized()
             if initialized and not _any_meta((*args, *kwargs.values())):
                 return original(*args, **kwargs)
             why = "on meta tensors" if initialized else "with no process group"
@@ -92,7 +95,9 @@ def collectives_answered(world_size: int, rank: int, assume: Callable[[str], Non
     for n, f in saved.items():
         setattr(dist, n, make(n, f))
     try:
-        yield
+        # dist.get_world_size() / get_rank() answer the rank's N and R meanwhile (nothing changes at world size 1)
+        with process_group_as(world, rank) if world > 1 else contextlib.nullcontext():
+            yield
     finally:
         for n, f in saved.items():
             setattr(dist, n, f)

@@ -266,8 +266,9 @@ def _standin_tokenizer(config: dict[str, Any]) -> tuple[StandInTokenizer, str]:
 
 
 @contextlib.contextmanager
-def _distributed(world_size: int | None, rank: int | None) -> Iterator[None]:
-    """Make `dist.get_world_size()` / `dist.get_rank()` answer the requested values while the model is built."""
+def process_group_as(world_size: int | None, rank: int | None) -> Iterator[None]:
+    """Make `dist.get_world_size()` / `dist.get_rank()` answer the requested values (and `dist.is_initialized()`
+    True) while inside: the model is built, or its meta pass runs, for that rank."""
     if world_size is None and rank is None:
         yield
         return
@@ -385,7 +386,7 @@ def build(spec: str, options: BuildOptions) -> Built:
     if default_dtype and not isinstance(dtype_obj, torch.dtype):
         raise SourceError(f"--default-dtype {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
     try:
-        with meta_build(options.device) as meta_notes, _distributed(options.world_size, options.rank):
+        with meta_build(options.device) as meta_notes, process_group_as(options.world_size, options.rank):
             if dtype_obj is not None:
                 torch.set_default_dtype(dtype_obj)
             model = cls(args, **extra)

@@ -76,6 +76,8 @@ class ModelSite:
         self.ck_index = CheckpointIndex(self.checkpoint) if self.checkpoint else None
         probe = record.extra("probe")
         self.probe = (probe.get("modules") or {}) if isinstance(probe, Mapping) else {}
+        ranks = record.extra("ranks")
+        self.ranks = (ranks.get("modules") or {}) if isinstance(ranks, Mapping) else {}
         self.annotations = annotations or {}
         self.cost = SiteCost(record)  # FLOPs and KV figures where the records carry the cost extra
 
@@ -284,6 +286,7 @@ class ModelSite:
         if n.multiplicity:
             notes.append(f"Across {mult_text(n.multiplicity)[2:]}: {fmt.count(n.total)} parameters "
                          f"({fmt.count(instances(n))} instances).")
+        notes += self.rank_notes(m)
         if m.called is False:
             notes.append("The meta forward pass never called this module.")
         for a in m.assumptions:
@@ -291,6 +294,31 @@ class ModelSite:
         if m.kernels:
             notes.append("Stubbed kernels in its forward: " + ", ".join(m.kernels) + ".")
         return rows, notes
+
+    def rank_notes(self, m: ModuleRecord) -> list[str]:
+        """Each tensor's shape on every rank, when the records were made with --world-size (all ranks: the ranks
+        extra of `archviz build --world-size N`; one rank: the shapes are that rank's)."""
+        src = self.record.source
+        if src.world_size <= 1 or not m.tensors:
+            return []
+        per = self.ranks.get(m.path)
+        if not per:
+            return [f"Shapes are rank {src.rank}’s of {src.world_size} (--world-size {src.world_size} --rank "
+                    f"{src.rank}); `archviz build --world-size {src.world_size}` shows every rank’s."]
+        notes = []
+        for t in m.tensors:
+            shapes = per.get(t.name)
+            if not shapes:
+                continue
+            held = [(r, s) for r, s in enumerate(shapes) if s is not None]
+            if all(s == held[0][1] for _, s in held) and len(held) == len(shapes):
+                notes.append(f"`{t.name}` per rank: {fmt.shape(tuple(held[0][1]))} on each of the {len(shapes)} "
+                             "ranks.")
+            else:
+                notes.append(f"`{t.name}` per rank: " + ", ".join(
+                    f"rank {r} {fmt.shape(tuple(s)) if s is not None else 'not held'}" for r, s in enumerate(shapes))
+                    + ".")
+        return notes
 
     def confirmed(self, n: Node) -> bool:
         hits = [self.probe[p] for p in n.paths if p in self.probe]
