@@ -17,6 +17,7 @@ class BuildOptions:
     config: str | None = None  # config.json for a reference implementation
     overrides: tuple[tuple[str, Any], ...] = ()  # --set key=value, values already parsed
     model_class: str | None = None  # reference: the top class to build
+    config_class: str | None = None  # reference: the class the config JSON builds (else found from the code)
     tokenizer: str | None = None  # reference: tokenizer.json for constructors that take one
     world_size: int | None = None  # reference: module global `world_size`
     rank: int | None = None  # reference: module global `rank`
