@@ -17,6 +17,7 @@ from .common import (
     InputOpt,
     JsonOpt,
     KernelRulesOpt,
+    ConfigClassOpt,
     ModelClassOpt,
     NoCacheOpt,
     QuantizedOpt,
@@ -44,6 +45,7 @@ def summary(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
@@ -60,6 +62,7 @@ def summary(
     with handled(debug, json_):
         check_options(sets={"--set": set_}, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
+                             config_class=config_class,
                              trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
         if json_:
             emit_json(summary_json(record))
@@ -76,6 +79,7 @@ def inspect(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
@@ -106,6 +110,7 @@ def inspect(
         check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
                       non_negative={"--depth": depth}, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
+                             config_class=config_class,
                              shapes=shapes, batch=batch, seq=seq, grouping=not flat,
                              kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
                              trust_remote_code=trust_remote_code, quantized=quantized, train=train,
@@ -129,6 +134,7 @@ def walk(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
@@ -150,6 +156,7 @@ def walk(
     with handled(debug, json_):
         check_options(sets={"--set": set_}, inputs=input_, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
+                             config_class=config_class,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
                              inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,
                              quantized=quantized, train=train, cache=not no_cache)

@@ -17,6 +17,12 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     from .meta import is_cuda_insistence, meta_build, user_frame
 
     mod_name, attr = spec.split(":", 1)
+    # The current folder is importable, as it is for `python -m`, uvicorn or pytest: `archviz summary net:Net`
+    # beside net.py. Only while importing: the model's modules keep what they imported.
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(mod_name)
     except ModuleNotFoundError as e:
@@ -26,6 +32,9 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
         where = user_frame(e, (os.path.dirname(getattr(sys.modules.get(mod_name), "__file__", "") or ""),)) or mod_name
         raise SourceError(f"{spec}: importing {mod_name} raised {type(e).__name__}: {e} ({where})",
                           hint="fix the module so that it imports") from None
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
     fn: Any = module
     for part in attr.split("."):
         if not hasattr(fn, part):
