@@ -80,11 +80,12 @@ def _file_config(path: str | None) -> dict[str, Any]:
 def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
     """The longest sequence the model takes, and where that was read: its config (block_size,
     max_position_embeddings, max_seq_len, ...), else an attribute of the top module or of its config object."""
-    found = max_positions(config)
-    if found is not None:
-        return found, "its config"
     from .curve import _MAX_KEYS
 
+    found = max_positions(config)
+    if found is not None:
+        key = next((k for k in _MAX_KEYS if config.get(k) == found), None)
+        return found, f"its config's {key}" if key else "its config"
     for owner, name in ((model, "the model"), *((getattr(model, a, None), f"model.{a}")
                                               for a in ("config", "params", "args"))):
         for key in _MAX_KEYS if owner is not None else ():
@@ -209,7 +210,7 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
                          f"that size its caches) so that a decode step at context {context:,} fits; KV figures "
                          "are per token and at the context asked, from those buffers' layout")
         except SourceError as e:
-            if "has no field" not in e.message:
+            if "has no field" not in e.message and "has no argument" not in e.message:
                 raise
             built = build(source, overrides=overrides, **build_opts)
             notes.append("its config class has no max_seq_len/max_batch_size: caches read as built")

@@ -102,6 +102,10 @@ class StubModule(types.ModuleType):
         self.__archviz_stub__ = True
         self.__archviz_reason__ = reason
         self.__path__: list[str] = []  # a package: `import name.sub.mod` gets a stub submodule (_SubmoduleFinder)
+        import importlib.machinery
+
+        # a spec, so that importlib.util.find_spec(name) answers as for an installed package
+        self.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
         self._registry = registry
         _SubmoduleFinder.install()
 
