@@ -233,8 +233,17 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
 
     say(f"prefill pass at B={batch}, T={seq:,}")
     paths = module_paths(built.model)
-    traced, fc, act = _pass(built, record, batch=batch, seq=seq, memo=not every_block, peak=True, paths=paths,
-                            input_specs=input_specs)
+    from ..shapes.trace import may_take_1d, retry_1d
+
+    def prefill() -> tuple[Any, FlopCounter, ActivationPeak | None]:  # fresh counters each try
+        return _pass(built, record, batch=batch, seq=seq, memo=not every_block, peak=True, paths=paths,
+                     input_specs=input_specs)
+
+    if may_take_1d(built, None, input_specs):
+        (traced, fc, act), note = retry_1d(built, prefill)
+        notes.extend([note] if note else [])
+    else:
+        traced, fc, act = prefill()
     prefill = _flops_json(fc, traced, batch, seq, 0)
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)

@@ -48,6 +48,7 @@ class Built:
     stubs: StubRegistry | None = None
     versions: dict[str, str] = field(default_factory=dict)
     default_dtype: str | None = None  # reference: the default dtype its launcher sets (build and forward run under it)
+    tokens_1d: bool = False  # shapes: the forward takes token ids [T], not [B, T] (found by the meta pass)
     # hf --quantized: a context in which the modules the quantizer replaced are back (the meta pass runs there)
     unquantized: Callable[[], Any] | None = None
     # hf: (path, module) pairs -> what from_pretrained consults to name checkpoint tensors (JSON-able)

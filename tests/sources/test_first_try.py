@@ -180,3 +180,21 @@ def test_process_group_started_for_code_that_insists(archviz_cli):
     out = json.loads(p.stdout)
     assert out["parameters"] == cfg["n_layers"] * 2 * cfg["dim"] * cfg["hidden"]
     assert any("gloo" in n for n in out["notes"])
+
+
+def test_forward_of_1d_tokens():
+    """gpt-oss's forward takes token ids [T]: the pass fails on [B, T] (the attention unpacks a 2-D activation) and
+    runs on [T], noted; cost counts that pass."""
+    model = str(DATA / "flat" / "model.py")
+    cfg = json.loads((DATA / "flat" / "config.json").read_text())
+    d = cfg["hidden_size"]
+    r = _cli("inspect", model, "block.0", "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert got["inputs"] == [["T", d]] and got["outputs"] == [["T", d]]
+    r = _cli("cost", model, "--seq", "64", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert any(n.startswith("token ids [T]") for n in out["notes"])
+    qkv = next(n for n in out["nodes"] if n["representative"] == "block.0.qkv")
+    assert qkv["prefill"]["per_call"] == 2 * 64 * d * 3 * d  # 64 tokens (no batch dim) through a d x 3d matmul
