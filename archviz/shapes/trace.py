@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..errors import ShapeError
+from ..errors import ArchvizError, ShapeError
 from ..gcpause import collector_paused
 from ..records import Call, CallSite, Flow, FlowStep, ModelRecord, ModuleRecord
 from ..sources import Built, stubs
@@ -157,6 +157,8 @@ def retry_1d(built: Built, run: Callable[[], Any]) -> tuple[Any, str | None]:
     try:
         return run(), None
     except ShapeError as first:
+        if first.__cause__ is None or isinstance(first.__cause__, ArchvizError):
+            raise  # the model's own code did not fail (a kernel without a rule, a package to install)
         built.tokens_1d = True
         try:
             result = run()
