@@ -265,8 +265,7 @@ def _defaults_only(cls: type) -> bool:
     return all(p.default is not p.empty for p in _init_params(cls))
 
 
-def find_model_class(module: Any, wanted: str | None, keys: set[str] | None,
-                     config_cls: type | None = None) -> type:
+def find_model_class(module: Any, wanted: str | None, keys: set[str] | None) -> type:
     """The top nn.Module of the file: named by --model-class, else the class whose constructor takes a config (a
     dataclass or a class the config's keys fit; with no config, one built from its defaults) and that no other class
     of the file builds. `keys`: the config's keys, None when no config was given."""
@@ -282,11 +281,8 @@ def find_model_class(module: Any, wanted: str | None, keys: set[str] | None,
     for c in classes:
         taken = _config_param(c)
         if taken is not None:
-            ann = taken[1]
-            if config_cls is not None and ann is not None and ann is not config_cls:
-                continue
-            if keys is None and ann is not None and _required(ann):
-                continue  # no config given, and its config class needs one
+            if taken[1] is not None and _fit(taken[1], keys or set()) is None:
+                continue  # its config class needs a field the config (or no config) does not give
             cands.append(c)
         elif keys is None and taken is None and _defaults_only(c):  # no config: built from its own defaults
             cands.append(c)
