@@ -31,7 +31,9 @@ def _params(record) -> int:
 
 
 def _cli(*args: str):
-    return CliRunner().invoke(app, [*map(str, args), "--no-cache"], catch_exceptions=False)
+    """The command in-process, never answered from the records cache (each run builds the model)."""
+    cached = args[0] != "probe"  # probe never reads the cache
+    return CliRunner().invoke(app, [*map(str, args), *(["--no-cache"] if cached else [])], catch_exceptions=False)
 
 
 def test_package_in_src_layout_imports_as_its_package():
@@ -148,10 +150,21 @@ def test_config_class_and_model_class_choose():
     assert "'vision_tower'" in _refused(model_class="Captioner")  # what else the constructor needs, named
 
 
-def test_model_prints_keep_stdout_json():
-    """GPT prints while constructing: with --json, stdout is the JSON alone (summary, walk, inspect, cost)."""
+def test_model_prints_keep_stdout_json(tmp_path: Path):
+    """GPT prints while constructing: with --json, stdout is the JSON alone for every command that builds it."""
+    import importlib.util
+
+    from safetensors.torch import save_file
+
     model = str(DATA / "gptstyle" / "model.py")
-    for args in (("summary",), ("walk",), ("inspect", "--no-shapes"), ("cost",)):
+    spec = importlib.util.spec_from_file_location("gptstyle_for_checkpoint", model)
+    code = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(code)
+    gpt = code.GPT(code.GPTConfig(**json.loads((DATA / "gptstyle" / "config.json").read_text())))
+    weights = {k: v.contiguous() for k, v in gpt.state_dict().items() if k != "wte.weight"}  # tied: stored once
+    save_file(weights, str(tmp_path / "model.safetensors"))
+    for args in (("summary",), ("walk",), ("inspect", "--no-shapes"), ("cost",), ("diff", model), ("probe",),
+                 ("check", "--checkpoint", tmp_path / "model.safetensors")):
         r = _cli(args[0], model, *args[1:], "--json")
         assert r.exit_code == 0, (args, r.output)
         json.loads(r.stdout)
