@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from ..errors import ArchvizError, SourceError
 from .options import BuildOptions, Built, _versions, read_json_config, suggest
+from .package import locate
 from .stubs import StubRegistry
 
 MAX_STUB_ROUNDS = 32
@@ -72,7 +73,6 @@ def import_reference(path: str, stubs: StubRegistry) -> Any:
     """Import the model file: as its stem (`model`) with its folder first on the path, or, inside a package, under
     its dotted name (archviz.sources.package); stubbing what cannot be imported."""
     from .meta import user_frame
-    from .package import locate
 
     layout = locate(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -534,8 +534,6 @@ def build(spec: str, options: BuildOptions) -> Built:
 
     stubs = StubRegistry()
     module = import_reference(path, stubs)
-    from .package import locate
-
     code_root = locate(path).code_root
     notes: list[str] = []
     cls = find_model_class(module, options.model_class, set(config) if config is not None else None)
@@ -591,6 +589,7 @@ def build(spec: str, options: BuildOptions) -> Built:
     dtype_obj = getattr(torch, default_dtype, None) if default_dtype else None
     if default_dtype and not isinstance(dtype_obj, torch.dtype):
         raise SourceError(f"--default-dtype {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
+
     def construct() -> Any:
         with meta_build(options.device) as meta_notes, _distributed(options.world_size, options.rank):
             if dtype_obj is not None:
