@@ -110,15 +110,17 @@ def test_net_py_both_ways_from_its_folder(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_kernel_packages_stubbed_with_submodules():
     """`import triton.language as tl`, `import xformers.ops.fmha.attn_bias as ...`, `from
-    fast_hadamard_transform.cuda import ...` and the model's own `raise ImportError("Please install mlstm_kernels
-    ...")`: each a stub with its submodules, the model built."""
+    fast_hadamard_transform.cuda import ...` and the model's own ImportErrors (`raise ImportError("Please install
+    mlstm_kernels ...")`, one raised from the missing causal_conv1d): each a stub with its submodules, the model
+    built."""
     cfg = json.loads((DATA / "kernels" / "config.json").read_text())
     record = archviz.load(str(DATA / "kernels" / "model.py"))
     d, n, v = cfg["dim"], cfg["layers"], cfg["vocab"]
     assert _params(record) == v * d + n * (_linear(d, 2 * d) + _linear(2 * d, d, False))
     stubbed = set(record.source.stubbed_imports)
     assert {"triton.language", "xformers.ops.fmha.attn_bias", "fast_hadamard_transform.cuda",
-            "mlstm_kernels.torch.chunkwise.mlstm_chunkwise", "archviz_absent_helpers"} <= stubbed
+            "mlstm_kernels.torch.chunkwise.mlstm_chunkwise", "causal_conv1d.causal_conv1d_fn",
+            "archviz_absent_helpers"} <= stubbed
 
 
 def test_missing_plain_package_says_pip_install():

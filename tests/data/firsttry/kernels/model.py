@@ -15,6 +15,11 @@ if importlib.util.find_spec("mlstm_kernels") is None:
     raise ImportError("Please install mlstm_kernels package to use this model")
 from mlstm_kernels.torch.chunkwise import mlstm_chunkwise  # noqa: E402
 
+try:
+    from causal_conv1d import causal_conv1d_fn
+except ImportError as e:
+    raise ImportError("the fast path needs its CUDA kernels; see the README") from e
+
 
 @dataclass
 class XConfig:
@@ -43,7 +48,7 @@ class XModel(nn.Module):
         self.embed = nn.Embedding(cfg.vocab, cfg.dim)
         self.mixers = nn.ModuleList(Mixer(cfg) for _ in range(cfg.layers))
         self.mask = attn_bias.BlockDiagonalMask
-        self.kernels = (hadamard_transform, mlstm_chunkwise)
+        self.kernels = (hadamard_transform, mlstm_chunkwise, causal_conv1d_fn)
 
     def forward(self, tokens):
         x = self.embed(tokens)
