@@ -15,6 +15,7 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     import torch
 
     from .meta import is_cuda_insistence, meta_build, user_frame
+    from .process_group import needs_process_group, start_process_group
 
     mod_name, attr = spec.split(":", 1)
     # The current folder is importable, as it is for `python -m`, uvicorn or pytest: `archviz summary net:Net`
@@ -45,9 +46,20 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
         raise SourceError(f"{spec}: {attr} is not callable", hint="point at a function or class that returns a module")
     root = os.path.dirname(getattr(module, "__file__", "") or "")
     kwargs = dict(options.overrides)
-    try:
+    started = []
+
+    def construct() -> tuple[Any, Any]:
         with meta_build(options.device) as notes:
-            model = fn(**kwargs)  # --set key=value: the factory's keyword arguments
+            return fn(**kwargs), notes  # --set key=value: the factory's keyword arguments
+
+    try:
+        try:
+            model, notes = construct()
+        except Exception as e:  # noqa: BLE001
+            if not needs_process_group(e):
+                raise
+            started.append(start_process_group())  # code that insists on an initialized group: one of one process
+            model, notes = construct()
     except Exception as e:  # noqa: BLE001
         where = user_frame(e, (root,)) or spec
         # the factory's own signature refused an argument (not a TypeError from deeper in its code)
@@ -72,7 +84,7 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     # The keyword arguments are the factory's config: they name dims (`64` -> `d`), as a config.json's fields do.
     config = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list)) or v is None}
     return Built(model=model, spec=spec, kind="factory", name=attr, config=config, overrides=kwargs,
-                 notes=list(notes.items), roots=(root,), display_roots=_display_roots_for(module),
+                 notes=list(notes.items) + started, roots=(root,), display_roots=_display_roots_for(module),
                  versions=_versions())
 
 
