@@ -15,7 +15,7 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     import torch
 
     from .meta import is_cuda_insistence, meta_build, user_frame
-    from .process_group import needs_process_group, start_process_group
+    from .process_group import constructed
 
     mod_name, attr = spec.split(":", 1)
     # The current folder is importable, as it is for `python -m`, uvicorn or pytest: `archviz summary net:Net`
@@ -46,20 +46,13 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
         raise SourceError(f"{spec}: {attr} is not callable", hint="point at a function or class that returns a module")
     root = os.path.dirname(getattr(module, "__file__", "") or "")
     kwargs = dict(options.overrides)
-    started = []
 
     def construct() -> tuple[Any, Any]:
         with meta_build(options.device) as notes:
             return fn(**kwargs), notes  # --set key=value: the factory's keyword arguments
 
     try:
-        try:
-            model, notes = construct()
-        except Exception as e:  # noqa: BLE001
-            if not needs_process_group(e):
-                raise
-            started.append(start_process_group())  # code that insists on an initialized group: one of one process
-            model, notes = construct()
+        (model, notes), started = constructed(construct)  # a process group started for code that insists on one
     except Exception as e:  # noqa: BLE001
         where = user_frame(e, (root,)) or spec
         # the factory's own signature refused an argument (not a TypeError from deeper in its code)

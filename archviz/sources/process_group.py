@@ -10,6 +10,9 @@ stays for the rest of the process (the forward pass asks it again); the build no
 from __future__ import annotations
 
 import sys
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 _ASKS = ("process group has not been initialized", "model parallel group is not initialized",
          "default process group", "init_process_group")
@@ -38,4 +41,16 @@ def start_process_group() -> str:
            "would at world size 1"
 
 
-__all__ = ["needs_process_group", "start_process_group"]
+def constructed(construct: Callable[[], T]) -> tuple[T, list[str]]:
+    """`construct()`, and no note; where it fails asking for a process group, a group started and `construct()`
+    once more, with the note that says so."""
+    try:
+        return construct(), []
+    except Exception as e:  # noqa: BLE001 - the model's code raised: only a request for a group is answered here
+        if not needs_process_group(e):
+            raise
+    note = start_process_group()
+    return construct(), [note]
+
+
+__all__ = ["constructed", "needs_process_group", "start_process_group"]

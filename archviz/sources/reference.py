@@ -526,7 +526,7 @@ def _constructor_extras(cls: type, args: Any, options: BuildOptions, notes: list
 
 def build(spec: str, options: BuildOptions) -> Built:
     from .meta import is_cuda_insistence, meta_build, unset_field_hint, user_frame
-    from .process_group import needs_process_group, start_process_group
+    from .process_group import constructed
 
     path, config_path = resolve_paths(spec, options)
     folder = os.path.dirname(path)
@@ -598,13 +598,8 @@ def build(spec: str, options: BuildOptions) -> Built:
         return model, meta_notes
 
     try:
-        try:
-            model, meta_notes = construct()
-        except Exception as e:  # noqa: BLE001
-            if not needs_process_group(e):
-                raise
-            notes.append(start_process_group())  # code that insists on an initialized group: one of one process
-            model, meta_notes = construct()
+        (model, meta_notes), started = constructed(construct)  # a process group started for code that insists on one
+        notes.extend(started)
     except ArchvizError:
         raise
     except AttributeError as e:
