@@ -277,15 +277,16 @@ def find_model_class(module: Any, wanted: str | None, keys: set[str] | None) -> 
         raise SourceError(f"--model-class {wanted}: no such nn.Module class in {os.path.basename(module.__file__)}",
                           hint=suggest(wanted, [c.__name__ for c in classes]) or
                           f"classes: {', '.join(c.__name__ for c in classes)}")
-    cands = []
+    cands: list[type] = []
+    unfit: list[type] = []  # their config class needs a field the config (or no config) does not give
     for c in classes:
         taken = _config_param(c)
         if taken is not None:
-            if taken[1] is not None and _fit(taken[1], keys or set()) is None:
-                continue  # its config class needs a field the config (or no config) does not give
-            cands.append(c)
+            (unfit if taken[1] is not None and _fit(taken[1], keys or set()) is None else cands).append(c)
         elif keys is None and taken is None and _defaults_only(c):  # no config: built from its own defaults
             cands.append(c)
+    if not cands and keys:  # none fits: the one that does not is built, and its config class says what it lacks
+        cands = unfit
     # The top class is the one no other candidate builds as a child: prefer the conventional names.
     for name in ("Transformer", "Model", "CausalLM"):
         for c in cands:
