@@ -27,13 +27,13 @@ def __getattr__(name: str) -> Any:
 def build(source: str, *, config: str | None = None, overrides: Mapping[str, Any] | None = None,
           model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
           rank: int | None = None, default_dtype: str | None = None, trust_remote_code: bool = False,
-          quantized: bool = False):
+          quantized: bool = False, config_class: str | None = None):
     """Build SOURCE on the meta device; returns the internal `Built` (live model + build facts)."""
     from .sources import BuildOptions
     from .sources import build as _build
 
     opts = BuildOptions(config=config, overrides=tuple((overrides or {}).items()), model_class=model_class,
-                        tokenizer=tokenizer, world_size=world_size, rank=rank,
+                        config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
                         default_dtype=default_dtype, trust_remote_code=trust_remote_code, quantized=quantized)
     return _build(source, opts)
 

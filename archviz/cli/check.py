@@ -17,6 +17,7 @@ from .common import (
     ConfigOpt,
     DebugOpt,
     JsonOpt,
+    ConfigClassOpt,
     ModelClassOpt,
     NoCacheOpt,
     QuantizedOpt,
@@ -55,6 +56,7 @@ def check(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
@@ -111,6 +113,7 @@ def check(
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
         # a model source is built; a records file from `archviz walk -o` is read as it is
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
+                             config_class=config_class,
                              trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
         with spinner("comparing"):
             record = compare(record, inventory, rule_set)

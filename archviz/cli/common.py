@@ -83,6 +83,8 @@ SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a c
                                                    "[1, 2]), else a Python literal (None, True, False), else a "
                                                    "string (repeatable)")]
 ModelClassOpt = Annotated[Optional[str], typer.Option("--model-class", help="reference: the top nn.Module class")]
+ConfigClassOpt = Annotated[Optional[str], typer.Option("--config-class", help="reference: the class the config JSON "
+                                                       "builds (default: the one the model's constructor takes)")]
 TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="reference: tokenizer.json for "
                                                                         "constructors that take a tokenizer")]
 WorldSizeOpt = Annotated[Optional[int], typer.Option("--world-size", help="reference: tensor-parallel world size "
@@ -235,9 +237,11 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
                 batch: int | None = None, seq: int | None = None, grouping: bool = True,
                 kernel_rules: str | None = None, names: str | None = None,
                 inputs: list[str] | None = None, every_block: bool = False, trust_remote_code: bool = False,
-                quantized: bool = False, train: bool = False, cache: bool = True) -> Any:
+                quantized: bool = False, train: bool = False, cache: bool = True,
+                config_class: str | None = None) -> Any:
     if is_records_file(source):  # already built (by `archviz walk -o`, maybe elsewhere): read, group if asked
-        options = {"--config": config, "--set": sets, "--model-class": model_class, "--tokenizer": tokenizer,
+        options = {"--config": config, "--set": sets, "--model-class": model_class, "--config-class": config_class,
+                   "--tokenizer": tokenizer,
                    "--world-size": world_size, "--rank": rank, "--batch": batch, "--seq": seq,
                    "--kernel-rules": kernel_rules, "--input": inputs, "--every-block": every_block,
                    "--trust-remote-code": trust_remote_code, "--quantized": quantized, "--train": train}
@@ -264,14 +268,15 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
             return _built_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
                                  batch=batch, seq=seq, grouping=False, kernel_rules=kernel_rules, names=None,
                                  inputs=inputs, every_block=every_block, trust_remote_code=trust_remote_code,
-                                 quantized=quantized, train=train)
+                                 quantized=quantized, train=train, config_class=config_class)
 
     # The cache keeps the records as the walk and the pass make them; grouping (a pure function of them, a fraction
     # of a second) runs after, so one entry serves `walk`, `check`, `summary`, `inspect` and `build` alike.
     options = {"config": config, "set": sets, "model_class": model_class, "world_size": world_size, "rank": rank,
                "shapes": shapes, "batch": batch, "seq": seq, "inputs": inputs, "every_block": every_block,
                "trust_remote_code": trust_remote_code, "quantized": quantized, "train": train,
-               "tokenizer": tokenizer, "kernel_rules": kernel_rules}
+               "tokenizer": tokenizer, "kernel_rules": kernel_rules,
+               **({"config_class": config_class} if config_class else {})}
     record = cached("records", source, options, (config, tokenizer, kernel_rules), build, cache)
     if grouping:
         from ..gcpause import collector_paused
@@ -313,14 +318,14 @@ def _built_record(source: str, config: str | None, sets: list[str] | None, model
                   tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool,
                   batch: int | None, seq: int | None, grouping: bool, kernel_rules: str | None, names: str | None,
                   inputs: list[str] | None, every_block: bool, trust_remote_code: bool, quantized: bool,
-                  train: bool = False) -> Any:
+                  train: bool = False, config_class: str | None = None) -> Any:
     from .. import build
     from ..walk import walk
 
     with spinner(f"building {source} on meta"):
         built = build(source, config=config, overrides=_parse_sets(sets), model_class=model_class,
                       tokenizer=tokenizer, world_size=world_size, rank=rank, trust_remote_code=trust_remote_code,
-                      quantized=quantized)
+                      quantized=quantized, config_class=config_class)
     with progress_bar("walking modules") as cb:
         record = walk(built, progress=cb)
     if shapes:

@@ -12,8 +12,10 @@ from ..errors import ArchvizError, shown
 from .app import app
 from .validate import check_options
 from .common import (
+    ConfigClassOpt,
     ConfigOpt,
     DebugOpt,
+    InputOpt,
     JsonOpt,
     ModelClassOpt,
     NoCacheOpt,
@@ -64,22 +66,26 @@ def cost(
     set2: Annotated[Optional[list[str]], typer.Option("--set2", help="override a config field of SOURCE2: "
                                                                      "key=value (repeatable)")] = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
     quantized: QuantizedOpt = False,
     context: Annotated[Optional[str], typer.Option("--context", "-L", help="context length L of the decode step and the KV "
-                                         "cache: 1M, 128K or a number (K = 1024); default 1M")] = None,
+                                         "cache: 1M, 128K or a number (K = 1024); default 1M, or the model's limit "
+                                         "(block_size, max_position_embeddings, ...) where shorter")] = None,
     batch: Annotated[Optional[int], typer.Option("--batch", "-B", help="sequences B (prefill, decode and KV cache); "
                                                  "default 1")] = None,
     seq: Annotated[Optional[str], typer.Option("--seq", "-T", help="prefill tokens T: the prefill pass's FLOPs and "
-                                               "its activation peak (one chunk); default 4096")] = None,
+                                               "its activation peak (one chunk); default 4096, or the model's limit "
+                                               "where shorter")] = None,
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache bytes in this dtype instead of the "
                                                     "code's: fp8, bf16, fp16, fp32, int8, fp4 or a torch dtype "
                                                     "name")] = None,
     kernel_rules: Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
                                                         "(and FLOPs: shape_rule(name, flops=...))")] = None,
+    inputs: InputOpt = None,
     every_block: Annotated[bool, flag("--every-block", help="run every repeated layer, MoE block and expert "
                                       "instead of answering identical ones from the first that ran")] = False,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write SOURCE's records, with the "
@@ -103,8 +109,8 @@ def cost(
     with handled(debug, json_):  # before the imports below: a typo costs no torch import
         check_options(sets={"--set": set_, "--set2": set2}, positive={"--batch": batch, "--gpus": gpus},
                       world_size=world_size, rank=rank)
-        L = parse_tokens("1M" if context is None else context, "--context")
-        T = parse_tokens("4096" if seq is None else seq, "--seq")
+        L = None if context is None else parse_tokens(context, "--context")
+        T = None if seq is None else parse_tokens(seq, "--seq")
         devices = _devices(hardware, gpus)
     from ..cost.kv import kv_dtype_name
     from ..cost.report import cost_report, report_json
@@ -112,7 +118,8 @@ def cost(
 
     with handled(debug, json_):
         given = [f for f, v in (("--context", context), ("--seq", seq), ("--batch", batch),
-                                ("--every-block", every_block), ("--kernel-rules", kernel_rules)) if v]
+                                ("--every-block", every_block), ("--kernel-rules", kernel_rules),
+                                ("--input", inputs)) if v]
         batch = 1 if batch is None else batch
         asked = None
         if kv_dtype is not None:
@@ -127,14 +134,20 @@ def cost(
             from ..shapes.kernels import load_rules_file
 
             load_rules_file(kernel_rules)
-        common: dict[str, Any] = dict(batch=batch, seq=T, context=L, every_block=every_block)
+        if inputs:
+            from ..shapes import parse_inputs
+            from ..shapes.inputs import spec_symbols
+
+            parse_inputs(inputs, 2, 3, dict.fromkeys(spec_symbols(inputs), 1))  # the form, before any build
+        common: dict[str, Any] = dict(batch=batch, seq=T, context=L, every_block=every_block, input_specs=inputs)
         reports = []
         records = []
         for i, (src, cfg, sets) in enumerate(((source, config, set_), (source2, config2, set2))):
             if src is None:
                 continue
             extra = dict(model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
-                         trust_remote_code=trust_remote_code, quantized=quantized) if i == 0 else {}
+                         trust_remote_code=trust_remote_code, quantized=quantized,
+                         config_class=config_class) if i == 0 else {}
             if is_records_file(src):  # written by `archviz cost -o`: rendered again, nothing rebuilt
                 over = given + [f for f, v in (("--config", cfg), ("--set", sets)) if v]
                 if over:
@@ -151,8 +164,9 @@ def cost(
             def build(src: str = src, cfg: str | None = cfg, sets: list[str] | None = sets,
                       extra: dict[str, Any] = extra) -> Any:
                 from ..cost.measure import measure
+                from ..sources.guard import model_code
 
-                with spinner(f"cost of {src} on meta"):
+                with spinner(f"cost of {src} on meta"), model_code("costing the model"):  # its prints: stderr
                     return measure(src, config=cfg, overrides=_parse_sets(sets), **extra, **common)
 
             options = {"config": cfg, "set": sets, "kernel_rules": kernel_rules, **extra, **common}

@@ -17,6 +17,7 @@ from .common import (
     InputOpt,
     JsonOpt,
     KernelRulesOpt,
+    ConfigClassOpt,
     ModelClassOpt,
     NoCacheOpt,
     QuantizedOpt,
@@ -45,6 +46,7 @@ def summary(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
@@ -61,6 +63,7 @@ def summary(
     with handled(debug, json_):
         check_options(sets={"--set": set_}, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
+                             config_class=config_class,
                              trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
         record = _with_pass_counts(record, source, config, set_, model_class, tokenizer, world_size, rank,
                                    trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
@@ -100,6 +103,7 @@ def inspect(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
@@ -133,6 +137,7 @@ def inspect(
         check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
                       non_negative={"--depth": depth}, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
+                             config_class=config_class,
                              shapes=shapes, batch=batch, seq=seq, grouping=not flat,
                              kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
                              trust_remote_code=trust_remote_code, quantized=quantized, train=train,
@@ -161,6 +166,7 @@ def walk(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
@@ -182,6 +188,7 @@ def walk(
     with handled(debug, json_):
         check_options(sets={"--set": set_}, inputs=input_, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
+                             config_class=config_class,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
                              inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,
                              quantized=quantized, train=train, cache=not no_cache)

@@ -77,9 +77,28 @@ def _file_config(path: str | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
+    """The longest sequence the model takes, and where that was read: its config (block_size,
+    max_position_embeddings, max_seq_len, ...), else an attribute of the top module or of its config object."""
+    from .curve import _MAX_KEYS
+
+    found = max_positions(config)
+    if found is not None:
+        key = next((k for k in _MAX_KEYS if config.get(k) == found), None)
+        return found, f"its config's {key}" if key else "its config"
+    for owner, name in ((model, "the model"), *((getattr(model, a, None), f"model.{a}")
+                                              for a in ("config", "params", "args"))):
+        for key in _MAX_KEYS if owner is not None else ():
+            v = getattr(owner, key, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v, f"{name}.{key}"
+    return None
+
+
 def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None,
           inputs: tuple | None = None, memo: bool = True, peak: bool = False,
-          paths: dict[int, str] | None = None) -> tuple[Any, FlopCounter, ActivationPeak | None]:
+          paths: dict[int, str] | None = None,
+          input_specs: list[str] | None = None) -> tuple[Any, FlopCounter, ActivationPeak | None]:
     from ..shapes import trace_shapes
 
     fc = FlopCounter(built.model, paths)
@@ -92,7 +111,7 @@ def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None 
 
     with fc:
         traced = trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, memo=memo,
-                              op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo)
+                              input_specs=input_specs, op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo)
     return traced, fc, act
 
 
@@ -147,17 +166,22 @@ def _layer_kinds(record: Any) -> tuple[str | None, dict[int, str]]:
 def measure(source: str, *, config: str | None = None, overrides: dict[str, Any] | None = None,
             model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
             rank: int | None = None, trust_remote_code: bool = False, quantized: bool = False, batch: int = 1,
-            seq: int = SEQ_DEFAULT,
-            context: int | None = CONTEXT_DEFAULT, every_block: bool = False,
-            progress: Callable[[str], None] | None = None, contexts: Sequence[int] | str = ()) -> Any:
+            seq: int | None = None,
+            context: int | None = None, every_block: bool = False,
+            progress: Callable[[str], None] | None = None, contexts: Sequence[int] | str = (),
+            config_class: str | None = None, input_specs: list[str] | None = None) -> Any:
     """The records of SOURCE (shapes from the prefill pass, grouped) with `extras["cost"]` filled; `contexts`: more
     lengths a decode step runs at, summed to `extras["cost"]["curve"]` (archviz.cost.curve), the step at `context`
-    kept whole; "auto": the standard lengths up to the config's max positions (context None: the longest)."""
+    kept whole; "auto": the standard lengths up to the config's max positions (context None: the longest).
+    `seq` and `context` not given: SEQ_DEFAULT and CONTEXT_DEFAULT, or the model's own limit where it is shorter
+    (nanoGPT's block_size), noted. `input_specs`: --input for the prefill pass."""
     from .. import build
     from ..group import group
     from ..sources import BuildOptions, classify
     from ..walk import walk
 
+    seq_given = seq
+    seq = SEQ_DEFAULT if seq is None else seq
     if batch < 1 or seq < 1 or (context is not None and context < 0):
         raise ArchvizError(f"--batch {batch}, --seq {seq}, --context {context}: batch and seq must be ≥ 1, "
                            "context ≥ 0", hint="e.g. --batch 1 --seq 4096 --context 1M")
@@ -171,7 +195,7 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
     context, more = _lengths(context, () if isinstance(contexts, str) else contexts)
     notes: list[str] = []
     build_opts = dict(config=config, model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
-                      trust_remote_code=trust_remote_code, quantized=quantized)
+                      trust_remote_code=trust_remote_code, quantized=quantized, config_class=config_class)
     limits: tuple[int, int] | None = None
     say(f"building {source} on meta")
     if kind == "reference":
@@ -188,10 +212,10 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
                          f"that size its caches) so that a decode step at context {context:,} fits; KV figures "
                          "are per token and at the context asked, from those buffers' layout")
         except SourceError as e:
-            if "has no field" not in e.message:
+            if "has no field" not in e.message and "has no argument" not in e.message:
                 raise
             built = build(source, overrides=overrides, **build_opts)
-            notes.append("its ModelArgs has no max_seq_len/max_batch_size: caches read as built")
+            notes.append("its config class has no max_seq_len/max_batch_size: caches read as built")
     else:
         built = build(source, overrides=overrides, **build_opts)
     say("walking modules")
@@ -199,10 +223,29 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
     if auto and kind != "reference":  # the config as built, its defaults filled
         context, more = _lengths(None if given is None else context,
                                  curve_contexts(max_positions(record.source.config)))
+    limit = model_limit(dict(record.source.config), built.model)
+    if limit is not None and seq_given is None and not input_specs and seq > limit[0]:
+        notes.append(f"prefill at T = {limit[0]:,}, the longest sequence the model takes ({limit[1]}); --seq sets "
+                     "another")
+        seq = limit[0]
+    if limit is not None and given is None and not auto and context > limit[0]:
+        notes.append(f"decode and KV cache at context {limit[0]:,}, the model's limit ({limit[1]}); --context sets "
+                     "another")
+        context = limit[0]
 
     say(f"prefill pass at B={batch}, T={seq:,}")
     paths = module_paths(built.model)
-    traced, fc, act = _pass(built, record, batch=batch, seq=seq, memo=not every_block, peak=True, paths=paths)
+    from ..shapes.trace import may_take_1d, retry_1d
+
+    def prefill() -> tuple[Any, FlopCounter, ActivationPeak | None]:  # fresh counters each try
+        return _pass(built, record, batch=batch, seq=seq, memo=not every_block, peak=True, paths=paths,
+                     input_specs=input_specs)
+
+    if may_take_1d(built, None, input_specs):
+        (traced, fc, act), note = retry_1d(built, prefill)
+        notes.extend([note] if note else [])
+    else:
+        traced, fc, act = prefill()
     prefill = _flops_json(fc, traced, batch, seq, 0)
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)

@@ -107,7 +107,7 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     image = image_default(built)
     if image is not None:  # a vision model: one image batch [B, C, H, W] instead of token ids
         return (torch.zeros((B, *image[0]), dtype=torch.float32, device="meta"),), {}
-    args: list[Any] = [ids]
+    args: list[Any] = [ids[0] if built.tokens_1d else ids]  # gpt-oss's forward takes tokens [T]
     kwargs = {}
     if "start_pos" in names[1:]:
         kwargs["start_pos"] = 0

@@ -2,6 +2,8 @@
 
 - `dispatch`: which kind of source a string is (`hf:<type>`, config.json or folder, model.py, package.module:callable);
 - `hf`, `reference`, `factory`: the build of each kind;
+- `package`: a model file's package and project root (how it imports); `process_group`: a one-process group for
+  code that insists on one;
 - `meta`: building on the meta device (CUDA requests neutralised, small CPU reads answered, warnings noted);
 - `stubs`: imports that fail (a missing `kernel` module) stood in for and named;
 - `options`: `BuildOptions` and `Built`, the stage's input and output.

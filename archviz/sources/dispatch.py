@@ -42,14 +42,16 @@ def classify(spec: str, options: BuildOptions) -> str:
 
 
 # Build options that only one kind of source reads: given to another, they would be ignored without a word.
-_ONLY_FOR = {"--config": "reference", "--model-class": "reference", "--tokenizer": "reference",
+_ONLY_FOR = {"--config": "reference", "--model-class": "reference", "--config-class": "reference",
+             "--tokenizer": "reference",
              "--world-size": "reference", "--rank": "reference", "--trust-remote-code": "hf", "--quantized": "hf"}
 _KIND_WORDS = {"reference": "a reference model.py", "hf": "a transformers model (hf:<type>, config.json or folder)",
                "factory": "a package.module:callable"}
 
 
 def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
-    given = {"--config": options.config, "--model-class": options.model_class, "--tokenizer": options.tokenizer,
+    given = {"--config": options.config, "--model-class": options.model_class, "--config-class": options.config_class,
+             "--tokenizer": options.tokenizer,
              "--world-size": options.world_size, "--rank": options.rank,
              "--trust-remote-code": options.trust_remote_code or None, "--quantized": options.quantized or None}
     unused = [flag for flag, value in given.items() if value is not None and _ONLY_FOR[flag] != kind]

@@ -16,8 +16,15 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     import torch
 
     from .meta import is_cuda_insistence, meta_build, user_frame
+    from .process_group import constructed
 
     mod_name, attr = spec.split(":", 1)
+    # The current folder is importable, as it is for `python -m`, uvicorn or pytest: `archviz summary net:Net`
+    # beside net.py. Only while importing: the model's modules keep what they imported.
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
     try:
         with importing(mod_name):  # its exits and its own KeyboardInterrupt: one line
             module = importlib.import_module(mod_name)
@@ -30,6 +37,9 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
         where = user_frame(e, (os.path.dirname(getattr(sys.modules.get(mod_name), "__file__", "") or ""),)) or mod_name
         raise SourceError(f"{spec}: importing {mod_name} raised {type(e).__name__}: {e} ({where})",
                           hint="fix the module so that it imports") from None
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
     fn: Any = module
     for part in attr.split("."):
         if not hasattr(fn, part):
@@ -40,9 +50,13 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
         raise SourceError(f"{spec}: {attr} is not callable", hint="point at a function or class that returns a module")
     root = os.path.dirname(getattr(module, "__file__", "") or "")
     kwargs = dict(options.overrides)
-    try:
+
+    def construct() -> tuple[Any, Any]:
         with meta_build(options.device) as notes:
-            model = fn(**kwargs)  # --set key=value: the factory's keyword arguments
+            return fn(**kwargs), notes  # --set key=value: the factory's keyword arguments
+
+    try:
+        (model, notes), started = constructed(construct)  # a process group started for code that insists on one
     except Exception as e:  # noqa: BLE001
         where = user_frame(e, (root,)) or spec
         # the factory's own signature refused an argument (not a TypeError from deeper in its code)
@@ -67,7 +81,7 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     # The keyword arguments are the factory's config: they name dims (`64` -> `d`), as a config.json's fields do.
     config = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list)) or v is None}
     return Built(model=model, spec=spec, kind="factory", name=attr, config=config, overrides=kwargs,
-                 notes=list(notes.items), roots=(root,), display_roots=_display_roots_for(module),
+                 notes=list(notes.items) + started, roots=(root,), display_roots=_display_roots_for(module),
                  versions=_versions())
 
 

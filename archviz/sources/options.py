@@ -17,6 +17,7 @@ class BuildOptions:
     config: str | None = None  # config.json for a reference implementation
     overrides: tuple[tuple[str, Any], ...] = ()  # --set key=value, values already parsed
     model_class: str | None = None  # reference: the top class to build
+    config_class: str | None = None  # reference: the class the config JSON builds (else found from the code)
     tokenizer: str | None = None  # reference: tokenizer.json for constructors that take one
     world_size: int | None = None  # reference: module global `world_size`
     rank: int | None = None  # reference: module global `rank`
@@ -47,6 +48,7 @@ class Built:
     stubs: StubRegistry | None = None
     versions: dict[str, str] = field(default_factory=dict)
     default_dtype: str | None = None  # reference: the default dtype its launcher sets (build and forward run under it)
+    tokens_1d: bool = False  # shapes: the forward takes token ids [T], not [B, T] (found by the meta pass)
     # hf --quantized: a context in which the modules the quantizer replaced are back (the meta pass runs there)
     unquantized: Callable[[], Any] | None = None
     # hf: (path, module) pairs -> what from_pretrained consults to name checkpoint tensors (JSON-able)

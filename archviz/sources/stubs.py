@@ -7,8 +7,34 @@ for its name when a meta forward pass is active, and otherwise raises `StubCalle
 
 from __future__ import annotations
 
+import sys
 import types
 from typing import Any, Callable
+
+from ..errors import ShapeError
+
+#: Packages that cannot be installed on a machine without their GPU toolchain (CUDA kernels, compilers): stubbed
+#: with their submodules, their entry points answered by shape rules. Any other package the model imports and that
+#: is not installed is stubbed too, but calling into it says to install it: it is Python that runs on meta.
+KERNEL_PACKAGES = frozenset({
+    "triton", "xformers", "flash_attn", "flash_attn_interface", "fast_hadamard_transform", "tilelang", "mamba_ssm",
+    "causal_conv1d", "mlstm_kernels", "deep_gemm", "transformer_engine", "apex", "flashinfer", "selective_scan_cuda",
+    "causal_conv1d_cuda", "fla", "liger_kernel", "bitsandbytes", "kernel",
+})
+# Import names whose pip distribution is named otherwise.
+_PIP_NAMES = {"yaml": "pyyaml", "PIL": "pillow", "cv2": "opencv-python", "sklearn": "scikit-learn",
+              "google": "protobuf", "attr": "attrs"}
+
+
+def pip_name(module: str) -> str:
+    """The pip distribution of an import name (`yaml` -> `pyyaml`; most are their own)."""
+    top = module.split(".")[0]
+    return _PIP_NAMES.get(top, top)
+
+
+class MissingPackage(ShapeError):
+    """The model called into a package that is not installed and that runs on meta once it is (einops, fairscale):
+    installing it is the answer, not a shape rule."""
 
 
 class StubCalled(RuntimeError):
@@ -39,8 +65,15 @@ class StubFunction:
         self._registry = registry
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        installable = self.__qualname__.split(".")[0] in self._registry.installable
         if _call_handler is not None:
-            return _call_handler(self.__qualname__, args, kwargs)
+            try:
+                return _call_handler(self.__qualname__, args, kwargs)
+            except ShapeError as e:
+                if not installable or "has no shape rule" not in e.message:
+                    raise
+        if installable:
+            raise self._registry.not_installed(self.__qualname__) from None
         raise StubCalled(self.__qualname__)
 
     def __getattr__(self, name: str) -> Any:
@@ -68,13 +101,47 @@ class StubModule(types.ModuleType):
         super().__init__(name)
         self.__archviz_stub__ = True
         self.__archviz_reason__ = reason
-        self.__path__: list[str] = []  # a package, so `import name.sub` works too
+        self.__path__: list[str] = []  # a package: `import name.sub.mod` gets a stub submodule (_SubmoduleFinder)
+        import importlib.machinery
+
+        # a spec, so that importlib.util.find_spec(name) answers as for an installed package
+        self.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
         self._registry = registry
+        _SubmoduleFinder.install()
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
         return self._registry.function(f"{self.__name__}.{attr}")
+
+
+class _SubmoduleFinder:
+    """On `sys.meta_path`: a submodule of a stub module (`fairscale.nn.model_parallel.initialize`, `xformers.ops.fmha`,
+    `triton.language`) is a stub module too, of the same registry. Names under no stub are left to the other
+    finders."""
+
+    installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if not cls.installed:
+            sys.meta_path.append(cls())  # type: ignore[arg-type]
+            cls.installed = True
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        parent = sys.modules.get(name.rpartition(".")[0]) if "." in name else None
+        if not isinstance(parent, StubModule):
+            return None
+        import importlib.machinery
+
+        return importlib.machinery.ModuleSpec(name, self, is_package=True)
+
+    def create_module(self, spec: Any) -> Any:
+        parent = sys.modules[spec.name.rpartition(".")[0]]
+        return parent._registry.module(spec.name, parent.__archviz_reason__)
+
+    def exec_module(self, module: Any) -> None:
+        return None
 
 
 class StubRegistry:
@@ -83,10 +150,25 @@ class StubRegistry:
     def __init__(self) -> None:
         self.modules: dict[str, str] = {}  # module name -> reason
         self.names: dict[str, StubFunction] = {}
+        self.installable: set[str] = set()  # top-level packages not installed that pip would install
 
     def module(self, name: str, reason: str) -> StubModule:
         self.modules.setdefault(name, reason)
         return StubModule(name, self, reason)
+
+    def missing(self, name: str) -> StubModule:
+        """A stub for a package that is not installed: a kernel package (KERNEL_PACKAGES) is answered by shape
+        rules; any other says to install it when the model calls into it."""
+        top = name.split(".")[0]
+        if top in KERNEL_PACKAGES:
+            return self.module(name, "a GPU kernel package, not installable here")
+        self.installable.add(top)
+        return self.module(name, f"not installed (pip install {pip_name(top)})")
+
+    def not_installed(self, qualname: str) -> MissingPackage:
+        top = qualname.split(".")[0]
+        return MissingPackage(f"the model calls {qualname}, and {top} is not installed",
+                              hint=f"pip install {pip_name(top)} (plain Python: it runs on meta once installed)")
 
     def function(self, qualname: str) -> StubFunction:
         fn = self.names.get(qualname)

@@ -1,0 +1,66 @@
+"""Where a model file sits: the package it belongs to and the project around it, so it imports as its own code does.
+
+A file inside a package (`gpt_oss/torch/model.py`, `src/mistral_inference/transformer.py`, `llama/model.py`) is
+imported under its dotted name, found by walking up the folders that hold an `__init__.py`, with the folder above
+the top package on `sys.path`: its relative imports (`from .args import ModelArgs`) and its absolute ones (`from
+gpt_oss.torch.weights import ...`) resolve as they do once the project is installed. A project root (the nearest
+folder above holding `pyproject.toml`, `setup.py` or `setup.cfg`) and its `src/` go on the path too. A file in no
+package (DeepSeek's `inference/model.py`, nanoGPT's `model.py`) is imported as its stem, its folder first on the path
+(sibling imports such as `from kernel import ...`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+_PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+MAX_UP = 8  # folders looked at above a model file for its project root
+
+
+@dataclass(frozen=True)
+class Layout:
+    module_name: str  # `model`, or `gpt_oss.torch.model` for a file inside a package
+    code_root: str  # the user's code: the top package's folder, or the file's folder
+    paths: tuple[str, ...]  # put first on sys.path, in this order, while importing
+
+    @property
+    def package(self) -> str | None:
+        """The top package's name, or None for a file in no package."""
+        return self.module_name.split(".")[0] if "." in self.module_name else None
+
+
+def _project_root(folder: str) -> str | None:
+    here = folder
+    for _ in range(MAX_UP):
+        if any(os.path.isfile(os.path.join(here, f)) for f in _PROJECT_FILES):
+            return here
+        up = os.path.dirname(here)
+        if up == here:
+            return None
+        here = up
+    return None
+
+
+def locate(path: str) -> Layout:
+    """The import layout of the model file at `path` (absolute)."""
+    folder = os.path.dirname(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    parts = [stem]
+    top = None
+    here = folder
+    while stem.isidentifier() and os.path.isfile(os.path.join(here, "__init__.py")) \
+            and os.path.basename(here).isidentifier():
+        parts.insert(0, os.path.basename(here))
+        top = here
+        here = os.path.dirname(here)
+    paths = [here] if top else [folder]
+    project = _project_root(folder)
+    if project is not None:
+        for p in (project, os.path.join(project, "src")):
+            if os.path.isdir(p) and p not in paths:
+                paths.append(p)
+    return Layout(module_name=".".join(parts), code_root=top or folder, paths=tuple(paths))
+
+
+__all__ = ["Layout", "locate"]
