@@ -522,7 +522,7 @@ def main() -> None:
     if os.path.exists(stale):  # this run's code
         os.remove(stale)
     extra_groups = []
-    for mod_name in ("bench_checkpoint", "bench_probe"):
+    for mod_name in ("bench_checkpoint", "bench_probe", "bench_probe_tp"):
         try:
             mod = __import__(f"bench.{mod_name}", fromlist=["run"])
         except ImportError:
