@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.render.site import expand_pattern
-from test_site_browser import CHROMIUM, CHROMIUM_ARGS, Console, _need_browser, _num
+from test_site_browser import Console, _need_browser, _num
 
 pytestmark = pytest.mark.browser
 
@@ -44,13 +44,8 @@ def sites(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(sites):
-    with sites["playwright"]() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+def browser(sites, chromium):
+    return chromium
 
 
 def _lines(path: Path) -> list[str]:
