@@ -1,5 +1,6 @@
-"""Shared fixtures: the real `archviz` command line, run in-process (typer's CliRunner) or in a subprocess from the
-repository root, and the settings that keep the suite deterministic when pytest-xdist runs it on several workers."""
+"""Shared fixtures: the real `archviz` command line run in-process (typer's CliRunner), what is built once per run
+(a site, one Chromium), and the settings that keep the suite deterministic when pytest-xdist runs it on several
+workers."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import sys
 import tempfile
 import traceback
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -51,37 +51,25 @@ def _universal_newlines(data: bytes) -> str:
 
 
 class Cli:
-    """The `archviz` command line with a fixed-width console and tests/data/factories importable.
+    """The `archviz` command line, in-process: `archviz.cli.app`'s `_run` (what `main` runs, but for the process
+    exit) under typer's CliRunner, answered as a `subprocess.CompletedProcess` (return code, stdout, stderr), so a
+    test reads it as it reads a process; `env` is the environment a subprocess of the same command gets (a fixed-width
+    console, tests/data/factories importable). A test of what only a real process shows (its exit path, file
+    descriptors, imports, signals, the environment it starts with) runs `python -m archviz.cli` itself."""
 
-    In-process by default: `archviz.cli.app`'s `_run` (what `main` runs, but for the process exit) under typer's
-    CliRunner, answered as a `subprocess.CompletedProcess` (return code, stdout, stderr), so a test reads it as it
-    reads a process. `subprocess=True`: `python -m archviz.cli ARGS`, a real process, for the tests where the process
-    is what is tested (its exit path, file descriptors, imports, signals, the environment it starts with)."""
-
-    def __init__(self, *, subprocess: bool = False) -> None:
+    def __init__(self) -> None:
         env = dict(os.environ)
         env.pop("FORCE_COLOR", None)
         env["COLUMNS"] = "200"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(FACTORIES), env.get("PYTHONPATH", "")) if p)
         self.env = env
-        self.subprocess = subprocess
 
-    def __call__(self, *args: object, timeout: float = 300) -> subprocess.CompletedProcess:
-        argv = [str(a) for a in args]
-        if self.subprocess:
-            env = {**self.env, "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]}  # the running test's cache folder
-            return subprocess.run([sys.executable, "-m", "archviz.cli", *argv], cwd=REPO, env=env,
-                                  capture_output=True, text=True, timeout=timeout)
-        return _in_process(argv)
+    def __call__(self, *args: object) -> subprocess.CompletedProcess:
+        return _in_process([str(a) for a in args])
 
-    def many(self, cases: Mapping[str, Sequence[object]], workers: int = 3) -> dict[str, subprocess.CompletedProcess]:
-        """Run several independent commands: side by side as separate processes, one after another in-process
-        (a process has one stdout)."""
-        if not self.subprocess:
-            return {name: self(*args) for name, args in cases.items()}
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {name: pool.submit(self, *args) for name, args in cases.items()}
-            return {name: f.result() for name, f in futures.items()}
+    def many(self, cases: Mapping[str, Sequence[object]]) -> dict[str, subprocess.CompletedProcess]:
+        """Several independent commands, one after another (a process has one stdout)."""
+        return {name: self(*args) for name, args in cases.items()}
 
 
 # Python's warning filters in a process started without -W or -X dev (pytest's own filters show every warning).
@@ -146,6 +134,20 @@ def _in_process(argv: list[str]) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="session")
+def toplevel_sites(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The toplevel fixture's site with its names in `site/`, and the diff page of its two configs in `diff/`: built
+    once per run (per xdist worker) for the browser and accessibility tests, which only read them."""
+    top = TESTS / "fixtures" / "toplevel"
+    out = tmp_path_factory.mktemp("toplevel-sites")
+    r = _in_process(["build", str(top / "model.py"), "--names", str(top / "names.toml"), "-o", str(out / "site")])
+    assert r.returncode == 0, r.stderr
+    r = _in_process(["diff", str(top / "model.py"), str(top / "model.py"), "--config-a", str(top / "config.json"),
+                     "--config-b", str(top / "config_text.json"), "--site", str(out / "diff")])
+    assert r.returncode in (0, 1), r.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     """One headless Chromium for the whole run (one per xdist worker); each test opens its own pages in it.
 
@@ -165,9 +167,3 @@ def chromium() -> Iterator[Any]:
 def archviz_cli() -> Cli:
     """The command line in-process: what a test of a command's output, files and exit code uses."""
     return Cli()
-
-
-@pytest.fixture(scope="session")
-def archviz_process() -> Cli:
-    """The command line as a real process, for tests of what only a process shows."""
-    return Cli(subprocess=True)

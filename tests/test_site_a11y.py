@@ -7,31 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from test_site_browser import _need_browser
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
-TOP = ROOT / "tests" / "fixtures" / "toplevel"
 AXE = ROOT / "tests" / "vendor" / "axe.min.js"
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(toplevel_sites):
     playwright = _need_browser()
-    from archviz.cli import app
-
-    out = tmp_path_factory.mktemp("a11y")
-    r = CliRunner().invoke(app, ["build", str(TOP / "model.py"), "--names", str(TOP / "names.toml"), "-o",
-                                 str(out / "site")], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(app, ["diff", str(TOP / "model.py"), str(TOP / "model.py"), "--config-a",
-                                 str(TOP / "config.json"), "--config-b", str(TOP / "config_text.json"), "--site",
-                                 str(out / "diff")], catch_exceptions=False)
-    assert r.exit_code in (0, 1), r.output
-    return out, playwright
+    return toplevel_sites, playwright
 
 
 def _pages(out: Path, every: bool) -> list[Path]:
