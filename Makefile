@@ -29,8 +29,10 @@ site: install
 		--checkpoint examples/deepseek-v4-flash/manifest.json.gz \
 		--annotations examples/deepseek-v4-flash/annotations.toml --cost -o site
 
+# in parallel, one worker a core (pytest-xdist); a test file's tests stay on one worker, so its module fixtures are
+# built once
 test: install-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 bench: install-test
 	$(BIN)/python bench/run.py

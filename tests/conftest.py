@@ -1,26 +1,42 @@
-"""Shared fixtures: the real `archviz` command line, run in a subprocess from the repository root."""
+"""Shared fixtures: the real `archviz` command line run in-process (typer's CliRunner), what is built once per run
+(a site, one Chromium), and the settings that keep the suite deterministic when pytest-xdist runs it on several
+workers."""
 
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import traceback
+import warnings
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import pytest
+from hypothesis import settings
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
+FACTORIES = TESTS / "data" / "factories"
 
 # The records cache (archviz/cache.py) lives in $XDG_CACHE_HOME/archviz: never the real home's while tests run. A
 # session-wide folder from the start (for anything that copies os.environ early), and each test its own (below).
 os.environ["XDG_CACHE_HOME"] = _SESSION_CACHE = tempfile.mkdtemp(prefix="archviz-test-cache-")
 atexit.register(shutil.rmtree, _SESSION_CACHE, True)
+
+# The CLI's consoles read COLUMNS once, when archviz.cli is imported, if it is set: pytest-xdist's workers set it to
+# 80, and the in-process runner below gives each command the 200 columns a subprocess gets.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
+
+# Property tests draw the same examples on every run and every xdist worker, and share no example database (a
+# folder in the checkout that parallel workers would write at once): a failure in CI is a bug, never a new draw.
+settings.register_profile("archviz", derandomize=True, database=None)
+settings.load_profile("archviz")
 
 
 @pytest.fixture(autouse=True)
@@ -29,29 +45,125 @@ def _own_records_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
 
 
+def _universal_newlines(data: bytes) -> str:
+    """Bytes as `subprocess.run(..., text=True)` reads them: UTF-8, \\r\\n and \\r read as \\n."""
+    return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
 class Cli:
-    """`python -m archviz.cli ARGS` with a fixed-width console and tests/data/factories importable."""
+    """The `archviz` command line, in-process: `archviz.cli.app`'s `_run` (what `main` runs, but for the process
+    exit) under typer's CliRunner, answered as a `subprocess.CompletedProcess` (return code, stdout, stderr), so a
+    test reads it as it reads a process; `env` is the environment a subprocess of the same command gets (a fixed-width
+    console, tests/data/factories importable). A test of what only a real process shows (its exit path, file
+    descriptors, imports, signals, the environment it starts with) runs `python -m archviz.cli` itself."""
 
     def __init__(self) -> None:
         env = dict(os.environ)
         env.pop("FORCE_COLOR", None)
         env["COLUMNS"] = "200"
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS / "data" / "factories"),
-                                                          env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(FACTORIES), env.get("PYTHONPATH", "")) if p)
         self.env = env
 
-    def __call__(self, *args: object, timeout: float = 300) -> subprocess.CompletedProcess:
-        env = {**self.env, "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]}  # the running test's cache folder
-        return subprocess.run([sys.executable, "-m", "archviz.cli", *map(str, args)], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=timeout)
+    def __call__(self, *args: object) -> subprocess.CompletedProcess:
+        return _in_process([str(a) for a in args])
 
-    def many(self, cases: Mapping[str, Sequence[object]], workers: int = 3) -> dict[str, subprocess.CompletedProcess]:
-        """Run several independent commands side by side (each still a separate, real process)."""
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {name: pool.submit(self, *args) for name, args in cases.items()}
-            return {name: f.result() for name, f in futures.items()}
+    def many(self, cases: Mapping[str, Sequence[object]]) -> dict[str, subprocess.CompletedProcess]:
+        """Several independent commands, one after another (a process has one stdout)."""
+        return {name: self(*args) for name, args in cases.items()}
+
+
+# Python's warning filters in a process started without -W or -X dev (pytest's own filters show every warning).
+_PYTHON_FILTERS = (("default", DeprecationWarning, "__main__"), ("ignore", DeprecationWarning, ""),
+                   ("ignore", PendingDeprecationWarning, ""), ("ignore", ImportWarning, ""),
+                   ("ignore", ResourceWarning, ""))
+
+
+def _in_process(argv: list[str]) -> subprocess.CompletedProcess:
+    """`archviz ARGV` in this process, as `python -m archviz.cli` runs it from the repository root: COLUMNS=200, no
+    FORCE_COLOR, the factories and the checkout importable, Python's default warning filters, transformers' log kept
+    to errors unless --debug, and no shape rule a `--kernel-rules` file registered left behind; the exit code as
+    `main` computes it, an uncaught exception as its traceback on stderr and code 1."""
+    from typer.testing import CliRunner
+
+    import transformers.utils.logging as hf_logging
+    import typer._click.utils as click_utils
+    from archviz.shapes import kernels
+
+    cli_app = importlib.import_module("archviz.cli.app")  # the module (the package exports its `app`)
+
+    saved = (list(sys.argv), list(sys.path), os.getcwd(), hf_logging.get_verbosity())
+    detect = click_utils._detect_program_name  # `python -m pytest` under pytest: usage lines name `archviz`
+    rules = {name: dict(v) for name, v in vars(kernels).items()  # its registries: _RULES, _FLOPS, ...
+             if isinstance(v, dict) and name.lstrip("_").isupper()}
+    runner = CliRunner()
+    stdout = stderr = b""
+    with runner.isolation(env={"COLUMNS": "200", "FORCE_COLOR": None}) as streams, warnings.catch_warnings():
+        warnings.resetwarnings()
+        for action, category, module in _PYTHON_FILTERS:
+            warnings.filterwarnings(action, category=category, module=module, append=True)
+        sys.argv = ["archviz", *argv]
+        sys.path[:0] = [str(FACTORIES), str(REPO)]
+        os.chdir(REPO)
+        click_utils._detect_program_name = lambda *a, **k: "archviz"
+        if "--debug" not in argv:
+            hf_logging.set_verbosity_error()
+        try:
+            code: object = cli_app._run()
+        except SystemExit as e:
+            code = e.code
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            code = 1
+        finally:
+            sys.argv, sys.path[:], cwd, verbosity = saved
+            os.chdir(cwd)
+            click_utils._detect_program_name = detect
+            for name, registry in rules.items():
+                getattr(kernels, name).clear()
+                getattr(kernels, name).update(registry)
+            hf_logging.set_verbosity(verbosity)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            stdout, stderr = streams[0].getvalue(), streams[1].getvalue()
+    if isinstance(code, str):  # sys.exit("message"), as the interpreter ends with it
+        stderr += code.encode() + b"\n"
+        code = 1
+    code = 0 if code is None else code if isinstance(code, int) else 1
+    return subprocess.CompletedProcess(["archviz", *argv], code % 256, _universal_newlines(stdout),
+                                       _universal_newlines(stderr))
+
+
+@pytest.fixture(scope="session")
+def toplevel_sites(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The toplevel fixture's site with its names in `site/`, and the diff page of its two configs in `diff/`: built
+    once per run (per xdist worker) for the browser and accessibility tests, which only read them."""
+    top = TESTS / "fixtures" / "toplevel"
+    out = tmp_path_factory.mktemp("toplevel-sites")
+    r = _in_process(["build", str(top / "model.py"), "--names", str(top / "names.toml"), "-o", str(out / "site")])
+    assert r.returncode == 0, r.stderr
+    r = _in_process(["diff", str(top / "model.py"), str(top / "model.py"), "--config-a", str(top / "config.json"),
+                     "--config-b", str(top / "config_text.json"), "--site", str(out / "diff")])
+    assert r.returncode in (0, 1), r.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """One headless Chromium for the whole run (one per xdist worker); each test opens its own pages in it.
+
+    Skipped without Chromium or playwright outside CI, failed in CI (test_site_browser's `_need_browser`)."""
+    from test_site_browser import CHROMIUM, CHROMIUM_ARGS, _need_browser
+
+    sync_playwright = _need_browser()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 @pytest.fixture(scope="session")
 def archviz_cli() -> Cli:
+    """The command line in-process: what a test of a command's output, files and exit code uses."""
     return Cli()

@@ -328,9 +328,9 @@ def test_source_files_cover_the_folder_of_a_model_py(tmp_path):
     assert got == sorted(str(tmp_path / n) for n in ("cfg.json", "kernel.py", "model.py"))
 
 
-def test_help_lists_no_cache_on_every_command():
+def test_help_lists_no_cache_on_every_command(archviz_cli):
     for command in ("summary", "inspect", "walk", "build", "check", "cost", "diff"):
-        p = run(command, "--help", importtime=False)
+        p = archviz_cli(command, "--help")
         assert p.returncode == 0 and "--no-cache" in p.stdout, command
 
 

@@ -140,7 +140,7 @@ def test_check_cli_bad_input(archviz_cli, minilm: Path, tmp_path: Path) -> None:
         "source": ("check", tmp_path / "nope" / "config.json", "-k", ck),
         "manifest-ck": ("manifest", tmp_path / "absent", "-o", tmp_path / "m.json"),
         "manifest-out": ("manifest", ck, "-o", tmp_path / "no" / "such" / "m.json"),
-    }, workers=4)
+    })
     assert "absent.safetensors" in one_line_error(runs["no-ck"])
     assert "unpickl" in one_line_error(runs["pickle"])
     one_line_error(runs["short"])

@@ -15,14 +15,13 @@ from archviz.render.site import build_site, expand_pattern
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
 from test_dataflow import BLOCKS
-from test_site_browser import CHROMIUM, CHROMIUM_ARGS, Console, _need_browser
+from test_site_browser import Console
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    sync_playwright = _need_browser()
+def site(tmp_path_factory, chromium):
     tmp = tmp_path_factory.mktemp("flowsite")
     (tmp / "flow_blocks_b.py").write_text(BLOCKS)
     sys.path.insert(0, str(tmp))
@@ -35,12 +34,7 @@ def site(tmp_path_factory):
     out = tmp / "site"
     build_site([record], str(out))
     model = next(p for p in out.iterdir() if p.is_dir() and (p / "index.html").is_file() and p.name != "static")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield {"model": model, "record": record, "browser": browser}
-        finally:
-            browser.close()
+    return {"model": model, "record": record, "browser": chromium}
 
 
 def _boxes(page) -> list[dict]:

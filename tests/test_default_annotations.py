@@ -29,9 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "deepseek-v4-flash"
 ANNOTATIONS = EXAMPLE / "annotations.toml"
 MODELING = "transformers/models/deepseek_v4/modeling_deepseek_v4.py"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def norm(text: str) -> str:
@@ -211,50 +208,43 @@ def test_default_site_shows_titles_descriptions_and_pinned_sources(site: Path, n
             assert f"Pinned revision v{transformers.__version__}" in html
 
 
-def test_default_site_annotated_nodes_in_chromium(site: Path, notes: list[dict]) -> None:
-    from test_site_browser import _need_browser  # skips without Chromium, fails in CI
-
-    sync_playwright = _need_browser()
+def test_default_site_annotated_nodes_in_chromium(site: Path, notes: list[dict], chromium) -> None:
     import transformers
 
     by = {n.get("class") or n.get("path"): n for n in notes}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            # from the overview, down by the annotated titles a reader sees, to the attention of layer 2
-            page.goto((site / "index.html").as_uri())
-            assert "a decoder of 43 layers" in page.inner_text("body")
-            page.get_by_role("link", name=by["model"]["title"], exact=True).first.click()
-            page.wait_for_load_state()
-            assert page.title().startswith(f"{by['model']['title']} · "), page.title()
-            assert "residual streams" in page.locator("#description").inner_text()
-            page.goto((site / f"{PAGES['model.layers.*.self_attn']}.html").as_uri())
-            note = by["model.layers.*.self_attn"]
-            assert page.title().startswith(f"{note['title']} · ")
-            desc = page.locator("#description")
-            assert desc.is_visible()
-            assert norm(desc.inner_text()) == rendered(note["description"])
-            heading = page.get_by_role("heading", name=re.compile(r"^Sources"))
-            assert heading.is_visible()
-            for c in claims(note):
-                link = page.locator(f'a[href="{pinned(c, transformers.__version__)}"]').first
-                assert link.is_visible(), c["id"]
-                assert norm(link.inner_text()).startswith(f"Pinned revision v{transformers.__version__}")
-            assert not errors, errors
-        finally:
-            browser.close()
+    page = chromium.new_page(viewport={"width": 1280, "height": 1000})
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        # from the overview, down by the annotated titles a reader sees, to the attention of layer 2
+        page.goto((site / "index.html").as_uri())
+        assert "a decoder of 43 layers" in page.inner_text("body")
+        page.get_by_role("link", name=by["model"]["title"], exact=True).first.click()
+        page.wait_for_load_state()
+        assert page.title().startswith(f"{by['model']['title']} · "), page.title()
+        assert "residual streams" in page.locator("#description").inner_text()
+        page.goto((site / f"{PAGES['model.layers.*.self_attn']}.html").as_uri())
+        note = by["model.layers.*.self_attn"]
+        assert page.title().startswith(f"{note['title']} · ")
+        desc = page.locator("#description")
+        assert desc.is_visible()
+        assert norm(desc.inner_text()) == rendered(note["description"])
+        heading = page.get_by_role("heading", name=re.compile(r"^Sources"))
+        assert heading.is_visible()
+        for c in claims(note):
+            link = page.locator(f'a[href="{pinned(c, transformers.__version__)}"]').first
+            assert link.is_visible(), c["id"]
+            assert norm(link.inner_text()).startswith(f"Pinned revision v{transformers.__version__}")
+        assert not errors, errors
+    finally:
+        page.close()
 
 
-def test_every_page_of_the_default_site_passes_axe(site: Path) -> None:
+def test_every_page_of_the_default_site_passes_axe(site: Path, chromium) -> None:
     """axe-core (vendored, run in Chromium) on every page `make site` writes: no serious or critical violation."""
     from test_site_a11y import serious_violations
-    from test_site_browser import _need_browser
 
-    playwright = _need_browser()
     pages = sorted(site.parent.rglob("*.html"))
     assert len(pages) > 100  # the index, the overview and every node page
-    found = serious_violations(playwright, pages, "light", site.parent)
+    found = serious_violations(chromium, pages, "light", site.parent)
     assert found == [], "\n".join(found)

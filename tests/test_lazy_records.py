@@ -6,8 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,6 @@ from archviz.shapes import trace_shapes
 from archviz.walk import walk
 
 TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
 DSV3 = TESTS / "fixtures" / "dsv3like"
 LAYERS, EXPERTS = 12, 64  # enough repetition that a layer is a small part of the model
 
@@ -175,11 +172,10 @@ def test_version_2_reads_as_version_3_does(walked, compact_text):
 
 
 @pytest.mark.parametrize("how", ["float index", "parent after the row", "child without a row"])
-def test_the_cli_says_one_line_for_a_damaged_file(tmp_path, walked, how):
+def test_the_cli_says_one_line_for_a_damaged_file(tmp_path, walked, how, archviz_cli):
     bad = tmp_path / "records.json"
     bad.write_text(_damaged(walked, how))
-    p = subprocess.run([sys.executable, "-m", "archviz.cli", "inspect", str(bad), "layer", "3"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
+    p = archviz_cli("inspect", bad, "layer", "3")
     assert p.returncode == 2, p.stderr[-2000:]
     assert "Traceback" not in p.stderr
     lines = [x for x in p.stderr.splitlines() if x.strip()]

@@ -7,31 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from test_site_browser import CHROMIUM, CHROMIUM_ARGS, _need_browser
+from test_site_browser import _need_browser
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
-TOP = ROOT / "tests" / "fixtures" / "toplevel"
 AXE = ROOT / "tests" / "vendor" / "axe.min.js"
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(toplevel_sites):
     playwright = _need_browser()
-    from archviz.cli import app
-
-    out = tmp_path_factory.mktemp("a11y")
-    r = CliRunner().invoke(app, ["build", str(TOP / "model.py"), "--names", str(TOP / "names.toml"), "-o",
-                                 str(out / "site")], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(app, ["diff", str(TOP / "model.py"), str(TOP / "model.py"), "--config-a",
-                                 str(TOP / "config.json"), "--config-b", str(TOP / "config_text.json"), "--site",
-                                 str(out / "diff")], catch_exceptions=False)
-    assert r.exit_code in (0, 1), r.output
-    return out, playwright
+    return toplevel_sites, playwright
 
 
 def _pages(out: Path, every: bool) -> list[Path]:
@@ -46,30 +34,29 @@ def _pages(out: Path, every: bool) -> list[Path]:
     return [out / "site" / "index.html", model / "index.html", node[0], group[0], out / "diff" / "diff.html"]
 
 
-def serious_violations(playwright, pages: list[Path], scheme: str, root: Path) -> list[str]:
-    """axe's serious and critical violations on each of `pages`, a line each (page, rule, the first nodes)."""
+def serious_violations(browser, pages: list[Path], scheme: str, root: Path) -> list[str]:
+    """axe's serious and critical violations on each of `pages`, a line each (page, rule, the first nodes), in a
+    page of `browser` (the session's Chromium)."""
     assert AXE.read_text().startswith("/*! axe v"), "tests/vendor/axe.min.js keeps its license header"
     found = []
-    with playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = b.new_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
-            for f in pages:
-                page.goto(f.as_uri())
-                page.add_script_tag(path=str(AXE))
-                res = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
-                for v in res["violations"]:
-                    if v["impact"] in ("serious", "critical"):
-                        found.append(f"{f.relative_to(root)}: {v['id']} ({v['impact']}): {v['help']} — "
-                                     + "; ".join(n["target"][0] if isinstance(n["target"][0], str) else str(n["target"])
-                                                 for n in v["nodes"][:5]))
-        finally:
-            b.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    try:
+        for f in pages:
+            page.goto(f.as_uri())
+            page.add_script_tag(path=str(AXE))
+            res = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+            for v in res["violations"]:
+                if v["impact"] in ("serious", "critical"):
+                    found.append(f"{f.relative_to(root)}: {v['id']} ({v['impact']}): {v['help']} — "
+                                 + "; ".join(n["target"][0] if isinstance(n["target"][0], str) else str(n["target"])
+                                             for n in v["nodes"][:5]))
+    finally:
+        page.close()
     return found
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_no_serious_accessibility_violations(site, scheme):
-    out, playwright = site
-    found = serious_violations(playwright, _pages(out, every=scheme == "light"), scheme, out)
+def test_no_serious_accessibility_violations(site, scheme, chromium):
+    out, _ = site
+    found = serious_violations(chromium, _pages(out, every=scheme == "light"), scheme, out)
     assert found == [], "\n".join(found)

@@ -127,13 +127,8 @@ class Console:
 
 
 @pytest.fixture(scope="module")
-def browser(built):
-    with built["playwright"]() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+def browser(built, chromium):
+    return chromium
 
 
 def _num(text: str) -> int:

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.render.site import expand_pattern
-from test_site_browser import CHROMIUM, CHROMIUM_ARGS, Console, _need_browser, _num
+from test_site_browser import Console, _need_browser, _num
 
 pytestmark = pytest.mark.browser
 
@@ -33,24 +33,16 @@ def _cli(*args: str, codes: tuple[int, ...] = (0,)) -> None:
 
 
 @pytest.fixture(scope="module")
-def sites(tmp_path_factory):
+def sites(tmp_path_factory, toplevel_sites):
     playwright = _need_browser()
     tmp = tmp_path_factory.mktemp("defects")
     _cli("build", str(DSV41 / "model.py"), "--names", str(NAMES41), "-o", str(tmp / "v41"))
-    _cli("build", str(TOP / "model.py"), "--names", str(TOP / "names.toml"), "-o", str(tmp / "top"))
-    _cli("diff", str(TOP / "model.py"), str(TOP / "model.py"), "--config-a", str(TOP / "config.json"),
-         "--config-b", str(TOP / "config_text.json"), "--site", str(tmp / "diff"), codes=(0, 1))
-    return {"tmp": tmp, "playwright": playwright}
+    return {"tmp": tmp, "top": toplevel_sites / "site", "diff": toplevel_sites / "diff", "playwright": playwright}
 
 
 @pytest.fixture(scope="module")
-def browser(sites):
-    with sites["playwright"]() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+def browser(sites, chromium):
+    return chromium
 
 
 def _lines(path: Path) -> list[str]:
@@ -118,7 +110,7 @@ def test_top_module_tensors_are_a_part(sites, browser):
     total = v * d + L * block + d + d * v + top_own
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     con = Console(page)
-    page.goto((sites["tmp"] / "top" / "toplevel" / "index.html").as_uri())
+    page.goto((sites["top"] / "toplevel" / "index.html").as_uri())
     assert _num(page.inner_text("#total-parameters")) == total
     parts = page.locator("#children > li")
     shown = [_num(x) for x in page.locator("#children > li .n").all_inner_texts()]
@@ -185,8 +177,7 @@ def _no_sideways(page, url: str) -> None:
 def test_nothing_scrolls_sideways_at_420px(sites, browser, tmp_path):
     page = browser.new_page(viewport={"width": 420, "height": 800})
     con = Console(page)
-    for name in ("v41", "top"):
-        site = sites["tmp"] / name
+    for site in (sites["tmp"] / "v41", sites["top"]):
         for p in [site / "index.html"] + sorted(site.glob("*/index.html")) + sorted(site.glob("*/n/*.html"))[:60]:
             _no_sideways(page, p.as_uri())
     # a long code-header path: a model whose file is cited by a long display path
@@ -218,7 +209,7 @@ def test_diff_page_columns_and_root_row(sites, browser, tmp_path):
     (b / "model.py").write_text((TOP / "model.py").read_text().replace("self.image_newline =", f"self.{long} ="))
     _cli("diff", str(TOP / "model.py"), str(b / "model.py"), "--config-a", str(TOP / "config.json"),
          "--config-b", str(TOP / "config.json"), "--site", str(tmp_path / "diff"), codes=(0, 1))
-    for site in (tmp_path / "diff", sites["tmp"] / "diff"):
+    for site in (tmp_path / "diff", sites["diff"]):
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         con = Console(page)
         page.goto((site / "diff.html").as_uri())

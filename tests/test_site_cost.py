@@ -19,7 +19,6 @@ import pytest
 from helpers import TINY
 
 ROOT = Path(__file__).resolve().parent
-CHROMIUM = "/usr/bin/chromium"
 MAX_POS = 20000  # the standard lengths up to it: 1K, 4K, 16K, then 20,000 itself
 LLAMA = {**TINY["llama"], "max_position_embeddings": MAX_POS}
 B, T = 1, 128
@@ -203,42 +202,30 @@ def test_node_with_unknown_flops_says_why(archviz_cli, tmp_path):
     assert "FLOPs unknown in layers.0" in overview and "kernel.mystery_fused_op" in overview
 
 
-def _browser():
-    from test_site_browser import _need_browser  # skips without Chromium, fails in CI
-
-    return _need_browser()
-
-
 @pytest.mark.browser
-def test_picture_in_a_browser_at_420px(site):
-    sync_playwright = _browser()
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        try:
-            for js in (True, False):
-                page = b.new_context(viewport={"width": 420, "height": 900}, java_script_enabled=js).new_page()
-                page.goto((site / "llama" / "index.html").as_uri())
-                for cid in ("cost-flops", "cost-kv"):
-                    svg = page.locator(f"svg#{cid}")
-                    assert svg.is_visible()
-                    box = svg.bounding_box()
-                    assert box["width"] > 200 and box["x"] >= 0 and box["x"] + box["width"] <= 420 + 0.5
-                    points = svg.locator("circle.pt")
-                    assert points.count() == 4
-                    for i in range(points.count()):
-                        pt = points.nth(i).bounding_box()
-                        assert box["x"] <= pt["x"] and pt["x"] + pt["width"] <= box["x"] + box["width"], (cid, i)
-                        assert box["y"] <= pt["y"] and pt["y"] + pt["height"] <= box["y"] + box["height"], (cid, i)
-                    # larger L, larger value: points run left to right and upwards
-                    xs = [points.nth(i).bounding_box()["x"] for i in range(4)]
-                    ys = [points.nth(i).bounding_box()["y"] for i in range(4)]
-                    assert xs == sorted(xs) and ys == sorted(ys, reverse=True)
-                # nothing of the section reaches past the viewport (wide tables scroll inside their box)
-                over = page.evaluate("""() => [...document.querySelectorAll('#cost, #cost *')]
-                    .filter(e => !e.closest('.cost-scroll') || e.classList.contains('cost-scroll'))
-                    .filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)
-                    .map(e => e.tagName + '.' + e.className)""")
-                assert over == [], over
-                page.context.close()
-        finally:
-            b.close()
+def test_picture_in_a_browser_at_420px(site, chromium):
+    for js in (True, False):
+        page = chromium.new_context(viewport={"width": 420, "height": 900}, java_script_enabled=js).new_page()
+        page.goto((site / "llama" / "index.html").as_uri())
+        for cid in ("cost-flops", "cost-kv"):
+            svg = page.locator(f"svg#{cid}")
+            assert svg.is_visible()
+            box = svg.bounding_box()
+            assert box["width"] > 200 and box["x"] >= 0 and box["x"] + box["width"] <= 420 + 0.5
+            points = svg.locator("circle.pt")
+            assert points.count() == 4
+            for i in range(points.count()):
+                pt = points.nth(i).bounding_box()
+                assert box["x"] <= pt["x"] and pt["x"] + pt["width"] <= box["x"] + box["width"], (cid, i)
+                assert box["y"] <= pt["y"] and pt["y"] + pt["height"] <= box["y"] + box["height"], (cid, i)
+            # larger L, larger value: points run left to right and upwards
+            xs = [points.nth(i).bounding_box()["x"] for i in range(4)]
+            ys = [points.nth(i).bounding_box()["y"] for i in range(4)]
+            assert xs == sorted(xs) and ys == sorted(ys, reverse=True)
+        # nothing of the section reaches past the viewport (wide tables scroll inside their box)
+        over = page.evaluate("""() => [...document.querySelectorAll('#cost, #cost *')]
+            .filter(e => !e.closest('.cost-scroll') || e.classList.contains('cost-scroll'))
+            .filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)
+            .map(e => e.tagName + '.' + e.className)""")
+        assert over == [], over
+        page.context.close()

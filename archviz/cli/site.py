@@ -91,6 +91,7 @@ def _load(source: str, config: str | None, sets: list[str] | None, model_class: 
     try:
         record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
                              batch=batch, seq=seq, grouping=False, every_block=every_block, inputs=inputs,
+                             kernel_rules=kernel_rules,  # loaded above; in the records cache's key too
                              trust_remote_code=trust_remote_code, quantized=quantized, train=train, cache=cache)
     except ShapeError as e:
         err.print(f"warning: {source}: no shapes ({e.line()}); the pages show counts and code only",
