@@ -45,6 +45,18 @@ def _own_records_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
 
 
+@pytest.fixture(autouse=True)
+def _no_process_group_left() -> Iterator[None]:
+    """A command run in-process may start the one-process gloo group archviz gives code that insists on one (it lasts
+    for the life of a command's process): ended after each test, so the next test's process is as a fresh one."""
+    yield
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def _universal_newlines(data: bytes) -> str:
     """Bytes as `subprocess.run(..., text=True)` reads them: UTF-8, \\r\\n and \\r read as \\n."""
     return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")

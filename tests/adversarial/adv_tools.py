@@ -64,8 +64,13 @@ def make_special(path: Path, kind: str) -> Path:
         os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # the numbers of /dev/zero
     elif kind == "socket":
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.bind(str(path))
-        s.close()
+        here = os.getcwd()
+        os.chdir(os.path.dirname(str(path)))  # bound by its bare name: a socket's path is limited to 107 bytes,
+        try:  # which pytest-xdist's deeper temp folders pass
+            s.bind(os.path.basename(str(path)))
+        finally:
+            os.chdir(here)
+            s.close()
     elif kind == "folder":
         path.mkdir()
     elif kind == "symlink-to-fifo":

@@ -20,7 +20,7 @@ from archviz.render.site import build_site
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
 from test_dataflow_browser import _boxes, _no_overlap
-from test_site_browser import CHROMIUM, CHROMIUM_ARGS, Console, _need_browser
+from test_site_browser import Console
 
 pytestmark = pytest.mark.browser
 
@@ -36,14 +36,9 @@ MAX_BOXES = 25
 
 
 @pytest.fixture(scope="module")
-def browser():
-    sync_playwright = _need_browser()
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+def browser(chromium):
+    """The session's Chromium (conftest: one per run and xdist worker)."""
+    return chromium
 
 
 def _site(name: str, tmp: Path) -> Path:

@@ -6,15 +6,14 @@ from __future__ import annotations
 import pytest
 
 from test_site_a11y import serious_violations
-from test_site_browser import _need_browser
 
 pytestmark = pytest.mark.browser
 
 
-def test_no_serious_accessibility_violations(gallery_site):
+def test_no_serious_accessibility_violations(gallery_site, chromium):
     out = gallery_site.out
     pages = [out / "index.html", out / "compare.html", out / "compare-llama--mistral.html", out / "coverage.html",
              out / "diff-llama--mistral.html"]
-    found = serious_violations(_need_browser(), pages, "light", out)
-    found += serious_violations(_need_browser(), pages[:2], "dark", out)
+    found = serious_violations(chromium, pages, "light", out)
+    found += serious_violations(chromium, pages[:2], "dark", out)
     assert found == [], "\n".join(found)

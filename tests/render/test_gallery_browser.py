@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from test_site_browser import CHROMIUM, CHROMIUM_ARGS, _need_browser
-
 pytestmark = pytest.mark.browser
 
 _COLUMN = """(args) => {
@@ -20,14 +18,9 @@ _COLUMN = """(args) => {
 
 
 @pytest.fixture(scope="module")
-def browser(gallery_site):
-    playwright = _need_browser()
-    with playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b, gallery_site.out
-        finally:
-            b.close()
+def browser(gallery_site, chromium):
+    """The session's Chromium (conftest: one per run and xdist worker) and the gallery's folder."""
+    return chromium, gallery_site.out
 
 
 def _numbers(cells):
