@@ -32,7 +32,8 @@ site: install
 # in parallel, one worker a core (pytest-xdist); a test file's tests stay on one worker, so its module fixtures are
 # built once
 test: install-test
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not serial"
+	$(BIN)/python -m pytest -m serial
 
 bench: install-test
 	$(BIN)/python bench/run.py

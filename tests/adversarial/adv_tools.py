@@ -112,11 +112,18 @@ class Run:
     max_rss_mib: float
 
 
-# Runs the CLI as `python -m archviz.cli` does, and writes the process's own peak RSS (KiB) to $ADV_RSS_FILE at exit.
+# Runs the CLI as `python -m archviz.cli` does, and writes the process's own peak RSS (KiB) to $ADV_RSS_FILE at exit:
+# its memory's high-water mark (VmHWM), not getrusage's ru_maxrss, which Linux carries over an exec from the process
+# that started it (a test process grown by in-process commands made a 300 MiB command read as 900 MiB).
 _MEASURED = (
-    "import atexit, os, resource, runpy, sys\n"
-    "atexit.register(lambda: open(os.environ['ADV_RSS_FILE'], 'w').write("
-    "str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+    "import atexit, os, runpy, sys\n"
+    "def _hwm():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            return line.split()[1]\n"
+    "    import resource\n"
+    "    return str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    "atexit.register(lambda: open(os.environ['ADV_RSS_FILE'], 'w').write(_hwm()))\n"
     "sys.argv[0] = 'archviz'\n"
     "runpy.run_module('archviz.cli', run_name='__main__', alter_sys=True)\n"
 )

@@ -90,6 +90,7 @@ def test_overall_deadline(hub: Hub) -> None:
     assert len(open_checkpoint("hf://org/x", timeout=5).tensors) == 4  # the same, given the time: fine
 
 
+@pytest.mark.serial  # under two busy xdist workers the child's Ctrl-C was not handled within 10 s (2 runs of 3)
 def test_ctrl_c_ends_the_command_within_a_second(hub: Hub, tmp_path: Path) -> None:
     for n in SHARDS:
         hub.modes[n] = "hang"
