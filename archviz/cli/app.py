@@ -87,7 +87,8 @@ def _exit(code: object) -> None:
     is freeing every object one by one (the records of a 60,000-module model, torch's modules: 0.05 s to seconds).
     What matters of the exit still happens: the atexit handlers (temporary folders' finalizers, logging, coverage),
     then stdout and stderr are flushed. With another thread still running, or a flush that fails, the normal exit
-    runs instead (it waits for non-daemon threads, and reports the broken pipe as Python does)."""
+    runs instead (it waits for non-daemon threads, and reports the broken pipe as Python does), except after a Ctrl-C
+    (exit 130), which no thread may hold up."""
     import atexit
     import threading
 
@@ -98,8 +99,8 @@ def _exit(code: object) -> None:
         code = 0
     elif not isinstance(code, int):
         code = 1
-    if threading.active_count() > 1:
-        sys.exit(code)
+    if threading.active_count() > 1 and code != 130:  # the user's Ctrl-C: a thread still reading (a hung server)
+        sys.exit(code)  # must not hold the exit, so it ends here like the others
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
