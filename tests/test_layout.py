@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "archviz"
 
 # The pipeline, in order: a module may import from its own stage or any stage before it, never after.
-STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "render", "cli"]
+STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "pipeline", "render", "cli"]
 VOCABULARY = {"_moved", "outputs", "paths", "safeio", "safejson", "sanitize", "records", "compactfile", "recordcheck", "errors", "format", "dims", "gcpause", "cache",
               "input_specs"}
 MAX_LINES = 700

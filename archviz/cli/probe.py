@@ -25,11 +25,11 @@ from .common import (
     TrainOpt,
     TrustRemoteCodeOpt,
     WorldSizeOpt,
-    _parse_sets,
     emit_json,
     err,
     handled,
     out,
+    overrides,
     progress_bar,
     spinner,
 )
@@ -106,7 +106,7 @@ def probe(
 
     if world_size is not None and rank is None:
         with handled(debug, json_):
-            _probe_ranks(source, world_size, timeout, json_, debug, config=config, overrides=_parse_sets(set_),
+            _probe_ranks(source, world_size, timeout, json_, debug, config=config, overrides=dict(overrides(set_)),
                          model_class=model_class, tokenizer=tokenizer, device=device,
                          max_memory=parse_size(max_memory) if max_memory else None, batch=batch, seq=seq,
                          trust_remote_code=trust_remote_code, input_specs=input_, train=train,
@@ -121,7 +121,7 @@ def probe(
         bars = _Bars()
         try:
             with model_code("probing the model"):  # it may not end the process or print to stdout
-                result = run_probe(source, config=config, overrides=_parse_sets(set_), model_class=model_class,
+                result = run_probe(source, config=config, overrides=dict(overrides(set_)), model_class=model_class,
                                    tokenizer=tokenizer, world_size=world_size, rank=rank, device=device,
                                    max_memory=limit, batch=batch, seq=seq, progress=bars,
                                    trust_remote_code=trust_remote_code, input_specs=input_, train=train)

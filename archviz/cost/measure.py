@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import torch
 
 from ..errors import ArchvizError, ShapeError, SourceError
+from ..sources.options import BuildOptions
 from .flops import FlopCounter, exact_routing, module_paths
 from .kv import MAX_RATIO, attribute_entries, cache_entries, reference_entries, stretch
 from .activations import ActivationPeak
 from .curve import curve_contexts, max_positions, point
+from .options import CostOptions
 
 CONTEXT_DEFAULT = 1 << 20
 SEQ_DEFAULT = 4096
@@ -163,39 +166,36 @@ def _layer_kinds(record: Any) -> tuple[str | None, dict[int, str]]:
     return layers.get("path"), kinds
 
 
-def measure(source: str, *, config: str | None = None, overrides: dict[str, Any] | None = None,
-            model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
-            rank: int | None = None, trust_remote_code: bool = False, quantized: bool = False, batch: int = 1,
-            seq: int | None = None,
-            context: int | None = None, every_block: bool = False,
-            progress: Callable[[str], None] | None = None, contexts: Sequence[int] | str = (),
-            config_class: str | None = None, input_specs: list[str] | None = None) -> Any:
+def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOptions = CostOptions(), *,
+            progress: Callable[[str], None] | None = None) -> Any:
     """The records of SOURCE (shapes from the prefill pass, grouped) with `extras["cost"]` filled; `contexts`: more
     lengths a decode step runs at, summed to `extras["cost"]["curve"]` (archviz.cost.curve), the step at `context`
     kept whole; "auto": the standard lengths up to the config's max positions (context None: the longest).
     `seq` and `context` not given: SEQ_DEFAULT and CONTEXT_DEFAULT, or the model's own limit where it is shorter
-    (nanoGPT's block_size), noted. `input_specs`: --input for the prefill pass."""
-    from .. import build
+    (nanoGPT's block_size), noted. `inputs`: --input for the prefill pass. Built as `build` says, its overrides
+    joined by the runtime limits a reference model sizes its caches by."""
     from ..group import group
-    from ..sources import BuildOptions, classify
+    from ..sources import build as build_source
+    from ..sources import classify
     from ..walk import walk
 
+    batch, seq, context, every_block = options.batch, options.seq, options.context, options.every_block
+    contexts, input_specs = options.contexts, list(options.inputs) or None
+    config = build.config
     seq_given = seq
     seq = SEQ_DEFAULT if seq is None else seq
     if batch < 1 or seq < 1 or (context is not None and context < 0):
         raise ArchvizError(f"--batch {batch}, --seq {seq}, --context {context}: batch and seq must be ≥ 1, "
                            "context ≥ 0", hint="e.g. --batch 1 --seq 4096 --context 1M")
     say = progress or (lambda text: None)
-    overrides = dict(overrides or {})
+    overrides = dict(build.overrides)
     given = context
-    kind = classify(source, BuildOptions(config=config))
+    kind = classify(source, build)
     auto = contexts == "auto"
     if auto and kind == "reference":  # its caches are sized by the longest length: known before the build
         contexts = curve_contexts(max_positions({**_file_config(config), **overrides}))
     context, more = _lengths(context, () if isinstance(contexts, str) else contexts)
     notes: list[str] = []
-    build_opts = dict(config=config, model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
-                      trust_remote_code=trust_remote_code, quantized=quantized, config_class=config_class)
     limits: tuple[int, int] | None = None
     say(f"building {source} on meta")
     if kind == "reference":
@@ -205,8 +205,8 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
         max_seq = _distinct(max(longest, seq, 1 << 20, int(overrides.get("max_seq_len", 0) or 0)), taken, ratios=True)
         max_batch = _distinct(max(batch, 2, int(overrides.get("max_batch_size", 0) or 0)), taken | {max_seq})
         try:
-            built = build(source, overrides={**overrides, "max_seq_len": max_seq, "max_batch_size": max_batch},
-                          **build_opts)
+            limited = {**overrides, "max_seq_len": max_seq, "max_batch_size": max_batch}
+            built = build_source(source, replace(build, overrides=tuple(limited.items())))
             limits = (max_batch, max_seq)
             notes.append(f"built with max_seq_len={max_seq:,} and max_batch_size={max_batch} (the runtime limits "
                          f"that size its caches) so that a decode step at context {context:,} fits; KV figures "
@@ -214,10 +214,10 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
         except SourceError as e:
             if "has no field" not in e.message and "has no argument" not in e.message:
                 raise
-            built = build(source, overrides=overrides, **build_opts)
+            built = build_source(source, build)
             notes.append("its config class has no max_seq_len/max_batch_size: caches read as built")
     else:
-        built = build(source, overrides=overrides, **build_opts)
+        built = build_source(source, build)
     say("walking modules")
     record = walk(built)
     if auto and kind != "reference":  # the config as built, its defaults filled
