@@ -98,9 +98,8 @@ def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
     return None
 
 
-def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None,
-          inputs: tuple | None = None, memo: bool = True, peak: bool = False,
-          paths: dict[int, str] | None = None,
+def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None, memo: bool = True,
+          peak: bool = False, paths: dict[int, str] | None = None,
           input_specs: list[str] | None = None) -> tuple[Any, FlopCounter, ActivationPeak | None]:
     from ..shapes import trace_shapes
 
@@ -113,8 +112,8 @@ def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None 
             act.observe(func, args, kwargs, out, path)
 
     with fc:
-        traced = trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, memo=memo,
-                              input_specs=input_specs, op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo)
+        traced = trace_shapes(built, record, batch=batch, seq=seq, memo=memo, input_specs=input_specs,
+                              op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo)
     return traced, fc, act
 
 
