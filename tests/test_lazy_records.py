@@ -1,4 +1,4 @@
-"""The compact records file's lazy reader (`archviz.records.compactfile`): the records it gives are the walk's, grouping and
+"""The compact records file's lazy reader (`records.compactfile`): the records it gives are the walk's, grouping and
 `inspect layer N` read only the modules they show, and a damaged file is refused when it is read, with the row."""
 
 from __future__ import annotations

@@ -68,10 +68,6 @@ def flag(*names: str, **kw: Any) -> Any:
     return typer.Option(*names, metavar="", **kw)
 
 
-class State:
-    debug = False
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Shared options
 
@@ -290,7 +286,7 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
 def cached(kind: str, source: str, options: dict[str, Any], files: tuple[str | None, ...], build: Callable[[], Any],
            use: bool = True) -> Any:
     """The records `build()` makes, from the records cache when an entry of the same source, options, package
-    versions and file contents is there (archviz.records.cache: nothing is imported then, torch included); else built, and
+    versions and file contents is there (records.cache: nothing is imported then, torch included); else built, and
     stored for the next run. `files`: the option files the build reads (--config, ...)."""
     from ..records import cache as rc
 

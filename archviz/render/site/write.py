@@ -88,5 +88,5 @@ def check_target(output: str) -> None:
 
 
 def write_site(files: Mapping[str, bytes], output: str) -> None:
-    """Write every file into a temp folder beside `output`, then swap it into place (archviz.files.outputs.write_folder)."""
+    """Write every file into a temp folder beside `output`, then swap it into place (files.outputs.write_folder)."""
     write_folder(files, output, _not_archviz_made)
