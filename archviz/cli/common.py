@@ -15,12 +15,12 @@ from rich.text import Text
 
 from ..errors import ArchvizError, ShapeError, one_line
 from ..pipeline import Feedback, PassOptions, records_for
-from ..sanitize import json_text, printable
+from ..files.sanitize import json_text, printable
 from ..sources.options import BuildOptions
 
 
 def _escaped_lines(text: str) -> str:
-    """`text` with every control character escaped (archviz.sanitize) but its line breaks, which stay breaks."""
+    """`text` with every control character escaped (archviz.files.sanitize) but its line breaks, which stay breaks."""
     return "\n".join(map(printable, text.split("\n"))) if not text.isprintable() else text
 
 
@@ -67,10 +67,6 @@ err = _SafeConsole(stderr=True)
 def flag(*names: str, **kw: Any) -> Any:
     """A bool option: no value follows it, so its help shows no `<bool>` type."""
     return typer.Option(*names, metavar="", **kw)
-
-
-class State:
-    debug = False
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -216,7 +212,7 @@ def emit_json(data: Any) -> None:
 
 def atomic_write(path: str, text: str) -> None:
     """Write via a temp file in the same folder, then move into place: never a half-written output, and only ever
-    over a regular file (archviz.outputs)."""
-    from ..outputs import write_file
+    over a regular file (archviz.files.outputs)."""
+    from ..files.outputs import write_file
 
     write_file(path, text.encode("utf-8"))

@@ -3,7 +3,7 @@
 - `records_for(source, BuildOptions, PassOptions)`: build on meta → walk → the meta pass → group (or a records file
   read), the records cache in front of the build; what `archviz.load` and every command but `cost` and `probe` use;
 - `cost_for(source, BuildOptions, CostOptions)`: the records with `extra("cost")` (archviz.cost.measure), cached too;
-- `cached(kind, ...)`: the records cache in front of any build (archviz.cache).
+- `cached(kind, ...)`: the records cache in front of any build (archviz.records.cache).
 
 Options come as small frozen objects: `BuildOptions` (archviz.sources), `PassOptions` (here), `CostOptions`
 (archviz.cost); how a run shows what it does, as a `Feedback` (silent by default: the library never prints).

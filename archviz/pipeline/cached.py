@@ -1,4 +1,4 @@
-"""The records cache (archviz.cache) in front of a build: the records of an unchanged source, or built and stored."""
+"""The records cache (archviz.records.cache) in front of a build: the records of an unchanged source, or built and stored."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def cached(kind: str, source: str, key: dict[str, Any], files: tuple[str | None,
     """The records `build()` makes, from the records cache when an entry of the same kind, source, options (`key`,
     JSON-able), package versions and file contents is there (nothing is imported then, torch included); else built,
     and stored for the next run. `files`: the option files the build reads (--config, ...)."""
-    from .. import cache as rc
+    from ..records import cache as rc
 
     if not use or rc.disabled():
         return build()
