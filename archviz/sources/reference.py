@@ -525,6 +525,25 @@ def _constructor_extras(cls: type, args: Any, options: BuildOptions, notes: list
     return extra
 
 
+#: max_batch_size for a config class whose default is 0, "set by its loader" (mistral-inference's TransformerArgs;
+#: its from_folder takes max_batch_size=1): enough sequences for the pass's batch.
+PASS_BATCH_LIMIT = 64
+
+
+def unset_batch_limit(args: Any, config: dict[str, Any], notes: list[str]) -> None:
+    """A config whose `max_batch_size` is left at a default of 0 takes no sequence at all (`assert len(seqlens) <=
+    max_batch_size`): its loader sets it. Set here to PASS_BATCH_LIMIT, noted; a config or --set value stands."""
+    value = getattr(args, "max_batch_size", None)
+    if "max_batch_size" in config or value != 0 or isinstance(value, bool):
+        return
+    try:
+        args.max_batch_size = PASS_BATCH_LIMIT
+    except (AttributeError, TypeError):  # a frozen config: as it is
+        return
+    notes.append(f"max_batch_size: {type(args).__name__}'s default 0 (its loader sets it) taken as "
+                 f"{PASS_BATCH_LIMIT}; --set max_batch_size=N gives another")
+
+
 def build(spec: str, options: BuildOptions) -> Built:
     from .meta import is_cuda_insistence, meta_build, unset_field_hint, user_frame
     from .process_group import constructed
@@ -571,6 +590,7 @@ def build(spec: str, options: BuildOptions) -> Built:
         except TypeError as e:
             raise SourceError(f"{config_path or path}: {args_cls.__name__} rejects this config: {e}",
                               hint="add the field it names to the config") from None
+        unset_batch_limit(args, config, notes)
     extra = _constructor_extras(cls, args, options, notes)
     config_path = config_path or path
 
