@@ -17,6 +17,7 @@ import textwrap
 from typing import Any, Callable
 
 from ..errors import ArchvizError, ShapeError
+from ..input_specs import check_input_specs
 from ..sources import Built
 from .inputs import forward_arguments, image_default
 
@@ -31,9 +32,12 @@ _DEPTH = 3  # methods followed
 
 def may_take_1d(built: Built, inputs: Any, input_specs: list[str] | None) -> bool:
     """The pass feeds default token ids [B, T] that could be [T] instead: a model file's or factory's forward whose
-    first argument the default fills with token ids (not an image), no inputs given."""
-    return built.kind != "hf" and inputs is None and not input_specs and not built.tokens_1d \
-        and image_default(built) is None and forward_arguments(built.model) is not None
+    first argument the default fills with token ids (not an image), --input not giving that argument."""
+    if built.kind == "hf" or inputs is not None or built.tokens_1d or image_default(built) is not None or \
+            forward_arguments(built.model) is None:
+        return False
+    first = next(iter(inspect.signature(built.model.forward).parameters), None)
+    return first not in {name for name, _, _ in check_input_specs(input_specs)}
 
 
 def decide_rank(built: Built, run: Callable[[], Any]) -> tuple[Any, str | None]:

@@ -462,11 +462,15 @@ def process_group_as(world_size: int | None, rank: int | None) -> Iterator[None]
 
 
 _DTYPE_CALL = re.compile(r"torch\.set_default_dtype\(\s*torch\.(\w+)\s*\)")
+# `torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)` (meta-llama's generation.py): its first, the preferred
+_TENSOR_TYPE_CALL = re.compile(r"torch\.set_default_tensor_type\(\s*torch\.(?:cuda\.)?(\w+)Tensor\s*\)")
+_TENSOR_TYPES = {"BFloat16": "bfloat16", "Half": "float16", "Float": "float32", "Double": "float64"}
 
 
 def launcher_dtype(path: str) -> tuple[str, str] | None:
     """The default dtype a reference's launcher sets before building the model: `torch.set_default_dtype(...)` under
-    `if __name__ == "__main__":` in model.py, or in a sibling generate.py. Returns (dtype, where)."""
+    `if __name__ == "__main__":` in model.py, or in a sibling generate.py or generation.py (also
+    `torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)`, meta-llama's). Returns (dtype, where)."""
     folder = os.path.dirname(path)
     try:
         with open(path, encoding="utf-8") as f:
@@ -478,13 +482,18 @@ def launcher_dtype(path: str) -> tuple[str, str] | None:
         m = _DTYPE_CALL.search(text, main)
         if m:
             return m.group(1), f"{os.path.basename(path)}:{text.count(chr(10), 0, m.start()) + 1}"
-    gen = os.path.join(folder, "generate.py")
-    if os.path.isfile(gen):
+    for name in ("generate.py", "generation.py"):  # DeepSeek's launcher; meta-llama's Llama.build
+        gen = os.path.join(folder, name)
+        if not os.path.isfile(gen):
+            continue
         with open(gen, encoding="utf-8") as f:
             g = f.read()
         m = _DTYPE_CALL.search(g)
         if m:
-            return m.group(1), f"generate.py:{g.count(chr(10), 0, m.start()) + 1}"
+            return m.group(1), f"{name}:{g.count(chr(10), 0, m.start()) + 1}"
+        m = _TENSOR_TYPE_CALL.search(g)
+        if m and m.group(1) in _TENSOR_TYPES:
+            return _TENSOR_TYPES[m.group(1)], f"{name}:{g.count(chr(10), 0, m.start()) + 1}"
     return None
 
 
