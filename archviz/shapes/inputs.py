@@ -111,9 +111,14 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     kwargs = {}
     if "start_pos" in names[1:]:
         kwargs["start_pos"] = 0
-    for name, _ in int_list_arguments(model):  # mistral-inference's seqlens: one length per sequence
-        kwargs[name] = [T] if built.tokens_1d else [T] * B
+    kwargs.update(sequence_lengths(model, B, T, built.tokens_1d))
     return tuple(args), kwargs
+
+
+def sequence_lengths(model: Any, B: int, T: int, tokens_1d: bool) -> dict[str, list[int]]:
+    """The forward's `List[int]` arguments (`int_list_arguments`: mistral-inference's seqlens), each the length of
+    every sequence: [T] for token ids [T] (one sequence), [T] × B for [B, T]."""
+    return {name: [T] if tokens_1d else [T] * B for name, _ in int_list_arguments(model)}
 
 
 _INT_LIST = re.compile(r"(?:typing\.)?(?:List|list|Sequence|Tuple|tuple)\[int(?:, ?\.\.\.)?\]")

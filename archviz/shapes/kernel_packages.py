@@ -49,7 +49,7 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float |
     scores = scores.masked_fill(masked, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
     p = torch.nan_to_num(torch.exp(scores - lse.unsqueeze(-1)))
-    return torch.einsum("bhst,bthd->bshd", p, vv).to(q.dtype), lse
+    return torch.einsum("bhst,bthd->bshd", p, vv).to(q.dtype).contiguous(), lse  # as the kernels write it: .view
 
 
 def _attention_flops(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *rest: Any, **kw: Any) -> int:

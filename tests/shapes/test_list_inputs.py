@@ -76,3 +76,12 @@ def test_list_spec_grammar():
         with pytest.raises(ShapeError) as e:
             check_input_specs([bad])
         assert "list:T" in e.value.hint
+
+
+def test_probe_runs_the_packed_model_for_real():
+    """The reduced copy runs on the CPU with the token ids [T] and seqlens the meta pass took, its attention through
+    the xformers rule with the block-diagonal mask: every call's shapes agree."""
+    r = CliRunner().invoke(app, ["probe", MODEL, "--config", CONFIG, "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["ok"] and out["agreement"] == 1.0

@@ -112,3 +112,15 @@ def test_first_uses():
     # each reading agrees with the code run for real
     assert BatchByName()(torch.zeros(3, 5, dtype=torch.long)).shape == (3, 5, 4)
     assert Asserted()(torch.zeros(5, dtype=torch.long)).shape == (5, 4)
+
+
+def test_probe_takes_the_rank_the_meta_pass_took():
+    """gpt-oss's style: the real pass of the reduced copy feeds [T] as the meta pass found it, and agrees."""
+    from typer.testing import CliRunner
+
+    from archviz.cli import app
+
+    r = CliRunner().invoke(app, ["probe", str(DATA / "flat" / "model.py"), "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["ok"] and out["agreement"] == 1.0
