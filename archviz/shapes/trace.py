@@ -187,7 +187,8 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
         kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
         image = image_default(built) if kept and (built.kind != "hf" or "pixel_values" in base[1]) else None
-        used = ({"B"} if image else {"B", "T"} if kept else set()) | spec_symbols(input_specs)
+        ids = {"T"} if built.tokens_1d else {"B", "T"}  # token ids [T] (gpt-oss, packed sequences) have no B
+        used = ({"B"} if image else ids if kept else set()) | spec_symbols(input_specs)
     notes: list[str] = []
     if inputs is None and image is not None:
         first = "pixel_values" if built.kind == "hf" else \

@@ -41,6 +41,7 @@ def test_gpt_oss_style_decided_by_retry():
     record, cfg, notes = _traced("flat", config=False)
     assert _calls(record, "block.0").inputs == (("T", cfg["hidden_size"]),)
     assert any(n.startswith("token ids [T], not [B, T]: the code's first use of them does not say") for n in notes)
+    assert record.extra("shapes")["used"] == ["T"]  # no batch dim: nothing is named B
 
 
 def test_packed_read_through_a_method_of_the_model():
