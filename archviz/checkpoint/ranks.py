@@ -4,8 +4,8 @@ rank against the meta records of `--world-size N --rank r`, headers only.
 
 A folder's rank files are found by a pattern (`{rank}` and `{world_size}` filled in). Their tensors share names
 across files, so they are not one checkpoint: `rank_inventories()` opens one inventory per rank, and a rank manifest
-(`archviz-ranks/1`: each rank's archviz-manifest/1 with its rank and file name, written by `write_rank_manifest`)
-keeps them apart for CI."""
+(`archviz-ranks/1`: each rank's archviz-manifest/1 with its rank and file name, written by
+`archviz manifest --world-size N`) keeps them apart for CI."""
 
 from __future__ import annotations
 
@@ -81,11 +81,9 @@ def rank_manifest_text(ranks: Sequence[tuple[int, str, CheckpointInventory]], wo
     return (f'{{"format":"{RANKS_FORMAT}",\n"world_size":{world_size},\n"ranks":[\n' + ",\n".join(parts) + "\n]}\n")
 
 
-def write_rank_manifest(ranks: Sequence[tuple[int, str, CheckpointInventory]], world_size: int, where: str) -> None:
-    """Write the rank manifest to `where` (gzip'd when it ends in .gz) through archviz's one atomic writer."""
-    from archviz.outputs import write_file
-
-    write_file(where, json_text_bytes(rank_manifest_text(ranks, world_size), gz=where.endswith(".gz")))
+def rank_manifest_bytes(ranks: Sequence[tuple[int, str, CheckpointInventory]], world_size: int, gz: bool) -> bytes:
+    """The rank manifest's bytes (gzip'd with `gz`), for archviz's one writer (`archviz manifest -o`)."""
+    return json_text_bytes(rank_manifest_text(ranks, world_size), gz=gz)
 
 
 def check_ranks(records: Callable[[int], Any], ranks: Sequence[tuple[int, str, CheckpointInventory]],
@@ -102,5 +100,5 @@ def check_ranks(records: Callable[[int], Any], ranks: Sequence[tuple[int, str, C
     return {"verdict": verdict, "world_size": len(ranks), "ranks": out}
 
 
-__all__ = ["DEFAULT_PATTERN", "RANKS_FORMAT", "check_ranks", "rank_file", "rank_inventories", "rank_manifest_text",
-           "write_rank_manifest"]
+__all__ = ["DEFAULT_PATTERN", "RANKS_FORMAT", "check_ranks", "rank_file", "rank_inventories", "rank_manifest_bytes",
+           "rank_manifest_text"]
