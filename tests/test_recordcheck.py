@@ -10,18 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import one_line_error
+
 from archviz.recordcheck import SchemaError, want_int, want_number, want_str, want_strs, want_table
 
 REPO = Path(__file__).resolve().parent
 TOPLEVEL = REPO / "fixtures" / "toplevel" / "model.py"
-
-
-def one_line_exit_2(r) -> str:
-    assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, r.stderr
-    assert "Traceback" not in r.stderr + r.stdout
-    return lines[0]
 
 
 def test_the_primitives_name_the_path_and_what_was_expected() -> None:
@@ -47,14 +41,14 @@ def test_a_records_file_with_a_count_of_the_wrong_type(archviz_cli, tmp_path: Pa
     data["summary"]["parameters"] = "many"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
-    line = one_line_exit_2(archviz_cli("summary", bad))
+    line = one_line_error(archviz_cli("summary", bad))
     assert str(bad) in line and "summary.parameters: an integer, not 'many'" in line
 
 
 def test_annotations_with_a_title_of_the_wrong_type(archviz_cli, tmp_path: Path) -> None:
     ann = tmp_path / "notes.toml"
     ann.write_text('[[node]]\npath = "layers.*"\ntitle = 3\n')
-    line = one_line_exit_2(archviz_cli("build", TOPLEVEL, "--annotations", ann, "-o", tmp_path / "site"))
+    line = one_line_error(archviz_cli("build", TOPLEVEL, "--annotations", ann, "-o", tmp_path / "site"))
     assert "notes.toml: node[path='layers.*'].title: a string or null, not 3" in line
     assert not (tmp_path / "site").exists()
 
@@ -63,24 +57,21 @@ def test_annotations_with_claim_lines_of_the_wrong_type(archviz_cli, tmp_path: P
     ann = tmp_path / "notes.toml"
     ann.write_text('[[node]]\nclass = "Block"\n[[node.claim]]\nid = "c"\nfile = "model.py"\nlines = [1.5, 2]\n'
                    'quote = "x"\n')
-    line = one_line_exit_2(archviz_cli("build", TOPLEVEL, "--annotations", ann, "-o", tmp_path / "site"))
+    line = one_line_error(archviz_cli("build", TOPLEVEL, "--annotations", ann, "-o", tmp_path / "site"))
     assert "notes.toml: claim 'c'.lines: [first, last], \"first-last\" or a line number, not [1.5, 2]" in line
 
 
-def test_a_hardware_file_with_a_number_given_as_text(archviz_cli, tmp_path: Path) -> None:
+@pytest.mark.parametrize("memory, peaks, message", [
+    ('"80"', "bf16 = 989.5", "[mygpu].memory_gb: a non-negative number, not '80'"),
+    ("80", "bf16 = true", "[mygpu].peak_tflops.bf16: a non-negative number, not True"),
+])
+def test_a_hardware_file_with_a_number_of_the_wrong_type(archviz_cli, tmp_path: Path, memory: str, peaks: str,
+                                                         message: str) -> None:
     hw = tmp_path / "mine.toml"
-    hw.write_text('[mygpu]\nname = "My GPU"\nsource = "its sheet"\nmemory_gb = "80"\nmemory_bandwidth_gb_s = 3350\n'
-                  'interconnect_gb_s = 450\npeak_tflops = { bf16 = 989.5 }\n')
-    line = one_line_exit_2(archviz_cli("cost", TOPLEVEL, "--hardware", hw))
-    assert f"{hw}: [mygpu].memory_gb: a non-negative number, not '80'" in line
-
-
-def test_a_hardware_file_with_a_peak_of_the_wrong_type(archviz_cli, tmp_path: Path) -> None:
-    hw = tmp_path / "mine.toml"
-    hw.write_text('[mygpu]\nname = "My GPU"\nsource = "its sheet"\nmemory_gb = 80\nmemory_bandwidth_gb_s = 3350\n'
-                  'interconnect_gb_s = 450\npeak_tflops = { bf16 = true }\n')
-    line = one_line_exit_2(archviz_cli("cost", TOPLEVEL, "--hardware", hw))
-    assert f"{hw}: [mygpu].peak_tflops.bf16: a non-negative number, not True" in line
+    hw.write_text(f'[mygpu]\nname = "My GPU"\nsource = "its sheet"\nmemory_gb = {memory}\n'
+                  f'memory_bandwidth_gb_s = 3350\ninterconnect_gb_s = 450\npeak_tflops = {{ {peaks} }}\n')
+    line = one_line_error(archviz_cli("cost", TOPLEVEL, "--hardware", hw))
+    assert f"{hw}: {message}" in line
 
 
 @pytest.mark.parametrize("name, text, message", [
@@ -95,14 +86,14 @@ def test_a_names_file_with_a_field_of_the_wrong_type(archviz_cli, tmp_path: Path
                                                       message: str) -> None:
     path = tmp_path / name
     path.write_text(text)
-    line = one_line_exit_2(archviz_cli("inspect", TOPLEVEL, "--names", path))
+    line = one_line_error(archviz_cli("inspect", TOPLEVEL, "--names", path))
     assert f"names file {path}: {message}" in line
 
 
 def test_a_gallery_sets_file_with_a_model_of_the_wrong_type(archviz_cli, tmp_path: Path) -> None:
     sets = tmp_path / "sets.json"
     sets.write_text('{"llama": {"num_key_value_heads": 8}, "mistral": ["num_key_value_heads=8"]}')
-    line = one_line_exit_2(archviz_cli("gallery", "--transformers", "llama", "--sets", sets, "-o", tmp_path / "g"))
+    line = one_line_error(archviz_cli("gallery", "--transformers", "llama", "--sets", sets, "-o", tmp_path / "g"))
     assert f"--sets {sets}: mistral: an object of config fields, not ['num_key_value_heads=8']" in line
     assert not (tmp_path / "g").exists()
 
@@ -115,7 +106,7 @@ def test_a_gallery_sets_file_with_a_model_of_the_wrong_type(archviz_cli, tmp_pat
 def test_a_rules_file_with_a_field_of_the_wrong_type(archviz_cli, tmp_path: Path, rules: str, message: str) -> None:
     path = tmp_path / "rules.json"
     path.write_text(rules)
-    line = one_line_exit_2(archviz_cli("check", TOPLEVEL, "--checkpoint", tmp_path / "none.safetensors",
+    line = one_line_error(archviz_cli("check", TOPLEVEL, "--checkpoint", tmp_path / "none.safetensors",
                                        "--rules", path))
     assert f"{path} {message}" in line
 
@@ -124,5 +115,5 @@ def test_a_manifest_with_a_shard_size_of_the_wrong_type(archviz_cli, tmp_path: P
     path = tmp_path / "ckpt.manifest.json"
     path.write_text(json.dumps({"format": "archviz-manifest/1", "shards": [
         {"name": "model.safetensors", "file_bytes": "1024", "header_bytes": 16}], "tensors": []}))
-    line = one_line_exit_2(archviz_cli("check", TOPLEVEL, "--checkpoint", path))
+    line = one_line_error(archviz_cli("check", TOPLEVEL, "--checkpoint", path))
     assert f"{path}: shards[0].file_bytes: an integer of at least 0, not '1024'" in line

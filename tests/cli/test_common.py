@@ -12,17 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import one_line_error
+
 REPO = Path(__file__).resolve().parents[2]
 TOPLEVEL = REPO / "tests" / "fixtures" / "toplevel" / "model.py"
 V3_MANIFEST = REPO / "tests" / "data" / "checkpoints" / "deepseek-v3.manifest.json.gz"
-
-
-def one_line_exit_2(r) -> str:
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, r.stderr
-    assert "Traceback" not in r.stderr + r.stdout
-    return lines[0]
 
 
 def test_walk_to_stdout_is_the_file_it_writes(archviz_cli, tmp_path: Path) -> None:
@@ -82,7 +76,7 @@ def test_cost_and_probe_to_stdout(archviz_cli, command: str) -> None:
 def test_a_site_cannot_go_to_stdout(archviz_cli, args) -> None:
     r = archviz_cli(*args)
     flag = args[-2]
-    assert one_line_exit_2(r).startswith(f"error: {flag} -: a site is a folder")
+    assert one_line_error(r).startswith(f"error: {flag} -: a site is a folder")
     assert r.stdout == "" and not (REPO / "-").exists()
 
 
@@ -90,5 +84,5 @@ def test_a_site_cannot_go_to_stdout(archviz_cli, args) -> None:
                                   ("check", TOPLEVEL, "--checkpoint", V3_MANIFEST)])
 def test_stdout_output_with_json_is_refused_before_any_work(archviz_cli, args) -> None:
     r = archviz_cli(*args, "-o", "-", "--json")
-    assert "-o - and --json both write to stdout" in one_line_exit_2(r)
+    assert "-o - and --json both write to stdout" in one_line_error(r)
     assert json.loads(r.stdout)["exit_code"] == 2  # --json's error object, alone on stdout
