@@ -117,3 +117,20 @@ def test_a_manifest_with_a_shard_size_of_the_wrong_type(archviz_cli, tmp_path: P
         {"name": "model.safetensors", "file_bytes": "1024", "header_bytes": 16}], "tensors": []}))
     line = one_line_error(archviz_cli("check", TOPLEVEL, "--checkpoint", path))
     assert f"{path}: shards[0].file_bytes: an integer of at least 0, not '1024'" in line
+
+
+def test_a_rank_manifest_with_a_rank_of_the_wrong_type(archviz_cli, tmp_path: Path) -> None:
+    path = tmp_path / "ranks.json"
+    path.write_text(json.dumps({"format": "archviz-ranks/1", "world_size": 2, "ranks": [
+        {"rank": 0, "file": "model0-mp2.safetensors", "manifest": {}},
+        {"rank": "1", "file": "model1-mp2.safetensors", "manifest": {}}]}))
+    line = one_line_error(archviz_cli("check", TOPLEVEL, "--world-size", "2", "--checkpoint", path))
+    assert f"{path}: ranks[1].rank: an integer, not '1'" in line
+
+
+def test_a_safetensors_index_with_a_shard_of_the_wrong_type(archviz_cli, tmp_path: Path) -> None:
+    path = tmp_path / "model.safetensors.index.json"
+    path.write_text(json.dumps({"metadata": {}, "weight_map": {"embed.weight": "model-1.safetensors",
+                                                               "head.weight": ["model-2.safetensors"]}}))
+    line = one_line_error(archviz_cli("check", TOPLEVEL, "--checkpoint", path))
+    assert "index: weight_map['head.weight']: a non-empty string, not ['model-2.safetensors']" in line

@@ -14,6 +14,7 @@ import os
 from typing import Any, Callable, Sequence
 
 from archviz.errors import CheckpointError
+from archviz.recordcheck import fail, refused_as, want_int, want_list, want_str, want_table
 
 from .manifest import inventory_from_manifest, load_json_file, json_text_bytes, manifest_text
 from .records import CheckpointInventory
@@ -61,12 +62,16 @@ def rank_inventories(spec: str, world_size: int, pattern: str | None = None
         if obj.get("world_size") != world_size:
             raise CheckpointError(f"{spec}: a manifest of {obj.get('world_size')} ranks, not --world-size "
                                   f"{world_size}", hint=f"use --world-size {obj.get('world_size')}")
-        ranks = obj.get("ranks")
-        if not isinstance(ranks, list) or [r.get("rank") if isinstance(r, dict) else None for r in ranks] \
-                != list(range(world_size)):
-            raise CheckpointError(f"{spec}: \"ranks\" must list ranks 0 to {world_size - 1} in order",
-                                  hint="write the manifest again with `archviz manifest`")
-        return [(r["rank"], str(r.get("file")), inventory_from_manifest(r.get("manifest"), source=spec,
+        with refused_as(lambda m: CheckpointError(f"{spec}: {m}", hint="write the manifest again with `archviz "
+                                                                        "manifest`")):
+            ranks = want_list("ranks", obj.get("ranks"))
+            for i, r in enumerate(ranks):
+                want_str(f"ranks[{i}].file", want_table(f"ranks[{i}]", r, what="an object").get("file"))
+                if want_int(f"ranks[{i}].rank", r.get("rank")) != i:
+                    fail(f"ranks[{i}].rank", f"{i} (ranks 0 to {world_size - 1} in order)", r["rank"])
+            if len(ranks) != world_size:
+                fail("ranks", f"{world_size} entries, one per rank (it has {len(ranks)})")
+        return [(r["rank"], r["file"], inventory_from_manifest(r.get("manifest"), source=spec,
                                                                          where=f"{spec} (rank {r['rank']})"))
                 for r in ranks]
     raise CheckpointError(f"--checkpoint {spec}: --world-size {world_size} without --rank reads one shard per rank, "
