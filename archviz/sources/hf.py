@@ -45,7 +45,7 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
         raw = read_json_config(path)
         with refused_as(lambda m: SourceError(f"{path}: {m}", hint='give one model type, e.g. "model_type": '
                                                                    '"llama"')):
-            want_str("model_type", raw.get("model_type"), optional=True)
+            model_type = want_str("model_type", raw.get("model_type"), optional=True)
     transformers = _import_transformers()
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
