@@ -1,4 +1,4 @@
-"""One validator style for every JSON and TOML data file archviz reads (archviz.recordcheck): a field of the wrong
+"""One validator style for every JSON and TOML data file archviz reads (archviz.records.recordcheck): a field of the wrong
 type is exit 2, one line naming the file, the field's path and what it must hold, and no traceback, for each kind of
 file: records, annotations, hardware presets, names files, the gallery's --sets, rules files, manifests. Each file
 is written here, whole but for the one field."""
@@ -12,7 +12,7 @@ import pytest
 
 from helpers import one_line_error
 
-from archviz.recordcheck import SchemaError, want_int, want_number, want_str, want_strs, want_table
+from archviz.records.recordcheck import SchemaError, want_int, want_number, want_str, want_strs, want_table
 
 REPO = Path(__file__).resolve().parent
 TOPLEVEL = REPO / "fixtures" / "toplevel" / "model.py"

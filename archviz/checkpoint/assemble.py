@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from archviz.errors import CheckpointError
-from archviz.safeio import MiB
-from archviz.recordcheck import refused_as, want_str, want_table
-from archviz.safejson import loads as bounded_loads
+from archviz.files.safeio import MiB
+from archviz.records.recordcheck import refused_as, want_str, want_table
+from archviz.files.safejson import loads as bounded_loads
 
 from .header import ParsedShard
 from .records import CheckpointInventory, TensorInfo
@@ -58,7 +58,7 @@ def parse_index(data: bytes, where: str) -> tuple[dict[str, str], dict[str, Any]
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CheckpointError(f"{where}: index is not valid UTF-8 (byte {e.start})", hint="download it again") from None
-    # bounded: nesting, integer size, lone surrogates (archviz.safejson)
+    # bounded: nesting, integer size, lone surrogates (archviz.files.safejson)
     obj = bounded_loads(text, where=f"{where}: index", error=CheckpointError, hint="download it again")
     with refused_as(lambda m: CheckpointError(f"{where}: index: {m}",
                                               hint="a safetensors index maps tensor names to shard files")):

@@ -14,7 +14,7 @@ import os
 from typing import Any, Callable, Sequence
 
 from archviz.errors import CheckpointError
-from archviz.recordcheck import fail, refused_as, want_int, want_list, want_str, want_table
+from archviz.records.recordcheck import fail, refused_as, want_int, want_list, want_str, want_table
 
 from .manifest import inventory_from_manifest, load_json_file, json_text_bytes, manifest_text
 from .records import CheckpointInventory

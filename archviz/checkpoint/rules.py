@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from archviz.errors import ArchvizError
-from archviz.recordcheck import fail, refused_as, want_int, want_list, want_str, want_strs, want_table
-from archviz.safeio import MiB, read_regular
-from archviz.safejson import loads as bounded_loads
+from archviz.records.recordcheck import fail, refused_as, want_int, want_list, want_str, want_strs, want_table
+from archviz.files.safeio import MiB, read_regular
+from archviz.files.safejson import loads as bounded_loads
 
 from .templates import split_name
 
@@ -492,7 +492,7 @@ def _scales(where: str, obj: Mapping[str, Any], base: dict[str, Any]) -> dict[st
 
 def load_rules(user_file: str | os.PathLike[str] | None = None) -> Rules:
     """The built-in rules (``archviz/checkpoint/rules/*.json``), plus a user rules file when given; a field of the
-    wrong type is a RulesError naming the file and the field (archviz.recordcheck)."""
+    wrong type is a RulesError naming the file and the field (archviz.records.recordcheck)."""
     with refused_as(_rules_error):
         return _load_rules(user_file)
 

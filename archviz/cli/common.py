@@ -15,11 +15,11 @@ from rich.segment import Segment
 from rich.text import Text
 
 from ..errors import ArchvizError, ShapeError, one_line
-from ..sanitize import json_text, printable
+from ..files.sanitize import json_text, printable
 
 
 def _escaped_lines(text: str) -> str:
-    """`text` with every control character escaped (archviz.sanitize) but its line breaks, which stay breaks."""
+    """`text` with every control character escaped (archviz.files.sanitize) but its line breaks, which stay breaks."""
     return "\n".join(map(printable, text.split("\n"))) if not text.isprintable() else text
 
 
@@ -66,10 +66,6 @@ err = _SafeConsole(stderr=True)
 def flag(*names: str, **kw: Any) -> Any:
     """A bool option: no value follows it, so its help shows no `<bool>` type."""
     return typer.Option(*names, metavar="", **kw)
-
-
-class State:
-    debug = False
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -290,9 +286,9 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
 def cached(kind: str, source: str, options: dict[str, Any], files: tuple[str | None, ...], build: Callable[[], Any],
            use: bool = True) -> Any:
     """The records `build()` makes, from the records cache when an entry of the same source, options, package
-    versions and file contents is there (archviz.cache: nothing is imported then, torch included); else built, and
+    versions and file contents is there (records.cache: nothing is imported then, torch included); else built, and
     stored for the next run. `files`: the option files the build reads (--config, ...)."""
-    from .. import cache as rc
+    from ..records import cache as rc
 
     if not use or rc.disabled():
         return build()
@@ -357,8 +353,8 @@ def emit_json(data: Any) -> None:
 
 def write_output(path: str, data: bytes) -> None:
     """`-o`: via a temp file in the same folder, then moved into place: never a half-written output, and only ever
-    over a regular file (archviz.outputs); `-o -`: to stdout."""
-    from ..outputs import write_file
+    over a regular file (archviz.files.outputs); `-o -`: to stdout."""
+    from ..files.outputs import write_file
 
     sys.stdout.flush()
     write_file(path, data, stdout=sys.stdout.buffer)
@@ -371,10 +367,10 @@ def atomic_write(path: str, text: str) -> None:
 
 @contextmanager
 def output_option(path: str | None, json_: bool = False) -> Iterator[None]:
-    """A command's single-file `-o PATH`, checked before any work (archviz.outputs: a target it may not replace is
+    """A command's single-file `-o PATH`, checked before any work (archviz.files.outputs: a target it may not replace is
     refused); `-o -`: stdout carries that output alone, so the command's report goes to stderr while this lasts,
     and --json (stdout's too) is refused."""
-    from ..outputs import STDOUT, check_file_target
+    from ..files.outputs import STDOUT, check_file_target
 
     if path:
         check_file_target(path)

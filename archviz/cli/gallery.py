@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..errors import ArchvizError
-from ..recordcheck import refused_as, want_table
+from ..records.recordcheck import refused_as, want_table
 from .app import app
 from .common import DebugOpt, JsonOpt, NoCacheOpt, emit_json, err, flag, handled, progress_bar
 from .validate import check_options
@@ -81,7 +81,7 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
     """Each (key, source, sets): its dtype and prefill length chosen (gallery_work.build_choice), read from the records cache here, else
     counted by gallery_work.run_one: in this process for one job, else each in a process of its own, n at a time.
     Each result has "dtype" and "sets" (as built), "failures", and "record" or "records" (JSON) unless it failed."""
-    from ..cache import MAX_ENTRIES
+    from ..records.cache import MAX_ENTRIES
     from .gallery_work import SEQ, build_choice, failure, from_cache
 
     results: dict[int, dict[str, Any]] = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArchvizError
-from ..recordcheck import fail, refused_as, want_number, want_str, want_table
+from ..records.recordcheck import fail, refused_as, want_number, want_str, want_table
 
 # dtype names the peaks are keyed by, and the torch dtypes of weights that compute at each
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
@@ -65,7 +65,7 @@ _HINT = "every device needs name, source, memory_gb, memory_bandwidth_gb_s, inte
 
 def parse(key: str, table: Any, where: str) -> Hardware:
     """One device from its TOML table; a missing or mistyped field is an ArchvizError naming the file and the field
-    (archviz.recordcheck)."""
+    (archviz.records.recordcheck)."""
     with refused_as(lambda m: ArchvizError(f"{where}: {m}", hint=_HINT)):
         return _parse(key, table)
 

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from ..errors import ArchvizError
-from ..recordcheck import fail, refused_as, want_str, want_strs, want_table
+from ..records.recordcheck import fail, refused_as, want_str, want_strs, want_table
 from .names_tables import split_tables
 from ..records import ModuleRecord
 
@@ -70,7 +70,7 @@ def load_names(path: str) -> dict[str, Any]:
 
 
 def _checked(data: Any, where: str) -> dict[str, Any]:
-    """The titles, tables and groups of a decoded names file, each field's type checked (archviz.recordcheck)."""
+    """The titles, tables and groups of a decoded names file, each field's type checked (archviz.records.recordcheck)."""
     groups = None
     tables: dict[str, Any] = {}
     want_table("", data, what="a table of key = \"Title\" strings")

@@ -12,7 +12,7 @@ import warnings
 from typing import Any, Callable, Iterator
 
 from ..errors import SourceError
-from ..recordcheck import refused_as, want_str
+from ..records.recordcheck import refused_as, want_str
 from .options import BuildOptions, Built, _versions, read_json_config, shown, suggest
 
 

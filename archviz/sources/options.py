@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from ..errors import SourceError, shown
-from ..recordcheck import refused_as, want_table
+from ..records.recordcheck import refused_as, want_table
 from .stubs import StubRegistry
 
 
@@ -162,9 +162,9 @@ def _versions(*packages: str) -> dict[str, str]:
 
 def read_json_config(path: str) -> dict[str, Any]:
     """A config file as a dict, or one clear line saying why not."""
-    from ..safejson import load_config_file
+    from ..files.safejson import load_config_file
 
-    raw = load_config_file(path)  # a regular file, bounded size and nesting (archviz.safejson)
+    raw = load_config_file(path)  # a regular file, bounded size and nesting (archviz.files.safejson)
     with refused_as(lambda m: SourceError(f"{path}: {m}", hint="check the file")):
         want_table("", raw, what="a config: a JSON object")
     check_config_sizes(raw, path)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ...errors import ArchvizError
-from ...recordcheck import fail, refused_as, want_list, want_str, want_table
+from ...records.recordcheck import fail, refused_as, want_list, want_str, want_table
 
 _NODE_KEYS = {"path", "node", "class", "model", "title", "description", "claim"}
 _CLAIM_KEYS = {"id", "file", "lines", "quote", "text"}
@@ -87,7 +87,7 @@ def _lines(v: Any, path: str) -> tuple[int, int]:
 
 def parse_annotations(data: Mapping[str, Any], source: str) -> Annotations:
     """The annotations of a decoded TOML document; a field of the wrong type, an unknown key or a missing one is an
-    ArchvizError naming the file and the field (archviz.recordcheck)."""
+    ArchvizError naming the file and the field (archviz.records.recordcheck)."""
     with refused_as(lambda m: _bad(os.path.basename(source), m)):
         return _parse(data, source)
 

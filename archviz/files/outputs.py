@@ -25,7 +25,7 @@ import stat
 import sys
 from typing import BinaryIO, Callable, Mapping
 
-from .errors import ArchvizError
+from ..errors import ArchvizError
 
 #: The output path that means the caller's stdout (`-o -`).
 STDOUT = "-"
