@@ -14,8 +14,8 @@ from helpers import one_line_error
 
 from archviz.records.recordcheck import SchemaError, want_int, want_number, want_str, want_strs, want_table
 
-REPO = Path(__file__).resolve().parent
-TOPLEVEL = REPO / "fixtures" / "toplevel" / "model.py"
+TESTS = Path(__file__).resolve().parents[1]
+TOPLEVEL = TESTS / "fixtures" / "toplevel" / "model.py"
 
 
 def test_the_primitives_name_the_path_and_what_was_expected() -> None:
