@@ -8,7 +8,7 @@ from typing import Any
 
 from archviz.errors import CheckpointError
 from archviz.files.safeio import MiB
-from archviz.records.recordcheck import refused_as, want_str, want_table
+from archviz.records.recordcheck import fail, refused_as, want_str, want_table
 from archviz.files.safejson import loads as bounded_loads
 
 from .header import ParsedShard
@@ -62,7 +62,9 @@ def parse_index(data: bytes, where: str) -> tuple[dict[str, str], dict[str, Any]
     obj = bounded_loads(text, where=f"{where}: index", error=CheckpointError, hint="download it again")
     with refused_as(lambda m: CheckpointError(f"{where}: index: {m}",
                                               hint="a safetensors index maps tensor names to shard files")):
-        weight_map: dict[str, str] = want_table("weight_map", want_table("", obj, what="an object").get("weight_map"),
+        if "weight_map" not in want_table("", obj, what="an object"):
+            fail("weight_map", "missing")
+        weight_map: dict[str, str] = want_table("weight_map", obj["weight_map"],
                                                 what="an object of tensor name: shard file")
         shards = weight_map.values()
         if set(map(type, shards)) - {str} or "" in shards:  # the loop names the first bad entry
