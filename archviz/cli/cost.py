@@ -30,6 +30,7 @@ from .common import (
     emit_json,
     flag,
     handled,
+    output_option,
     out,
     overrides,
 )
@@ -115,7 +116,7 @@ def cost(
         devices = _devices(hardware, gpus)
     from ..cost.report import cost_report
 
-    with handled(debug, json_):
+    with handled(debug, json_), output_option(output, json_):
         given = [f for f, v in (("--context", context), ("--seq", seq), ("--batch", batch), ("--every-block",
                                 every_block), ("--kernel-rules", kernel_rules), ("--input", inputs)) if v]
         asked = _kv_dtype(kv_dtype)

@@ -127,7 +127,7 @@ def diff(
         ignored = parse_ignore(ignore)
         check_options(sets={"--set": set_, "--set-a": set_a, "--set-b": set_b}, inputs=input_,
                       positive={"--batch": batch, "--seq": seq})
-        _check_flags(limit, config, config_a, config_b)
+        _check_flags(limit, site, config, config_a, config_b)
         from ..checkpoint.rules import load_rules
 
         rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model builds
@@ -151,10 +151,15 @@ def diff(
         raise typer.Exit(EXIT_OK if result.identical else EXIT_MISMATCH)
 
 
-def _check_flags(limit: int, config: str | None, config_a: str | None, config_b: str | None) -> None:
-    """--limit and the --config flags checked, before anything is read."""
+def _check_flags(limit: int, site: str | None, config: str | None, config_a: str | None,
+                 config_b: str | None) -> None:
+    """--limit, --site and the --config flags checked, before anything is read."""
     if limit < 1:
         raise ArchvizError(f"--limit {limit}: must be at least 1", hint="give a positive number of rows")
+    if site:
+        from ..render.site.write import check_target
+
+        check_target(site, "--site")  # `-` or a folder archviz may not replace: refused before any build
     for side, both, one in (("--config-a", config, config_a), ("--config-b", config, config_b)):
         if both and one:
             raise ArchvizError(f"--config and {side} both given", hint=f"give --config for both, or {side}")
@@ -188,7 +193,7 @@ def _write_site(result: Any, records: list[Any], site: str) -> None:
     from ..render.site.diff import render_diff_site
 
     with spinner(f"writing {site}"):
-        write_site(render_diff_site(result, records[0], records[1]), site)
+        write_site(render_diff_site(result, records[0], records[1]), site, "--site")
     err.print(f"wrote the diff page to {os.path.join(site, 'diff.html')}")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any, Optional
 
 import typer
@@ -34,6 +33,7 @@ from .common import (
     err,
     flag,
     handled,
+    output_option,
     load_record,
     out,
     overrides,
@@ -186,7 +186,7 @@ def walk(
     """Write the records (versioned JSON schema, docs/records-schema.md) of every module."""
     from ..records import dumps_compact as dumps
 
-    with handled(debug, json_):
+    with handled(debug, json_), output_option(output):  # --json: the line of what was written, to a file only
         check_options(sets={"--set": set_}, inputs=input_, world_size=world_size, rank=rank)
         build = BuildOptions(config=config, overrides=overrides(set_), model_class=model_class,
                              config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
@@ -194,11 +194,8 @@ def walk(
         passes = PassOptions(shapes=shapes, inputs=tuple(input_ or ()), kernel_rules=kernel_rules,
                              every_block=every_block, train=train)
         record = load_record(source, build, passes, group=False, cache=not no_cache)
-        text = dumps(record)
-        if output == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            atomic_write(output, text + "\n")
+        atomic_write(output, dumps(record) + "\n")
+        if output != "-":
             if json_:
                 emit_json({"output": output, "modules": record.summary.modules, "schema": record.schema})
             else:
