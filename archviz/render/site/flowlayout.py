@@ -1,5 +1,5 @@
-"""A dataflow picture laid out at build time as inline SVG (no script: it shows with JavaScript off): one box per
-row in forward order, so no two boxes overlap; an edge to the row below is a short arrow, an edge that skips rows
+"""A dataflow picture laid out at build time for inline SVG (no script: it shows with JavaScript off; drawn by the
+`flow` macro of templates/svg.html): one box per row in forward order, so no two boxes overlap; an edge to the row below is a short arrow, an edge that skips rows
 (a residual, an input read again) runs in a lane of its own to the right of the boxes. Module boxes are links to
 their node pages; a function box (a run of ops inside one call of a Python function) links to what it expands to;
 ops are smaller pills. A chain of layout ops folded into an edge labels the edge. Text is in the monospace face, so
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from markupsafe import Markup, escape
-
 from ..flowfold import Item
 
 CHAR = 7.3  # px per character of 12px monospace (DejaVu Sans Mono: 7.22)
@@ -18,21 +16,6 @@ PAD = 10  # px of box padding each side
 GAP = 18  # px between rows
 LANE = 12  # px between lanes
 TALL, SHORT = 40, 24  # box heights: two lines (modules), one line (ops, inputs, output)
-
-
-_STYLE = """svg.dataflow{font:12px var(--mono,monospace);display:block}
-svg.dataflow .box rect{fill:var(--card,#fff);stroke:var(--dim,#6a6f76);stroke-width:1}
-svg.dataflow .call rect,svg.dataflow .fold rect{stroke:var(--accent,#2158b6);stroke-width:1.4}
-svg.dataflow .fn rect{fill:var(--card,#fff);stroke:var(--accent,#2158b6);stroke-width:1;stroke-dasharray:2 2}
-svg.dataflow text.v{font-size:10px;fill:var(--dim,#6a6f76)}
-svg.dataflow .fold rect{stroke-dasharray:5 3}
-svg.dataflow .op rect{fill:var(--code-bg,#f6f6f3)}
-svg.dataflow .in rect,svg.dataflow .out rect{fill:var(--mark,#fff3bf);stroke:var(--mark-edge,#f0b400)}
-svg.dataflow text{fill:var(--fg,#1d1f21)}
-svg.dataflow text.t{font-weight:700}
-svg.dataflow a:hover rect,svg.dataflow a:focus rect{stroke-width:2.6}
-svg.dataflow .e{fill:none;stroke:var(--dim,#6a6f76);stroke-width:1.2}
-svg.dataflow .m{fill:var(--dim,#6a6f76)}"""
 
 
 SMALL = 6.1  # px per character of the 10px edge labels
@@ -94,38 +77,21 @@ def layout(items: list[Item]) -> dict[str, Any]:
     return {"boxes": boxes, "edges": edges, "labels": labels, "width": round(width), "height": height}
 
 
-def render_svg(items: list[Item], label: str, ident: str = "") -> Markup:
-    """The picture; `ident` names a nested one (the ops inside a function box: class dataflow-ops, its own marker
-    id). In the main picture a box that links nowhere else links to its entry in the list of steps below it."""
+def picture(items: list[Item], label: str, ident: str = "") -> dict[str, Any]:
+    """The picture for the `flow` macro (templates/svg.html) to draw; `ident` names a nested one (the ops inside a
+    function box: class dataflow-ops, its own marker id). In the main picture a box that links nowhere else links to
+    its entry in the list of steps below it."""
     geo = layout(items)
-    cls = "dataflow-ops" if ident else "dataflow"
-    arrow_id = f"flow-arrow-{ident}" if ident else "flow-arrow"
-    out = [f'<svg class="{cls}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {geo["width"]} {geo["height"]}" '
-           f'width="{geo["width"]}" height="{geo["height"]}" role="group" aria-label="{escape(label)}">',
-           f"<style>{_STYLE.replace('svg.dataflow', f'svg.{cls}')}</style>",
-           f'<defs><marker id="{arrow_id}" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
-           'orient="auto-start-reverse"><path class="m" d="M0 0L8 4L0 8z"/></marker></defs>']
-    for d in geo["edges"]:
-        arrow = "" if d.count("H") == 1 and "V" not in d else f' marker-end="url(#{arrow_id})"'  # a lane's start
-        out.append(f'<path class="e" d="{d}"{arrow}/>')
-    for x, y, t in geo["labels"]:
-        out.append(f'<text class="v" x="{x:g}" y="{y:g}">{escape(t)}</text>')
+    boxes = []
     for n, (it, b) in enumerate(zip(items, geo["boxes"])):
         lines = it.lines()
-        rx = 12 if it.kind == "op" else 4
-        text = []
-        for i, t in enumerate(lines):
-            ty = b["y"] + (15 if len(lines) > 1 else 16) + 17 * i
-            bold = ' class="t"' if i == 0 and len(lines) > 1 else ""
-            text.append(f'<text x="{b["x"] + PAD:g}" y="{ty}"{bold}>{escape(t)}</text>')
-        body = f'<rect x="{b["x"]:g}" y="{b["y"]}" width="{b["w"]}" height="{b["h"]}" rx="{rx}"/>' + "".join(text)
-        name = escape(" · ".join(lines))
-        href = it.href or (None if ident else f"#flow-step-{n + 1}")
-        if href:
-            out.append(f'<a class="box {it.kind}" href="{escape(href)}" data-path="{escape(it.path)}">'
-                       f'<title>{name}</title>{body}</a>')  # named by its <title>, which holds the visible text
-        else:
-            data = f' data-path="{escape(it.path)}"' if it.path else ""
-            out.append(f'<g class="box {it.kind}"{data}><title>{name}</title>{body}</g>')
-    out.append("</svg>")
-    return Markup("".join(out))
+        texts = [{"x": f"{b['x'] + PAD:g}", "y": b["y"] + (15 if len(lines) > 1 else 16) + 17 * i,
+                  "bold": i == 0 and len(lines) > 1, "text": t} for i, t in enumerate(lines)]
+        boxes.append({"kind": it.kind, "href": it.href or (None if ident else f"#flow-step-{n + 1}"),
+                      "path": it.path, "name": " · ".join(lines), "x": f"{b['x']:g}", "y": b["y"], "w": b["w"],
+                      "h": b["h"], "rx": 12 if it.kind == "op" else 4, "texts": texts})
+    return {"cls": "dataflow-ops" if ident else "dataflow", "arrow": f"flow-arrow-{ident}" if ident else "flow-arrow",
+            "label": label, "width": geo["width"], "height": geo["height"],
+            # a lane's start (one horizontal stroke) has no arrowhead
+            "edges": [{"d": d, "arrow": not (d.count("H") == 1 and "V" not in d)} for d in geo["edges"]],
+            "labels": [{"x": f"{x:g}", "y": f"{y:g}", "text": t} for x, y, t in geo["labels"]], "boxes": boxes}
