@@ -2,8 +2,7 @@
 `flow` macro of templates/svg.html). Boxes stand in rows in forward order, read left to right and top to bottom: a
 box joins the row before it when it reads nothing of that row or only its last box and the row stays narrow enough
 (the forward's inputs side by side, a chain of calls read left to right, a branch that starts afresh beside the end of
-the one before), so no two boxes overlap and a layer or
-attention block fits on one screen. An edge to the next row is a short arrow (bent where the boxes stand apart); an
+the one before), so no two boxes overlap and a layer or attention block fits on one screen. An edge to the next row is a short arrow (bent where the boxes stand apart); an
 edge that skips rows (a residual, an input read again) runs in a lane of its own to the right of the boxes. Module
 boxes are links to their node pages; a function box (a run of ops inside one call of a Python function) links to
 what it expands to; ops are smaller pills. A chain of layout ops folded into an edge labels the edge. Text is in the
@@ -68,14 +67,17 @@ def layout(items: list[Item]) -> dict[str, Any]:
         tops.append((y, y + h))
         y += h
     height = y + 8
-    last_of_row = {row[-1] for row in rows}
+    lane_of, lanes = _lanes(items, row_of)
+    right = 8 + maxw + 14
+    edges, labels = _edges(items, boxes, rows, tops, lane_of, right)
+    width = right + LANE * max(0, lanes - 1) + 10 if lanes else 8 + maxw + 8
+    width = max([width, *(x + len(t) * SMALL + 8 for x, _, t in labels)])
+    return {"boxes": boxes, "edges": edges, "labels": labels, "width": round(width), "height": height}
 
-    def mid(i: int) -> float:
-        return boxes[i]["x"] + boxes[i]["w"] / 2
 
-    # An edge that skips rows leaves its source into the source's lane, right of every box (from the source's right
-    # side when it ends its row, else from below it): one vertical line from the source down to its last such
-    # consumer, a stub into each. Lanes are reused once their source's line has ended.
+def _lanes(items: list[Item], row_of: dict[int, int]) -> tuple[dict[int, int], int]:
+    """The lane of each source with an edge that skips rows, and how many lanes: one vertical line from the source
+    down to its last such consumer; a lane is reused once its source's line has ended."""
     reach: dict[int, int] = {}
     for c, it in enumerate(items):
         for p in it.inputs:
@@ -90,10 +92,25 @@ def layout(items: list[Item]) -> dict[str, Any]:
             lane_end.append(0)
         lane_end[lane] = reach[p]
         lane_of[p] = lane
-    right = 8 + maxw + 14
+    return lane_of, len(lane_end)
+
+
+def _edges(items: list[Item], boxes: list[dict[str, Any]], rows: list[list[int]], tops: list[tuple[int, int]],
+           lane_of: dict[int, int], right: float) -> tuple[list[tuple[str, bool]], list[tuple[float, float, str]]]:
+    """Edge paths (with or without an arrowhead) and the edge labels (x, y, text): the layout ops on an edge to the
+    next row, beside its arrow. An edge along a row is an arrow between the boxes; to the next row, an arrow down
+    (bent in the gap between the rows); one that skips rows leaves its source into the source's lane, right of every
+    box (from the source's right side when it ends its row, else from below it), and a stub from the lane enters each
+    consumer (from the right where the consumer ends its row, else along the gap above it into its top)."""
+    row_of = {i: r for r, row in enumerate(rows) for i in row}
+    last_of_row = {row[-1] for row in rows}
+
+    def mid(i: int) -> float:
+        return boxes[i]["x"] + boxes[i]["w"] / 2
+
     entering: dict[int, int] = {}
     edges: list[tuple[str, bool]] = []
-    labels = []  # (x, y, text): the layout ops on an edge to the next row, beside its arrow
+    labels: list[tuple[float, float, str]] = []
     exit_y: dict[int, float] = {}
     for k, (p, lane) in enumerate(lane_of.items()):
         bp = boxes[p]
@@ -130,9 +147,7 @@ def layout(items: list[Item]) -> dict[str, Any]:
             else:  # into its top, along the gap above its row
                 y2 = tops[row_of[c] - 1][1] + 9  # below the bends (+5) and between the exits (+3, +7, +11)
                 edges.append((f"M{lx:g} {exit_y[p]:g}V{y2:g}H{mid(c) - 6 - 4 * (k % 3):g}V{bc['y'] - 2}", True))
-    width = right + LANE * max(0, len(lane_end) - 1) + 10 if lane_end else 8 + maxw + 8
-    width = max([width, *(x + len(t) * SMALL + 8 for x, _, t in labels)])
-    return {"boxes": boxes, "edges": edges, "labels": labels, "width": round(width), "height": height}
+    return edges, labels
 
 
 def picture(items: list[Item], label: str, ident: str = "") -> dict[str, Any]:
