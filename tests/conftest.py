@@ -163,8 +163,8 @@ def toplevel_sites(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def chromium() -> Iterator[Any]:
     """One headless Chromium for the whole run (one per xdist worker); each test opens its own pages in it.
 
-    Skipped without Chromium or playwright outside CI, failed in CI (test_site_browser's `_need_browser`)."""
-    from test_site_browser import CHROMIUM, CHROMIUM_ARGS, _need_browser
+    Skipped without Chromium or playwright outside CI, failed in CI (browser_tools' `_need_browser`)."""
+    from browser_tools import CHROMIUM, CHROMIUM_ARGS, _need_browser
 
     sync_playwright = _need_browser()
     with sync_playwright() as p:

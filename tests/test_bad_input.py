@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from helpers import TESTS
 
-TESTS = Path(__file__).resolve().parent
 BAD = TESTS / "data" / "bad"
 FACTORIES = TESTS / "data" / "factories"
 DSV3 = TESTS / "fixtures" / "dsv3like"

@@ -22,7 +22,7 @@ import pytest
 from archviz import cache
 from archviz.records import loads, to_json_dict
 
-TESTS = Path(__file__).resolve().parent
+from helpers import REPO, TESTS
 REPO = TESTS.parent
 DSV3 = TESTS / "fixtures" / "dsv3like"
 

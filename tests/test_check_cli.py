@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 V3_MANIFEST = REPO / "tests" / "data" / "checkpoints" / "deepseek-v3.manifest.json.gz"
 
 

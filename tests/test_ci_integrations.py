@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 GIT_ID = ["-c", "user.name=archviz tests", "-c", "user.email=tests@archviz.invalid", "-c", "commit.gpgsign=false"]
 
 

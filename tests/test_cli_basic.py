@@ -15,8 +15,8 @@ import transformers
 from archviz.cli import atomic_write
 from archviz.records import SCHEMA, loads, to_json_dict
 from archviz.records import SCHEMA_V3
+from helpers import TESTS
 
-TESTS = Path(__file__).resolve().parent
 DSV3 = TESTS / "fixtures" / "dsv3like"
 DSV41 = TESTS / "fixtures" / "dsv41like"
 

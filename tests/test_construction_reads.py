@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data" / "factories"))
+from helpers import TESTS
+
+sys.path.insert(0, str(TESTS / "data" / "factories"))
 import tvstyle  # noqa: E402
 from realrun import real_calls  # noqa: E402
 from archviz.records import loads, to_json_dict  # a records file of either version, as /1's dicts

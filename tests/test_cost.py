@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import TINY
+from helpers import TESTS, TINY
 
-ROOT = Path(__file__).resolve().parent
+ROOT = TESTS
 FIX = ROOT / "fixtures"
 DSV3 = FIX / "dsv3like"
 DSV41 = FIX / "dsv41like"

@@ -17,8 +17,9 @@ import pytest
 import archviz
 from archviz.records import ALIAS, SCALE, TABLE, WEIGHT
 from archviz.render.views import summary_json
+from helpers import TESTS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = TESTS / "fixtures"
 DSV3 = FIXTURES / "dsv3like"
 DSV41 = FIXTURES / "dsv41like"
 

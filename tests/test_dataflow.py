@@ -18,121 +18,13 @@ from archviz.shapes import trace_shapes
 from archviz.sources import build
 from archviz.sources.options import BuildOptions
 from archviz.walk import walk
+from helpers import FLOW_BLOCKS
 
-BLOCKS = '''
-import torch
-from torch import nn
-
-
-class MLP(nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.up = nn.Linear(d, 4 * d)
-        self.down = nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        return self.down(torch.relu(self.up(x)))
-
-
-class Attn(nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.qkv = nn.Linear(d, 3 * d)
-        self.out = nn.Linear(d, d)
-
-    def forward(self, x):
-        q, k, v = self.qkv(x).chunk(3, dim=-1)
-        return self.out(torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v)
-
-
-class Block(nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(d)
-        self.attn = Attn(d)
-        self.norm2 = nn.LayerNorm(d)
-        self.mlp = MLP(d)
-
-    def forward(self, x):
-        h = x + self.attn(self.norm1(x))
-        out = h + self.mlp(self.norm2(h))
-        return out
-
-
-class MoEBlock(Block):
-    """Another kind of layer: two MLPs averaged where Block has one."""
-
-    def __init__(self, d):
-        super().__init__(d)
-        self.mlp2 = MLP(d)
-
-    def forward(self, x):
-        h = x + self.attn(self.norm1(x))
-        return h + (self.mlp(self.norm2(h)) + self.mlp2(self.norm2(h))) / 2
-
-
-class Net(nn.Module):
-    def __init__(self, kinds, d=24):
-        super().__init__()
-        self.embed = nn.Embedding(50, d)
-        self.layers = nn.ModuleList(MoEBlock(d) if k == "m" else Block(d) for k in kinds)
-        self.norm = nn.LayerNorm(d)
-        self.head = nn.Linear(d, 50)
-
-    def forward(self, ids):
-        x = self.embed(ids)
-        for layer in self.layers:
-            x = layer(x)
-        return self.head(self.norm(x))
-
-
-class ArgBlock(nn.Module):
-    """A block called with several arguments: positional, a pair, *rest and a keyword."""
-
-    def __init__(self, d):
-        super().__init__()
-        self.norm = nn.LayerNorm(d)
-        self.proj = nn.Linear(d, d)
-
-    def forward(self, x, freqs, pair, *rest, mask=None):
-        h = self.norm(x) * freqs + pair[0] - pair[1]
-        for r in rest:
-            h = h + r
-        return self.proj(h + mask)
-
-
-class ArgNet(nn.Module):
-    def __init__(self, d=16):
-        super().__init__()
-        self.embed = nn.Embedding(50, d)
-        self.block = ArgBlock(d)
-
-    def forward(self, ids):
-        x = self.embed(ids)
-        freqs = torch.ones(x.shape[-1], device=x.device)
-        return self.block(x, freqs, (x * 2, x * 3), x * 4, mask=x * 0)
-
-
-def arguments():
-    return ArgNet()
-
-
-def small():
-    return Net("bb")
-
-
-def two_kinds():
-    return Net("ddd" + "m" * 9)
-
-
-def alternating():
-    return Net("bm" * 6)
-'''
 
 
 @pytest.fixture()
 def blocks(tmp_path, monkeypatch):
-    (tmp_path / "flow_blocks.py").write_text(BLOCKS)
+    (tmp_path / "flow_blocks.py").write_text(FLOW_BLOCKS)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "flow_blocks"
     sys.modules.pop("flow_blocks", None)

@@ -14,8 +14,8 @@ from archviz.group import group
 from archviz.render.site import build_site, expand_pattern
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
-from test_dataflow import BLOCKS
-from test_site_browser import Console
+from browser_tools import Console, _boxes, _no_overlap
+from helpers import FLOW_BLOCKS
 
 pytestmark = pytest.mark.browser
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, chromium):
     tmp = tmp_path_factory.mktemp("flowsite")
-    (tmp / "flow_blocks_b.py").write_text(BLOCKS)
+    (tmp / "flow_blocks_b.py").write_text(FLOW_BLOCKS)
     sys.path.insert(0, str(tmp))
     try:
         built = archviz.build("flow_blocks_b:two_kinds")
@@ -35,24 +35,6 @@ def site(tmp_path_factory, chromium):
     build_site([record], str(out))
     model = next(p for p in out.iterdir() if p.is_dir() and (p / "index.html").is_file() and p.name != "static")
     return {"model": model, "record": record, "browser": chromium}
-
-
-def _boxes(page) -> list[dict]:
-    return page.evaluate("""() => [...document.querySelectorAll('svg.dataflow .box')].map(b => {
-        const r = b.querySelector('rect').getBoundingClientRect();
-        return {kind: b.getAttribute('class').split(' ')[1], href: b.getAttribute('href'), path: b.dataset.path || '',
-                url: b.getAttribute('href') ? new URL(b.getAttribute('href'), location.href).href : null,
-                text: b.querySelector('title').textContent, x: r.x, y: r.y, w: r.width, h: r.height};
-    })""")
-
-
-def _no_overlap(boxes: list[dict]) -> None:
-    for i, a in enumerate(boxes):
-        assert a["w"] > 0 and a["h"] > 0, a
-        for b in boxes[i + 1:]:
-            apart = a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"] or \
-                a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"]
-            assert apart, (a["text"], b["text"])
 
 
 def _links_resolve(page, boxes: list[dict]) -> int:

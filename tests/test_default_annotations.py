@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 try:
     import tomllib
 except ImportError:  # Python 3.10
     tomllib = pytest.importorskip("tomli")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 EXAMPLE = ROOT / "examples" / "deepseek-v4-flash"
 ANNOTATIONS = EXAMPLE / "annotations.toml"
 MODELING = "transformers/models/deepseek_v4/modeling_deepseek_v4.py"
@@ -242,7 +243,7 @@ def test_default_site_annotated_nodes_in_chromium(site: Path, notes: list[dict],
 
 def test_every_page_of_the_default_site_passes_axe(site: Path, chromium) -> None:
     """axe-core (vendored, run in Chromium) on every page `make site` writes: no serious or critical violation."""
-    from test_site_a11y import serious_violations
+    from browser_tools import serious_violations
 
     pages = sorted(site.parent.rglob("*.html"))
     assert len(pages) > 100  # the index, the overview and every node page

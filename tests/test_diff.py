@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
+from helpers import REPO, TESTS, TINY, hand_record
+
+sys.path.insert(0, str(TESTS / "fixtures"))
 
 from expected import dsv41like  # noqa: E402  (our figures for the dsv41like fixture, from its config)
-from helpers import TINY, hand_record  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 DSV3 = REPO / "tests" / "fixtures" / "dsv3like"
 DSV41 = REPO / "tests" / "fixtures" / "dsv41like"
 

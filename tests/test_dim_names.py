@@ -1,11 +1,11 @@
 """Widths are named by the expression that built the module, read here from the fixture's own source."""
 import json
-import pathlib
 import re
 
 import archviz
+from helpers import REPO, TESTS
 
-FIX = pathlib.Path(__file__).parent / "fixtures" / "dsv41like"
+FIX = TESTS / "fixtures" / "dsv41like"
 
 
 def test_output_projection_widths_are_named_from_its_constructor():
@@ -78,7 +78,7 @@ def test_a_small_dim_is_not_named_as_a_chance_product_of_two_fields():
     from archviz.render.views import module_json
     from archviz.walk import walk
 
-    config = pathlib.Path(__file__).parent.parent / "examples" / "deepseek-v4-flash" / "config.json"
+    config = REPO / "examples" / "deepseek-v4-flash" / "config.json"
     cfg = json.loads(config.read_text())
     half = cfg["qk_rope_head_dim"] // 2
     assert half == cfg["hc_mult"] * cfg["o_groups"], "the coincidence this test is about"
@@ -100,7 +100,7 @@ def test_a_code_name_is_put_in_the_config_terms_of_its_module():
     src = inspect.getsource(mod.DeepseekV4Indexer.__init__)
     assert re.search(r"self\.head_dim = config\.index_head_dim", src)
     assert re.search(r"self\.kv_proj = nn\.Linear\(config\.hidden_size, 2 \* self\.head_dim", src)
-    config = pathlib.Path(__file__).parent.parent / "examples" / "deepseek-v4-flash" / "config.json"
+    config = REPO / "examples" / "deepseek-v4-flash" / "config.json"
     cfg = json.loads(config.read_text())
     assert cfg["head_dim"] != cfg["index_head_dim"]
     record = archviz.load(str(config), overrides={"num_hidden_layers": 3})

@@ -5,12 +5,13 @@ pass's B and at another batch: a dim is B exactly where the two real runs differ
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data" / "factories"))
+from helpers import TESTS
+
+sys.path.insert(0, str(TESTS / "data" / "factories"))
 import tvstyle  # noqa: E402
 from realrun import real_calls  # noqa: E402
 

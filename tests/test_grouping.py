@@ -9,18 +9,17 @@ import io
 import json
 import math
 import time
-from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 import archviz
-from helpers import hand_record
+from helpers import TESTS, hand_record
 from archviz.group.runs import decompose as _decompose, rle as _rle
 from archviz.group import group, layer_membership, load_names, multiplicity_text
 from archviz.records import ModelRecord, dumps, loads
 
-ROOT = Path(__file__).resolve().parent
+ROOT = TESTS
 V4_HF_CONFIG = ROOT / "data" / "configs" / "deepseek-v4-flash-hf-config.json"
 DSV41 = ROOT / "fixtures" / "dsv41like"
 NAMES = ROOT / "fixtures" / "names"

@@ -1,12 +1,12 @@
 """A buffer tensor shared by every layer is counted once (an alias after the first), yet all layers are one kind."""
-import pathlib
 
 import archviz
 from archviz.group import group
+from helpers import TESTS
 
 
 def test_layers_sharing_a_cached_buffer_are_one_kind(monkeypatch):
-    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).parent / "data" / "factories"))
+    monkeypatch.syspath_prepend(str(TESTS / "data" / "factories"))
     record = group(archviz.load("shared_buffer:build"))
     kinds = record.extra("grouping")["layers"]["kinds"]
     assert [k["layers"] for k in kinds] == [[0, 1, 2, 3, 4, 5]]

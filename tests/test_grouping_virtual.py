@@ -8,17 +8,16 @@ from __future__ import annotations
 import io
 import json
 import math
-from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 import archviz
-from helpers import hand_record
+from helpers import TESTS, hand_record
 from archviz.group import group, load_names
 from archviz.records import ModelRecord, dumps, loads
 
-ROOT = Path(__file__).resolve().parent
+ROOT = TESTS
 DSV41 = ROOT / "fixtures" / "dsv41like"
 NAMES_FILE = ROOT / "fixtures" / "names" / "deepseek-v4.1-flash.toml"
 # The V4.1-like fixture pinned to the seed's shape: a KV-source layer every 6 layers, the 5 after it reuse its cache.

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
+from helpers import TESTS
 MODEL = TESTS / "data" / "nokernel" / "model.py"
 DIM = 16  # ModelArgs.dim in the fixture: the kernel keeps h's shape [B, T, dim]
 

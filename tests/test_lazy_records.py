@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,8 @@ from archviz.records import dumps, dumps_compact, from_json_dict, loads, to_comp
 from archviz.render.grouped import grouped_tree
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
+from helpers import TESTS
 
-TESTS = Path(__file__).resolve().parent
 DSV3 = TESTS / "fixtures" / "dsv3like"
 LAYERS, EXPERTS = 12, 64  # enough repetition that a layer is a small part of the model
 

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 FIXTURE = ROOT / "tests" / "fixtures" / "dsv41like"
 ANN = ROOT / "tests" / "data" / "annotations"
 WO_B = "layers.3.attn.wo_b"

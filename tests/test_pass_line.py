@@ -4,13 +4,13 @@ symbols name dims, and the grouped `inspect` tree shows each node's in/out shape
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data" / "factories"))
+from helpers import TESTS, TINY
+
+sys.path.insert(0, str(TESTS / "data" / "factories"))
 import tvstyle  # noqa: E402
-from helpers import TINY  # noqa: E402
 from realrun import real_calls, record_calls  # noqa: E402
 from archviz.records import loads, to_json_dict  # a records file of either version, as /1's dicts
 

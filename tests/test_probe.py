@@ -4,7 +4,6 @@ with the meta walk of the full model, every kind of layer is exercised, and a wr
 from __future__ import annotations
 
 import json
-import pathlib
 
 import pytest
 import torch
@@ -16,14 +15,14 @@ from archviz.cli import app
 from archviz.probe import ProbeError, parse_size, run_probe
 from archviz.records import dumps, loads
 
-ROOT = pathlib.Path(__file__).parent
+from helpers import TESTS, TINY
+ROOT = TESTS
 FIX = ROOT / "fixtures"
 V3LIKE = (str(FIX / "dsv3like" / "model.py"), str(FIX / "dsv3like" / "config.json"))
 V41LIKE = (str(FIX / "dsv41like" / "model.py"), str(FIX / "dsv41like" / "config.json"))
 NOKERNEL = str(ROOT / "data" / "nokernel" / "model.py")
 
 # Small transformers configs (as in test_shapes.py): every width tiny, every kind of layer kept.
-from helpers import TINY  # noqa: E402
 
 # Moderately small widths, but more layers, experts, vocabulary and positions than the copy keeps: reduced for real.
 V3_REDUCED = dict(TINY["deepseek_v3"], num_hidden_layers=6, n_routed_experts=16, vocab_size=8192,

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data" / "factories"))
+from helpers import TESTS
+
+sys.path.insert(0, str(TESTS / "data" / "factories"))
 import tvstyle  # noqa: E402
 from realrun import real_calls, record_calls  # noqa: E402
 

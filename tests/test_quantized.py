@@ -18,8 +18,9 @@ import archviz
 from archviz.errors import SourceError
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
+from helpers import TESTS
 
-V3_MANIFEST = Path(__file__).resolve().parent / "data" / "checkpoints" / "deepseek-v3.manifest.json.gz"
+V3_MANIFEST = TESTS / "data" / "checkpoints" / "deepseek-v3.manifest.json.gz"
 ARCHVIZ = [sys.executable, "-c", "from archviz.cli import main; main()"]
 FP8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
 
@@ -86,7 +87,7 @@ def test_quantized_needs_a_quantization_config_and_a_transformers_source():
     with pytest.raises(SourceError) as e:
         archviz.build("hf:llama", overrides={"num_hidden_layers": 1}, quantized=True)
     assert "no quantization_config" in str(e.value)
-    fixture = Path(__file__).resolve().parent / "fixtures" / "dsv3like"
+    fixture = TESTS / "fixtures" / "dsv3like"
     with pytest.raises(SourceError) as e:
         archviz.build(str(fixture / "model.py"), config=str(fixture / "config.json"), quantized=True)
     assert "--quantized applies to a transformers model" in str(e.value)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 def readme_block(first_line: str) -> str:

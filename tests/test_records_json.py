@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,8 @@ from archviz.records import ALIAS, SCHEMA, TABLE, dumps, loads
 from archviz.records import SCHEMA_V2, SCHEMA_V3, dumps_compact, to_compact_dict
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
+from helpers import REPO, TESTS
 
-TESTS = Path(__file__).resolve().parent
 DSV41 = TESTS / "fixtures" / "dsv41like"
 REPO = TESTS.parent
 

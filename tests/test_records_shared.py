@@ -4,7 +4,6 @@ objects), and the compact writer tells values apart by identity first. Neither m
 from __future__ import annotations
 
 import json
-import pathlib
 
 import pytest
 
@@ -13,8 +12,8 @@ from archviz.records import FIELDS, dumps, dumps_compact, loads, to_compact_dict
 from archviz.shapes import trace_shapes
 from archviz.walk import classify_module, walk
 from archviz.walk.walker import preorder
+from helpers import TESTS
 
-TESTS = pathlib.Path(__file__).resolve().parent
 DSV41 = TESTS / "fixtures" / "dsv41like"
 
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO, TESTS
 
-TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FOLDER = TESTS / "data" / "remote_code"
 CFG = json.loads((FOLDER / "config.json").read_text())

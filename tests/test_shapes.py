@@ -19,10 +19,10 @@ from archviz.shapes import trace_shapes
 from archviz.sources import BuildOptions, build
 from archviz.walk import walk
 
-ROOT = pathlib.Path(__file__).parent
+from helpers import TESTS, TINY
+ROOT = TESTS
 FIX = ROOT / "fixtures"
 
-from helpers import TINY  # noqa: E402
 
 REFERENCES = {
     "dsv3like": (str(FIX / "dsv3like" / "model.py"), str(FIX / "dsv3like" / "config.json")),

@@ -29,12 +29,12 @@ from archviz.render.site import (
     MARKER, Node, build_nodes, build_site, compress_paths, expand_pattern, render_site, squarify, treemap,
 )
 from archviz.render.site.nodes import page_names
+from helpers import ARCHVIZ, REPO, xss_site
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 ANN = ROOT / "tests" / "data" / "annotations"
 FIXTURE = ROOT / "tests" / "fixtures" / "dsv41like"
 runner = CliRunner()
-ARCHVIZ = [sys.executable, "-c", "from archviz.cli import main; main()"]  # the `archviz` command, in this interpreter
 
 
 def cli(*args: str) -> object:
@@ -393,40 +393,6 @@ def test_bad_annotations_are_one_line_errors(tiny, tmp_path, toml, message):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Escaping
-
-
-XSS_MODULE = textwrap.dedent('''
-    import torch
-    from torch import nn
-
-    PAYLOAD_DOC = '"><img src=x onerror=alert(1)> <script>alert(2)</script>'
-
-    def build():
-        Evil = type("<script>alert(3)</script>", (nn.Module,), {"__doc__": PAYLOAD_DOC})
-        Img = type('"><img src=x onerror=alert(4)>', (nn.Linear,), {"__doc__": PAYLOAD_DOC})
-        m = Evil()
-        m.proj = Img(4, 4)
-        m.items = nn.ModuleList([Img(4, 4), Img(4, 4)])
-        return m
-''')
-
-XSS_ANNOTATIONS = textwrap.dedent('''
-    [[node]]
-    path = "proj"
-    title = "<script>alert(5)</script>"
-    description = "\\"><img src=x onerror=alert(6)>"
-''')
-
-
-def xss_site(tmp_path: Path) -> Path:
-    (tmp_path / "xss_factory.py").write_text(XSS_MODULE)
-    (tmp_path / "xss.toml").write_text(XSS_ANNOTATIONS)
-    out = tmp_path / "xss-site"
-    r = subprocess.run(ARCHVIZ + ["build", "xss_factory:build", "-o", str(out),
-                        "--annotations", str(tmp_path / "xss.toml"), "--no-shapes"],
-                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return out
 
 
 def test_payloads_in_names_docstrings_and_annotations_are_inert(tmp_path):

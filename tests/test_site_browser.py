@@ -8,7 +8,6 @@ reason when chromium is absent outside CI; in CI (env CI set) it must run.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -18,36 +17,20 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.render.site import expand_pattern
+from browser_tools import Console, _need_browser, _num
+from helpers import REPO, xss_site
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 FIXTURE = ROOT / "tests" / "fixtures" / "dsv41like"
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # transformers' deepseek_v4, shrunk so it builds and renders in seconds
 V4_SETS = {"num_hidden_layers": 4, "hidden_size": 64, "vocab_size": 256, "num_attention_heads": 4, "head_dim": 32,
            "q_lora_rank": 32, "o_lora_rank": 16, "o_groups": 2, "moe_intermediate_size": 32, "n_routed_experts": 4,
            "num_experts_per_tok": 2, "index_n_heads": 2, "index_head_dim": 16, "qk_rope_head_dim": 8}
 FIXTURE_LAYER = 4
 V4_LAYER = 3
-
-
-def _need_browser():
-    ci = bool(os.environ.get("CI"))
-    if not os.path.exists(CHROMIUM):
-        if ci:
-            pytest.fail(f"CI: {CHROMIUM} is missing — install Debian's chromium (apt-get install -y chromium)")
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install -y chromium); CI runs this test")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        if ci:
-            pytest.fail("CI: playwright-python is missing (pip install -e '.[test]')")
-        pytest.skip("playwright-python is not installed (pip install -e '.[test]')")
-    return sync_playwright
 
 
 def _wait_for_fixture(timeout: float = 600) -> None:
@@ -115,24 +98,9 @@ text = "The grouped output goes through wo_b last."
     return {"site": site, "fixture": fixture_rec, "v4": v4_rec, "playwright": sync_playwright, "tmp": tmp}
 
 
-class Console:
-    def __init__(self, page):
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-        page.on("console", lambda m: self.errors.append(f"{m.type}: {m.text} @ {page.url}")
-                if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e} @ {page.url}"))
-        page.on("requestfailed", lambda req: self.errors.append(f"requestfailed: {req.url}"))
-        page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
-
-
 @pytest.fixture(scope="module")
 def browser(built, chromium):
     return chromium
-
-
-def _num(text: str) -> int:
-    return int(text.strip().replace(",", ""))
 
 
 def _click_part(page, pattern: str) -> None:
@@ -308,7 +276,6 @@ def test_search_finds_a_layer_inside_an_every_other_layer_group(built, browser, 
 
 
 def test_payloads_stay_inert_in_the_browser(built, browser, tmp_path):
-    from test_site import xss_site
 
     out = xss_site(tmp_path)
     page = browser.new_page()

@@ -15,11 +15,12 @@ import pytest
 from typer.testing import CliRunner
 
 from archviz.render.site import expand_pattern
-from test_site_browser import Console, _need_browser, _num
+from browser_tools import Console, _need_browser, _num
+from helpers import REPO
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 DSV41 = ROOT / "tests" / "fixtures" / "dsv41like"
 NAMES41 = ROOT / "tests" / "fixtures" / "names" / "deepseek-v4.1-flash.toml"
 TOP = ROOT / "tests" / "fixtures" / "toplevel"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import TINY
+from helpers import TESTS, TINY
 
-ROOT = Path(__file__).resolve().parent
+ROOT = TESTS
 MAX_POS = 20000  # the standard lengths up to it: 1K, 4K, 16K, then 20,000 itself
 LLAMA = {**TINY["llama"], "max_position_embeddings": MAX_POS}
 B, T = 1, 128

@@ -1,12 +1,12 @@
 """An annotation aimed at one module (wo_b) titles that module's page, not the virtual node gathering it with wo_a."""
 import re
-from pathlib import Path
 
 import archviz
 from archviz.group import group, load_names
 from archviz.render.site import build_site
+from helpers import TESTS
 
-ROOT = Path(__file__).parent
+ROOT = TESTS
 FIX = ROOT / "fixtures" / "dsv41like"
 
 

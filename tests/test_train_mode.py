@@ -5,12 +5,13 @@ branch's batch norm at batch 1 runs only in eval. Shapes equal a real CPU run of
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data" / "factories"))
+from helpers import TESTS
+
+sys.path.insert(0, str(TESTS / "data" / "factories"))
 import tvstyle  # noqa: E402
 from realrun import real_calls, record_calls  # noqa: E402
 
@@ -19,7 +20,7 @@ from archviz.shapes import trace_shapes  # noqa: E402
 from archviz.walk import walk  # noqa: E402
 from archviz.records import loads, to_json_dict  # a records file of either version, as /1's dicts
 
-DSV3 = Path(__file__).resolve().parent / "fixtures" / "dsv3like"
+DSV3 = TESTS / "fixtures" / "dsv3like"
 
 
 def _walk(archviz_cli, *args):

@@ -9,10 +9,10 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import torch
 from archviz.records import loads, to_json_dict  # a records file of either version, as /1's dicts
+from helpers import REPO
 
 MODEL = textwrap.dedent('''
     from dataclasses import dataclass
@@ -66,7 +66,7 @@ def test_installed_package_in_a_venv_is_not_model_code(tmp_path):
     (site / "accel_helpers.py").write_text(HELPERS)
     env = {**os.environ, "PYTHONPATH": str(site), "COLUMNS": "200"}
     r = subprocess.run([sys.executable, "-m", "archviz.cli", "walk", str(proj / "model.py"), "--shapes", "-o", "-"],
-                       cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+                       cwd=REPO, env=env, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
     rec = to_json_dict(loads(r.stdout))

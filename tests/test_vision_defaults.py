@@ -5,12 +5,13 @@ lists the forward's arguments. Shapes equal a real CPU run of the same model on 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data" / "factories"))
+from helpers import TESTS
+
+sys.path.insert(0, str(TESTS / "data" / "factories"))
 import timmstyle  # noqa: E402
 import tvstyle  # noqa: E402
 from realrun import real_calls, record_calls  # noqa: E402

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from pathlib import Path
 
 import pytest
 from archviz.records import loads, to_json_dict  # a records file of either version, as /1's dicts
+from helpers import TESTS
 
-TESTS = Path(__file__).resolve().parent
 FACTORY = TESTS / "data" / "factories" / "warns.py"
 
 

@@ -19,8 +19,7 @@ from archviz.group import group
 from archviz.render.site import build_site
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
-from test_dataflow_browser import _boxes, _no_overlap
-from test_site_browser import Console
+from browser_tools import Console, _boxes, _no_overlap
 
 pytestmark = pytest.mark.browser
 
