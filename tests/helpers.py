@@ -4,9 +4,7 @@ hand, and small models written out for a test to build."""
 from __future__ import annotations
 
 import math
-import os
 import re
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -17,7 +15,6 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FIXTURES = TESTS / "fixtures"
 FACTORIES = TESTS / "data" / "factories"
-ARCHVIZ = [sys.executable, "-c", "from archviz.cli import main; main()"]  # the `archviz` command, in this interpreter
 
 # Small configs, written by hand: every width is tiny, every kind of layer is kept.
 TINY = {
@@ -230,12 +227,13 @@ XSS_ANNOTATIONS = textwrap.dedent('''
 ''')
 
 
-def xss_site(tmp_path: Path) -> Path:
+def xss_site(tmp_path: Path, monkeypatch, cli) -> Path:
+    """The site of XSS_MODULE with XSS_ANNOTATIONS, built by `cli` (the `archviz_cli` fixture) in tmp_path."""
     (tmp_path / "xss_factory.py").write_text(XSS_MODULE)
     (tmp_path / "xss.toml").write_text(XSS_ANNOTATIONS)
     out = tmp_path / "xss-site"
-    r = subprocess.run(ARCHVIZ + ["build", "xss_factory:build", "-o", str(out),
-                        "--annotations", str(tmp_path / "xss.toml"), "--no-shapes"],
-                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=300)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "xss_factory", raising=False)
+    r = cli("build", "xss_factory:build", "-o", out, "--annotations", tmp_path / "xss.toml", "--no-shapes")
     assert r.returncode == 0, r.stderr
     return out

@@ -4,8 +4,6 @@ printed as typed, never read as rich markup ("[bold]") or emoji codes (":llama:"
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 import textwrap
 
 from rich.console import Console
@@ -13,7 +11,6 @@ from rich.console import Console
 import archviz
 from archviz.render.terminal import module_card, summary_table
 
-ARCHVIZ = [sys.executable, "-c", "from archviz.cli import main; main()"]
 
 MODEL = textwrap.dedent('''
     import torch
@@ -52,14 +49,10 @@ def test_cards_keep_brackets_of_code_on_a_markup_console(tmp_path, monkeypatch):
     assert "[B, T, 8]" in text or "[2, 3, 8]" in text  # shapes keep their brackets too
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*ARCHVIZ, *args], capture_output=True, text=True, timeout=300)
-
-
-def test_error_lines_echo_what_was_typed(tmp_path):
+def test_error_lines_echo_what_was_typed(tmp_path, archviz_cli):
     odd = str(tmp_path / "x[bold]y:smile:z.json")
-    r = _run("summary", odd)
+    r = archviz_cli("summary", odd)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("error: ") and f"{odd}: no such file" in r.stderr, r.stderr
-    r = _run("summary", "hf:llama", "--set", "hidden_act=1")  # transformers rejects it: the line names hf:llama
+    r = archviz_cli("summary", "hf:llama", "--set", "hidden_act=1")  # transformers rejects it: the line names hf:llama
     assert r.returncode == 2 and "hf:llama: " in r.stderr and "\U0001f999" not in r.stderr, r.stderr

@@ -4,7 +4,6 @@ call site there."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 
@@ -16,7 +15,6 @@ from archviz.errors import SourceError
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
 
-ARCHVIZ = [sys.executable, "-c", "from archviz.cli import main; main()"]
 
 MODEL = textwrap.dedent('''
     import torch.nn as nn
@@ -79,9 +77,8 @@ def test_options_of_another_kind_of_source_are_refused(encoder, option, value, f
     assert flag in str(e.value) and "package.module:callable" in str(e.value) and e.value.hint == f"drop {flag}"
 
 
-def test_hf_refuses_reference_options_on_the_command_line():
-    r = subprocess.run([*ARCHVIZ, "summary", "hf:llama", "--world-size", "2"], capture_output=True, text=True,
-                       timeout=300)
+def test_hf_refuses_reference_options_on_the_command_line(archviz_cli):
+    r = archviz_cli("summary", "hf:llama", "--world-size", "2")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("error: hf:llama: --world-size applies to a reference model.py"), r.stderr
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,6 @@ from archviz.walk import walk
 from helpers import TESTS
 
 V3_MANIFEST = TESTS / "data" / "checkpoints" / "deepseek-v3.manifest.json.gz"
-ARCHVIZ = [sys.executable, "-c", "from archviz.cli import main; main()"]
 FP8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
 
 
@@ -72,10 +69,9 @@ def test_meta_pass_runs_through_the_unquantized_modules(tmp_path):
     assert type(built.model.model.layers[0].self_attn.q_a_proj).__name__ == "FP8Linear"
 
 
-def test_check_with_quantized_has_no_dequantized_notes(tmp_path):
+def test_check_with_quantized_has_no_dequantized_notes(tmp_path, archviz_cli):
     config = v3_config(tmp_path)
-    r = subprocess.run([*ARCHVIZ, "check", str(config), "--quantized", "-k", str(V3_MANIFEST), "--json"],
-                       capture_output=True, text=True, timeout=600)
+    r = archviz_cli("check", config, "--quantized", "-k", V3_MANIFEST, "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["verdict"] == "match"

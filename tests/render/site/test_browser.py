@@ -275,9 +275,9 @@ def test_search_finds_a_layer_inside_an_every_other_layer_group(built, browser, 
     page.close()
 
 
-def test_payloads_stay_inert_in_the_browser(built, browser, tmp_path):
+def test_payloads_stay_inert_in_the_browser(built, browser, tmp_path, monkeypatch, archviz_cli):
 
-    out = xss_site(tmp_path)
+    out = xss_site(tmp_path, monkeypatch, archviz_cli)
     page = browser.new_page()
     con = Console(page)
     pages = sorted(out.rglob("*.html"))

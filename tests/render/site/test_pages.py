@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -29,7 +28,7 @@ from archviz.render.site import (
     MARKER, Node, build_nodes, build_site, compress_paths, expand_pattern, render_site, squarify, treemap,
 )
 from archviz.render.site.nodes import page_names
-from helpers import ARCHVIZ, REPO, xss_site
+from helpers import REPO, xss_site
 
 ROOT = REPO
 ANN = ROOT / "tests" / "data" / "annotations"
@@ -361,14 +360,12 @@ def test_stale_claim_fails_the_build_naming_it(tmp_path):
     assert not out.exists()
 
 
-def test_cli_stale_claim_is_one_line_exit_2(tmp_path):
+def test_cli_stale_claim_is_one_line_exit_2(tmp_path, monkeypatch, archviz_cli):
     folder = _moved_model(tmp_path, "moved_cli")
     ann = tmp_path / "ann.toml"
     ann.write_text((ANN / "tiny.toml").read_text().replace('"tiny_model.py"', '"tiny_model_moved.py"'))
-    env = {**os.environ, "PYTHONPATH": str(folder)}
-    r = subprocess.run(ARCHVIZ + ["build", "tiny_model_moved:build", "-o",
-                        str(tmp_path / "site"), "--annotations", str(ann), "--no-shapes"],
-                       capture_output=True, text=True, env=env, timeout=300)
+    monkeypatch.syspath_prepend(str(folder))
+    r = archviz_cli("build", "tiny_model_moved:build", "-o", tmp_path / "site", "--annotations", ann, "--no-shapes")
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "block-forward" in lines[0], r.stderr
@@ -395,8 +392,8 @@ def test_bad_annotations_are_one_line_errors(tiny, tmp_path, toml, message):
 # Escaping
 
 
-def test_payloads_in_names_docstrings_and_annotations_are_inert(tmp_path):
-    out = xss_site(tmp_path)
+def test_payloads_in_names_docstrings_and_annotations_are_inert(tmp_path, monkeypatch, archviz_cli):
+    out = xss_site(tmp_path, monkeypatch, archviz_cli)
     files = tree_bytes(out)
     pages = {k: v.decode() for k, v in files.items() if k.endswith((".html", ".js"))}
     assert len(pages) > 3
@@ -594,11 +591,10 @@ def test_transformers_links_pin_the_installed_version(tmp_path):
 # CLI
 
 
-def test_cli_several_sources_make_one_site_with_records_files(tmp_path):
+def test_cli_several_sources_make_one_site_with_records_files(tmp_path, monkeypatch, archviz_cli):
     rec = tmp_path / "tiny.json"
-    env = {**os.environ, "PYTHONPATH": str(ANN)}
-    r = subprocess.run(ARCHVIZ + ["walk", "tiny_model:build", "-o", str(rec)],
-                       capture_output=True, text=True, env=env, timeout=300)
+    monkeypatch.syspath_prepend(str(ANN))
+    r = archviz_cli("walk", "tiny_model:build", "-o", rec)
     assert r.returncode == 0, r.stderr
     r = cli("build", str(FIXTURE / "model.py"), str(rec), "-o", str(tmp_path / "site"), "--no-shapes", "--json")
     assert r.exit_code == 0, r.output
@@ -628,10 +624,9 @@ def test_cli_names_passthrough(tmp_path):
     assert heading == f"Code model.py {a}–{b}, {c}–{d}", heading
 
 
-def test_cli_usage_errors_are_one_line(tmp_path):
-    r = subprocess.run(ARCHVIZ + ["build", str(FIXTURE / "model.py"), "-o",
-                        str(tmp_path / "s"), "--no-shapes", "--source-url", "https://example.org/nothing"],
-                       capture_output=True, text=True, timeout=300)
+def test_cli_usage_errors_are_one_line(tmp_path, archviz_cli):
+    r = archviz_cli("build", FIXTURE / "model.py", "-o", tmp_path / "s", "--no-shapes", "--source-url",
+                    "https://example.org/nothing")
     assert r.returncode == 2
     assert len([ln for ln in r.stderr.splitlines() if ln.strip()]) == 1 and "{path}" in r.stderr
     import archviz.checkpoint as ck
