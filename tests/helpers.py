@@ -91,7 +91,7 @@ def expand(name: str) -> set[str]:
     return out
 
 
-# The dataflow tests' blocks (tests/test_dataflow.py), a module written out for each build.
+# The dataflow tests' blocks (tests/shapes/test_flow.py), a module written out for each build.
 FLOW_BLOCKS = '''
 import torch
 from torch import nn

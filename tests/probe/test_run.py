@@ -22,7 +22,7 @@ V3LIKE = (str(FIX / "dsv3like" / "model.py"), str(FIX / "dsv3like" / "config.jso
 V41LIKE = (str(FIX / "dsv41like" / "model.py"), str(FIX / "dsv41like" / "config.json"))
 NOKERNEL = str(ROOT / "data" / "nokernel" / "model.py")
 
-# Small transformers configs (as in test_shapes.py): every width tiny, every kind of layer kept.
+# Small transformers configs (as in tests/shapes/test_trace.py): every width tiny, every kind of layer kept.
 
 # Moderately small widths, but more layers, experts, vocabulary and positions than the copy keeps: reduced for real.
 V3_REDUCED = dict(TINY["deepseek_v3"], num_hidden_layers=6, n_routed_experts=16, vocab_size=8192,

@@ -3,7 +3,7 @@ item 1): llama, deepseek_v3 and the default model (examples/deepseek-v4-flash, t
 with few layers (the pictures of one layer are those of every layer of its kind). At most 25 boxes before
 expansion, the rotary embedding one box named after its function with the def line the source has, expanding it
 shows its ops, no two boxes overlap, and every box links (to a page that exists) or expands (to an element of the
-page). Needs Debian's chromium and playwright-python (see tests/test_site_browser.py)."""
+page). Needs Debian's chromium and playwright-python (see tests/browser_tools.py)."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def test_none_drops_a_default_input(archviz_cli):
 
 def test_a_vision_model_asks_for_its_inputs(archviz_cli):
     """An audio model's forward takes input_values, not token ids: without --input the error names the input to
-    give (a vision model's pixel_values now have a default from the config: tests/test_vision_hf.py). ViT given
+    give (a vision model's pixel_values now have a default from the config: tests/shapes/test_vision_hf.py). ViT given
     pixel_values: the pooler sees [B, patches + 1, hidden] (from ViTConfig)."""
     import transformers
 

@@ -1,6 +1,6 @@
 """A model folder with a real virtualenv inside (`proj/model.py` + `proj/.venv`, the common layout): an installed
 package's optional import inside forward fails as it would anywhere (the package handles it), and is not stubbed as
-model code (the model's own failing imports still are: tests/test_shapes.py)."""
+model code (the model's own failing imports still are: tests/shapes/test_trace.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The dataflow pictures in a real headless Chromium, opened from file:// (issue 23 item 2): boxes on a block's page
 and on the overview, every module box a link to a page that lists that module, no two boxes overlapping on screen,
 the residual edges drawn, and the picture there with JavaScript off. Needs Debian's chromium and playwright-python
-(see tests/test_site_browser.py)."""
+(see tests/browser_tools.py)."""
 
 from __future__ import annotations
 
