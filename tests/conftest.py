@@ -181,34 +181,48 @@ def archviz_cli() -> Cli:
     return Cli()
 
 
-# Session fixtures that several files share: under `make test` (pytest-xdist, --dist loadgroup) every file that uses
-# one runs on the same worker, so it is built once in the run, not once a worker.
+# Session fixtures that several files share: under `make test` (pytest-xdist, --dist loadfile) every file that names
+# one runs on the same worker (FileGroups below), so it is built once in the run, not once a worker.
 _SHARED_SESSION_FIXTURES = ("gallery_site", "toplevel_sites")
-# The groups that took longest in a run of the whole suite (--durations), handed out first, longest first, so that
-# none starts last and leaves the other worker idle; then the groups of files with `slow` tests, then the rest.
+# The files (or groups) that took longest in a run of the whole suite (--durations), handed out first, longest first,
+# so that none starts last and leaves the other worker idle; then the files with `slow` tests, then the rest.
 _LONGEST_FIRST = ("gallery_site", "checkpoint/test_manifest_fast_path.py", "records/test_cache.py",
                   "adversarial/test_adv_trust_edges.py", "sources/test_remote_code.py", "cli/test_ci_integrations.py",
                   "toplevel_sites", "adversarial/test_adv_terminal_more.py",
                   "shapes/test_trace.py", "render/site/test_pages.py", "probe/test_tensor_parallel.py")
+_GROUPS: dict[Path, str] = {}
+
+
+def _group(path: Path) -> str:
+    """The file's group: the first shared session fixture its text names, else the file itself."""
+    if path not in _GROUPS:
+        text = path.read_text(encoding="utf-8") if path.suffix == ".py" else ""
+        _GROUPS[path] = next((name for name in _SHARED_SESSION_FIXTURES if name in text),
+                             path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else str(path))
+    return _GROUPS[path]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each file one xdist group (a file's tests stay on one worker, as --dist loadfile keeps them, so its module
-    fixtures are built once), or the group of the shared session fixture its tests use; the longest groups first."""
-    groups: dict[Path, str] = {}
-    for item in items:
-        path = item.path
-        shared = next((name for name in _SHARED_SESSION_FIXTURES if name in getattr(item, "fixturenames", ())), None)
-        if shared or path not in groups:
-            groups[path] = shared or groups.get(path) or path.relative_to(TESTS).as_posix()
-    slow = {groups[item.path] for item in items if item.get_closest_marker("slow")}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[item.path]))
+    """The longest groups first (each worker collects, and the scheduler hands out groups in this order)."""
+    slow = {_group(item.path) for item in items if item.get_closest_marker("slow")}
 
     def rank(item: pytest.Item) -> int:
-        group = groups[item.path]
+        group = _group(item.path)
         if group in _LONGEST_FIRST:
             return _LONGEST_FIRST.index(group)
         return len(_LONGEST_FIRST) + (group not in slow)
 
     items.sort(key=rank)  # stable: collection order within each rank
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """--dist loadfile, but the files of one group (those naming a shared session fixture) one unit of work."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileGroups(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(REPO / nodeid.split("::", 1)[0])
+
+    return FileGroups(config, log)
