@@ -237,3 +237,12 @@ def xss_site(tmp_path: Path, monkeypatch, cli) -> Path:
     r = cli("build", "xss_factory:build", "-o", out, "--annotations", tmp_path / "xss.toml", "--no-shapes")
     assert r.returncode == 0, r.stderr
     return out
+
+
+def one_line_error(r) -> str:
+    """The one stderr line of a command refused as bad input (exit 2, no traceback), from a CompletedProcess."""
+    assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    return lines[0]

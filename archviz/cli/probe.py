@@ -29,6 +29,7 @@ from .common import (
     emit_json,
     err,
     handled,
+    output_option,
     out,
     progress_bar,
     spinner,
@@ -112,7 +113,7 @@ def probe(
                          trust_remote_code=trust_remote_code, input_specs=input_, train=train,
                          kernel_rules=kernel_rules)
         return
-    with handled(debug, json_):
+    with handled(debug, json_), output_option(output, json_):
         limit = parse_size(max_memory) if max_memory else None
         if kernel_rules:
             from ..shapes.kernels import load_rules_file
