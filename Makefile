@@ -30,7 +30,7 @@ site: install
 		--annotations examples/deepseek-v4-flash/annotations.toml --cost -o site
 
 # in parallel, one worker a core (pytest-xdist); a test file's tests stay on one worker, so its module fixtures are
-# built once
+# built once, and files that share a session fixture (the small gallery) go to one worker (tests/conftest.py's groups)
 test: install-test
 	$(BIN)/python -m pytest -n auto --dist loadfile -m "not serial"
 	$(BIN)/python -m pytest -m serial

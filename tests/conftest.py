@@ -163,8 +163,8 @@ def toplevel_sites(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def chromium() -> Iterator[Any]:
     """One headless Chromium for the whole run (one per xdist worker); each test opens its own pages in it.
 
-    Skipped without Chromium or playwright outside CI, failed in CI (test_site_browser's `_need_browser`)."""
-    from test_site_browser import CHROMIUM, CHROMIUM_ARGS, _need_browser
+    Skipped without Chromium or playwright outside CI, failed in CI (browser_tools' `_need_browser`)."""
+    from browser_tools import CHROMIUM, CHROMIUM_ARGS, _need_browser
 
     sync_playwright = _need_browser()
     with sync_playwright() as p:
@@ -179,3 +179,50 @@ def chromium() -> Iterator[Any]:
 def archviz_cli() -> Cli:
     """The command line in-process: what a test of a command's output, files and exit code uses."""
     return Cli()
+
+
+# Session fixtures that several files share: under `make test` (pytest-xdist, --dist loadfile) every file that names
+# one runs on the same worker (FileGroups below), so it is built once in the run, not once a worker.
+_SHARED_SESSION_FIXTURES = ("gallery_site", "toplevel_sites")
+# The files (or groups) that took longest in a run of the whole suite (--durations), handed out first, longest first,
+# so that none starts last and leaves the other worker idle; then the files with `slow` tests, then the rest.
+_LONGEST_FIRST = ("gallery_site", "checkpoint/test_manifest_fast_path.py", "records/test_cache.py",
+                  "adversarial/test_adv_trust_edges.py", "sources/test_remote_code.py", "cli/test_ci_integrations.py",
+                  "toplevel_sites", "adversarial/test_adv_terminal_more.py",
+                  "shapes/test_trace.py", "render/site/test_pages.py", "probe/test_tensor_parallel.py")
+_GROUPS: dict[Path, str] = {}
+
+
+def _group(path: Path) -> str:
+    """The file's group: the first shared session fixture its text names, else the file itself."""
+    if path not in _GROUPS:
+        text = path.read_text(encoding="utf-8") if path.suffix == ".py" else ""
+        _GROUPS[path] = next((name for name in _SHARED_SESSION_FIXTURES if name in text),
+                             path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else str(path))
+    return _GROUPS[path]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest groups first (each worker collects, and the scheduler hands out groups in this order)."""
+    slow = {_group(item.path) for item in items if item.get_closest_marker("slow")}
+
+    def rank(item: pytest.Item) -> int:
+        group = _group(item.path)
+        if group in _LONGEST_FIRST:
+            return _LONGEST_FIRST.index(group)
+        return len(_LONGEST_FIRST) + (group not in slow)
+
+    items.sort(key=rank)  # stable: collection order within each rank
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """--dist loadfile, but the files of one group (those naming a shared session fixture) one unit of work."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileGroups(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(REPO / nodeid.split("::", 1)[0])
+
+    return FileGroups(config, log)

@@ -1,11 +1,20 @@
-"""Helpers shared by several test files: small transformers configs, and records made by hand."""
+"""Helpers shared by several test files: where the tests' files are, small transformers configs, records made by
+hand, and small models written out for a test to build."""
 
 from __future__ import annotations
 
 import math
 import re
+import sys
+import textwrap
+from pathlib import Path
 
 from archviz.records import ModelRecord, ModuleRecord, SourceInfo, Summary, TensorRecord, Totals
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+FIXTURES = TESTS / "fixtures"
+FACTORIES = TESTS / "data" / "factories"
 
 # Small configs, written by hand: every width is tiny, every kind of layer is kept.
 TINY = {
@@ -79,6 +88,154 @@ def expand(name: str) -> set[str]:
             nums.extend(range(int(lo), int(hi or lo) + 1))
         for k in nums:
             out |= expand(alt[:m.start()] + str(k) + alt[m.end():])
+    return out
+
+
+# The dataflow tests' blocks (tests/shapes/test_flow.py), a module written out for each build.
+FLOW_BLOCKS = '''
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.up = nn.Linear(d, 4 * d)
+        self.down = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+class Attn(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return self.out(torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v)
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d)
+        self.attn = Attn(d)
+        self.norm2 = nn.LayerNorm(d)
+        self.mlp = MLP(d)
+
+    def forward(self, x):
+        h = x + self.attn(self.norm1(x))
+        out = h + self.mlp(self.norm2(h))
+        return out
+
+
+class MoEBlock(Block):
+    """Another kind of layer: two MLPs averaged where Block has one."""
+
+    def __init__(self, d):
+        super().__init__(d)
+        self.mlp2 = MLP(d)
+
+    def forward(self, x):
+        h = x + self.attn(self.norm1(x))
+        return h + (self.mlp(self.norm2(h)) + self.mlp2(self.norm2(h))) / 2
+
+
+class Net(nn.Module):
+    def __init__(self, kinds, d=24):
+        super().__init__()
+        self.embed = nn.Embedding(50, d)
+        self.layers = nn.ModuleList(MoEBlock(d) if k == "m" else Block(d) for k in kinds)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, 50)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.norm(x))
+
+
+class ArgBlock(nn.Module):
+    """A block called with several arguments: positional, a pair, *rest and a keyword."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x, freqs, pair, *rest, mask=None):
+        h = self.norm(x) * freqs + pair[0] - pair[1]
+        for r in rest:
+            h = h + r
+        return self.proj(h + mask)
+
+
+class ArgNet(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.embed = nn.Embedding(50, d)
+        self.block = ArgBlock(d)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        freqs = torch.ones(x.shape[-1], device=x.device)
+        return self.block(x, freqs, (x * 2, x * 3), x * 4, mask=x * 0)
+
+
+def arguments():
+    return ArgNet()
+
+
+def small():
+    return Net("bb")
+
+
+def two_kinds():
+    return Net("ddd" + "m" * 9)
+
+
+def alternating():
+    return Net("bm" * 6)
+'''
+
+
+# A site built from names, docstrings and annotations that carry HTML and script.
+XSS_MODULE = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+    PAYLOAD_DOC = '"><img src=x onerror=alert(1)> <script>alert(2)</script>'
+
+    def build():
+        Evil = type("<script>alert(3)</script>", (nn.Module,), {"__doc__": PAYLOAD_DOC})
+        Img = type('"><img src=x onerror=alert(4)>', (nn.Linear,), {"__doc__": PAYLOAD_DOC})
+        m = Evil()
+        m.proj = Img(4, 4)
+        m.items = nn.ModuleList([Img(4, 4), Img(4, 4)])
+        return m
+''')
+
+XSS_ANNOTATIONS = textwrap.dedent('''
+    [[node]]
+    path = "proj"
+    title = "<script>alert(5)</script>"
+    description = "\\"><img src=x onerror=alert(6)>"
+''')
+
+
+def xss_site(tmp_path: Path, monkeypatch, cli) -> Path:
+    """The site of XSS_MODULE with XSS_ANNOTATIONS, built by `cli` (the `archviz_cli` fixture) in tmp_path."""
+    (tmp_path / "xss_factory.py").write_text(XSS_MODULE)
+    (tmp_path / "xss.toml").write_text(XSS_ANNOTATIONS)
+    out = tmp_path / "xss-site"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "xss_factory", raising=False)
+    r = cli("build", "xss_factory:build", "-o", out, "--annotations", tmp_path / "xss.toml", "--no-shapes")
+    assert r.returncode == 0, r.stderr
     return out
 
 

@@ -21,8 +21,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 
 BRANCHY = REPO / "tests" / "fixtures" / "branchy"  # a reference model.py + config.json
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from adv_tools import cli
 
 EVIL = "x\x1b]0;pwned\x07\x1b]52;c;aGk=\x07\x1b[2J\rok [bold red]fake[/]\x9b31m\u202e"
 # What must never reach the terminal raw: C0 controls but the line feeds tables are made of, DEL, C1, bidi controls.
@@ -56,7 +55,9 @@ MODEL = textwrap.dedent('''
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def runs(tmp_path_factory: pytest.TempPathFactory, archviz_cli) -> dict:
+    """Every command in-process (archviz_cli: its stdout and stderr read as a process's, text with universal
+    newlines), one after another."""
     d = tmp_path_factory.mktemp("evil")
     (d / "evilmod.py").write_text(MODEL, encoding="utf-8")
     # a names file titling the evil module (TOML's \u escapes carry the control characters)
@@ -66,31 +67,31 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (d / "config.json").write_text(json.dumps(dict(
         model_type="llama", _name_or_path="org/" + EVIL, num_hidden_layers=1, hidden_size=64, intermediate_size=128,
         num_attention_heads=4, num_key_value_heads=2, vocab_size=256)))
-    env = {"PYTHONPATH": str(d)}
     records = d / "records.json"
-    first = cli("walk", "evilmod:build", "--shapes", "-o", records, env=env, timeout=120)
-    assert first.returncode == 0, first.stderr
-    path = "lin" + EVIL
-    cases = {
-        "walk": first,
-        "summary": ("summary", "evilmod:build"),
-        "inspect": ("inspect", "evilmod:build"),
-        "flat": ("inspect", "evilmod:build", "--flat"),
-        "card": ("inspect", "evilmod:build", path),
-        "names": ("inspect", "evilmod:build", "--names", d / "names.toml"),
-        "records": ("inspect", records, "--names", d / "names.toml"),
-        "records_summary": ("summary", records),
-        "cost": ("cost", "evilmod:build", "--seq", "8", "--context", "16"),
-        "diff": ("diff", "evilmod:build", "evilmod:build2"),
-        "build": ("build", records, "-o", d / "site"),
-        "config": ("summary", d / "config.json"),
-    }
-
-    def one(args):
-        return args if not isinstance(args, tuple) else cli(*args, env=env, timeout=120)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return {"dir": d, **dict(zip(cases, pool.map(one, cases.values())))}
+    sys.path.insert(0, str(d))
+    try:
+        first = archviz_cli("walk", "evilmod:build", "--shapes", "-o", records)
+        assert first.returncode == 0, first.stderr
+        path = "lin" + EVIL
+        cases = {
+            "walk": first,
+            "summary": ("summary", "evilmod:build"),
+            "inspect": ("inspect", "evilmod:build"),
+            "flat": ("inspect", "evilmod:build", "--flat"),
+            "card": ("inspect", "evilmod:build", path),
+            "names": ("inspect", "evilmod:build", "--names", d / "names.toml"),
+            "records": ("inspect", records, "--names", d / "names.toml"),
+            "records_summary": ("summary", records),
+            "cost": ("cost", "evilmod:build", "--seq", "8", "--context", "16"),
+            "diff": ("diff", "evilmod:build", "evilmod:build2"),
+            "build": ("build", records, "-o", d / "site"),
+            "config": ("summary", d / "config.json"),
+        }
+        return {"dir": d, **{name: args if not isinstance(args, tuple) else archviz_cli(*args)
+                             for name, args in cases.items()}}
+    finally:
+        sys.path.remove(str(d))
+        sys.modules.pop("evilmod", None)
 
 
 EXIT = {"diff": 1}  # A and B differ; every other command succeeds
@@ -137,9 +138,11 @@ def test_config_name_escaped(runs: dict) -> None:
     assert "org/x\\x1b]0;pwned\\x07\\x1b]52;c;aGk=\\x07\\x1b[2J\\rok[boldred]fake[/]" in out, out
 
 
-def test_json_keeps_the_exact_names(runs: dict) -> None:
+def test_json_keeps_the_exact_names(runs: dict, archviz_cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """--json is JSON: the names come back exactly (escaped by JSON, not by archviz's terminal escaping)."""
-    r = cli("inspect", "evilmod:build", "--json", env={"PYTHONPATH": str(runs["dir"])}, timeout=120)
+    monkeypatch.syspath_prepend(str(runs["dir"]))
+    monkeypatch.delitem(sys.modules, "evilmod", raising=False)
+    r = archviz_cli("inspect", "evilmod:build", "--json")
     assert r.returncode == 0, r.stderr
     assert not _RAW.search(r.stdout)
     assert {"lin" + EVIL, "Evil" + EVIL} <= set(_strings(json.loads(r.stdout)))

@@ -80,7 +80,7 @@ def test_dense_llama3_8b_decode_bound_on_h200():
     assert h["decode"]["binds"] == "memory"
     assert h["decode"]["time"] == h["decode"]["t_memory"]
     assert h["tokens_per_s_sequence"] == pytest.approx(H200_BANDWIDTH / (weights + kv), rel=1e-12)
-    # the compute term is the attended FLOPs over the dense peak (these FLOPs are checked in tests/test_cost.py)
+    # the compute term is the attended FLOPs over the dense peak (these FLOPs are checked in tests/cost/test_measure.py)
     assert h["decode"]["flops_kind"] == "attended"
     assert h["decode"]["t_compute"] == pytest.approx(d["decode"]["attended_flops"] / H200_BF16, rel=1e-12)
     # fits: weights + KV + activation peak in 141 GB

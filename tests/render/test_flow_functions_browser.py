@@ -3,7 +3,7 @@ item 1): llama, deepseek_v3 and the default model (examples/deepseek-v4-flash, t
 with few layers (the pictures of one layer are those of every layer of its kind). At most 25 boxes before
 expansion, each picture on one 1280×800 screen, the rotary embedding one box named after its function with the def
 line the source has, expanding it shows its ops, no two boxes overlap, and every box links (to a page that exists) or
-expands (to an element of the page). Needs Debian's chromium and playwright-python (see tests/test_site_browser.py)."""
+expands (to an element of the page). Needs Debian's chromium and playwright-python (see tests/browser_tools.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ from archviz.group import group
 from archviz.render.site import build_site
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
-from test_dataflow_browser import _boxes, _no_overlap
-from test_site_browser import Console
+from browser_tools import Console, _boxes, _no_overlap
 
 pytestmark = pytest.mark.browser
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_site_a11y import serious_violations
+from browser_tools import serious_violations
 
 pytestmark = pytest.mark.browser
 

@@ -1,0 +1,346 @@
+"""The records cache: a second command on an unchanged source reuses its records without importing torch; any change
+to an input (a source file, a helper it imports, the config, an option, a package version) misses; a damaged entry is
+rebuilt with one note; concurrent runs both succeed.
+
+Evidence of a hit is not a timing: the command runs with ``python -X importtime``, which lists every module the
+process imported, and a hit imports neither torch nor transformers (a build cannot happen without them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from archviz.records import cache
+from archviz.records import loads, to_json_dict
+
+from helpers import REPO, TESTS
+REPO = TESTS.parent
+DSV3 = TESTS / "fixtures" / "dsv3like"
+
+MODEL = '''
+"""A tiny model whose widths come from a helper module."""
+import torch
+from torch import nn
+
+from .widths import WIDTH
+
+
+class Block(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x)
+
+
+class Model(nn.Module):
+    def __init__(self, layers: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(64, WIDTH)
+        self.blocks = nn.ModuleList(Block(WIDTH) for _ in range(layers))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def build(layers: int = 2) -> Model:
+    return Model(layers)
+'''
+
+
+def _params(width: int, layers: int) -> int:
+    return 64 * width + layers * (width * width + width)  # the embedding, one Linear(width, width) per block
+
+
+@pytest.fixture()
+def pkg(tmp_path: Path) -> Path:
+    """A package `cachedpkg` on PYTHONPATH: model.py (the factory) imports widths.py (a helper, no module class)."""
+    root = tmp_path / "code"
+    p = root / "cachedpkg"
+    p.mkdir(parents=True)
+    (p / "__init__.py").write_text("")
+    (p / "model.py").write_text(MODEL)
+    (p / "widths.py").write_text("WIDTH = 8\n")
+    return root
+
+
+def run(*args: object, pythonpath: Path | None = None, env: dict | None = None, importtime: bool = True
+        ) -> subprocess.CompletedProcess:
+    e = dict(os.environ)
+    e.pop("ARCHVIZ_NO_CACHE", None)
+    e["COLUMNS"] = "200"
+    e["PYTHONPATH"] = os.pathsep.join(str(x) for x in (pythonpath, REPO) if x)
+    e.update(env or {})
+    flags = ["-X", "importtime"] if importtime else []
+    return subprocess.run([sys.executable, *flags, "-m", "archviz.cli", *map(str, args)], cwd=REPO, env=e,
+                          capture_output=True, text=True, timeout=300)
+
+
+def imported(p: subprocess.CompletedProcess) -> set[str]:
+    """Module names `-X importtime` listed on stderr."""
+    names = set()
+    for line in p.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+def built(p: subprocess.CompletedProcess) -> bool:
+    return "torch" in imported(p)
+
+
+def notes(p: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in p.stderr.splitlines() if not line.startswith("import time:")]
+
+
+def entries() -> list[Path]:
+    folder = Path(cache.cache_dir())
+    return sorted(folder.glob("*.records")) if folder.is_dir() else []
+
+
+def summary(p: subprocess.CompletedProcess) -> dict:
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+def test_tests_never_write_the_real_cache():
+    assert Path(cache.cache_dir()).resolve().is_relative_to(Path(os.environ["XDG_CACHE_HOME"]).resolve())
+    assert not str(Path(cache.cache_dir())).startswith(str(Path.home() / ".cache"))
+
+
+def test_a_hit_gives_the_records_of_a_fresh_walk_without_importing_torch(pkg, tmp_path):
+    spec = "cachedpkg.model:build"
+    first = run("walk", spec, "--shapes", "-o", tmp_path / "a.json", pythonpath=pkg)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert built(first) and len(entries()) == 1
+    second = run("walk", spec, "--shapes", "-o", tmp_path / "b.json", pythonpath=pkg)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert not built(second), "a hit imported torch"
+    # archviz.sources' package and its options (BuildOptions, the command's input) load; none of the build's code
+    assert not {"transformers", "archviz.sources.dispatch", "archviz.walk", "archviz.shapes"} & imported(second)
+    fresh = run("walk", spec, "--shapes", "-o", tmp_path / "c.json", "--no-cache", pythonpath=pkg)
+    assert fresh.returncode == 0 and built(fresh)
+    a, b, c = (to_json_dict(loads((tmp_path / f"{n}.json").read_text())) for n in "abc")
+    assert b == a == c
+    assert b["summary"]["parameters"] == _params(8, 2)
+    # the hit's records carry the shapes of the pass: every block was called on (B, T, 8)
+    rec = loads((tmp_path / "b.json").read_text())
+    assert rec.module("blocks.0.proj").calls[0].outputs[0][-1] == 8
+
+
+def test_one_entry_serves_every_command_and_grouping_runs_after(pkg):
+    spec = "cachedpkg.model:build"
+    first = run("summary", spec, "--json", pythonpath=pkg)
+    again = run("summary", spec, "--json", pythonpath=pkg)
+    assert built(first) and not built(again)
+    assert summary(again) == summary(first)
+    assert summary(again)["parameters"] == _params(8, 2)
+    # check reads the same entry (same records options: no meta pass)
+    inspect1 = run("inspect", spec, "--json", pythonpath=pkg)
+    inspect2 = run("inspect", spec, "--json", pythonpath=pkg)
+    assert built(inspect1) and not built(inspect2)
+    assert summary(inspect2) == summary(inspect1)
+
+
+@pytest.mark.parametrize("change", ["model file", "imported helper", "option", "no-cache flag", "no-cache env"])
+def test_every_change_misses(pkg, change):
+    spec = "cachedpkg.model:build"
+    assert built(first := run("summary", spec, "--json", pythonpath=pkg)) and summary(first)["parameters"] == \
+        _params(8, 2)
+    args: list[object] = ["summary", spec, "--json"]
+    env = None
+    width, layers = 8, 2
+    if change == "model file":
+        text = (pkg / "cachedpkg" / "model.py").read_text().replace("layers: int = 2", "layers: int = 3")
+        (pkg / "cachedpkg" / "model.py").write_text(text)
+        layers = 3
+    elif change == "imported helper":
+        (pkg / "cachedpkg" / "widths.py").write_text("WIDTH = 12\n")
+        width = 12
+    elif change == "option":
+        args += ["--set", "layers=4"]
+        layers = 4
+    elif change == "no-cache flag":
+        args.append("--no-cache")
+    else:
+        env = {"ARCHVIZ_NO_CACHE": "1"}
+    before = {p.name: p.stat().st_mtime_ns for p in entries()}
+    second = run(*args, pythonpath=pkg, env=env)
+    assert built(second), f"{change}: the cache answered"
+    assert summary(second)["parameters"] == _params(width, layers)
+    if change.startswith("no-cache"):  # skipped: nothing read, nothing written
+        assert {p.name: p.stat().st_mtime_ns for p in entries()} == before
+    else:  # and the rebuilt records are what the next run gets
+        third = run(*args, pythonpath=pkg, env=env)
+        assert not built(third) and summary(third)["parameters"] == _params(width, layers)
+
+
+def test_an_edited_config_misses(tmp_path):
+    folder = tmp_path / "dsv3"
+    folder.mkdir()
+    (folder / "model.py").write_text((DSV3 / "model.py").read_text())
+    config = json.loads((DSV3 / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "records.json"
+    args = ("walk", folder / "model.py", "-c", folder / "config.json", "-o", out)
+
+    def layers() -> int:
+        return sum(1 for m in loads(out.read_text()).modules if re.fullmatch(r"layers\.\d+", m.path))
+
+    first = run(*args)
+    assert first.returncode == 0 and built(first), first.stderr[-2000:]
+    assert layers() == config["n_layers"]
+    assert not built(run(*args)) and layers() == config["n_layers"]
+    config["n_layers"] += 1
+    (folder / "config.json").write_text(json.dumps(config))
+    second = run(*args)
+    assert second.returncode == 0 and built(second)
+    assert layers() == config["n_layers"]
+
+
+def test_the_key_holds_every_version_and_option():
+    v = cache.versions()
+    import importlib.metadata
+
+    assert v["torch"] == importlib.metadata.version("torch")
+    assert v["transformers"] == importlib.metadata.version("transformers")
+    assert v["python"].startswith(".".join(map(str, sys.version_info[:3])))
+    base = cache.make_key("records", "hf:llama", {"set": ["a=1"], "shapes": True}, v)
+    assert cache.key_id(base) == cache.key_id(cache.make_key("records", "hf:llama", {"shapes": True, "set": ["a=1"]},
+                                                              dict(v)))
+    others = [cache.make_key("records", "hf:llama", {"set": ["a=2"], "shapes": True}, v),
+              cache.make_key("records", "hf:llama", {"set": ["a=1"], "shapes": False}, v),
+              cache.make_key("records", "hf:mistral", {"set": ["a=1"], "shapes": True}, v),
+              cache.make_key("cost", "hf:llama", {"set": ["a=1"], "shapes": True}, v)]
+    for pkg in ("torch", "transformers", "archviz", "archviz_code", "python"):
+        others.append(cache.make_key("records", "hf:llama", {"set": ["a=1"], "shapes": True}, {**v, pkg: "other"}))
+    ids = {cache.key_id(k) for k in others}
+    assert len(ids) == len(others) and cache.key_id(base) not in ids
+
+
+def test_a_package_version_change_misses(tmp_path, monkeypatch):
+    """An entry stored under this torch's version is not found once importlib.metadata reports another."""
+    from helpers import hand_record  # noqa: E402  (tests/ is on sys.path under pytest)
+
+    rec = hand_record([("", "Root", {}, [("w", (2, 3))])])
+    key = cache.make_key("records", "x", {})
+    assert cache.store(key, rec, {}) is None
+    assert cache.lookup(key).record == rec
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9.9" if name == "torch" else real(name))
+    moved = cache.make_key("records", "x", {})
+    assert moved["versions"]["torch"] == "9.9.9"
+    assert cache.lookup(moved).record is None
+
+
+@pytest.mark.parametrize("damage", ["corrupted", "truncated", "garbage header", "empty"])
+def test_a_damaged_entry_is_rebuilt_with_a_note(pkg, damage):
+    spec = "cachedpkg.model:build"
+    assert built(run("summary", spec, "--json", pythonpath=pkg))
+    (entry,) = entries()
+    data = entry.read_bytes()
+    if damage == "corrupted":  # a byte of the records flipped: still JSON, not what was written
+        i = data.index(b'"parameters":') + len(b'"parameters":')
+        data = data[:i] + (b"7" if data[i:i + 1] != b"7" else b"6") + data[i + 1:]
+    elif damage == "truncated":  # a write killed half-way, not through archviz's rename
+        data = data[: len(data) // 2]
+    elif damage == "garbage header":
+        data = b"\x00\xffnot json\n" + data.partition(b"\n")[2]
+    else:
+        data = b""
+    entry.write_bytes(data)
+    p = run("summary", spec, "--json", pythonpath=pkg)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert summary(p)["parameters"] == _params(8, 2)
+    assert built(p)
+    said = [n for n in notes(p) if "cache entry" in n]
+    assert len(said) == 1 and "unreadable; rebuilt" in said[0] and str(entry) in said[0]
+    assert "Traceback" not in p.stderr
+    again = run("summary", spec, "--json", pythonpath=pkg)  # rebuilt in place: a hit again
+    assert not built(again) and not [n for n in notes(again) if "cache entry" in n]
+
+
+def test_two_concurrent_runs_both_succeed(pkg):
+    spec = "cachedpkg.model:build"
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.map(lambda _: run("summary", spec, "--json", pythonpath=pkg, importtime=False), range(2))
+    assert summary(a) == summary(b) and summary(a)["parameters"] == _params(8, 2)
+    assert len(entries()) == 1
+    assert not [n for n in os.listdir(cache.cache_dir()) if n.endswith(".tmp")]
+    assert not built(run("summary", spec, "--json", pythonpath=pkg))
+
+
+def test_the_folder_is_private_and_bounded(tmp_path):
+    from helpers import hand_record  # noqa: E402
+
+    rec = hand_record([("", "Root", {}, [("w", (2, 3))])])
+    for i in range(5):
+        key = cache.make_key("records", f"x{i}", {})
+        assert cache.store(key, rec, {}) is None
+        os.utime(cache.entry_path(key), ns=(i * 10**9, i * 10**9))  # entry i used at time i
+    folder = cache.cache_dir()
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in entries())
+    cache.evict(folder, max_entries=3)
+    left = {p.name for p in entries()}
+    assert left == {Path(cache.entry_path(cache.make_key("records", f"x{i}", {}))).name for i in (2, 3, 4)}
+    size = entries()[0].stat().st_size
+    cache.evict(folder, max_bytes=size)  # room for one: the most recently used
+    assert [p.name for p in entries()] == [Path(cache.entry_path(cache.make_key("records", "x4", {}))).name]
+
+
+def test_a_vouched_file_that_changes_misses(tmp_path):
+    from helpers import hand_record  # noqa: E402
+
+    rec = hand_record([("", "Root", {}, [("w", (2, 3))])])
+    f = tmp_path / "helper.py"
+    f.write_text("A = 1\n")
+    key = cache.make_key("records", "y", {})
+    cache.store(key, rec, {str(f): cache.sha256_file(str(f))})
+    assert cache.lookup(key).record == rec
+    f.write_text("A = 2\n")
+    found = cache.lookup(key)
+    assert found.record is None and found.note is None
+    f.unlink()
+    assert cache.lookup(key).record is None
+
+
+def test_source_files_cover_the_folder_of_a_model_py(tmp_path):
+    (tmp_path / "model.py").write_text("")
+    (tmp_path / "kernel.py").write_text("")
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "cfg.json").write_text("{}")
+    got = cache.source_files(str(tmp_path / "model.py"), str(tmp_path / "cfg.json"), None)
+    assert got == sorted(str(tmp_path / n) for n in ("cfg.json", "kernel.py", "model.py"))
+
+
+def test_help_lists_no_cache_on_every_command(archviz_cli):
+    for command in ("summary", "inspect", "walk", "build", "check", "cost", "diff"):
+        p = archviz_cli(command, "--help")
+        assert p.returncode == 0 and "--no-cache" in p.stdout, command
+
+
+
+def test_the_bound_is_raised_by_archviz_cache_entries(monkeypatch):
+    """`archviz gallery` keeps one entry per model: ARCHVIZ_CACHE_ENTRIES above the bound raises it, bytes in
+    proportion; below it, or unreadable, the bound stays."""
+    for value in ("", "10", "x", str(cache.MAX_ENTRIES)):
+        monkeypatch.setenv("ARCHVIZ_CACHE_ENTRIES", value)
+        assert cache.limits() == (cache.MAX_ENTRIES, cache.MAX_BYTES)
+    monkeypatch.setenv("ARCHVIZ_CACHE_ENTRIES", "200")
+    assert cache.limits() == (200, cache.MAX_BYTES * 200 // cache.MAX_ENTRIES)
