@@ -263,10 +263,8 @@ def _from_archviz(obj: dict[str, Any], source: str, where: str, path: str) -> Ch
     if type(rows) is not list:
         raise _bad(where, '"tensors" must be a list')
     fast = None if path == "spec" else _archviz_rows_fast(rows, shards, where)
-    if fast is not None:
-        return _archviz_inventory(obj, source, where, shards, fast)
-    if path == "fast":
-        return None
+    if fast is not None or path == "fast":
+        return None if fast is None else _archviz_inventory(obj, source, where, shards, fast)
     tensors: dict[str, TensorInfo] = {}
     spans: list[list[tuple[int, int, str]]] = [[] for _ in shards]
     cursor: list[int | None] = [0] * len(shards)
@@ -575,23 +573,19 @@ def _archviz_canonical(raw: bytes, text: str, source: str, where: str) -> Checkp
 
 
 def _canonical_manifest(raw: bytes, text: str, source: str, where: str) -> CheckpointInventory | None:
-    """The inventory of a manifest laid out as its writers lay it out (``raw`` its bytes, ``text`` their UTF-8
-    text), read without a JSON parse of its tensor list; ``None`` for any other text."""
+    """The inventory of a manifest in its writers' layout, read without a JSON parse of its tensor list; or None."""
     fast = _archviz_canonical if text.startswith(_ARCHVIZ_HEAD) else _audit_canonical
     return fast(raw, text, source, where)
 
 
 def manifest_from_bytes(raw: bytes, *, source: str, where: str | None = None,
                         path: Literal["auto", "fast", "spec"] = "auto") -> CheckpointInventory | None:
-    """Build an inventory from a manifest file's (gunzipped) bytes, of either format: the one reader of them.
-
-    The specification (``path="spec"``): the text parsed as JSON (:func:`parse_json_text`), then read row by row
-    (:func:`inventory_from_manifest`), which names any fault. Two fast paths give the same inventory where their
-    preconditions hold (``path="fast"`` takes them alone and gives ``None`` where neither holds): text laid out as
-    the writers lay it out is split into columns without a JSON parse of its tensor list
-    (:func:`_canonical_manifest`), and a parsed list of the common shape is checked in whole-column passes.
-    ``path="auto"`` (every caller) takes a fast path where one holds, else the specification. Raises
-    :class:`IndexNotManifest` for a checkpoint's index."""
+    """An inventory from a manifest file's (gunzipped) bytes, of either format: the one reader of them. The
+    specification (``path="spec"``): the text parsed as JSON, read row by row (:func:`inventory_from_manifest`),
+    which names any fault. Two fast paths give the same inventory where they hold (``path="fast"``: them alone,
+    ``None`` where neither holds): the writers' layout split into columns without a JSON parse of its tensor list
+    (:func:`_canonical_manifest`), and a parsed list checked in whole-column passes. ``path="auto"`` (every caller):
+    a fast path where one holds, else the specification. Raises :class:`IndexNotManifest` for an index."""
     where = where or source
     text = decode_json_text(raw, where)
     inv = None if path == "spec" else _canonical_manifest(raw, text, source, where)
@@ -602,8 +596,7 @@ def manifest_from_bytes(raw: bytes, *, source: str, where: str | None = None,
 
 def inventory_from_manifest(obj: Any, *, source: str, where: str | None = None,
                             path: Literal["auto", "fast", "spec"] = "auto") -> CheckpointInventory | None:
-    """Build an inventory from a loaded manifest object of either format (``path`` as for
-    :func:`manifest_from_bytes`, of the whole-column fast path alone)."""
+    """An inventory from a loaded manifest of either format (``path``: of the whole-column fast path alone)."""
     where = where or source
     if type(obj) is not dict:
         raise _bad(where, "a manifest must be a JSON object")
