@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from archviz import cache
+from archviz.records import cache
 from archviz.records import loads, to_json_dict
 
 TESTS = Path(__file__).resolve().parent

@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     args = [a for a in args if a != "--no-cache"]
     out, seq, source, sets = args[0], int(args[1]), args[2], args[3:]
     result = run_one(source, sets, seq, use_cache)
-    from ..outputs import write_file
+    from ..files.outputs import write_file
 
     write_file(out, json.dumps(result).encode("utf-8"))
 

@@ -184,9 +184,9 @@ def run_probe(spec: str, build_options: Any = None, options: ProbeOptions | None
                               progress=stage("meta forward pass"), input_specs=o.input_specs, train=o.train)
         shapes = record.extra("shapes")
         eager = built.kind == "hf" and any("experts_implementation='eager'" in n for n in shapes.get("notes", ()))
+        copy = _ReducedCopy(spec, opts, chosen, record, tmp, notes, o, built.tokens_1d)
         built = None  # the full meta model is no longer needed
         gc.collect()
-        copy = _ReducedCopy(spec, opts, chosen, record, tmp, notes, o)
         tracer, ran, stubbed = copy.run(stage, eager, tp)
 
     stage("comparing")
@@ -258,6 +258,7 @@ class _ReducedCopy:
     tmp: str
     notes: list[str]
     o: ProbeOptions
+    tokens_1d: bool  # token ids [T]: the real pass takes them as the meta pass did
 
     def build(self, opts: Any) -> Built:
         from ..sources import build
@@ -269,7 +270,7 @@ class _ReducedCopy:
         shapes = self.record.extra("shapes")
         o = self.o
         return real_calls(real, shapes["B"], shapes["T"], seed=o.seed, device=o.device, input_specs=o.input_specs,
-                          train=o.train, sizes=shapes.get("named"), **kw)
+                          train=o.train, sizes=shapes.get("named"), tokens_1d=self.tokens_1d, **kw)
 
     def run(self, stage: _Stages, eager: bool, tp: Any) -> tuple[Tracer, dict[str, list[str]], tuple[str, ...]]:
         """(the real pass's tracer, the kernels it ran, the imports stubbed on the device)."""

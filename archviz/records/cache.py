@@ -34,9 +34,9 @@ import stat
 import sys
 from typing import Any, Iterable, Mapping
 
-from .errors import ArchvizError
-from .gcpause import collector_paused
-from .outputs import write_file
+from ..errors import ArchvizError
+from ..gcpause import collector_paused
+from ..files.outputs import write_file
 
 __all__ = ["FORMAT", "MAX_BYTES", "MAX_ENTRIES", "Lookup", "cache_dir", "disabled", "entry_path", "key_id",
            "limits", "lookup", "make_key", "new_code_files", "record_files", "sha256_file", "source_files", "store",
@@ -83,7 +83,7 @@ def versions() -> dict[str, str]:
     """archviz (version and code fingerprint), torch, transformers and Python: read without importing the packages."""
     import importlib.metadata
 
-    from . import __version__
+    from .. import __version__
 
     out = {"archviz": __version__, "archviz_code": _own_code_fingerprint(),
            "python": ".".join(map(str, sys.version_info[:3])) + f" {sys.implementation.name}"}
@@ -229,8 +229,8 @@ def lookup(key: Mapping[str, Any]) -> Lookup:
     bad = Lookup(note=f"cache entry {path} unreadable; rebuilt", path=path)
     if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE_BYTES:
         return bad
-    from .records import loads
-    from .safeio import read_regular
+    from .types import loads
+    from ..files.safeio import read_regular
 
     try:
         data = read_regular(path, max_bytes=_MAX_FILE_BYTES, what="cache entry")
@@ -276,7 +276,7 @@ def _ensure_dir() -> str:
 def store(key: Mapping[str, Any], record: Any, files: Mapping[str, str]) -> str | None:
     """Write the entry of `key`: the records, vouched for by `files` (absolute path -> sha256). Returns a note when
     the cache could not be written (the command itself has its records either way), else None."""
-    from .records import dumps_compact
+    from .types import dumps_compact
 
     try:
         folder = _ensure_dir()
