@@ -80,3 +80,12 @@ def expand(name: str) -> set[str]:
         for k in nums:
             out |= expand(alt[:m.start()] + str(k) + alt[m.end():])
     return out
+
+
+def one_line_error(r) -> str:
+    """The one stderr line of a command refused as bad input (exit 2, no traceback), from a CompletedProcess."""
+    assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    return lines[0]

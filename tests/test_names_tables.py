@@ -121,10 +121,10 @@ def test_an_annotation_description_wins_over_a_names_file(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("table, message", [
-    ('[dims]\ndim = 3\n', "[dims] 'dim' must map to a non-empty string"),
+    ('[dims]\ndim = 3\n', "dims.dim: a non-empty string, not 3"),
     ('[dims]\n"0" = "zero"\n', "[dims] '0' is not a width"),
     ('[dims]\ndim = "d\\u001b[31m"\n', "[dims] 'dim' holds the control character U+001B"),
-    ('[descriptions]\n"Gate" = ""\n', "[descriptions] 'Gate' must map to a non-empty string"),
+    ('[descriptions]\n"Gate" = ""\n', "descriptions.Gate: a non-empty string, not ''"),
     ('[descriptions]\n"Gate" = "a\\u202eb"\n', "[descriptions] 'Gate' holds the control character U+202E"),
 ])
 def test_bad_tables_are_one_line_errors(archviz_cli, tmp_path: Path, table: str, message: str) -> None:

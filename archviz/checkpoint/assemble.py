@@ -8,6 +8,7 @@ from typing import Any
 
 from archviz.errors import CheckpointError
 from archviz.files.safeio import MiB
+from archviz.records.recordcheck import fail, refused_as, want_str, want_table
 from archviz.files.safejson import loads as bounded_loads
 
 from .header import ParsedShard
@@ -59,16 +60,16 @@ def parse_index(data: bytes, where: str) -> tuple[dict[str, str], dict[str, Any]
         raise CheckpointError(f"{where}: index is not valid UTF-8 (byte {e.start})", hint="download it again") from None
     # bounded: nesting, integer size, lone surrogates (archviz.files.safejson)
     obj = bounded_loads(text, where=f"{where}: index", error=CheckpointError, hint="download it again")
-    if type(obj) is not dict or type(obj.get("weight_map")) is not dict:
-        raise CheckpointError(
-            f'{where}: index has no "weight_map" object', hint="a safetensors index maps tensor names to shard files"
-        )
-    weight_map: dict[str, str] = obj["weight_map"]
-    shards = weight_map.values()
-    if set(map(type, shards)) - {str} or "" in shards:  # the loop names the first bad entry
-        for name, shard in weight_map.items():
-            if type(shard) is not str or not shard:
-                raise CheckpointError(f"{where}: weight_map[{name!r}] must be a shard file name, not {shard!r}")
+    with refused_as(lambda m: CheckpointError(f"{where}: index: {m}",
+                                              hint="a safetensors index maps tensor names to shard files")):
+        if "weight_map" not in want_table("", obj, what="an object"):
+            fail("weight_map", "missing")
+        weight_map: dict[str, str] = want_table("weight_map", obj["weight_map"],
+                                                what="an object of tensor name: shard file")
+        shards = weight_map.values()
+        if set(map(type, shards)) - {str} or "" in shards:  # the loop names the first bad entry
+            for name, shard in weight_map.items():
+                want_str(f"weight_map[{name!r}]", shard, nonempty=True)
     meta = obj.get("metadata")
     return weight_map, (meta if isinstance(meta, dict) else {})
 

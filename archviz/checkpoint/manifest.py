@@ -49,6 +49,7 @@ from operator import and_, is_not, itemgetter, mul, rshift
 from typing import Any, Literal
 
 from archviz.errors import CheckpointError
+from archviz.records.recordcheck import fail, refused_as, want_int, want_list, want_str, want_table
 from archviz.files.outputs import write_file
 from archviz.files.safeio import MiB, gunzip_bounded, read_regular
 from archviz.files.safejson import check_text, loads as bounded_loads
@@ -180,33 +181,34 @@ class _Shapes:
 
 
 def _check_shards(where: str, shards: Any, *, audit: bool) -> list[ShardInfo]:
-    if type(shards) is not list or not shards:
-        raise _bad(where, '"shards" must be a non-empty list')
+    """The shard list, each field's type checked (archviz.records.recordcheck): a fault names the file and the field."""
+    with refused_as(lambda m: _bad(where, m)):
+        return _shards(where, shards, audit)
+
+
+def _shards(where: str, shards: Any, audit: bool) -> list[ShardInfo]:
     out: list[ShardInfo] = []
     seen: set[str] = set()
-    for i, s in enumerate(shards):
-        if type(s) is not dict:
-            raise _bad(where, f"shards[{i}] must be an object")
-        name: Any = s.get("name")
-        fb: Any = s.get("file_bytes")
-        hb: Any = s.get("header_bytes")
-        if type(name) is not str or not name or not _int(fb) or not _int(hb) or hb < 8 or hb > fb:
-            raise _bad(where, f"shards[{i}] needs name, file_bytes and header_bytes (8 <= header_bytes <= file_bytes)")
+    for i, s in enumerate(want_list("shards", shards, nonempty=True)):
+        at = f"shards[{i}]"
+        want_table(at, s, what="an object")
+        name = want_str(f"{at}.name", s.get("name"), nonempty=True)
+        fb = want_int(f"{at}.file_bytes", s.get("file_bytes"), minimum=0)
+        hb = want_int(f"{at}.header_bytes", s.get("header_bytes"), minimum=8)
+        if hb > fb:
+            fail(f"{at}.header_bytes", f"at most file_bytes ({fb})", hb)
         if name in seen:
             raise _bad(where, f"shard {name!r} is listed twice")
         seen.add(name)
-        sha = s.get("header_sha256")
-        if sha is not None and type(sha) is not str:
-            raise _bad(where, f"shard {name!r}: header_sha256 must be a hex string")
+        sha = want_str(f"{at}.header_sha256", s.get("header_sha256"), optional=True)
         if audit:
             fmt = s.get("header_format")
             meta = fmt.get("metadata") if isinstance(fmt, dict) else None
         else:
             meta = s.get("metadata")
-        meta = meta or {}
-        if type(meta) is not dict or not all(type(v) is str for v in meta.values()):
-            raise _bad(where, f"shard {name!r}: metadata must be an object of strings")
-        out.append(ShardInfo(name, fb, hb, sha, meta))
+        for k, v in want_table(f"{at}.metadata", meta or {}, what="an object of strings").items():
+            want_str(f"{at}.metadata.{k}", v)
+        out.append(ShardInfo(name, fb, hb, sha, meta or {}))
     return out
 
 
@@ -260,8 +262,8 @@ def _archviz_rows_fast(rows: list[Any], shards: list[ShardInfo], where: str) -> 
 def _from_archviz(obj: dict[str, Any], source: str, where: str, path: str) -> CheckpointInventory | None:
     shards = _check_shards(where, obj.get("shards"), audit=False)
     rows = obj.get("tensors")
-    if type(rows) is not list:
-        raise _bad(where, '"tensors" must be a list')
+    with refused_as(lambda m: _bad(where, m)):
+        want_list("tensors", rows)
     fast = None if path == "spec" else _archviz_rows_fast(rows, shards, where)
     if fast is not None or path == "fast":
         return None if fast is None else _archviz_inventory(obj, source, where, shards, fast)
@@ -311,8 +313,8 @@ def _from_archviz(obj: dict[str, Any], source: str, where: str, path: str) -> Ch
 def _archviz_inventory(obj: dict[str, Any], source: str, where: str, shards: list[ShardInfo],
                        tensors: dict[str, TensorInfo]) -> CheckpointInventory:
     meta = obj.get("metadata") or {}
-    if type(meta) is not dict:
-        raise _bad(where, '"metadata" must be an object')
+    with refused_as(lambda m: _bad(where, m)):
+        want_table("metadata", meta, what="an object")
     meta = {k: v for k, v in meta.items() if k not in ("manifest", "manifest_source")}
     meta["manifest"] = ARCHVIZ_MANIFEST_FORMAT
     if isinstance(obj.get("source"), str):

@@ -4,8 +4,8 @@ rank against the meta records of `--world-size N --rank r`, headers only.
 
 A folder's rank files are found by a pattern (`{rank}` and `{world_size}` filled in). Their tensors share names
 across files, so they are not one checkpoint: `rank_inventories()` opens one inventory per rank, and a rank manifest
-(`archviz-ranks/1`: each rank's archviz-manifest/1 with its rank and file name, written by `write_rank_manifest`)
-keeps them apart for CI."""
+(`archviz-ranks/1`: each rank's archviz-manifest/1 with its rank and file name, written by
+`archviz manifest --world-size N`) keeps them apart for CI."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import os
 from typing import Any, Callable, Sequence
 
 from archviz.errors import CheckpointError
+from archviz.records.recordcheck import fail, refused_as, want_int, want_list, want_str, want_table
 
 from .manifest import inventory_from_manifest, load_json_file, json_text_bytes, manifest_text
 from .records import CheckpointInventory
@@ -61,12 +62,16 @@ def rank_inventories(spec: str, world_size: int, pattern: str | None = None
         if obj.get("world_size") != world_size:
             raise CheckpointError(f"{spec}: a manifest of {obj.get('world_size')} ranks, not --world-size "
                                   f"{world_size}", hint=f"use --world-size {obj.get('world_size')}")
-        ranks = obj.get("ranks")
-        if not isinstance(ranks, list) or [r.get("rank") if isinstance(r, dict) else None for r in ranks] \
-                != list(range(world_size)):
-            raise CheckpointError(f"{spec}: \"ranks\" must list ranks 0 to {world_size - 1} in order",
-                                  hint="write the manifest again with `archviz manifest`")
-        return [(r["rank"], str(r.get("file")), inventory_from_manifest(r.get("manifest"), source=spec,
+        with refused_as(lambda m: CheckpointError(f"{spec}: {m}", hint="write the manifest again with `archviz "
+                                                                        "manifest`")):
+            ranks = want_list("ranks", obj.get("ranks"))
+            for i, r in enumerate(ranks):
+                want_str(f"ranks[{i}].file", want_table(f"ranks[{i}]", r, what="an object").get("file"))
+                if want_int(f"ranks[{i}].rank", r.get("rank")) != i:
+                    fail(f"ranks[{i}].rank", f"{i} (ranks 0 to {world_size - 1} in order)", r["rank"])
+            if len(ranks) != world_size:
+                fail("ranks", f"{world_size} entries, one per rank (it has {len(ranks)})")
+        return [(r["rank"], r["file"], inventory_from_manifest(r.get("manifest"), source=spec,
                                                                          where=f"{spec} (rank {r['rank']})"))
                 for r in ranks]
     raise CheckpointError(f"--checkpoint {spec}: --world-size {world_size} without --rank reads one shard per rank, "
@@ -81,11 +86,9 @@ def rank_manifest_text(ranks: Sequence[tuple[int, str, CheckpointInventory]], wo
     return (f'{{"format":"{RANKS_FORMAT}",\n"world_size":{world_size},\n"ranks":[\n' + ",\n".join(parts) + "\n]}\n")
 
 
-def write_rank_manifest(ranks: Sequence[tuple[int, str, CheckpointInventory]], world_size: int, where: str) -> None:
-    """Write the rank manifest to `where` (gzip'd when it ends in .gz) through archviz's one atomic writer."""
-    from archviz.files.outputs import write_file
-
-    write_file(where, json_text_bytes(rank_manifest_text(ranks, world_size), gz=where.endswith(".gz")))
+def rank_manifest_bytes(ranks: Sequence[tuple[int, str, CheckpointInventory]], world_size: int, gz: bool) -> bytes:
+    """The rank manifest's bytes (gzip'd with `gz`), for archviz's one writer (`archviz manifest -o`)."""
+    return json_text_bytes(rank_manifest_text(ranks, world_size), gz=gz)
 
 
 def check_ranks(records: Callable[[int], Any], ranks: Sequence[tuple[int, str, CheckpointInventory]],
@@ -102,5 +105,5 @@ def check_ranks(records: Callable[[int], Any], ranks: Sequence[tuple[int, str, C
     return {"verdict": verdict, "world_size": len(ranks), "ranks": out}
 
 
-__all__ = ["DEFAULT_PATTERN", "RANKS_FORMAT", "check_ranks", "rank_file", "rank_inventories", "rank_manifest_text",
-           "write_rank_manifest"]
+__all__ = ["DEFAULT_PATTERN", "RANKS_FORMAT", "check_ranks", "rank_file", "rank_inventories", "rank_manifest_bytes",
+           "rank_manifest_text"]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from archviz.errors import ArchvizError
+from archviz.records.recordcheck import fail, refused_as, want_int, want_list, want_str, want_strs, want_table
 from archviz.files.safeio import MiB, read_regular
 from archviz.files.safejson import loads as bounded_loads
 
@@ -43,6 +44,10 @@ MAX_RULES_BYTES = 16 * MiB
 
 class RulesError(ArchvizError):
     """A rules file is unusable (exit 2)."""
+
+
+def _rules_error(message: str) -> RulesError:
+    return RulesError(message, hint="see the rules format in docs/ci-recipe.md")
 
 
 def _literal(pattern: str) -> tuple[str, str] | None:
@@ -312,7 +317,8 @@ class Rules:
         return load_rules(None)
 
     def with_user(self, path: str | os.PathLike[str]) -> "Rules":
-        return _merge_user(self, path)
+        with refused_as(_rules_error):
+            return _merge_user(self, path)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -320,8 +326,7 @@ class Rules:
 
 
 def _compile(where: str, pattern: Any) -> re.Pattern[str]:
-    if not isinstance(pattern, str) or not pattern:
-        raise RulesError(f"{where}: a pattern must be a non-empty string, not {pattern!r}")
+    want_str(f"{where} pattern", pattern, nonempty=True)
     try:
         return re.compile(pattern)
     except re.error as e:
@@ -330,8 +335,7 @@ def _compile(where: str, pattern: Any) -> re.Pattern[str]:
 
 
 def _check_replacement(where: str, regex: re.Pattern[str], repl: Any) -> str:
-    if not isinstance(repl, str):
-        raise RulesError(f"{where}: a replacement must be a string, not {repl!r}")
+    want_str(f"{where} replacement", repl)
     try:
         regex.sub(repl, "")  # parses the template: bad escapes and group references fail here, match or not
     except (re.error, IndexError) as e:
@@ -340,10 +344,7 @@ def _check_replacement(where: str, regex: re.Pattern[str], repl: Any) -> str:
 
 
 def _list(where: str, obj: Mapping[str, Any], key: str) -> list[Any]:
-    v = obj.get(key, [])
-    if not isinstance(v, list):
-        raise RulesError(f"{where}: {key!r} must be a list")
-    return v
+    return want_list(f"{where} {key}", obj.get(key, []))
 
 
 def _renames(where: str, obj: Mapping[str, Any]) -> tuple[Rename, ...]:
@@ -380,11 +381,11 @@ def _labels(where: str, obj: Mapping[str, Any], key: str) -> tuple[Label, ...]:
         if not isinstance(item, Mapping) or "pattern" not in item:
             raise RulesError(f"{w}: a label is {{pattern: regex, label: text}}")
         when = item.get("when")
-        if when is not None and not isinstance(when, Mapping):
-            raise RulesError(f"{w}: 'when' must be an object")
-        label = item.get("label", "ignored by rule")
-        if not isinstance(label, str) or not label or label == "unmapped":
-            raise RulesError(f"{w}: 'label' must be a non-empty string other than 'unmapped'")
+        if when is not None:
+            want_table(f"{w} when", when, what="an object")
+        label = want_str(f"{w} label", item.get("label", "ignored by rule"), nonempty=True)
+        if label == "unmapped":
+            fail(f"{w} label", "a label other than 'unmapped'", label)
         out.append(Label(item["pattern"], label, str(item.get("about", "")), _compile(w, item["pattern"]), when))
     return tuple(out)
 
@@ -393,23 +394,21 @@ def _explains(where: str, obj: Mapping[str, Any]) -> tuple[Explain, ...]:
     out = []
     for i, item in enumerate(_list(where, obj, "explain")):
         w = f"{where} explain[{i}]"
-        if not isinstance(item, Mapping) or "pattern" not in item or not isinstance(item.get("note"), str):
+        if not isinstance(item, Mapping) or "pattern" not in item:
             raise RulesError(f"{w}: an explain rule is {{pattern: regex, note: text}}")
+        want_str(f"{w} note", item.get("note"))
         out.append(Explain(item["pattern"], item["note"], _compile(w, item["pattern"]),
                            _strs(w, item, "checkpoint_dtypes"), _strs(w, item, "model_dtypes")))
     return tuple(out)
 
 
 def _strs(where: str, obj: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    v = obj.get(key, [])
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise RulesError(f"{where}: {key!r} must be a list of strings")
-    return tuple(v)
+    return tuple(want_strs(f"{where} {key}", obj.get(key, [])))
 
 
 def _ruleset(where: str, obj: Any, file: str) -> Ruleset:
-    if not isinstance(obj, Mapping) or not isinstance(obj.get("name"), str) or not obj["name"]:
-        raise RulesError(f"{where}: a ruleset is an object with a non-empty 'name'")
+    want_table(where, obj, what="a ruleset: an object with a non-empty 'name'")
+    want_str(f"{where} name", obj.get("name"), nonempty=True)
     where = f"{where} ({obj['name']})"
     return Ruleset(
         name=obj["name"], about=str(obj.get("about", "")), provenance=str(obj.get("provenance", "")), file=file,
@@ -453,7 +452,7 @@ def _read(path: Path) -> Any:
 
 
 def _check_format(where: str, obj: Any) -> Mapping[str, Any]:
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict:
         raise RulesError(f"{where}: a rules file is a JSON object")
     fmt = obj.get("format", RULES_FORMAT)
     if fmt != RULES_FORMAT:
@@ -470,33 +469,35 @@ def _scales(where: str, obj: Mapping[str, Any], base: dict[str, Any]) -> dict[st
     s = obj.get("scales")
     if s is None:
         return base
-    if not isinstance(s, Mapping):
-        raise RulesError(f"{where}: 'scales' must be an object")
+    want_table(f"{where} scales", s, what="an object")
     out = dict(base)
     if "suffixes" in s:
-        suf = s["suffixes"]
-        if not isinstance(suf, list) or not all(isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) and y
-                                                                                            for y in x) for x in suf):
-            raise RulesError(f"{where}: scales.suffixes must be a list of [scale suffix, weight suffix]")
-        out["suffixes"] = tuple(tuple(x) for x in suf)
+        for i, x in enumerate(want_list(f"{where} scales.suffixes", s["suffixes"])):
+            if len(want_strs(f"{where} scales.suffixes[{i}]", x, nonempty=True)) != 2:
+                fail(f"{where} scales.suffixes[{i}]", "[scale suffix, weight suffix]", x)
+        out["suffixes"] = tuple(tuple(x) for x in s["suffixes"])
     for key in ("quantized_dtypes", "scale_dtypes"):
         if key in s:
             out[key] = frozenset(_strs(f"{where} scales", s, key))
     if "fp8_block" in s:
-        b = s["fp8_block"]
-        if not (isinstance(b, list) and len(b) == 2 and all(isinstance(x, int) and x > 0 for x in b)):
-            raise RulesError(f"{where}: scales.fp8_block must be [rows, columns]")
-        out["fp8_block"] = (b[0], b[1])
+        b = want_list(f"{where} scales.fp8_block", s["fp8_block"])
+        if len(b) != 2:
+            fail(f"{where} scales.fp8_block", "[rows, columns]", b)
+        out["fp8_block"] = (want_int(f"{where} scales.fp8_block[0]", b[0], minimum=1),
+                            want_int(f"{where} scales.fp8_block[1]", b[1], minimum=1))
     if "fp4_block" in s:
-        b = s["fp4_block"]
-        if not (isinstance(b, int) and b > 0):
-            raise RulesError(f"{where}: scales.fp4_block must be a positive int")
-        out["fp4_block"] = b
+        out["fp4_block"] = want_int(f"{where} scales.fp4_block", s["fp4_block"], minimum=1)
     return out
 
 
 def load_rules(user_file: str | os.PathLike[str] | None = None) -> Rules:
-    """The built-in rules (``archviz/checkpoint/rules/*.json``), plus a user rules file when given."""
+    """The built-in rules (``archviz/checkpoint/rules/*.json``), plus a user rules file when given; a field of the
+    wrong type is a RulesError naming the file and the field (archviz.records.recordcheck)."""
+    with refused_as(_rules_error):
+        return _load_rules(user_file)
+
+
+def _load_rules(user_file: str | os.PathLike[str] | None) -> Rules:
     common_path = BUILTIN_DIR / "common.json"
     common = _check_format(str(common_path), _read(common_path))
     scales = _scales(str(common_path), common, {})

@@ -33,8 +33,10 @@ from .common import (
     handled,
     load_record,
     out,
+    output_option,
     progress_bar,
     spinner,
+    write_output,
 )
 
 CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safetensors file, shard folder, "
@@ -93,7 +95,7 @@ def check(
     from ..checkpoint.rules import load_rules
 
     fmt = "json" if json_ else format_.lower()
-    with handled(debug, fmt == "json"):
+    with handled(debug, fmt == "json"), output_option(output, fmt == "json"):
         if fmt not in ("table", "github", "json"):
             raise ArchvizError(f"--format {format_!r}: unknown format", hint="use table, github or json")
         check_options(sets={"--set": set_}, positive={"--limit": limit}, world_size=world_size, rank=rank,
@@ -139,7 +141,7 @@ def check(
             notes = note_groups(result)
             if notes:
                 out.print(notes_table(notes, min(limit, 12)))
-        if output and fmt != "json":
+        if output and output != "-" and fmt != "json":
             err.print(f"wrote records with the comparison to {output}")
         raise typer.Exit(EXIT_OK if result["verdict"] == "match" else EXIT_MISMATCH)
 
@@ -210,40 +212,40 @@ def manifest(
     `archviz check SOURCE --world-size N --checkpoint MANIFEST`."""
     from ..checkpoint import open_checkpoint
     from ..checkpoint.manifest import manifest_bytes
-    from ..files.outputs import check_file_target, write_file
 
-    with handled(debug, json_):
+    # a target archviz may not replace is refused before any reading
+    with handled(debug, json_), output_option(output, json_):
         check_options(timeout=timeout, world_size=world_size)
-        check_file_target(output)  # a target archviz may not replace is refused before any reading
         if world_size is not None:
             _rank_manifest(checkpoint, output, world_size, rank_pattern, json_)
             return
         with progress_bar(f"reading {checkpoint}") as cb:
             inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
         data = manifest_bytes(inventory, gz=output.endswith(".gz"))
-        write_file(output, data)
+        write_output(output, data)
         size = len(data)
         info = {"output": output, "source": inventory.source, "revision": inventory.revision,
                 "shards": len(inventory.shards), "tensors": len(inventory.tensors), "bytes": size}
         if json_:
             emit_json(info)
-        else:
+        elif output != "-":
             err.print(f"wrote {len(inventory.tensors):,} tensors of {len(inventory.shards):,} shards to {output} "
                       f"({size:,} bytes)")
 
 
 
 def _rank_manifest(checkpoint: str, output: str, world_size: int, pattern: str | None, json_: bool) -> None:
-    from ..checkpoint.ranks import rank_inventories, write_rank_manifest
+    from ..checkpoint.ranks import rank_inventories, rank_manifest_bytes
 
     ranks = rank_inventories(checkpoint, world_size, pattern)
-    write_rank_manifest(ranks, world_size, output)
+    data = rank_manifest_bytes(ranks, world_size, gz=output.endswith(".gz"))
+    write_output(output, data)
     info = {"output": output, "world_size": world_size, "ranks": [{"rank": r, "file": name, "tensors":
                                                                     len(inv.tensors)} for r, name, inv in ranks],
-            "bytes": os.path.getsize(output)}
+            "bytes": len(data)}
     if json_:
         emit_json(info)
-    else:
+    elif output != "-":
         err.print(f"wrote {world_size} ranks' tensors ({', '.join(str(len(inv.tensors)) for _, _, inv in ranks)}) "
                   f"to {output} ({info['bytes']:,} bytes)")
 

@@ -351,9 +351,36 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json_text(dumps_indented(data, 1)) + "\n")  # sanitize: C1, bidi as escapes
 
 
-def atomic_write(path: str, text: str) -> None:
-    """Write via a temp file in the same folder, then move into place: never a half-written output, and only ever
-    over a regular file (archviz.files.outputs)."""
+def write_output(path: str, data: bytes) -> None:
+    """`-o`: via a temp file in the same folder, then moved into place: never a half-written output, and only ever
+    over a regular file (archviz.files.outputs); `-o -`: to stdout."""
     from ..files.outputs import write_file
 
-    write_file(path, text.encode("utf-8"))
+    sys.stdout.flush()
+    write_file(path, data, stdout=sys.stdout.buffer)
+
+
+def atomic_write(path: str, text: str) -> None:
+    """`text` written as `write_output` writes, UTF-8."""
+    write_output(path, text.encode("utf-8"))
+
+
+@contextmanager
+def output_option(path: str | None, json_: bool = False) -> Iterator[None]:
+    """A command's single-file `-o PATH`, checked before any work (archviz.files.outputs: a target it may not replace is
+    refused); `-o -`: stdout carries that output alone, so the command's report goes to stderr while this lasts,
+    and --json (stdout's too) is refused."""
+    from ..files.outputs import STDOUT, check_file_target
+
+    if path:
+        check_file_target(path)
+    if path != STDOUT:
+        yield
+        return
+    if json_:
+        raise ArchvizError("-o - and --json both write to stdout", hint="give -o a file, or drop --json")
+    out.file = sys.stderr
+    try:
+        yield
+    finally:
+        out.file = None  # type: ignore[assignment]  # back to whatever sys.stdout is

@@ -31,6 +31,7 @@ from .common import (
     emit_json,
     flag,
     handled,
+    output_option,
     is_records_file,
     out,
     read_records,
@@ -116,7 +117,7 @@ def cost(
     from ..cost.report import cost_report, report_json
     from ..render.cost import compare_table, cost_tables
 
-    with handled(debug, json_):
+    with handled(debug, json_), output_option(output, json_):
         given = [f for f, v in (("--context", context), ("--seq", seq), ("--batch", batch),
                                 ("--every-block", every_block), ("--kernel-rules", kernel_rules),
                                 ("--input", inputs)) if v]

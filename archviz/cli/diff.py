@@ -128,6 +128,10 @@ def diff(
                       positive={"--batch": batch, "--seq": seq})
         if limit < 1:
             raise ArchvizError(f"--limit {limit}: must be at least 1", hint="give a positive number of rows")
+        if site:
+            from ..render.site.write import check_target
+
+            check_target(site, "--site")  # `-` or a folder archviz may not replace: refused before any build
         for side, both, one in (("--config-a", config, config_a), ("--config-b", config, config_b)):
             if both and one:
                 raise ArchvizError(f"--config and {side} both given", hint=f"give --config for both, or {side}")
@@ -166,7 +170,7 @@ def diff(
             from ..render.site.diff import render_diff_site
 
             with spinner(f"writing {site}"):
-                write_site(render_diff_site(result, records[0], records[1]), site)
+                write_site(render_diff_site(result, records[0], records[1]), site, "--site")
             err.print(f"wrote the diff page to {os.path.join(site, 'diff.html')}")
         if fmt == "json":
             emit_json(to_json(result))

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..errors import ArchvizError
+from ..records.recordcheck import refused_as, want_table
 from .app import app
 from .common import DebugOpt, JsonOpt, NoCacheOpt, emit_json, err, flag, handled, progress_bar
 from .validate import check_options
@@ -26,9 +27,10 @@ def _sets_file(path: str | None) -> dict[str, list[str]]:
     except (OSError, ValueError) as e:
         raise ArchvizError(f"--sets {path}: not a readable JSON file ({e})",
                            hint='write e.g. {"llama": {"num_key_value_heads": 8}}') from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise ArchvizError(f"--sets {path}: must map each model to an object of config fields",
-                           hint='write e.g. {"llama": {"num_key_value_heads": 8}}')
+    hint = 'write e.g. {"llama": {"num_key_value_heads": 8}}'
+    with refused_as(lambda m: ArchvizError(f"--sets {path}: {m}", hint=hint)):
+        for k, v in want_table("", data, what="an object mapping each model to its config fields").items():
+            want_table(k, v, what="an object of config fields")
     out = {str(k): [f"{f}={json.dumps(v)}" for f, v in fields.items()] for k, fields in data.items()}
     check_options(sets={f"--sets {path} ({k})": v for k, v in out.items()})
     return out
@@ -193,7 +195,7 @@ def gallery(
         named = _pairs(pairs, keys)
         from ..render.site.write import check_target
 
-        check_target(os.path.abspath(output))  # a folder that is not a site fails before an hour of builds
+        check_target(output)  # a folder that is not a site fails before an hour of builds
         n = jobs or os.cpu_count() or 1
         results = _run([(k, s, per_model.get(k, [])) for k, s in models], n, not no_cache, timeout)
         from ..records import loads

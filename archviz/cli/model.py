@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Optional
 
 import typer
@@ -34,6 +33,7 @@ from .common import (
     err,
     flag,
     handled,
+    output_option,
     is_records_file,
     load_record,
     out,
@@ -185,18 +185,15 @@ def walk(
     """Write the records (versioned JSON schema, docs/records-schema.md) of every module."""
     from ..records import dumps_compact as dumps
 
-    with handled(debug, json_):
+    with handled(debug, json_), output_option(output):  # --json: the line of what was written, to a file only
         check_options(sets={"--set": set_}, inputs=input_, world_size=world_size, rank=rank)
         record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
                              config_class=config_class,
                              shapes=shapes, grouping=False, kernel_rules=kernel_rules,
                              inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,
                              quantized=quantized, train=train, cache=not no_cache)
-        text = dumps(record)
-        if output == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            atomic_write(output, text + "\n")
+        atomic_write(output, dumps(record) + "\n")
+        if output != "-":
             if json_:
                 emit_json({"output": output, "modules": record.summary.modules, "schema": record.schema})
             else:

@@ -29,6 +29,7 @@ from .common import (
     emit_json,
     err,
     handled,
+    output_option,
     out,
     progress_bar,
     spinner,
@@ -115,7 +116,7 @@ def probe(
         with handled(debug, json_):
             _probe_ranks(source, world_size, timeout, json_, debug, build_options, options, kernel_rules)
         return
-    with handled(debug, json_):
+    with handled(debug, json_), output_option(output, json_):
         if kernel_rules:
             from ..shapes.kernels import load_rules_file
 

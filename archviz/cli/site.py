@@ -152,6 +152,9 @@ def build(
     with handled(debug, json_):
         check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq, "--gpus": gpus},
                       world_size=world_size, rank=rank)
+        from ..render.site.write import check_target
+
+        check_target(output)  # `-` or a folder archviz may not replace: refused before any build
         devices = []
         if hardware is not None:
             from ..cost.hardware import resolve

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArchvizError
+from ..records.recordcheck import fail, refused_as, want_number, want_str, want_table
 
 # dtype names the peaks are keyed by, and the torch dtypes of weights that compute at each
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
@@ -58,45 +59,34 @@ class Hardware:
         return None
 
 
-def _number(where: str, field: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
-        raise ArchvizError(f"{where}: {field} = {v!r} is not a non-negative number",
-                           hint=f"write {field} as a number in the units archviz/cost/hardware.toml states")
-    return float(v)
+_HINT = "every device needs name, source, memory_gb, memory_bandwidth_gb_s, interconnect_gb_s and peak_tflops (see " \
+        "archviz/cost/hardware.toml)"
 
 
 def parse(key: str, table: Any, where: str) -> Hardware:
-    """One device from its TOML table; a missing or mistyped field is an ArchvizError naming it."""
-    if not isinstance(table, dict):
-        raise ArchvizError(f"{where}: [{key}] is not a table of hardware fields",
-                           hint="give name, source, memory_gb, memory_bandwidth_gb_s, interconnect_gb_s, peak_tflops")
+    """One device from its TOML table; a missing or mistyped field is an ArchvizError naming the file and the field
+    (archviz.records.recordcheck)."""
+    with refused_as(lambda m: ArchvizError(f"{where}: {m}", hint=_HINT)):
+        return _parse(key, table)
+
+
+def _parse(key: str, table: Any) -> Hardware:
+    at = f"[{key}]"
+    want_table(at, table, what="a table of hardware fields")
     for field in FIELDS:
         if field not in table:
-            raise ArchvizError(f"{where}: [{key}] has no field {field!r}",
-                               hint="every device needs name, source, memory_gb, memory_bandwidth_gb_s, "
-                                    "interconnect_gb_s and peak_tflops (see archviz/cost/hardware.toml)")
-    for field in ("name", "source"):
-        if not isinstance(table[field], str) or not table[field].strip():
-            raise ArchvizError(f"{where}: [{key}] {field} must be a non-empty string",
-                               hint="source: the spec sheet the figures come from (title and URL)")
-    peaks = table["peak_tflops"]
-    if not isinstance(peaks, dict):
-        raise ArchvizError(f"{where}: [{key}] peak_tflops must be a table of dtype = TFLOP/s",
-                           hint=f"e.g. peak_tflops = {{ bf16 = 989.5, fp8 = 1979 }} (dtypes: {', '.join(PEAK_DTYPES)})")
-    for d in peaks:
-        if d not in PEAK_DTYPES:
-            raise ArchvizError(f"{where}: [{key}] peak_tflops has dtype {d!r}, which archviz does not know",
-                               hint=f"dtypes: {', '.join(PEAK_DTYPES)}")
-    at = f"{where}: [{key}]"
-    memory = _number(at, "memory_gb", table["memory_gb"])
-    bandwidth = _number(at, "memory_bandwidth_gb_s", table["memory_bandwidth_gb_s"])
+            fail(f"{at}.{field}", "missing")
+    name, source = (want_str(f"{at}.{f}", table[f], nonempty=True) for f in ("name", "source"))
+    peaks = want_table(f"{at}.peak_tflops", table["peak_tflops"], PEAK_DTYPES,
+                       what="a table of dtype = TFLOP/s, e.g. { bf16 = 989.5, fp8 = 1979 }")
+    memory, bandwidth = (want_number(f"{at}.{f}", table[f], minimum=0)
+                         for f in ("memory_gb", "memory_bandwidth_gb_s"))
     if not memory or not bandwidth:
-        raise ArchvizError(f"{at}: memory_gb and memory_bandwidth_gb_s must be more than 0",
-                           hint="give the device's memory (GB) and memory bandwidth (GB/s)")
-    return Hardware(key=key, name=table["name"], source=table["source"], memory=memory * 1e9,
-                    bandwidth=bandwidth * 1e9,
-                    interconnect=_number(at, "interconnect_gb_s", table["interconnect_gb_s"]) * 1e9,
-                    peaks=tuple((d, _number(at, f"peak_tflops.{d}", v) * 1e12) for d, v in peaks.items()))
+        fail(at, "memory_gb and memory_bandwidth_gb_s must be more than 0")
+    return Hardware(key=key, name=name, source=source, memory=memory * 1e9, bandwidth=bandwidth * 1e9,
+                    interconnect=want_number(f"{at}.interconnect_gb_s", table["interconnect_gb_s"], minimum=0) * 1e9,
+                    peaks=tuple((d, want_number(f"{at}.peak_tflops.{d}", v, minimum=0) * 1e12)
+                                for d, v in peaks.items()))
 
 
 def presets() -> dict[str, Hardware]:

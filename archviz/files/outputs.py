@@ -9,6 +9,9 @@ so a killed run leaves the old one whole; a file's mode follows the umask, as an
 the caller asks for less; and temporaries that killed runs left behind are swept on the next write into that
 folder. Every refusal, and every OS error on the way (a read-only folder, /proc, a full disk), is an `ArchvizError`
 naming the path and the fix: exit 2, one line.
+
+`-o -` (`STDOUT`) writes a single file to the stream the caller hands in (the CLI's stdout); a folder (a site)
+cannot go there, and is refused as such.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ import re
 import shutil
 import stat
 import sys
-from typing import Callable, Mapping
+from typing import BinaryIO, Callable, Mapping
 
 from ..errors import ArchvizError
 
+#: The output path that means the caller's stdout (`-o -`).
+STDOUT = "-"
 _TMP = re.compile(r"^\.archviz-(\d+)-[0-9a-f]{8}\.tmp$")
 
 
@@ -37,7 +42,10 @@ def _kind(mode: int) -> str:
 
 
 def check_file_target(path: str, flag: str = "-o") -> None:
-    """Refuse an output path archviz must not replace: anything but a regular file, or a missing parent folder."""
+    """Refuse an output path archviz must not replace: anything but a regular file, or a missing parent folder.
+    `-` (stdout) passes."""
+    if path == STDOUT:
+        return
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -86,8 +94,15 @@ def sweep_temporaries(folder: str) -> None:
                 pass
 
 
-def write_file(path: str, data: bytes, flag: str = "-o", mode: int = 0o666) -> None:
-    """Write `data` to `path` atomically: a temp file beside it, renamed into place. Mode: `mode` less the umask."""
+def write_file(path: str, data: bytes, flag: str = "-o", mode: int = 0o666, stdout: BinaryIO | None = None) -> None:
+    """Write `data` to `path` atomically: a temp file beside it, renamed into place. Mode: `mode` less the umask.
+    `path` `-`: `data` goes to `stdout`, the stream the caller gives (none given: refused)."""
+    if path == STDOUT:
+        if stdout is None:
+            raise ArchvizError(f"{flag} -: this output cannot go to stdout", hint=f"give a file path to {flag}")
+        stdout.write(data)
+        stdout.flush()
+        return
     check_file_target(path, flag)
     folder = os.path.dirname(os.path.abspath(path))
     sweep_temporaries(folder)
@@ -151,7 +166,8 @@ def _write_member(folder: str, rel: str, data: bytes) -> None:
 
 def check_folder_target(output: str, not_ours: Callable[[str], str | None], flag: str = "-o") -> None:
     """Refuse a folder output archviz must not replace: a link, anything but a folder, or a folder holding files
-    `not_ours(output)` says archviz did not write (its reason)."""
+    `not_ours(output)` says archviz did not write (its reason); `-`, as no folder can go to stdout."""
+    refuse_stdout_folder(output, flag)
     try:
         st = os.lstat(output)
     except FileNotFoundError:
@@ -170,10 +186,18 @@ def check_folder_target(output: str, not_ours: Callable[[str], str | None], flag
                            hint="give an empty or new folder, or move your files out of it")
 
 
+def refuse_stdout_folder(output: str, flag: str = "-o") -> None:
+    """Refuse `-` where a folder is written: a site's pages cannot go to stdout."""
+    if output == STDOUT:
+        raise ArchvizError(f"{flag} -: a site is a folder of files and cannot be written to stdout",
+                           hint=f"give {flag} a folder's path")
+
+
 def write_folder(files: Mapping[str, bytes], output: str, not_ours: Callable[[str], str | None],
                  flag: str = "-o") -> None:
     """Write `files` (relative path -> bytes) into a temp folder beside `output`, then swap it into place (atomic on
     Linux); `output`'s parents are made. The previous folder survives any failure."""
+    refuse_stdout_folder(output, flag)
     output = os.path.abspath(output)
     parent, base = os.path.dirname(output), os.path.basename(output)
     try:

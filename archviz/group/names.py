@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from ..errors import ArchvizError
+from ..records.recordcheck import fail, refused_as, want_str, want_strs, want_table
 from .names_tables import split_tables
 from ..records import ModuleRecord
 
@@ -62,41 +63,45 @@ def load_names(path: str) -> dict[str, Any]:
             data = tomllib.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise ArchvizError(f"names file {path}: not TOML ({e})", hint="fix the file") from None
+    where = f"names file {path}"
+    with refused_as(lambda m: ArchvizError(f"{where}: {m}", hint='e.g. "layers.*.attn.wo_b" = "Output projection"; '
+                                           '[groups] "Attention" = { "Grouped output" = ["wo_a", "wo_b"] }')):
+        return _checked(data, where)
+
+
+def _checked(data: Any, where: str) -> dict[str, Any]:
+    """The titles, tables and groups of a decoded names file, each field's type checked (archviz.records.recordcheck)."""
     groups = None
     tables: dict[str, Any] = {}
-    if isinstance(data, dict):
-        data = dict(data)
-        if isinstance(data.get("groups"), dict):
-            groups = data.pop("groups")
-        tables = split_tables(data, f"names file {path}")  # [dims], [descriptions]: names_tables.py
-        if isinstance(data.get("names"), dict):
-            data = data["names"]
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise ArchvizError(f"names file {path}: expected a table of key = \"Title\" strings",
-                           hint="e.g. \"layers.*.attn.wo_b\" = \"Output projection\"")
+    want_table("", data, what="a table of key = \"Title\" strings")
+    data = dict(data)
+    if type(data.get("groups")) is dict:
+        groups = data.pop("groups")
+    tables = split_tables(data, where)  # [dims], [descriptions]: names_tables.py
+    if type(data.get("names")) is dict:
+        data = data["names"]
+    for k, v in data.items():
+        want_str(k, v)
     out: dict[str, Any] = dict(data)
     out.update(tables)
     if groups is not None:
         if "groups" in out:
-            raise ArchvizError(f"names file {path}: \"groups\" is both a title key and the [groups] table",
+            raise ArchvizError(f"{where}: \"groups\" is both a title key and the [groups] table",
                                hint="title a module or class named groups as \"path:groups\" or \"class:groups\"")
-        _check_groups(groups, f"names file {path}")
+        _check_groups(groups, where)
         out["groups"] = {k: {t: list(v) for t, v in spec.items()} for k, spec in groups.items()}
     return out
 
 
-def _check_groups(groups: Any, where: str) -> None:
-    ok = isinstance(groups, dict) and all(
-        isinstance(k, str) and isinstance(spec, dict) and spec and all(
-            isinstance(t, str) and t.strip() and isinstance(v, list) and v and all(isinstance(x, str) and x for x in v)
-            for t, v in spec.items())
-        for k, spec in groups.items())
-    if not ok:
-        raise ArchvizError(f"{where}: [groups] expects key = {{ \"Title\" = [\"attr\", ...] }} tables",
-                           hint="e.g. \"Attention\" = { \"Grouped output\" = [\"wo_a\", \"wo_b\"] }")
+def _check_groups(groups: dict[str, Any], where: str) -> None:
     for k, spec in groups.items():
+        want_table(f"groups.{k}", spec, what='a table of "Title" = ["attr", ...]')
+        if not spec:
+            fail(f"groups.{k}", 'a table of "Title" = ["attr", ...]', spec)
         seen: set[str] = set()
-        for v in spec.values():
+        for t, v in spec.items():
+            want_str(f"groups.{k}", t, nonempty=True)
+            want_strs(f"groups.{k}.{t}", v, nonempty=True)
             dup = [x for x in v if x in seen or v.count(x) > 1]
             if dup:
                 raise ArchvizError(f"{where}: [groups] {k!r}: {dup[0]!r} is listed twice",

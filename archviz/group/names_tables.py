@@ -21,6 +21,7 @@ import unicodedata
 from typing import Any, Mapping
 
 from ..errors import ArchvizError
+from ..records.recordcheck import want_str, want_table
 
 TABLES = ("dims", "descriptions")
 
@@ -45,14 +46,12 @@ def _plain(text: str, where: str, table: str, key: str, lines: bool = False) -> 
 
 def check_dims(raw: Any, where: str) -> dict[str, str]:
     hint = 'e.g. [dims] "n_groups × o_lora_rank" = "groups × rank", or "8192" = "groups × rank"'
-    if not isinstance(raw, dict):
-        raise _bad(where, "dims", "must be a table of name = \"new name\"", hint)
+    want_table("dims", raw, what='a table of name = "new name"')
     out: dict[str, str] = {}
     for k, v in raw.items():
-        if not isinstance(k, str) or not k.strip():
+        if not k.strip():
             raise _bad(where, "dims", "has an empty key", hint)
-        if not isinstance(v, str) or not v.strip():
-            raise _bad(where, "dims", f"{k!r} must map to a non-empty string", hint)
+        want_str(f"dims.{k}", v, nonempty=True)
         if re.fullmatch(r"\s*-?\d+\s*", k) and int(k) < 1:
             raise _bad(where, "dims", f"{k!r} is not a width (a positive integer)", hint)
         key = k.strip()
@@ -63,12 +62,9 @@ def check_dims(raw: Any, where: str) -> dict[str, str]:
 
 
 def check_descriptions(raw: Any, where: str) -> dict[str, str]:
-    hint = 'e.g. [descriptions] "layers.*.attn.wo_b" = "Maps the grouped heads back to the model width."'
-    if not isinstance(raw, dict):
-        raise _bad(where, "descriptions", "must be a table of key = \"Description\"", hint)
+    want_table("descriptions", raw, what='a table of key = "Description"')
     for k, v in raw.items():
-        if not isinstance(v, str) or not v.strip():
-            raise _bad(where, "descriptions", f"{k!r} must map to a non-empty string", hint)
+        want_str(f"descriptions.{k}", v, nonempty=True)
     return {str(k): _plain(v.strip(), where, "descriptions", str(k), lines=True) for k, v in raw.items()}
 
 

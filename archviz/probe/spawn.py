@@ -5,7 +5,8 @@ what it returns (pickled) or the error it raised. A rank that dies, raises, or o
 the others are killed and joined, so no process is left behind.
 
 The ranks' stdout and stderr go to a log file per rank (the model's prints never reach archviz's stdout); the tail of
-a failed rank's log comes back with its error."""
+a failed rank's log comes back with its error. Each rank's TMPDIR is a folder inside the run's own, so what a rank
+leaves there (its probe's work folder, when it was killed before removing it) goes with the run's folder."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def run_ranks(fn: Callable[..., Any], args: tuple, world_size: int, *, timeout: 
     seconds; every process has ended by the time this returns or raises."""
     import subprocess
 
-    with tempfile.TemporaryDirectory(prefix="archviz-ranks-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="archviz-ranks-", ignore_cleanup_errors=True) as tmp:
         with open(os.path.join(tmp, "job.pickle"), "wb") as f:
             pickle.dump((fn, args, world_size, backend, device, timeout), f)
         procs: list[Any] = []
@@ -69,10 +70,15 @@ def run_ranks(fn: Callable[..., Any], args: tuple, world_size: int, *, timeout: 
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # the caller's imports
         try:
             for rank in range(world_size):
+                # the rank's temporary files (its probe's work folder) inside this folder, removed with it whatever
+                # becomes of the rank: a killed one never runs its own clean-up
+                rank_tmp = os.path.join(tmp, f"rank{rank}.tmp")
+                os.mkdir(rank_tmp, 0o700)
                 # a fresh interpreter per rank (not multiprocessing's spawn, which re-imports the caller's __main__)
                 procs.append(subprocess.Popen([sys.executable, "-m", __name__, tmp, str(rank)],
                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.DEVNULL, close_fds=True, env=env))
+                                              stderr=subprocess.DEVNULL, close_fds=True,
+                                              env=dict(env, TMPDIR=rank_tmp, TEMP=rank_tmp, TMP=rank_tmp)))
             deadline = time.monotonic() + timeout
             while any(p.poll() is None for p in procs):
                 if any(p.poll() not in (None, 0) for p in procs):

@@ -230,6 +230,7 @@ def lookup(key: Mapping[str, Any]) -> Lookup:
     if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE_BYTES:
         return bad
     from .types import loads
+    from .recordcheck import want_table
     from ..files.safeio import read_regular
 
     try:
@@ -237,14 +238,12 @@ def lookup(key: Mapping[str, Any]) -> Lookup:
         head, sep, body = data.partition(b"\n")
         if not sep:
             return bad
-        header = json.loads(head)
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
+        header = want_table("header", json.loads(head))  # a SchemaError (a ValueError): damaged, rebuilt
+        if header.get("format") != FORMAT:
             return bad
         if header.get("key") != json.loads(json.dumps(key)):
             return Lookup(path=path)  # another key's entry (a hash prefix shared): a miss, not damage
-        files = header.get("files")
-        if not isinstance(files, dict):
-            return bad
+        files = want_table("files", header.get("files"))
         if len(body) != header.get("records_bytes") or hashlib.sha256(body).hexdigest() != header.get("records_sha256"):
             return bad
         for file, digest in files.items():

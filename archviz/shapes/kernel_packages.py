@@ -139,6 +139,20 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# triton's host-side helpers: plain integer arithmetic that launch code runs before a kernel
+
+
+@shape_rule("triton.next_power_of_2", flops=_no_flops)
+def triton_next_power_of_2(n: int) -> int:
+    return 1 << (int(n) - 1).bit_length() if int(n) > 0 else 0  # as triton's bit-twiddling gives
+
+
+@shape_rule("triton.cdiv", flops=_no_flops)
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-int(a) // int(b))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # xformers
 
 

@@ -12,6 +12,7 @@ import warnings
 from typing import Any, Callable, Iterator
 
 from ..errors import SourceError
+from ..records.recordcheck import refused_as, want_str
 from .options import BuildOptions, Built, _versions, read_json_config, shown, suggest
 
 
@@ -42,11 +43,9 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
     if not spec.startswith("hf:"):  # a config file's types and sizes are refused before transformers is imported
         path = os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
         raw = read_json_config(path)
-        model_type = raw.get("model_type")
-        if model_type is not None and not isinstance(model_type, str):
-            what = {list: "an array", dict: "an object", bool: "a boolean"}.get(type(model_type), "a number")
-            raise SourceError(f"{path}: model_type is {what}, not a string",
-                              hint='give one model type, e.g. "model_type": "llama"')
+        with refused_as(lambda m: SourceError(f"{path}: {m}", hint='give one model type, e.g. "model_type": '
+                                                                   '"llama"')):
+            model_type = want_str("model_type", raw.get("model_type"), optional=True)
     transformers = _import_transformers()
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from ..errors import SourceError, shown
+from ..records.recordcheck import refused_as, want_table
 from .stubs import StubRegistry
 
 
@@ -164,8 +165,8 @@ def read_json_config(path: str) -> dict[str, Any]:
     from ..files.safejson import load_config_file
 
     raw = load_config_file(path)  # a regular file, bounded size and nesting (archviz.files.safejson)
-    if not isinstance(raw, dict):
-        raise SourceError(f"{path}: a config must be a JSON object", hint="check the file")
+    with refused_as(lambda m: SourceError(f"{path}: {m}", hint="check the file")):
+        want_table("", raw, what="a config: a JSON object")
     check_config_sizes(raw, path)
     return raw
 

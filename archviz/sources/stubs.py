@@ -2,7 +2,8 @@
 
 A stub module answers every attribute with a `StubFunction` named after it and remembers which names were taken, so
 the records can say exactly what was stubbed (e.g. `kernel.act_quant`). Calling a stub runs the shape rule registered
-for its name when a meta forward pass is active, and otherwise raises `StubCalled`.
+for its name when a meta forward pass is active; outside a pass a kernel package's stub answers what a module does
+at import (decorators, configs: `StubFunction._configure`), and any other stub raises `StubCalled`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ def pip_name(module: str) -> str:
     """The pip distribution of an import name (`yaml` -> `pyyaml`; most are their own)."""
     top = module.split(".")[0]
     return _PIP_NAMES.get(top, top)
+
+
+#: What module code reads back from the commonest import-time calls of kernel packages, by parameter name, and their
+#: defaults: `[c for c in configs if c.num_warps <= 8]`, `min(c.kwargs["BLOCK"] for c in kernel.configs)`.
+_IMPORT_SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "triton.Config": (("kwargs", "num_warps", "num_stages", "num_ctas"),
+                      {"kwargs": {}, "num_warps": 4, "num_stages": 3, "num_ctas": 1}),
+}
 
 
 class MissingPackage(ShapeError):
@@ -63,6 +72,7 @@ class StubFunction:
         self.__name__ = qualname.rsplit(".", 1)[-1]
         self.__module__ = qualname.rsplit(".", 1)[0] if "." in qualname else qualname
         self._registry = registry
+        self._given: dict[str, Any] = {}  # a call's arguments by name, read back as attributes
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         installable = self.__qualname__.split(".")[0] in self._registry.installable
@@ -74,7 +84,38 @@ class StubFunction:
                     raise
         if installable:
             raise self._registry.not_installed(self.__qualname__) from None
+        if self.__qualname__.split(".")[0] in KERNEL_PACKAGES:
+            return self._configure(args, kwargs)
         raise StubCalled(self.__qualname__)
+
+    def _configure(self, args: tuple, kwargs: dict) -> "StubFunction":
+        """A kernel package's call outside a pass: what a module does when it is imported (`@triton.jit`,
+        `@triton.autotune(configs=[triton.Config(...)], key=[...])`, `@tilelang.jit(out_idx=...)`). A decorator
+        applied to the model's own function gives a stub named after that function (`model._kernel`, its shape rule's
+        name), which keeps what its decorators were given (`_kernel.configs`); a stub passes through further
+        decorators; any other call gives a stub named after the call, which reads back what it was given
+        (`triton.Config({"BLOCK": 64}, num_warps=4)`: `.kwargs["BLOCK"]`, `.num_warps`, `.num_stages` 3 by default)."""
+        if len(args) == 1 and not kwargs:
+            target = args[0]
+            if isinstance(target, (types.FunctionType, type)):
+                target = self._registry.function(f"{target.__module__}.{target.__qualname__}")
+            if isinstance(target, StubFunction):
+                for key, value in self._given.items():
+                    target.__dict__.setdefault(key, value)
+                return target
+        made = self._registry.function(f"{self.__qualname__}()")
+        names, defaults = _IMPORT_SIGNATURES.get(self.__qualname__, ((), {}))
+        given = {**defaults, **dict(zip(names, args)), **kwargs}
+        if not given:
+            return made
+        call = StubFunction(made.__qualname__, self._registry)  # its own: reads back what it was given
+        call._given = {k: v for k, v in given.items() if not k.startswith("_")}
+        call.__dict__.update(call._given)
+        return call
+
+    def __getitem__(self, key: Any) -> "StubFunction":
+        """A launch grid (`kernel[grid](...)`, triton's and tilelang's syntax) is the kernel itself."""
+        return self
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
@@ -101,6 +142,7 @@ class StubModule(types.ModuleType):
         super().__init__(name)
         self.__archviz_stub__ = True
         self.__archviz_reason__ = reason
+        self.__version__ = "0.0.0"  # read at import to pick code paths (`version.parse(triton.__version__)`): none new
         self.__path__: list[str] = []  # a package: `import name.sub.mod` gets a stub submodule (_SubmoduleFinder)
         import importlib.machinery
 

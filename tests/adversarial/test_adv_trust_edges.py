@@ -43,8 +43,8 @@ def _lstat(path: Path) -> tuple[int, int, int, int]:
 
 
 @pytest.mark.parametrize("edit, fragment", [
-    ({"model_type": ["llama", "mistral"]}, "model_type is an array, not a string"),
-    ({"model_type": {"name": "llama"}}, "model_type is an object, not a string"),
+    ({"model_type": ["llama", "mistral"]}, "model_type: a string or null, not ['llama', 'mistral']"),
+    ({"model_type": {"name": "llama"}}, "model_type: a string or null, not {'name': 'llama'}"),
     ({"num_hidden_layers": -3}, "num_hidden_layers cannot be negative"),
     ({"num_attention_heads": 0}, "num_attention_heads = 0"),
     ({"text_config": {"hidden_size": -64}}, "hidden_size cannot be negative"),

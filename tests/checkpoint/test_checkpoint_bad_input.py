@@ -248,7 +248,7 @@ def test_index_without_weight_map(tmp_path: Path) -> None:
     folder = _two_shards(tmp_path)
     path = folder / "model.safetensors.index.json"
     path.write_text('{"metadata": {}}')
-    expect_error(path, 'no "weight_map"')
+    expect_error(path, "index: weight_map: missing")
     path.write_text('{"weight_map": {"x": ')
     expect_error(path, "not valid JSON")
 

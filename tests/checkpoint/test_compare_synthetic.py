@@ -361,7 +361,7 @@ ignore = [{pattern = '^extra\\.', label = "legacy", about = "kept for old loader
     ("{", "not valid JSON"),
     ('{"renames": [["(", "x"]]}', "bad regex"),
     ('{"renames": [["a", "\\\\2"]]}', "bad replacement"),
-    ('{"renames": "x"}', "must be a list"),
+    ('{"renames": "x"}', "r.json renames: a list, not 'x'"),
     ('{"format": "archviz-rules/9", "renames": []}', "unsupported rules format"),
     ('{"rename": []}', "unknown key 'rename'"),
     ('{}', "no rules in this file"),

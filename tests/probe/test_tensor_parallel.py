@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import shutil
+import tempfile
 
 import pytest
 from typer.testing import CliRunner
@@ -87,7 +88,13 @@ def test_a_row_parallel_layer_without_its_all_reduce_is_named(tmp_path):
             "\n".join(report["problems"])
 
 
-def test_a_rank_that_dies_ends_the_run_with_its_error_and_leaves_no_process(tmp_path):
+def test_a_rank_that_dies_ends_the_run_with_its_error_and_leaves_no_process(tmp_path, monkeypatch):
+    """Rank 1 ends itself mid-forward, rank 0 is killed by the parent: no process and no temporary folder is left (each
+    rank's probe makes an archviz-probe-* work folder, which a killed rank never removes)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
     dead = tmp_path / "dsv3dead"
     shutil.copytree(FIX, dead)
     pids = tmp_path / "pids"
@@ -106,6 +113,7 @@ def test_a_rank_that_dies_ends_the_run_with_its_error_and_leaves_no_process(tmp_
     assert len(ran) == 2 and os.getpid() not in ran  # both ranks imported the model, in their own processes
     for pid in ran:
         assert not pathlib.Path(f"/proc/{pid}").exists(), f"rank process {pid} is still there"
+    assert [p.name for p in temp.iterdir() if p.name.startswith("archviz-")] == []  # archviz-probe-*, -ranks-*
 
 
 def test_a_transformers_model_through_its_tp_plan_on_gloo():

@@ -221,7 +221,7 @@ def test_bad_sets_file(tmp_path):
     bad = tmp_path / "sets.json"
     bad.write_text('{"llama": 3}')
     r = CliRunner().invoke(app, ["gallery", "--transformers", "llama", "--sets", str(bad), "-o", str(tmp_path / "g")])
-    assert r.exit_code == 2 and "must map each model" in r.output
+    assert r.exit_code == 2 and f"--sets {bad}: llama: an object of config fields, not 3" in r.output
 
 
 def test_checkpoint_verdict_is_checks(tmp_path):

@@ -213,3 +213,24 @@ def test_forward_of_1d_tokens():
     assert any(n.startswith("token ids [T]") for n in out["notes"])
     qkv = next(n for n in out["nodes"] if n["representative"] == "block.0.qkv")
     assert qkv["prefill"]["per_call"] == 2 * 64 * d * 3 * d  # 64 tokens (no batch dim) through a d x 3d matmul
+
+
+def test_triton_kernels_configured_at_import():
+    """Triton code configures its kernels when imported (`@triton.autotune(configs=[triton.Config(...)])`,
+    `@triton.heuristics`, `@triton.jit`): the stubs answer those calls, the model builds from its defaults, and the
+    kernel launched on a grid in forward is asked for a rule under its own name (`model._scale_kernel`), which a
+    --kernel-rules file gives."""
+    model = DATA / "tritonkern" / "model.py"
+    record = archviz.load(str(model))
+    d, h = 24, 40  # Scaled's defaults
+    assert _params(record) == _linear(d, h) + _linear(h, d, False)
+    assert {"triton.autotune", "triton.Config", "triton.jit", "model._scale_kernel"} <= set(
+        record.source.stubbed_imports)
+    features = ("--input", f"x=B,T,{d}:float32")
+    r = _cli("walk", str(model), "--shapes", *features, "--json")
+    assert r.exit_code == 2 and "@archviz.kernels.shape_rule('model._scale_kernel')" in json.loads(r.stdout)["hint"]
+    r = _cli("inspect", str(model), "down", *features, "--kernel-rules", str(DATA / "tritonkern" / "rules.py"),
+             "--json")
+    assert r.exit_code == 0, r.output
+    down = json.loads(r.stdout)
+    assert down["inputs"] == [["B", "T", h]] and down["outputs"] == [["B", "T", d]]  # y keeps up's output shape

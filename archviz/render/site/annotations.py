@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ...errors import ArchvizError
+from ...records.recordcheck import fail, refused_as, want_list, want_str, want_table
 
 _NODE_KEYS = {"path", "node", "class", "model", "title", "description", "claim"}
 _CLAIM_KEYS = {"id", "file", "lines", "quote", "text"}
@@ -69,78 +70,57 @@ def _bad(where: str, what: str, hint: str = "see the annotations format in archv
     return ArchvizError(f"{where}: {what}", hint=hint)
 
 
-def _str(v: Any, where: str, key: str, required: bool = False) -> str | None:
-    if v is None:
-        if required:
-            raise _bad(where, f"`{key}` is required")
-        return None
-    if not isinstance(v, str) or (required and not v.strip()):
-        raise _bad(where, f"`{key}` must be a non-empty string")
-    return v
-
-
-def _lines(v: Any, where: str) -> tuple[int, int]:
-    if isinstance(v, bool):
-        raise _bad(where, "`lines` must be [first, last], \"first-last\" or a line number")
-    if isinstance(v, int):
+def _lines(v: Any, path: str) -> tuple[int, int]:
+    if type(v) is int:
         a = b = v
-    elif isinstance(v, str) and re.fullmatch(r"\s*\d+\s*(?:[-–]\s*\d+\s*)?", v):
+    elif type(v) is str and re.fullmatch(r"\s*\d+\s*(?:[-–]\s*\d+\s*)?", v):
         nums = [int(x) for x in re.findall(r"\d+", v)]
         a, b = nums[0], nums[-1]
-    elif isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+    elif type(v) is list and len(v) == 2 and all(type(x) is int for x in v):
         a, b = v
     else:
-        raise _bad(where, "`lines` must be [first, last], \"first-last\" or a line number")
+        fail(path, '[first, last], "first-last" or a line number', v)
     if a < 1 or b < a:
-        raise _bad(where, f"`lines` {a}–{b} is not a range of lines (1-based, first ≤ last)")
+        fail(path, "a range of lines (1-based, first ≤ last)", f"{a}–{b}")
     return a, b
 
 
 def parse_annotations(data: Mapping[str, Any], source: str) -> Annotations:
-    name = os.path.basename(source)
-    unknown = sorted(set(data) - {"node", "version"})
-    if unknown:
-        raise _bad(name, f"unknown top-level key {unknown[0]!r}", hint="only [[node]] tables (and version) belong here")
-    nodes = data.get("node", [])
-    if not isinstance(nodes, list):
-        raise _bad(name, "`node` must be an array of tables: write [[node]]")
+    """The annotations of a decoded TOML document; a field of the wrong type, an unknown key or a missing one is an
+    ArchvizError naming the file and the field (archviz.records.recordcheck)."""
+    with refused_as(lambda m: _bad(os.path.basename(source), m)):
+        return _parse(data, source)
+
+
+def _parse(data: Mapping[str, Any], source: str) -> Annotations:
+    want_table("", dict(data), {"node", "version"})
     notes = []
-    for i, d in enumerate(nodes, 1):
-        where = f"{name} node #{i}"
-        if not isinstance(d, dict):
-            raise _bad(where, "must be a table")
-        bad = sorted(set(d) - _NODE_KEYS)
-        if bad:
-            raise _bad(where, f"unknown key {bad[0]!r}", hint=f"node keys: {', '.join(sorted(_NODE_KEYS))}")
-        sels = [(k, d[k]) for k in ("path", "node", "class") if k in d]
+    for i, d in enumerate(want_list("node", data.get("node", [])), 1):
+        where = f"node #{i}"
+        want_table(where, d, _NODE_KEYS)
+        sels = [k for k in ("path", "node", "class") if k in d]
         if len(sels) != 1:
-            raise _bad(where, "give exactly one of `path`, `node`, `class`")
-        sel = (sels[0][0], _str(sels[0][1], where, sels[0][0], True) or "")
-        where = f"{name} node {sel[0]} = {sel[1]!r}"
-        claims_raw = d.get("claim", [])
-        if not isinstance(claims_raw, list):
-            raise _bad(where, "`claim` must be an array of tables: write [[node.claim]]")
+            fail(where, "give exactly one of `path`, `node`, `class`")
+        sel = (sels[0], want_str(f"{where}.{sels[0]}", d[sels[0]], nonempty=True))
+        where = f"node[{sel[0]}={sel[1]!r}]"
         claims = []
-        for j, c in enumerate(claims_raw, 1):
+        for j, c in enumerate(want_list(f"{where}.claim", d.get("claim", [])), 1):
             cwhere = f"{where} claim #{j}"
-            if not isinstance(c, dict):
-                raise _bad(cwhere, "must be a table")
-            bad = sorted(set(c) - _CLAIM_KEYS)
-            if bad:
-                raise _bad(cwhere, f"unknown key {bad[0]!r}", hint=f"claim keys: {', '.join(sorted(_CLAIM_KEYS))}")
-            cid = _str(c.get("id"), cwhere, "id") or f"{sel[1]}#{j}"
-            cwhere = f"{name} claim {cid!r}"
-            a, b = _lines(c.get("lines"), cwhere)
-            claims.append(Claim(id=cid, file=_str(c.get("file"), cwhere, "file", True) or "", start=a, end=b,
-                                quote=_str(c.get("quote"), cwhere, "quote", True) or "",
-                                text=_str(c.get("text"), cwhere, "text") or ""))
-        notes.append(NodeNote(selector=sel, model=_str(d.get("model"), where, "model"),
-                              title=_str(d.get("title"), where, "title"),
-                              description=_str(d.get("description"), where, "description"), claims=tuple(claims)))
+            want_table(cwhere, c, _CLAIM_KEYS)
+            cid = want_str(f"{cwhere}.id", c.get("id"), optional=True, nonempty=True) or f"{sel[1]}#{j}"
+            cwhere = f"claim {cid!r}"
+            a, b = _lines(c.get("lines"), f"{cwhere}.lines")
+            claims.append(Claim(id=cid, file=want_str(f"{cwhere}.file", c.get("file"), nonempty=True), start=a,
+                                end=b, quote=want_str(f"{cwhere}.quote", c.get("quote"), nonempty=True),
+                                text=want_str(f"{cwhere}.text", c.get("text"), optional=True) or ""))
+        notes.append(NodeNote(selector=sel, model=want_str(f"{where}.model", d.get("model"), optional=True),
+                              title=want_str(f"{where}.title", d.get("title"), optional=True),
+                              description=want_str(f"{where}.description", d.get("description"), optional=True),
+                              claims=tuple(claims)))
     ids = [c.id for n in notes for c in n.claims]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
-        raise _bad(name, f"claim id {dup[0]!r} is used twice", hint="give every claim its own id")
+        raise _bad(os.path.basename(source), f"claim id {dup[0]!r} is used twice", hint="give every claim its own id")
     return Annotations(source=source, notes=tuple(notes))
 
 

@@ -19,7 +19,6 @@ structurally identical list items folded into one node (one page per kind of ite
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -199,7 +198,7 @@ def build_site(records: Sequence[ModelRecord], output: str, *, annotations: Any 
                source_url: str | None = None, templates: str | None = None,
                progress: Progress | None = None) -> SiteResult:
     """Render records into a static site at `output` (replaced atomically; the previous site survives a failure)."""
-    check_target(os.path.abspath(output))
+    check_target(output)
     with collector_paused():  # many short strings and dicts, no cycles, on top of the records' heap
         files = render_site(records, annotations=annotations, source_url=source_url, templates=templates,
                             progress=progress)

@@ -16,6 +16,7 @@ import stat
 from typing import Mapping
 
 from ...files.outputs import check_folder_target, write_folder
+from ...records.recordcheck import want_table
 
 MARKER = ".archviz-site"  # a file in every site's root: only folders holding it are ever replaced
 
@@ -41,15 +42,15 @@ def _not_archviz_made(output: str) -> str | None:
         if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_MARKER_BYTES:
             return f"its {MARKER} is not archviz's marker"
         with open(marker, "rb") as f:
-            data = json.loads(f.read())
+            data = want_table("marker", json.loads(f.read()))
+        listed = data.get("files")
+        if listed is not None:
+            want_table("files", listed)
     except FileNotFoundError:
         return "it holds no archviz marker"
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError):  # ValueError: not JSON, or a field of the wrong type
         return f"its {MARKER} is not archviz's marker"
-    if not isinstance(data, dict) or data.get("generator") != "archviz" or data.get("site") != 1:
-        return f"its {MARKER} is not archviz's marker"
-    listed = data.get("files")
-    if listed is not None and not isinstance(listed, dict):
+    if data.get("generator") != "archviz" or data.get("site") != 1:
         return f"its {MARKER} is not archviz's marker"
     for dirpath, dirnames, filenames in os.walk(output):
         for d in list(dirnames):
@@ -82,11 +83,11 @@ def _not_archviz_made(output: str) -> str | None:
     return None
 
 
-def check_target(output: str) -> None:
-    """Refuse `output` unless it is new, empty, or a site archviz wrote and nobody changed since."""
-    check_folder_target(output, _not_archviz_made)
+def check_target(output: str, flag: str = "-o") -> None:
+    """Refuse `output` unless it is new, empty, or a site archviz wrote and nobody changed since (`-`: refused)."""
+    check_folder_target(output, _not_archviz_made, flag)
 
 
-def write_site(files: Mapping[str, bytes], output: str) -> None:
+def write_site(files: Mapping[str, bytes], output: str, flag: str = "-o") -> None:
     """Write every file into a temp folder beside `output`, then swap it into place (files.outputs.write_folder)."""
-    write_folder(files, output, _not_archviz_made)
+    write_folder(files, output, _not_archviz_made, flag)
