@@ -26,25 +26,38 @@ def __getattr__(name: str) -> Any:
     return importlib.import_module("archviz.kernels")
 
 
-def build(source: str, *, config: str | None = None, overrides: Mapping[str, Any] | None = None,
-          model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
-          rank: int | None = None, default_dtype: str | None = None, trust_remote_code: bool = False,
-          quantized: bool = False, config_class: str | None = None):
-    """Build SOURCE on the meta device; returns the internal `Built` (live model + build facts)."""
-    from .sources import BuildOptions
+def build(source: str, options: Any = None, **fields: Any):
+    """Build SOURCE on the meta device; returns the internal `Built` (live model + build facts). The build is said by
+    a `BuildOptions` (archviz.sources) or by its fields as keywords: config, overrides (a mapping), model_class,
+    config_class, tokenizer, world_size, rank, default_dtype, trust_remote_code, quantized."""
     from .sources import build as _build
 
-    opts = BuildOptions(config=config, overrides=tuple((overrides or {}).items()), model_class=model_class,
-                        config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
-                        default_dtype=default_dtype, trust_remote_code=trust_remote_code, quantized=quantized)
-    return _build(source, opts)
+    return _build(source, _build_options(options, fields))
 
 
 def load(source: str, *, progress: Callable[[int, int], None] | None = None, **build_options: Any) -> ModelRecord:
-    """Build SOURCE on meta and walk it into records (no shapes)."""
-    from .walk import walk
+    """Build SOURCE on meta and walk it into records (no shapes, no grouping: archviz.pipeline.records_for runs
+    those); `build_options` as `build` takes them (`options=BuildOptions(...)`, or its fields); `progress`: the
+    walk's callback(done, total)."""
+    from contextlib import nullcontext
 
-    return walk(build(source, **build_options), progress=progress)
+    from .pipeline import Feedback, records_for
+
+    walked = Feedback(progress=lambda label: nullcontext(progress)) if progress else Feedback()
+    return records_for(source, _build_options(build_options.pop("options", None), build_options), feedback=walked)
+
+
+def _build_options(options: Any, fields: Mapping[str, Any]) -> Any:
+    """A `BuildOptions` from one, or from its fields given as keywords (overrides as a mapping)."""
+    from .sources import BuildOptions
+
+    if options is not None:
+        if fields:
+            raise TypeError(f"give a BuildOptions or its fields, not both ({', '.join(fields)})")
+        return options
+    fields = dict(fields)
+    fields["overrides"] = tuple((fields.get("overrides") or {}).items())
+    return BuildOptions(**fields)
 
 
 __all__ = ["__version__", "build", "load", "ModelRecord", "ArchvizError", "SourceError", "CheckpointError",

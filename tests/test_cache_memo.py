@@ -16,7 +16,11 @@ from helpers import TINY
 @pytest.mark.parametrize("model_type", ["deepseek_v3", "deepseek_v4", "gpt_oss"])
 def test_memo_with_a_cache_equals_every_block(model_type):
     from archviz.cost.measure import measure
+    from archviz.cost.options import CostOptions
     from archviz.shapes import memo
+    from archviz.sources import BuildOptions
+
+    build = BuildOptions(overrides=tuple(TINY[model_type].items()))
 
     hits: list[int] = []
     remove = memo.BlockMemo.remove
@@ -27,11 +31,10 @@ def test_memo_with_a_cache_equals_every_block(model_type):
 
     memo.BlockMemo.remove = counted
     try:
-        a = measure(f"hf:{model_type}", overrides=TINY[model_type], seq=32, context=512, contexts=[64, 1024])
+        a = measure(f"hf:{model_type}", build, CostOptions(seq=32, context=512, contexts=(64, 1024)))
     finally:
         memo.BlockMemo.remove = remove
-    b = measure(f"hf:{model_type}", overrides=TINY[model_type], seq=32, context=512, contexts=[64, 1024],
-                every_block=True)
+    b = measure(f"hf:{model_type}", build, CostOptions(seq=32, context=512, contexts=(64, 1024), every_block=True))
     ca, cb = a.extra("cost"), b.extra("cost")
     assert ca["decode"]["flops"] == cb["decode"]["flops"] and sum(ca["decode"]["flops"].values()) > 0
     assert ca["kv"]["entries"] == cb["kv"]["entries"] and ca["kv"]["entries"]

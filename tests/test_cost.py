@@ -161,11 +161,14 @@ def test_transformers_deepseek_v4_compressed_caches():
     import transformers
 
     from archviz.cost.measure import measure
+    from archviz.cost.options import CostOptions
+    from archviz.sources import BuildOptions
     from archviz.cost.report import cost_report
 
     cfg = transformers.AutoConfig.for_model("deepseek_v4", **TINY["deepseek_v4"])
     B, L = 2, 1 << 20
-    r = cost_report(measure("hf:deepseek_v4", overrides=TINY["deepseek_v4"], batch=B, seq=32, context=L))
+    r = cost_report(measure("hf:deepseek_v4", BuildOptions(overrides=tuple(TINY["deepseek_v4"].items())),
+                                CostOptions(batch=B, seq=32, context=L)))
     rates = cfg.compress_rates
     fp32 = 4
     per_token = 0.0

@@ -79,14 +79,18 @@ def test_block_page_shows_its_inside(site):
     calls = [b["path"].rsplit(".", 1)[-1] for b in boxes if b["kind"] == "call"]
     assert calls == children == ["norm1", "attn", "norm2", "mlp"]  # Block.forward calls them in this order
     assert [b["text"].split(" ")[0] for b in boxes if b["kind"] == "op"] == ["add", "add"]  # the two residuals
-    # the boxes stand in forward order, top to bottom
-    assert [b["y"] for b in boxes] == sorted(b["y"] for b in boxes)
+    # the boxes stand in forward order, read left to right and top to bottom (a row's boxes share their middle)
+    order = [(round(b["y"] + b["h"] / 2), b["x"]) for b in boxes]
+    assert order == sorted(order)
     _no_overlap(boxes)
-    # two residual edges skip rows: they run in a lane right of the boxes and end at the add they feed
-    right = max(b["x"] + b["w"] for b in boxes)
-    lanes = page.evaluate("""() => [...document.querySelectorAll('svg.dataflow path.e')]
-        .map(p => p.getBoundingClientRect()).map(r => r.x + r.width)""")
-    assert sum(1 for x in lanes if x > right + 5) >= 2
+    # each add reads two values, the one before it and the residual: two arrows end at its box
+    adds = page.evaluate("""() => [...document.querySelectorAll('svg.dataflow .box.op rect')]
+        .map(r => ['x', 'y', 'width', 'height'].map(a => +r.getAttribute(a)))""")
+    ends = page.evaluate("""() => [...document.querySelectorAll('svg.dataflow path.e[marker-end]')]
+        .map(p => p.getPointAtLength(p.getTotalLength())).map(e => [e.x, e.y])""")
+    assert len(adds) == 2
+    for x, y, w, h in adds:
+        assert len([1 for ex, ey in ends if x - 3 <= ex <= x + w + 3 and y - 3 <= ey <= y + h + 3]) == 2, (adds, ends)
     assert _links_resolve(page, boxes) == 4
     assert not console.errors, console.errors
     page.close()

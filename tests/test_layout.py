@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "archviz"
 
 # The pipeline, in order: a module may import from its own stage or any stage before it, never after.
-STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "render", "cli"]
+STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "pipeline", "render", "cli"]
 # The vocabulary every stage may use: root modules and the packages of shared concerns (the records, the safe files).
 VOCABULARY = {"errors", "format", "gcpause", "input_specs", "paths", "records", "files"}
 # A root module that is another stage's module under a public name: `archviz.kernels` is `archviz.shapes.kernels`.

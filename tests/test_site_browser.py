@@ -66,15 +66,16 @@ def _line_of(path: Path, needle: str) -> int:
 
 
 def _load(source: str, sets: dict | None = None):
-    from archviz.cli import load_record
     from archviz.errors import ShapeError
+    from archviz.pipeline import PassOptions, records_for
+    from archviz.sources import BuildOptions
 
-    sets_list = [f"{k}={v}" for k, v in (sets or {}).items()]
+    build = BuildOptions(overrides=tuple((sets or {}).items()))
     try:
-        return load_record(source, None, sets_list, None, None, None, None, shapes=True, grouping=False)
+        return records_for(source, build, PassOptions(shapes=True), cache=True)
     except (ShapeError, ImportError) as e:  # the shape pass is another stage: pages then show counts and code only
         print(f"no shapes for {source}: {e}", file=sys.stderr)
-        return load_record(source, None, sets_list, None, None, None, None, shapes=False, grouping=False)
+        return records_for(source, build, cache=True)
 
 
 @pytest.fixture(scope="module")

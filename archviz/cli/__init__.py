@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import model, site, check, probe, diff, cost, gallery  # noqa: F401,E402 - registers the commands, in --help's order
 from .app import app, main
-from .common import atomic_write, emit_json, err, handled, load_record, out, read_records
+from ..pipeline import read_records
+from .common import atomic_write, emit_json, err, handled, load_record, out
 
 __all__ = ["app", "main", "atomic_write", "emit_json", "err", "handled", "load_record", "out", "read_records"]

@@ -6,6 +6,7 @@ Registered on `archviz.cli.app` when `archviz.cli` imports this module.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
@@ -34,10 +35,12 @@ from .common import (
     load_record,
     out,
     output_option,
+    overrides,
     progress_bar,
     spinner,
     write_output,
 )
+from ..sources.options import BuildOptions
 
 CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safetensors file, shard folder, "
                                                                         "*.safetensors.index.json, manifest "
@@ -82,6 +85,45 @@ def check(
     --world-size N without --rank compares every rank's shard (model{rank}-mp{N}.safetensors in the folder, or
     --rank-pattern) with the records of that rank: one verdict per rank and one overall."""
     from ..checkpoint.compare import EXTRA_KEY, compare
+    from ..checkpoint.rules import load_rules
+
+    fmt = "json" if json_ else format_.lower()
+    with handled(debug, fmt == "json"), output_option(output, fmt == "json"):
+        if fmt not in ("table", "github", "json"):
+            raise ArchvizError(f"--format {format_!r}: unknown format", hint="use table, github or json")
+        check_options(sets={"--set": set_}, positive={"--limit": limit}, world_size=world_size, rank=rank,
+                      timeout=timeout)
+        rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model build
+        build = BuildOptions(config=config, overrides=overrides(set_), model_class=model_class,
+                             config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
+                             trust_remote_code=trust_remote_code, quantized=quantized)
+        if rank_pattern is not None and (world_size is None or rank is not None):
+            raise ArchvizError(f"--rank-pattern {rank_pattern!r}: only --world-size N without --rank reads rank files",
+                               hint="drop --rank to check every rank's shard, or drop --rank-pattern")
+        if world_size is not None and rank is None:
+            _check_ranks(source, checkpoint, world_size, rank_pattern, rule_set, fmt, limit,
+                         lambda r: load_record(source, replace(build, rank=r), group=False, cache=not no_cache))
+        from ..checkpoint import open_checkpoint
+
+        with progress_bar(f"reading {checkpoint}") as cb:
+            inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
+        # a model source is built; a records file from `archviz walk -o` is read as it is
+        record = load_record(source, build, group=False, cache=not no_cache)
+        with spinner("comparing"):
+            record = compare(record, inventory, rule_set)
+        result = record.extra(EXTRA_KEY)
+        if output:
+            from ..records import dumps_compact as dumps
+
+            atomic_write(output, dumps(record) + "\n")
+        _print_result(result, fmt, source if os.path.isfile(source) else (config or checkpoint), limit)
+        if output and output != "-" and fmt != "json":
+            err.print(f"wrote records with the comparison to {output}")
+        raise typer.Exit(EXIT_OK if result["verdict"] == "match" else EXIT_MISMATCH)
+
+
+def _print_result(result: dict, fmt: str, file: str, limit: int) -> None:
+    """One check's result as JSON, workflow annotations on `file`, or tables of `limit` rows."""
     from ..checkpoint.report import (
         checkpoint_only_groups,
         checkpoint_only_table,
@@ -92,58 +134,23 @@ def check(
         problems_table,
         summary_table,
     )
-    from ..checkpoint.rules import load_rules
 
-    fmt = "json" if json_ else format_.lower()
-    with handled(debug, fmt == "json"), output_option(output, fmt == "json"):
-        if fmt not in ("table", "github", "json"):
-            raise ArchvizError(f"--format {format_!r}: unknown format", hint="use table, github or json")
-        check_options(sets={"--set": set_}, positive={"--limit": limit}, world_size=world_size, rank=rank,
-                      timeout=timeout)
-        rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model build
-        if rank_pattern is not None and (world_size is None or rank is not None):
-            raise ArchvizError(f"--rank-pattern {rank_pattern!r}: only --world-size N without --rank reads rank files",
-                               hint="drop --rank to check every rank's shard, or drop --rank-pattern")
-        if world_size is not None and rank is None:
-            _check_ranks(source, checkpoint, world_size, rank_pattern, rule_set, fmt, limit,
-                         lambda r: load_record(source, config, set_, model_class, tokenizer, world_size, r,
-                                               grouping=False, trust_remote_code=trust_remote_code,
-                                               quantized=quantized, cache=not no_cache))
-        from ..checkpoint import open_checkpoint
-
-        with progress_bar(f"reading {checkpoint}") as cb:
-            inventory = open_checkpoint(checkpoint, progress=(lambda d, t, *_: cb(d, t)), timeout=timeout)
-        # a model source is built; a records file from `archviz walk -o` is read as it is
-        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
-                             config_class=config_class,
-                             trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
-        with spinner("comparing"):
-            record = compare(record, inventory, rule_set)
-        result = record.extra(EXTRA_KEY)
-        if output:
-            from ..records import dumps_compact as dumps
-
-            atomic_write(output, dumps(record) + "\n")
-        if fmt == "json":
-            emit_json(result)
-        elif fmt == "github":
-            file = source if os.path.isfile(source) else (config or checkpoint)
-            for line in github_lines(result, file=file, limit=limit):
-                out.print(line, markup=False, highlight=False, soft_wrap=True)
-        else:
-            out.print(summary_table(result))
-            rows = problem_modules(result)
-            if rows:
-                out.print(problems_table(rows, limit))
-            groups = checkpoint_only_groups(result)
-            if groups:
-                out.print(checkpoint_only_table(groups))
-            notes = note_groups(result)
-            if notes:
-                out.print(notes_table(notes, min(limit, 12)))
-        if output and output != "-" and fmt != "json":
-            err.print(f"wrote records with the comparison to {output}")
-        raise typer.Exit(EXIT_OK if result["verdict"] == "match" else EXIT_MISMATCH)
+    if fmt == "json":
+        emit_json(result)
+    elif fmt == "github":
+        for line in github_lines(result, file=file, limit=limit):
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.print(summary_table(result))
+        rows = problem_modules(result)
+        if rows:
+            out.print(problems_table(rows, limit))
+        groups = checkpoint_only_groups(result)
+        if groups:
+            out.print(checkpoint_only_table(groups))
+        notes = note_groups(result)
+        if notes:
+            out.print(notes_table(notes, min(limit, 12)))
 
 
 RankPatternOpt = Annotated[Optional[str], typer.Option(

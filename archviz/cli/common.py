@@ -4,7 +4,6 @@ Only the `archviz.cli` package talks to the terminal; its modules hold one comma
 
 from __future__ import annotations
 
-import os
 import sys
 from contextlib import contextmanager
 from typing import Annotated, Any, Callable, Iterator, Optional
@@ -15,7 +14,9 @@ from rich.segment import Segment
 from rich.text import Text
 
 from ..errors import ArchvizError, ShapeError, one_line
+from ..pipeline import Feedback, PassOptions, records_for
 from ..files.sanitize import json_text, printable
+from ..sources.options import BuildOptions
 
 
 def _escaped_lines(text: str) -> str:
@@ -176,173 +177,31 @@ def spinner(label: str) -> Iterator[None]:
         yield
 
 
-def _parse_sets(sets: list[str] | None, flag: str = "--set") -> dict[str, Any]:
+def overrides(sets: list[str] | None, flag: str = "--set") -> tuple[tuple[str, Any], ...]:
+    """`--set` texts read (archviz.sources.options.check_overrides) into `BuildOptions.overrides`."""
     from ..sources.options import check_overrides
 
-    return check_overrides(sets, flag)
+    return tuple(check_overrides(sets, flag).items())
 
 
-def is_records_file(path: str) -> bool:
-    """A records JSON written by `archviz walk` (its first key is the schema)."""
-    if not path.endswith(".json") or not os.path.isfile(path):
-        return False
+def _note(text: str) -> None:
+    err.print(f"note: {text}", highlight=False, soft_wrap=True)
+
+
+# The pipeline's steps shown on stderr: a spinner around the build, bars around the walk and the pass, notes.
+FEEDBACK = Feedback(step=spinner, progress=progress_bar, note=_note)
+NOTES = Feedback(note=_note)  # notes only: inside a live display of the command's own (gallery's progress bar)
+
+
+def load_record(source: str, build: BuildOptions, passes: PassOptions = PassOptions(), *, group: bool = True,
+                names: str | None = None, cache: bool = True) -> Any:
+    """`archviz.pipeline.records_for` with the terminal's feedback; a failed meta pass says --no-shapes skips it
+    (the commands that run the pass here all have --no-shapes)."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(256)
-    except OSError:
-        return False
-    return head.lstrip().startswith(b"{") and b'"schema"' in head and b"archviz.records/" in head
-
-
-def read_records(path: str) -> Any:
-    from ..gcpause import collector_paused
-    from ..records import loads
-
-    try:
-        with open(path, encoding="utf-8") as f, collector_paused():  # JSON of a million acyclic objects
-            record = loads(f.read())
-        if record.extra("cost") is not None:  # what the cost renderers read, checked now rather than failing there
-            from ..cost.extra import check as check_cost
-
-            check_cost(record.extra("cost"))
-        return record
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ArchvizError(f"{path}: not a readable records file ({e})",
-                           hint="write one with `archviz walk SOURCE -o records.json`") from None
-
-
-def _given(options: dict[str, Any]) -> list[str]:
-    """The flags of `options` (flag -> value) that the user gave."""
-    return [name for name, value in options.items() if value not in (None, False, [], ())]
-
-
-def refuse_pass_options(*, batch: int | None = None, seq: int | None = None, kernel_rules: str | None = None,
-                        inputs: list[str] | None = None, every_block: bool = False, train: bool = False) -> None:
-    """Options of the meta forward pass given to a run without it would be ignored: say so instead."""
-    given = _given({"--batch": batch, "--seq": seq, "--kernel-rules": kernel_rules, "--input": inputs,
-                    "--every-block": every_block, "--train": train})
-    if given:
-        raise ArchvizError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the meta forward pass, "
-                           "which this run skips",
-                           hint=f"run the pass (walk --shapes; inspect and build run it unless --no-shapes), or drop "
-                                f"{', '.join(given)}")
-
-
-def load_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
-                tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool = False,
-                batch: int | None = None, seq: int | None = None, grouping: bool = True,
-                kernel_rules: str | None = None, names: str | None = None,
-                inputs: list[str] | None = None, every_block: bool = False, trust_remote_code: bool = False,
-                quantized: bool = False, train: bool = False, cache: bool = True,
-                config_class: str | None = None) -> Any:
-    if is_records_file(source):  # already built (by `archviz walk -o`, maybe elsewhere): read, group if asked
-        options = {"--config": config, "--set": sets, "--model-class": model_class, "--config-class": config_class,
-                   "--tokenizer": tokenizer,
-                   "--world-size": world_size, "--rank": rank, "--batch": batch, "--seq": seq,
-                   "--kernel-rules": kernel_rules, "--input": inputs, "--every-block": every_block,
-                   "--trust-remote-code": trust_remote_code, "--quantized": quantized, "--train": train}
-        given = _given(options)
-        if given:
-            raise ArchvizError(f"{source}: a records file is already built, so {', '.join(given)} cannot apply",
-                               hint="give the model source to build it again with them, or drop them")
-        record = read_records(source)
-        if grouping:  # always from the modules: a grouping stored in the file is derived data, never trusted
-            from ..gcpause import collector_paused
-            from ..group import group, load_names
-
-            with collector_paused():
-                record = group(record, names=load_names(names) if names else None)
-        return record
-    if not shapes:
-        refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block,
-                            train=train)
-
-    def build() -> Any:
-        from ..sources.guard import model_code
-
-        with model_code():  # the model's code may not end the process or print to stdout (--json stays JSON)
-            return _built_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
-                                 batch=batch, seq=seq, grouping=False, kernel_rules=kernel_rules, names=None,
-                                 inputs=inputs, every_block=every_block, trust_remote_code=trust_remote_code,
-                                 quantized=quantized, train=train, config_class=config_class)
-
-    # The cache keeps the records as the walk and the pass make them; grouping (a pure function of them, a fraction
-    # of a second) runs after, so one entry serves `walk`, `check`, `summary`, `inspect` and `build` alike.
-    options = {"config": config, "set": sets, "model_class": model_class, "world_size": world_size, "rank": rank,
-               "shapes": shapes, "batch": batch, "seq": seq, "inputs": inputs, "every_block": every_block,
-               "trust_remote_code": trust_remote_code, "quantized": quantized, "train": train,
-               "tokenizer": tokenizer, "kernel_rules": kernel_rules,
-               **({"config_class": config_class} if config_class else {})}
-    record = cached("records", source, options, (config, tokenizer, kernel_rules), build, cache)
-    if grouping:
-        from ..gcpause import collector_paused
-        from ..group import group, load_names
-
-        with collector_paused():  # tens of thousands of signatures and nodes, none cyclic
-            record = group(record, names=load_names(names) if names else None)
-    return record
-
-
-def cached(kind: str, source: str, options: dict[str, Any], files: tuple[str | None, ...], build: Callable[[], Any],
-           use: bool = True) -> Any:
-    """The records `build()` makes, from the records cache when an entry of the same source, options, package
-    versions and file contents is there (records.cache: nothing is imported then, torch included); else built, and
-    stored for the next run. `files`: the option files the build reads (--config, ...)."""
-    from ..records import cache as rc
-
-    if not use or rc.disabled():
-        return build()
-    inputs = rc.source_files(source, *files)
-    key = rc.make_key(kind, source, {**options, "_inputs": inputs})
-    found = rc.lookup(key)
-    if found.note:
-        err.print(f"note: {found.note}", highlight=False, soft_wrap=True)
-    if found.record is not None:
-        return found.record
-    vouched = {p: rc.sha256_file(p) for p in inputs}
-    before = set(sys.modules)
-    record = build()
-    vouched.update(rc.record_files(record))
-    vouched.update({p: rc.sha256_file(p) for p in rc.new_code_files(before)})
-    note = rc.store(key, record, {p: d for p, d in vouched.items() if d is not None})
-    if note:
-        err.print(f"note: {note}", highlight=False, soft_wrap=True)
-    return record
-
-
-def _built_record(source: str, config: str | None, sets: list[str] | None, model_class: str | None,
-                  tokenizer: str | None, world_size: int | None, rank: int | None, *, shapes: bool,
-                  batch: int | None, seq: int | None, grouping: bool, kernel_rules: str | None, names: str | None,
-                  inputs: list[str] | None, every_block: bool, trust_remote_code: bool, quantized: bool,
-                  train: bool = False, config_class: str | None = None) -> Any:
-    from .. import build
-    from ..walk import walk
-
-    with spinner(f"building {source} on meta"):
-        built = build(source, config=config, overrides=_parse_sets(sets), model_class=model_class,
-                      tokenizer=tokenizer, world_size=world_size, rank=rank, trust_remote_code=trust_remote_code,
-                      quantized=quantized, config_class=config_class)
-    with progress_bar("walking modules") as cb:
-        record = walk(built, progress=cb)
-    if shapes:
-        from ..shapes import trace_shapes
-
-        if kernel_rules:
-            from ..shapes.kernels import load_rules_file
-
-            load_rules_file(kernel_rules)
-        try:
-            with progress_bar("meta forward pass") as cb:
-                record = trace_shapes(built, record, batch=batch, seq=seq, input_specs=inputs, memo=not every_block,
-                                      train=train, progress=cb)
-        except ShapeError as e:  # the commands that run the pass here all have --no-shapes
-            e.hint = f"{e.hint}; --no-shapes skips shapes" if e.hint else "--no-shapes skips shapes"
-            raise
-    if grouping:
-        from ..group import group, load_names
-
-        record = group(record, names=load_names(names) if names else None)
-    return record
+        return records_for(source, build, passes, group=group, names=names, cache=cache, feedback=FEEDBACK)
+    except ShapeError as e:
+        e.hint = f"{e.hint}; --no-shapes skips shapes" if e.hint else "--no-shapes skips shapes"
+        raise
 
 
 def emit_json(data: Any) -> None:

@@ -25,18 +25,19 @@ from .common import (
     TokenizerOpt,
     TrustRemoteCodeOpt,
     WorldSizeOpt,
-    _parse_sets,
+    FEEDBACK,
     atomic_write,
-    cached,
     emit_json,
     flag,
     handled,
     output_option,
-    is_records_file,
     out,
-    read_records,
-    spinner,
+    overrides,
 )
+from ..cost.options import CostOptions
+from ..pipeline import cost_for, is_records_file, read_records
+from ..records import dumps_compact
+from ..sources.options import BuildOptions
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -113,97 +114,93 @@ def cost(
         L = None if context is None else parse_tokens(context, "--context")
         T = None if seq is None else parse_tokens(seq, "--seq")
         devices = _devices(hardware, gpus)
-    from ..cost.kv import kv_dtype_name
-    from ..cost.report import cost_report, report_json
-    from ..render.cost import compare_table, cost_tables
+    from ..cost.report import cost_report
 
     with handled(debug, json_), output_option(output, json_):
-        given = [f for f, v in (("--context", context), ("--seq", seq), ("--batch", batch),
-                                ("--every-block", every_block), ("--kernel-rules", kernel_rules),
-                                ("--input", inputs)) if v]
-        batch = 1 if batch is None else batch
-        asked = None
-        if kv_dtype is not None:
-            asked = kv_dtype_name(kv_dtype)
-            if asked is None:
-                raise ArchvizError(f"--kv-dtype {kv_dtype!r} is not a dtype archviz knows",
-                                   hint="give fp8, bf16, fp16, fp32, int8, fp4 or a torch dtype name")
+        given = [f for f, v in (("--context", context), ("--seq", seq), ("--batch", batch), ("--every-block",
+                                every_block), ("--kernel-rules", kernel_rules), ("--input", inputs)) if v]
+        asked = _kv_dtype(kv_dtype)
         if source2 is None and (config2 or set2):
             raise ArchvizError("--config2/--set2 apply to SOURCE2, which was not given",
                                hint="give a second source, or drop them")
-        if kernel_rules:
-            from ..shapes.kernels import load_rules_file
-
-            load_rules_file(kernel_rules)
-        if inputs:
-            from ..shapes import parse_inputs
-            from ..shapes.inputs import spec_symbols
-
-            parse_inputs(inputs, 2, 3, dict.fromkeys(spec_symbols(inputs), 1))  # the form, before any build
-        common: dict[str, Any] = dict(batch=batch, seq=T, context=L, every_block=every_block, input_specs=inputs)
-        reports = []
-        records = []
-        for i, (src, cfg, sets) in enumerate(((source, config, set_), (source2, config2, set2))):
-            if src is None:
-                continue
-            extra = dict(model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
-                         trust_remote_code=trust_remote_code, quantized=quantized,
-                         config_class=config_class) if i == 0 else {}
-            if is_records_file(src):  # written by `archviz cost -o`: rendered again, nothing rebuilt
-                over = given + [f for f, v in (("--config", cfg), ("--set", sets)) if v]
-                if over:
-                    raise ArchvizError(f"{src}: its cost is already counted, so {', '.join(over)} cannot apply",
-                                       hint="give the model source to count it again with them, or drop them")
-                record = read_records(src)
-                if not record.extra("cost"):
-                    raise ArchvizError(f"{src}: these records carry no cost",
-                                       hint="write them with `archviz cost SOURCE -o FILE`, or give the model source")
-                reports.append(cost_report(record, asked))
-                records.append(record)
-                continue
-
-            def build(src: str = src, cfg: str | None = cfg, sets: list[str] | None = sets,
-                      extra: dict[str, Any] = extra) -> Any:
-                from ..cost.measure import measure
-                from ..sources.guard import model_code
-
-                with spinner(f"cost of {src} on meta"), model_code("costing the model"):  # its prints: stderr
-                    return measure(src, config=cfg, overrides=_parse_sets(sets), **extra, **common)
-
-            options = {"config": cfg, "set": sets, "kernel_rules": kernel_rules, **extra, **common}
-            record = cached("cost", src, options, (cfg, extra.get("tokenizer"), kernel_rules), build,
-                            not no_cache)
-            records.append(record)
-            reports.append(cost_report(record, asked))
+        _load_pass_files(kernel_rules, inputs)
+        options = CostOptions(batch=1 if batch is None else batch, seq=T, context=L, every_block=every_block,
+                              inputs=tuple(inputs or ()), kernel_rules=kernel_rules)
+        build = BuildOptions(config=config, overrides=overrides(set_), model_class=model_class,
+                             config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
+                             trust_remote_code=trust_remote_code, quantized=quantized)
+        sides = [(source, build)] + ([(source2, BuildOptions(config=config2, overrides=overrides(set2, "--set2")))]
+                                     if source2 is not None else [])
+        records = [_cost_records(src, b, options, given, not no_cache) for src, b in sides]
+        reports = [cost_report(r, asked) for r in records]
         if output:
-            from ..records import dumps_compact as dumps
+            atomic_write(output, dumps_compact(records[0]) + "\n")
+        _show(records, reports, _bounds(records, devices, gpus or 1, asked), json_, bool(devices))
 
-            atomic_write(output, dumps(records[0]) + "\n")
-        bounds = _bounds(records, devices, gpus or 1, asked)
-        if json_:
-            from ..cost.bounds import bound_json
-            from ..cost.per_node import nodes_json
 
-            if len(reports) == 1:
-                emit_json({**report_json(reports[0]), "nodes": nodes_json(records[0]),
-                           **({"hardware": [bound_json(b) for b in bounds[0]]} if devices else {})})
-            else:
-                a, b = ({**report_json(x), "nodes": nodes_json(rec),
-                         **({"hardware": [bound_json(h) for h in hb]} if devices else {})}
-                        for x, rec, hb in zip(reports, records, bounds))
-                emit_json({"a": a, "b": b, "ratio": _ratios(reports[0], reports[1])})
-            return
-        if len(reports) == 1:
-            out.print(cost_tables(reports[0]))
-        else:
-            out.print(compare_table(*reports))
-        if devices:
-            from ..render.cost import bounds_table
+def _kv_dtype(kv_dtype: str | None) -> str | None:
+    """--kv-dtype's dtype name (None: the code's own)."""
+    if kv_dtype is None:
+        return None
+    from ..cost.kv import kv_dtype_name
 
-            for r, hb in zip(reports, bounds):
-                if len(reports) > 1:
-                    out.print(f"{r.name}:", markup=False, highlight=False)
-                out.print(bounds_table(hb))
+    asked = kv_dtype_name(kv_dtype)
+    if asked is None:
+        raise ArchvizError(f"--kv-dtype {kv_dtype!r} is not a dtype archviz knows",
+                           hint="give fp8, bf16, fp16, fp32, int8, fp4 or a torch dtype name")
+    return asked
+
+
+def _load_pass_files(kernel_rules: str | None, inputs: list[str] | None) -> None:
+    """--kernel-rules loaded and the form of --input checked, before any build."""
+    if kernel_rules:
+        from ..shapes.kernels import load_rules_file
+
+        load_rules_file(kernel_rules)
+    if inputs:
+        from ..shapes import parse_inputs
+        from ..shapes.inputs import spec_symbols
+
+        parse_inputs(inputs, 2, 3, dict.fromkeys(spec_symbols(inputs), 1))  # the form, before any build
+
+
+def _cost_records(source: str, build: BuildOptions, options: CostOptions, given: list[str], cache: bool) -> Any:
+    """SOURCE's records with the cost extra: counted (archviz.pipeline.cost_for), or read from records written by
+    `archviz cost -o` (rendered again, nothing rebuilt; `given`: the cost flags, which cannot apply to them)."""
+    if not is_records_file(source):
+        return cost_for(source, build, options, cache=cache, feedback=FEEDBACK)
+    over = given + [f for f, v in (("--config", build.config), ("--set", build.overrides)) if v]
+    if over:
+        raise ArchvizError(f"{source}: its cost is already counted, so {', '.join(over)} cannot apply",
+                           hint="give the model source to count it again with them, or drop them")
+    record = read_records(source)
+    if not record.extra("cost"):
+        raise ArchvizError(f"{source}: these records carry no cost",
+                           hint="write them with `archviz cost SOURCE -o FILE`, or give the model source")
+    return record
+
+
+def _show(records: list[Any], reports: list[Any], bounds: list[list[Any]], json_: bool, hardware: bool) -> None:
+    """One model's cost tables, or two side by side with B / A; as JSON with --json; bounds with --hardware."""
+    from ..render.cost import bounds_table, compare_table, cost_tables
+
+    if json_:
+        from ..cost.bounds import bound_json
+        from ..cost.per_node import nodes_json
+        from ..cost.report import report_json
+
+        sides = [{**report_json(r), "nodes": nodes_json(rec), **({"hardware": [bound_json(h) for h in hb]}
+                                                                   if hardware else {})}
+                 for r, rec, hb in zip(reports, records, bounds)]
+        emit_json(sides[0] if len(sides) == 1 else {"a": sides[0], "b": sides[1],
+                                                     "ratio": _ratios(reports[0], reports[1])})
+        return
+    out.print(cost_tables(reports[0]) if len(reports) == 1 else compare_table(*reports))
+    if hardware:
+        for r, hb in zip(reports, bounds):
+            if len(reports) > 1:
+                out.print(f"{r.name}:", markup=False, highlight=False)
+            out.print(bounds_table(hb))
 
 
 def _devices(hardware: str | None, gpus: int | None) -> list[Any]:

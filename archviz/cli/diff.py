@@ -5,6 +5,7 @@ Exit 0: identical in what was compared; 1: they differ; 2: unusable input."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Annotated, Any, Callable, Optional
 
 import typer
@@ -32,11 +33,13 @@ from .common import (
     err,
     flag,
     handled,
-    is_records_file,
     load_record,
     out,
+    overrides,
     spinner,
 )
+from ..pipeline import PassOptions, is_records_file
+from ..sources.options import BuildOptions
 
 
 def _live_renames(a: Any, b: Any) -> list[tuple[str, Callable[[str], str]]]:
@@ -116,8 +119,6 @@ def diff(
     `archviz diff old.json new.json --ignore lines` passes a refactor that only moved code."""
     from ..diff import diff as diff_records
     from ..diff import parse_ignore
-    from ..diff.export import to_json
-    from ..render.diff import diff_view, github_lines
 
     fmt = "json" if json_ else format_.lower()
     with handled(debug, fmt == "json"):
@@ -126,38 +127,17 @@ def diff(
         ignored = parse_ignore(ignore)
         check_options(sets={"--set": set_, "--set-a": set_a, "--set-b": set_b}, inputs=input_,
                       positive={"--batch": batch, "--seq": seq})
-        if limit < 1:
-            raise ArchvizError(f"--limit {limit}: must be at least 1", hint="give a positive number of rows")
-        if site:
-            from ..render.site.write import check_target
-
-            check_target(site, "--site")  # `-` or a folder archviz may not replace: refused before any build
-        for side, both, one in (("--config-a", config, config_a), ("--config-b", config, config_b)):
-            if both and one:
-                raise ArchvizError(f"--config and {side} both given", hint=f"give --config for both, or {side}")
+        _check_flags(limit, site, config, config_a, config_b)
         from ..checkpoint.rules import load_rules
 
         rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model builds
-        records = []
-        for spec, cfg, sets in ((a, config_a or config, (set_ or []) + (set_a or [])),
-                                (b, config_b or config, (set_ or []) + (set_b or []))):
-            records_file = is_records_file(spec)
-            if records_file and (cfg or sets):
-                given = [f for f, v in (("--config", cfg), ("--set", sets)) if v]
-                raise ArchvizError(f"{spec}: a records file is already built, so {', '.join(given)} cannot apply",
-                                   hint="give its side's options with --config-a/--config-b, --set-a/--set-b, "
-                                        "or drop them")
-            # B's pass runs at the sizes A's ran at (unless given): widths computed from T compare equal
-            ran = (records[0].extra("shapes") or {}) if records and shapes else {}
-            pass_opts = {} if records_file else dict(
-                shapes=shapes, batch=batch or ran.get("B"), seq=seq or ran.get("T"), kernel_rules=kernel_rules,
-                inputs=input_, every_block=every_block)
-            with collector_paused():  # a 60,000-module records file reads in half the time
-                records.append(load_record(spec, cfg, sets or None, None if records_file else model_class,
-                                           None if records_file else tokenizer, None, None, grouping=False,
-                                           trust_remote_code=trust_remote_code and not records_file,
-                                           quantized=quantized and not records_file, cache=not no_cache,
-                                           **pass_opts))
+        sides = ((a, config_a or config, (set_ or []) + (set_a or [])),
+                 (b, config_b or config, (set_ or []) + (set_b or [])))
+        build = BuildOptions(model_class=model_class, tokenizer=tokenizer, trust_remote_code=trust_remote_code,
+                             quantized=quantized)
+        passes = PassOptions(shapes=shapes, batch=batch, seq=seq, inputs=tuple(input_ or ()),
+                             kernel_rules=kernel_rules, every_block=every_block)
+        records = _load_sides(sides, build, passes, not no_cache)
         if site:
             from ..group import group
 
@@ -166,21 +146,69 @@ def diff(
             result = diff_records(records[0], records[1], rules=rule_set, renames=_live_renames(*records),
                                   ignore=ignored, spec_a=a, spec_b=b)
         if site:
-            from ..render.site import write_site
-            from ..render.site.diff import render_diff_site
-
-            with spinner(f"writing {site}"):
-                write_site(render_diff_site(result, records[0], records[1]), site, "--site")
-            err.print(f"wrote the diff page to {os.path.join(site, 'diff.html')}")
-        if fmt == "json":
-            emit_json(to_json(result))
-        elif fmt == "github":
-            file = b if os.path.isfile(b) and not is_records_file(b) else (config_b or config or None)
-            for line in github_lines(result, file=file, limit=limit):
-                out.print(line, markup=False, highlight=False, soft_wrap=True)
-        else:
-            out.print(diff_view(result, limit))
+            _write_site(result, records, site)
+        _show(result, fmt, b if os.path.isfile(b) and not is_records_file(b) else (config_b or config or None), limit)
         raise typer.Exit(EXIT_OK if result.identical else EXIT_MISMATCH)
+
+
+def _check_flags(limit: int, site: str | None, config: str | None, config_a: str | None,
+                 config_b: str | None) -> None:
+    """--limit, --site and the --config flags checked, before anything is read."""
+    if limit < 1:
+        raise ArchvizError(f"--limit {limit}: must be at least 1", hint="give a positive number of rows")
+    if site:
+        from ..render.site.write import check_target
+
+        check_target(site, "--site")  # `-` or a folder archviz may not replace: refused before any build
+    for side, both, one in (("--config-a", config, config_a), ("--config-b", config, config_b)):
+        if both and one:
+            raise ArchvizError(f"--config and {side} both given", hint=f"give --config for both, or {side}")
+
+
+def _load_sides(sides: tuple[tuple[str, str | None, list[str]], ...], build: BuildOptions, passes: PassOptions,
+                cache: bool) -> list[Any]:
+    """The records of each side (spec, config, --set texts): a records file read, a model source built with
+    `build` and `passes`; B's pass at the sizes A's ran at unless given, so widths computed from T compare equal."""
+    records: list[Any] = []
+    for spec, cfg, sets in sides:
+        if is_records_file(spec):
+            if cfg or sets:
+                given = [f for f, v in (("--config", cfg), ("--set", sets)) if v]
+                raise ArchvizError(f"{spec}: a records file is already built, so {', '.join(given)} cannot apply",
+                                   hint="give its side's options with --config-a/--config-b, --set-a/--set-b, "
+                                        "or drop them")
+            side_build, side_passes = BuildOptions(), PassOptions()
+        else:
+            ran = (records[0].extra("shapes") or {}) if records and passes.shapes else {}
+            side_build = replace(build, config=cfg, overrides=overrides(sets))
+            side_passes = replace(passes, batch=passes.batch or ran.get("B"), seq=passes.seq or ran.get("T"))
+        with collector_paused():  # a 60,000-module records file reads in half the time
+            records.append(load_record(spec, side_build, side_passes, group=False, cache=cache))
+    return records
+
+
+def _write_site(result: Any, records: list[Any], site: str) -> None:
+    """The explorer of both models and diff.html, the two trees side by side."""
+    from ..render.site import write_site
+    from ..render.site.diff import render_diff_site
+
+    with spinner(f"writing {site}"):
+        write_site(render_diff_site(result, records[0], records[1]), site, "--site")
+    err.print(f"wrote the diff page to {os.path.join(site, 'diff.html')}")
+
+
+def _show(result: Any, fmt: str, file: str | None, limit: int) -> None:
+    """The diff as JSON, workflow annotations on `file`, or the changes table of `limit` rows."""
+    from ..diff.export import to_json
+    from ..render.diff import diff_view, github_lines
+
+    if fmt == "json":
+        emit_json(to_json(result))
+    elif fmt == "github":
+        for line in github_lines(result, file=file, limit=limit):
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.print(diff_view(result, limit))
 
 
 __all__ = ["diff"]

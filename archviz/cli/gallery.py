@@ -172,26 +172,9 @@ def gallery(
                                hint="e.g. archviz gallery --transformers causal -o gallery")
         check_options(positive={"--jobs": jobs}, timeout=timeout)
         per_model = _sets_file(sets_file)
-        checkpoints: dict[str, str] = {}
-        for c in checkpoint or ():
-            name, sep, path = c.partition("=")
-            if not sep or not name or not path:
-                raise ArchvizError(f"--checkpoint {c!r}: not MODEL=MANIFEST",
-                                   hint="e.g. --checkpoint deepseek_v3=deepseek-v3.manifest.json.gz")
-            checkpoints[name] = path
-        models: list[tuple[str, str]] = []  # (key, source)
-        if transformers:
-            from ..sources.hf_types import model_types
-
-            models += [(t, f"hf:{t}") for t in model_types(transformers)]
-        models += [(s, s) for s in sources or ()]
+        checkpoints = _checkpoints(checkpoint)
+        models = _models(sources, transformers, [*per_model, *checkpoints])
         keys = [k for k, _ in models]
-        if len(set(keys)) != len(keys):
-            raise ArchvizError("a model is named twice", hint="give each SOURCE and type once")
-        for name in [*per_model, *checkpoints]:
-            if name not in keys:
-                raise ArchvizError(f"{name}: --sets/--checkpoint name a model the gallery does not build",
-                                   hint=f"name one of: {', '.join(keys[:8])}{' …' if len(keys) > 8 else ''}")
         named = _pairs(pairs, keys)
         from ..render.site.write import check_target
 
@@ -199,7 +182,7 @@ def gallery(
         n = jobs or os.cpu_count() or 1
         results = _run([(k, s, per_model.get(k, [])) for k, s in models], n, not no_cache, timeout)
         from ..records import loads
-        from ..render.site.gallery import Entry, Pair, render_gallery
+        from ..render.site.gallery import Entry, render_gallery
 
         entries = []
         for (key, _), res in zip(models, results):
@@ -208,15 +191,7 @@ def gallery(
             if record is not None:
                 e.record = _finish(e, checkpoints.get(key))
             entries.append(e)
-        built = {e.key: e.record for e in entries if e.record is not None}
-        want = [(a, b, "--pairs") for a, b in named]
-        if derived and transformers:
-            want += [(a, b, f"transformers derives {b} from {a}") for a, b in _derived([k for k in keys if k in built])
-                     if (a, b) not in named]
-        made = []
-        for a, b, why in want:
-            if a in built and b in built:
-                made.append(Pair(a, b, why, _diff(built[a], built[b], a, b)))
+        made = _compared(entries, named, bool(derived and transformers))
         what = "transformers' default configs" if transformers else "their configs"
         with progress_bar("rendering pages"):
             files = render_gallery(entries, made, defaults=what)
@@ -235,6 +210,50 @@ def gallery(
                       f"{os.path.join(output, 'index.html')}; coverage.html says why", highlight=False, markup=False)
         if not counts["indexed"]:
             raise typer.Exit(1)
+
+
+def _checkpoints(texts: list[str] | None) -> dict[str, str]:
+    """--checkpoint MODEL=MANIFEST texts as model -> manifest."""
+    checkpoints: dict[str, str] = {}
+    for c in texts or ():
+        name, sep, path = c.partition("=")
+        if not sep or not name or not path:
+            raise ArchvizError(f"--checkpoint {c!r}: not MODEL=MANIFEST",
+                               hint="e.g. --checkpoint deepseek_v3=deepseek-v3.manifest.json.gz")
+        checkpoints[name] = path
+    return checkpoints
+
+
+def _models(sources: list[str] | None, transformers: str | None, named: list[str]) -> list[tuple[str, str]]:
+    """(key, source) of every model of the gallery: --transformers' types, then the SOURCEs; each once, and every
+    model `named` (by --sets, --checkpoint) among them."""
+    models: list[tuple[str, str]] = []
+    if transformers:
+        from ..sources.hf_types import model_types
+
+        models += [(t, f"hf:{t}") for t in model_types(transformers)]
+    models += [(s, s) for s in sources or ()]
+    keys = [k for k, _ in models]
+    if len(set(keys)) != len(keys):
+        raise ArchvizError("a model is named twice", hint="give each SOURCE and type once")
+    for name in named:
+        if name not in keys:
+            raise ArchvizError(f"{name}: --sets/--checkpoint name a model the gallery does not build",
+                               hint=f"name one of: {', '.join(keys[:8])}{' …' if len(keys) > 8 else ''}")
+    return models
+
+
+def _compared(entries: list[Any], named: list[tuple[str, str]], derived: bool) -> list[Any]:
+    """The compare pages: the --pairs, and (`derived`) each transformers type beside the one it derives from; of
+    models that were built."""
+    from ..render.site.gallery import Pair
+
+    built = {e.key: e.record for e in entries if e.record is not None}
+    want = [(a, b, "--pairs") for a, b in named]
+    if derived:
+        want += [(a, b, f"transformers derives {b} from {a}")
+                 for a, b in _derived([e.key for e in entries if e.key in built]) if (a, b) not in named]
+    return [Pair(a, b, why, _diff(built[a], built[b], a, b)) for a, b, why in want if a in built and b in built]
 
 
 def _finish(e: Any, checkpoint: str | None) -> Any:

@@ -40,10 +40,10 @@ def build_choice(source: str, sets: list[str]) -> tuple[list[str], str, int]:
     where it names one (`dtype`, or `torch_dtype` in a config.json), else bfloat16 for a transformers config, set and
     said so; T as `archviz cost` defaults it, or the config's max positions where fewer (a BERT takes 512)."""
     from ..cost.curve import max_positions
-    from .common import _parse_sets
+    from ..sources.options import check_overrides
 
     config = _config_of(source)
-    merged = {**(config or {}), **_parse_sets(sets)}
+    merged = {**(config or {}), **check_overrides(sets)}
     longest = max_positions(merged)
     seq = longest if longest is not None and longest < SEQ else SEQ
     if any(s.split("=", 1)[0].strip() in ("dtype", "torch_dtype") for s in sets):
@@ -56,12 +56,22 @@ def build_choice(source: str, sets: list[str]) -> tuple[list[str], str, int]:
     return sets, "as the code builds it", seq
 
 
-def _options(sets: list[str], seq: int) -> dict[str, Any]:
-    """The records-cache options of `archviz cost SOURCE --context 32K --seq T --set ...` (archviz/cli/cost.py), so
-    one entry serves both commands."""
-    return {"config": None, "set": sets or None, "kernel_rules": None, "model_class": None, "tokenizer": None,
-            "world_size": None, "rank": None, "trust_remote_code": False, "quantized": False, "batch": 1, "seq": seq,
-            "context": CONTEXT, "every_block": False}
+def _options(sets: list[str], seq: int) -> tuple[Any, Any]:
+    """The build and cost options of `archviz cost SOURCE --context 32K --seq T --set ...` (archviz/cli/cost.py), so
+    one records-cache entry serves both commands."""
+    from ..cost.options import CostOptions
+    from ..sources.options import BuildOptions, check_overrides
+
+    return BuildOptions(overrides=tuple(check_overrides(sets).items())), CostOptions(batch=1, seq=seq, context=CONTEXT)
+
+
+def _cached(kind: str, source: str, sets: list[str], seq: int, build: Any, use: bool = True) -> Any:
+    """The records-cache entry of `kind` for this model (the key of `archviz cost`'s, archviz.pipeline.cost_key)."""
+    from ..pipeline import cached
+    from ..pipeline.cost import cost_key
+    from .common import NOTES
+
+    return cached(kind, source, cost_key(*_options(sets, seq)), (None, None, None), build, use=use, feedback=NOTES)
 
 
 def failure(stage: str, e: BaseException) -> dict[str, str]:
@@ -72,14 +82,13 @@ def failure(stage: str, e: BaseException) -> dict[str, str]:
 def _partial(source: str, sets: list[str], failed: BaseException) -> tuple[Any, list[dict[str, str]]]:
     """After the cost run failed: which stage it was, found by running them in turn (build, walk, shapes), and the
     records of the last one that worked (None when the build failed)."""
-    from .. import build
+    from ..sources import build
     from ..sources.guard import model_code
     from ..walk import walk
-    from .common import _parse_sets
 
     try:
         with model_code():
-            built = build(source, overrides=_parse_sets(sets))
+            built = build(source, _options(sets, SEQ)[0])
     except Exception as e:  # noqa: BLE001 - the model's code may raise anything; it is reported, not ours
         return None, [failure("build", e)]
     try:
@@ -106,14 +115,12 @@ PARTIAL = "gallery-partial"  # the records-cache kind of a model whose cost run 
 def from_cache(source: str, sets: list[str], seq: int) -> tuple[Any, list[dict[str, str]]] | None:
     """(records, failures) of run_one(source, sets) if the records cache holds them (nothing built, torch not
     imported): the cost run's records, or those of a run that failed after the build, with its failures; else None."""
-    from .common import cached
-
     def miss() -> Any:
         raise _Miss
 
     for kind in ("cost", PARTIAL):
         try:
-            record = cached(kind, source, _options(sets, seq), (None, None, None), miss)
+            record = _cached(kind, source, sets, seq, miss)
         except _Miss:
             continue
         return record, list((record.extra("gallery") or {}).get("failures") or [])
@@ -125,26 +132,20 @@ def run_one(source: str, sets: list[str], seq: int = SEQ, use_cache: bool = True
     None), "failures"}."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     warnings.filterwarnings("ignore")
+    from ..pipeline import cost_for
     from ..records import dumps_compact
-    from .common import _parse_sets, cached
-
-    def measured() -> Any:
-        from ..cost.measure import measure
-        from ..sources.guard import model_code
-
-        with model_code("counting the model's cost on meta"):
-            return measure(source, overrides=_parse_sets(sets), batch=1, seq=seq, context=CONTEXT)
+    from .common import NOTES
 
     failures: list[dict[str, str]] = []
     try:
-        record = cached("cost", source, _options(sets, seq), (None, None, None), measured, use_cache)
+        record = cost_for(source, *_options(sets, seq), cache=use_cache, feedback=NOTES)
     except (ArchvizError, Exception) as e:  # noqa: BLE001
         record, failures = _partial(source, sets, e)
         if isinstance(e, ShapeError) and failures and failures[0]["stage"] == "cost":
             failures = [failure("shapes", e)]
         if record is not None:  # kept, so that a second run does not fail it again
             done = record.with_extra("gallery", {"failures": failures})
-            record = cached(PARTIAL, source, _options(sets, seq), (None, None, None), lambda: done, use_cache)
+            record = _cached(PARTIAL, source, sets, seq, lambda: done, use_cache)
     return {"source": source, "failures": failures, "records": dumps_compact(record) if record is not None else None}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -34,10 +34,12 @@ from .common import (
     flag,
     handled,
     output_option,
-    is_records_file,
     load_record,
     out,
+    overrides,
 )
+from ..pipeline import PassOptions, is_records_file
+from ..sources.options import BuildOptions
 
 
 @app.command()
@@ -62,18 +64,18 @@ def summary(
 
     with handled(debug, json_):
         check_options(sets={"--set": set_}, world_size=world_size, rank=rank)
-        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
-                             config_class=config_class,
-                             trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
-        record = _with_pass_counts(record, source, config, set_, model_class, tokenizer, world_size, rank,
-                                   trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
+        build = BuildOptions(config=config, overrides=overrides(set_), model_class=model_class,
+                             config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
+                             trust_remote_code=trust_remote_code, quantized=quantized)
+        record = load_record(source, build, group=False, cache=not no_cache)
+        record = _with_pass_counts(record, source, build, not no_cache)
         if json_:
             emit_json(summary_json(record))
         else:
             out.print(summary_table(record))
 
 
-def _with_pass_counts(record, source, config, set_, model_class, tokenizer, world_size, rank, **options):
+def _with_pass_counts(record: Any, source: str, build: BuildOptions, cache: bool) -> Any:
     """The record again with the meta pass where only the pass can count its active parameters (stacked experts
     indexed by routing, lookup tables a token reads a few rows of: archviz.walk.moe.counted_by_the_pass); as it is
     where the pass fails, said on stderr."""
@@ -86,8 +88,7 @@ def _with_pass_counts(record, source, config, set_, model_class, tokenizer, worl
     if why is None:
         return record
     try:
-        return load_record(source, config, set_, model_class, tokenizer, world_size, rank, grouping=False,
-                           shapes=True, **options)
+        return load_record(source, build, PassOptions(shapes=True), group=False, cache=cache)
     except ArchvizError as e:
         err.print(f"note: active parameters without the meta pass ({why}), which failed: {e}", highlight=False,
                   soft_wrap=True)
@@ -136,12 +137,12 @@ def inspect(
     with handled(debug, json_):
         check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
                       non_negative={"--depth": depth}, world_size=world_size, rank=rank)
-        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
-                             config_class=config_class,
-                             shapes=shapes, batch=batch, seq=seq, grouping=not flat,
-                             kernel_rules=kernel_rules, names=names, inputs=input_, every_block=every_block,
-                             trust_remote_code=trust_remote_code, quantized=quantized, train=train,
-                             cache=not no_cache)
+        build = BuildOptions(config=config, overrides=overrides(set_), model_class=model_class,
+                             config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
+                             trust_remote_code=trust_remote_code, quantized=quantized)
+        passes = PassOptions(shapes=shapes, batch=batch, seq=seq, inputs=tuple(input_ or ()),
+                             kernel_rules=kernel_rules, every_block=every_block, train=train)
+        record = load_record(source, build, passes, group=not flat, names=names, cache=not no_cache)
         path = resolve_target(record, target or [])
         if json_:
             emit_json(module_json(record, path))
@@ -187,11 +188,12 @@ def walk(
 
     with handled(debug, json_), output_option(output):  # --json: the line of what was written, to a file only
         check_options(sets={"--set": set_}, inputs=input_, world_size=world_size, rank=rank)
-        record = load_record(source, config, set_, model_class, tokenizer, world_size, rank,
-                             config_class=config_class,
-                             shapes=shapes, grouping=False, kernel_rules=kernel_rules,
-                             inputs=input_, every_block=every_block, trust_remote_code=trust_remote_code,
-                             quantized=quantized, train=train, cache=not no_cache)
+        build = BuildOptions(config=config, overrides=overrides(set_), model_class=model_class,
+                             config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
+                             trust_remote_code=trust_remote_code, quantized=quantized)
+        passes = PassOptions(shapes=shapes, inputs=tuple(input_ or ()), kernel_rules=kernel_rules,
+                             every_block=every_block, train=train)
+        record = load_record(source, build, passes, group=False, cache=not no_cache)
         atomic_write(output, dumps(record) + "\n")
         if output != "-":
             if json_:

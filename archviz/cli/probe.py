@@ -25,12 +25,12 @@ from .common import (
     TrainOpt,
     TrustRemoteCodeOpt,
     WorldSizeOpt,
-    _parse_sets,
     emit_json,
     err,
     handled,
     output_option,
     out,
+    overrides,
     progress_bar,
     spinner,
 )
@@ -107,7 +107,7 @@ def probe(
     from ..sources.guard import model_code
 
     with handled(debug, json_):
-        build_options = BuildOptions(config=config, overrides=tuple(_parse_sets(set_).items()),
+        build_options = BuildOptions(config=config, overrides=overrides(set_),
                                      model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
                                      trust_remote_code=trust_remote_code)
         options = ProbeOptions(device=device, max_memory=parse_size(max_memory) if max_memory else None, batch=batch,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Optional
 
 import typer
@@ -33,12 +34,13 @@ from .common import (
     err,
     flag,
     handled,
-    is_records_file,
     load_record,
+    overrides,
     progress_bar,
-    refuse_pass_options,
     spinner,
 )
+from ..pipeline import PassOptions, is_records_file
+from ..sources.options import BuildOptions
 
 
 def _group(record: Any, names: str | None) -> Any:
@@ -68,37 +70,29 @@ def _compare(record: Any, checkpoint: str) -> Any:
                        hint="report this: the site expects records or the checkpoint extra")
 
 
-def _load(source: str, config: str | None, sets: list[str] | None, model_class: str | None, tokenizer: str | None,
-          world_size: int | None, rank: int | None, shapes: bool, batch: int | None, seq: int | None, names: str | None,
-          every_block: bool = False, kernel_rules: str | None = None, inputs: list[str] | None = None,
-          trust_remote_code: bool = False, quantized: bool = False, train: bool = False, cache: bool = True) -> Any:
-    if is_records_file(source):  # load_record says which build options cannot apply to it
-        return _group(load_record(source, config, sets, model_class, tokenizer, world_size, rank, grouping=False,
-                                  kernel_rules=kernel_rules, inputs=inputs, trust_remote_code=trust_remote_code,
-                                  quantized=quantized, train=train), names)
-    if not shapes:
-        refuse_pass_options(batch=batch, seq=seq, kernel_rules=kernel_rules, inputs=inputs, every_block=every_block,
-                            train=train)
-    if shapes and kernel_rules:  # a bad option is an error, not a reason to render without shapes
+def _load(source: str, build: BuildOptions, passes: PassOptions, names: str | None, cache: bool) -> Any:
+    """A site's records of one source, grouped: without shapes where the meta pass fails (said on stderr and on the
+    overview)."""
+    if is_records_file(source):  # records_for says which build options cannot apply to it; B, T and --every-block
+        # are let pass, for the model sources built beside it
+        return load_record(source, build, replace(passes, shapes=False, batch=None, seq=None, every_block=False),
+                           names=names)
+    if passes.shapes and passes.kernel_rules:  # a bad option is an error, not a reason to render without shapes
         from ..shapes.kernels import load_rules_file
 
-        load_rules_file(kernel_rules)
-    if shapes and inputs:
+        load_rules_file(passes.kernel_rules)
+    if passes.shapes and passes.inputs:
         from ..shapes import parse_inputs
         from ..shapes.inputs import spec_symbols
 
+        inputs = list(passes.inputs)
         parse_inputs(inputs, 2, 3, dict.fromkeys(spec_symbols(inputs), 1))  # the form only: x=B,3,H,W sizes later
     try:
-        record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=shapes,
-                             batch=batch, seq=seq, grouping=False, every_block=every_block, inputs=inputs,
-                             kernel_rules=kernel_rules,  # loaded above; in the records cache's key too
-                             trust_remote_code=trust_remote_code, quantized=quantized, train=train, cache=cache)
+        record = load_record(source, build, passes, group=False, cache=cache)
     except ShapeError as e:
         err.print(f"warning: {source}: no shapes ({e.line()}); the pages show counts and code only",
                   highlight=False, markup=False, soft_wrap=True)
-        record = load_record(source, config, sets, model_class, tokenizer, world_size, rank, shapes=False,
-                             grouping=False, trust_remote_code=trust_remote_code, quantized=quantized,
-                             cache=cache)
+        record = load_record(source, build, group=False, cache=cache)
         # The overview says why its pages have no shapes.
         record = dataclasses.replace(record, source=dataclasses.replace(
             record.source, notes=(*record.source.notes, f"no shapes: {e.line()}")))
@@ -155,47 +149,18 @@ def build(
         from ..render.site.write import check_target
 
         check_target(output)  # `-` or a folder archviz may not replace: refused before any build
-        devices = []
-        if hardware is not None:
-            from ..cost.hardware import resolve
-
-            devices = resolve(hardware)
-        elif gpus is not None:
-            raise ArchvizError("--gpus applies to --hardware, which was not given",
-                               hint="add e.g. --cost --hardware h200, or drop --gpus")
-        if source_url is not None and "{path}" not in source_url:
-            raise ArchvizError(f"--source-url {source_url!r}: the template has no {{path}}",
-                               hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
-        if checkpoint and len(sources) != 1:
-            raise ArchvizError("--checkpoint compares one model", hint="build one SOURCE at a time with --checkpoint")
+        extras = _extras(sources, cost, hardware, gpus, checkpoint, source_url)
         anns = None
         if annotations:
             from ..render.site.annotations import load_annotations
 
             anns = load_annotations(annotations)
-        records = []
-        for s in sources:
-            record = _load(s, config, set_, model_class, tokenizer, world_size, rank, shapes, batch, seq, names,
-                           every_block, kernel_rules, input_, trust_remote_code, quantized, train, not no_cache)
-            if world_size is not None and world_size > 1 and rank is None and not is_records_file(s):
-                from ..walk.ranks import with_rank_shapes  # every rank's tensor shapes on the node pages
-
-                record = with_rank_shapes([record] + [
-                    load_record(s, config, set_, model_class, tokenizer, world_size, r, shapes=False, grouping=False,
-                                trust_remote_code=trust_remote_code, quantized=quantized, cache=not no_cache)
-                    for r in range(1, world_size)])
-            if cost:
-                from .site_cost import with_cost
-
-                record = with_cost(record, s, config, set_, model_class, tokenizer, world_size, rank, batch, seq,
-                                   every_block, input_, trust_remote_code, quantized, train)
-            if devices:
-                from .site_cost import with_hardware
-
-                record = with_hardware(record, s, devices, gpus or 1)
-            if checkpoint:
-                record = _compare(record, checkpoint)
-            records.append(record)
+        build_opts = BuildOptions(config=config, overrides=overrides(set_), model_class=model_class,
+                                  tokenizer=tokenizer, world_size=world_size, rank=rank,
+                                  trust_remote_code=trust_remote_code, quantized=quantized)
+        passes = PassOptions(shapes=shapes, batch=batch, seq=seq, inputs=tuple(input_ or ()),
+                             kernel_rules=kernel_rules, every_block=every_block, train=train)
+        records = [_site_record(s, build_opts, passes, names, not no_cache, extras) for s in sources]
         with progress_bar("rendering pages") as cb:
             result = build_site(records, output, annotations=anns, source_url=source_url, progress=cb)
         if json_:
@@ -203,6 +168,57 @@ def build(
         else:
             err.print(f"wrote {result.pages:,} pages ({result.bytes / 2**20:.1f} MiB) to {output}/ — open "
                       f"{os.path.join(output, 'index.html')}", highlight=False, markup=False)
+
+
+@dataclass(frozen=True)
+class _Extras:
+    """What `archviz build` adds to each model's records beyond the pipeline's: cost, hardware, a checkpoint."""
+
+    cost: bool
+    devices: tuple[Any, ...]
+    gpus: int
+    checkpoint: str | None
+
+
+def _extras(sources: list[str], cost: bool, hardware: str | None, gpus: int | None, checkpoint: str | None,
+            source_url: str | None) -> _Extras:
+    """--cost, --hardware, --gpus and --checkpoint (and --source-url) checked, before any build."""
+    devices: list[Any] = []
+    if hardware is not None:
+        from ..cost.hardware import resolve
+
+        devices = resolve(hardware)
+    elif gpus is not None:
+        raise ArchvizError("--gpus applies to --hardware, which was not given",
+                           hint="add e.g. --cost --hardware h200, or drop --gpus")
+    if source_url is not None and "{path}" not in source_url:
+        raise ArchvizError(f"--source-url {source_url!r}: the template has no {{path}}",
+                           hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
+    if checkpoint and len(sources) != 1:
+        raise ArchvizError("--checkpoint compares one model", hint="build one SOURCE at a time with --checkpoint")
+    return _Extras(cost, tuple(devices), gpus or 1, checkpoint)
+
+
+def _site_record(source: str, build: BuildOptions, passes: PassOptions, names: str | None, cache: bool,
+                 extras: _Extras) -> Any:
+    """One model's records for the site: grouped, every rank's shapes under --world-size N, and `extras`."""
+    record = _load(source, build, passes, names, cache)
+    if build.world_size is not None and build.world_size > 1 and build.rank is None and not is_records_file(source):
+        from ..walk.ranks import with_rank_shapes  # every rank's tensor shapes on the node pages
+
+        record = with_rank_shapes([record] + [load_record(source, replace(build, rank=r), group=False, cache=cache)
+                                              for r in range(1, build.world_size)])
+    if extras.cost:
+        from .site_cost import with_cost
+
+        record = with_cost(record, source, build, passes)
+    if extras.devices:
+        from .site_cost import with_hardware
+
+        record = with_hardware(record, source, list(extras.devices), extras.gpus)
+    if extras.checkpoint:
+        record = _compare(record, extras.checkpoint)
+    return record
 
 
 __all__ = ["build"]

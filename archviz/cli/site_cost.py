@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ArchvizError, ShapeError
-from .common import _parse_sets, err, is_records_file, spinner
+from ..cost.options import CostOptions
+from ..pipeline import PassOptions, cost_for, is_records_file
+from ..sources.options import BuildOptions
+from .common import FEEDBACK, err
 
 
-def with_cost(record: Any, source: str, config: str | None, sets: list[str] | None, model_class: str | None,
-              tokenizer: str | None, world_size: int | None, rank: int | None, batch: int | None, seq: int | None,
-              every_block: bool, inputs: list[str] | None, trust_remote_code: bool, quantized: bool,
-              train: bool) -> Any:
-    """`record` with `extra("cost")`: kept from a records file that has it (`archviz cost -o`), else counted."""
+def with_cost(record: Any, source: str, build: BuildOptions, passes: PassOptions) -> Any:
+    """`record` with `extra("cost")`: kept from a records file that has it (`archviz cost -o`), else counted (at the
+    pass's B and T where given)."""
     if is_records_file(source):
         if not record.extra("cost"):
             raise ArchvizError(f"{source}: --cost, but these records carry no cost",
@@ -21,18 +22,16 @@ def with_cost(record: Any, source: str, config: str | None, sets: list[str] | No
         return record
     if record.extra("cost"):
         return record
-    over = [f for f, v in (("--input", inputs), ("--train", train)) if v]
+    over = [f for f, v in (("--input", passes.inputs), ("--train", passes.train)) if v]
     if over:
         raise ArchvizError(f"--cost counts the model on token ids in eval mode, so {', '.join(over)} cannot apply",
                            hint=f"drop {' and '.join(over)}, or build without --cost")
-    from ..cost.measure import SEQ_DEFAULT, measure
+    from ..cost.measure import SEQ_DEFAULT
 
-    try:
-        with spinner(f"cost of {source} on meta (a decode step at each context length)"):
-            measured = measure(source, config=config, overrides=_parse_sets(sets), model_class=model_class,
-                               tokenizer=tokenizer, world_size=world_size, rank=rank,
-                               trust_remote_code=trust_remote_code, quantized=quantized, batch=batch or 1,
-                               seq=seq or SEQ_DEFAULT, context=None, contexts="auto", every_block=every_block)
+    options = CostOptions(batch=passes.batch or 1, seq=passes.seq or SEQ_DEFAULT, contexts="auto",
+                          every_block=passes.every_block)
+    try:  # a decode step at each context length
+        measured = cost_for(source, build, options, feedback=FEEDBACK)
     except ShapeError as e:
         err.print(f"warning: {source}: no cost ({e.line()}); the pages show no FLOPs", highlight=False, markup=False,
                   soft_wrap=True)

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import torch
 
 from ..errors import ArchvizError, ShapeError, SourceError
+from ..sources.options import BuildOptions
 from .flops import FlopCounter, exact_routing, module_paths
 from .kv import MAX_RATIO, attribute_entries, cache_entries, reference_entries, stretch
 from .activations import ActivationPeak
 from .curve import curve_contexts, max_positions, point
+from .options import CostOptions
 
 CONTEXT_DEFAULT = 1 << 20
 SEQ_DEFAULT = 4096
@@ -95,9 +98,8 @@ def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
     return None
 
 
-def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None,
-          inputs: tuple | None = None, memo: bool = True, peak: bool = False,
-          paths: dict[int, str] | None = None,
+def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None, memo: bool = True,
+          peak: bool = False, paths: dict[int, str] | None = None,
           input_specs: list[str] | None = None) -> tuple[Any, FlopCounter, ActivationPeak | None]:
     from ..shapes import trace_shapes
 
@@ -110,8 +112,8 @@ def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None 
             act.observe(func, args, kwargs, out, path)
 
     with fc:
-        traced = trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, memo=memo,
-                              input_specs=input_specs, op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo)
+        traced = trace_shapes(built, record, batch=batch, seq=seq, memo=memo, input_specs=input_specs,
+                              op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo)
     return traced, fc, act
 
 
@@ -163,61 +165,37 @@ def _layer_kinds(record: Any) -> tuple[str | None, dict[int, str]]:
     return layers.get("path"), kinds
 
 
-def measure(source: str, *, config: str | None = None, overrides: dict[str, Any] | None = None,
-            model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
-            rank: int | None = None, trust_remote_code: bool = False, quantized: bool = False, batch: int = 1,
-            seq: int | None = None,
-            context: int | None = None, every_block: bool = False,
-            progress: Callable[[str], None] | None = None, contexts: Sequence[int] | str = (),
-            config_class: str | None = None, input_specs: list[str] | None = None) -> Any:
+def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOptions = CostOptions(), *,
+            progress: Callable[[str], None] | None = None) -> Any:
     """The records of SOURCE (shapes from the prefill pass, grouped) with `extras["cost"]` filled; `contexts`: more
     lengths a decode step runs at, summed to `extras["cost"]["curve"]` (archviz.cost.curve), the step at `context`
     kept whole; "auto": the standard lengths up to the config's max positions (context None: the longest).
     `seq` and `context` not given: SEQ_DEFAULT and CONTEXT_DEFAULT, or the model's own limit where it is shorter
-    (nanoGPT's block_size), noted. `input_specs`: --input for the prefill pass."""
-    from .. import build
+    (nanoGPT's block_size), noted. `inputs`: --input for the prefill pass. Built as `build` says, its overrides
+    joined by the runtime limits a reference model sizes its caches by."""
     from ..group import group
-    from ..sources import BuildOptions, classify
+    from ..sources import classify
     from ..walk import walk
 
+    batch, seq, context, every_block = options.batch, options.seq, options.context, options.every_block
+    contexts, input_specs = options.contexts, list(options.inputs) or None
+    config = build.config
     seq_given = seq
     seq = SEQ_DEFAULT if seq is None else seq
     if batch < 1 or seq < 1 or (context is not None and context < 0):
         raise ArchvizError(f"--batch {batch}, --seq {seq}, --context {context}: batch and seq must be ≥ 1, "
                            "context ≥ 0", hint="e.g. --batch 1 --seq 4096 --context 1M")
     say = progress or (lambda text: None)
-    overrides = dict(overrides or {})
+    overrides = dict(build.overrides)
     given = context
-    kind = classify(source, BuildOptions(config=config))
+    kind = classify(source, build)
     auto = contexts == "auto"
     if auto and kind == "reference":  # its caches are sized by the longest length: known before the build
         contexts = curve_contexts(max_positions({**_file_config(config), **overrides}))
     context, more = _lengths(context, () if isinstance(contexts, str) else contexts)
     notes: list[str] = []
-    build_opts = dict(config=config, model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
-                      trust_remote_code=trust_remote_code, quantized=quantized, config_class=config_class)
-    limits: tuple[int, int] | None = None
     say(f"building {source} on meta")
-    if kind == "reference":
-        taken = _config_ints({**_file_config(config), **overrides})
-        # at least 2^20 whatever the context, so that max_seq_len // r (r ≤ MAX_RATIO) clears the config's widths
-        longest = max([context, *more]) + 1
-        max_seq = _distinct(max(longest, seq, 1 << 20, int(overrides.get("max_seq_len", 0) or 0)), taken, ratios=True)
-        max_batch = _distinct(max(batch, 2, int(overrides.get("max_batch_size", 0) or 0)), taken | {max_seq})
-        try:
-            built = build(source, overrides={**overrides, "max_seq_len": max_seq, "max_batch_size": max_batch},
-                          **build_opts)
-            limits = (max_batch, max_seq)
-            notes.append(f"built with max_seq_len={max_seq:,} and max_batch_size={max_batch} (the runtime limits "
-                         f"that size its caches) so that a decode step at context {context:,} fits; KV figures "
-                         "are per token and at the context asked, from those buffers' layout")
-        except SourceError as e:
-            if "has no field" not in e.message and "has no argument" not in e.message:
-                raise
-            built = build(source, overrides=overrides, **build_opts)
-            notes.append("its config class has no max_seq_len/max_batch_size: caches read as built")
-    else:
-        built = build(source, overrides=overrides, **build_opts)
+    built, limits, taken = _built(source, build, kind, (context, *more), (batch, seq), notes)
     say("walking modules")
     record = walk(built)
     if auto and kind != "reference":  # the config as built, its defaults filled
@@ -250,13 +228,72 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
 
+    run = _Prefilled(built, record, traced, paths, layer_list, not every_block)
+    decode, kv, curve = _decode(run, batch, (context, *more), limits, taken, say, notes)
+    if decode is not None and more:
+        curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
+    cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,
+            **({"curve": curve} if curve else {}),
+            "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
+            "activation_peak": act.peak if act is not None else None, "notes": notes}
+    return traced.with_extra("cost", cost)
+
+
+def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...], sizes: tuple[int, int],
+           notes: list[str]) -> tuple[Any, tuple[int, int] | None, set[int]]:
+    """(SOURCE built, its (max_batch_size, max_seq_len) where set, the config's ints). A reference model is built
+    with the runtime limits that size its caches past the longest of `lengths` and the (batch, seq) `sizes`, each
+    a value no config width takes, so a cache buffer's dims say which is which; noted in `notes`."""
+    from ..sources import build as build_source
+
+    if kind != "reference":
+        return build_source(source, build), None, set()
+    batch, seq = sizes
+    overrides = dict(build.overrides)
+    taken = _config_ints({**_file_config(build.config), **overrides})
+    # at least 2^20 whatever the context, so that max_seq_len // r (r ≤ MAX_RATIO) clears the config's widths
+    longest = max(lengths) + 1
+    max_seq = _distinct(max(longest, seq, 1 << 20, int(overrides.get("max_seq_len", 0) or 0)), taken, ratios=True)
+    max_batch = _distinct(max(batch, 2, int(overrides.get("max_batch_size", 0) or 0)), taken | {max_seq})
+    try:
+        limited = {**overrides, "max_seq_len": max_seq, "max_batch_size": max_batch}
+        built = build_source(source, replace(build, overrides=tuple(limited.items())))
+    except SourceError as e:
+        if "has no field" not in e.message and "has no argument" not in e.message:
+            raise
+        notes.append("its config class has no max_seq_len/max_batch_size: caches read as built")
+        return build_source(source, build), None, taken
+    notes.append(f"built with max_seq_len={max_seq:,} and max_batch_size={max_batch} (the runtime limits "
+                 f"that size its caches) so that a decode step at context {lengths[0]:,} fits; KV figures "
+                 "are per token and at the context asked, from those buffers' layout")
+    return built, (max_batch, max_seq), taken
+
+
+@dataclass(frozen=True)
+class _Prefilled:
+    """What the decode steps read of the build and the prefill pass."""
+
+    built: Any
+    record: Any  # the walk's records
+    traced: Any  # after the prefill pass, grouped
+    paths: dict[int, str]
+    layer_list: str | None
+    memo: bool
+
+
+def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple[int, int] | None, taken: set[int],
+            say: Callable[[str], None], notes: list[str]) -> tuple[dict[str, Any] | None, dict[str, Any], list]:
+    """(the decode step at lengths[0], the KV cache entries, the curve's points at the other lengths): a reference
+    model's steps at start_pos L, a transformers model's with its own cache; none for a factory (said in `notes`)."""
+    built, traced, layer_list = run.built, run.traced, run.layer_list
+    context, more = lengths[0], list(lengths[1:])
     decode: dict[str, Any] | None = None
     curve: list[dict[str, Any]] = []
     kv: dict[str, Any] = {"entries": [], "source": None}
     ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
     if built.kind == "reference":
         entries = reference_entries(traced, *limits, layer_list, taken) if limits else []
-        kept = attribute_entries(built.model, paths, *limits, layer_list, taken) if limits else []
+        kept = attribute_entries(built.model, run.paths, *limits, layer_list, taken) if limits else []
         kv = {"source": "registered buffers" + (" and tensor attributes" if kept else ""), "entries": entries + kept}
         import inspect
 
@@ -267,8 +304,8 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
         if "start_pos" in params:
             say(f"decode step{'s' if more else ''} at context {', '.join(f'{L:,}' for L in [context, *more])}")
             try:  # one tracer for every length (a meta buffer's slots cost nothing, whatever L)
-                counters = _steps(built, record, [(L, lambda L=L: ((ids,), {"start_pos": L})) for L in
-                                                  [context, *more]], not every_block, paths)
+                counters = _steps(built, run.record, [(L, lambda L=L: ((ids,), {"start_pos": L})) for L in
+                                                      [context, *more]], run.memo, run.paths)
                 decode = _flops_json(counters[context], traced, batch, 1, context)
                 curve = [point(_flops_json(counters[L], traced, batch, 1, L), layer_list) for L in more]
             except ShapeError as e:
@@ -277,20 +314,14 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
             notes.append(f"{type(built.model).__name__}.forward takes no start_pos: no decode step")
     elif built.kind == "hf":
         try:
-            decode, kv, curve = _hf_decode(built, record, traced, batch, context, layer_list, say, not every_block,
-                                           paths, more)
+            decode, kv, curve = _hf_decode(built, run.record, traced, batch, context, layer_list, say, run.memo,
+                                           run.paths, more)
         except ShapeError as e:
             notes.append(f"no decode step: {e.line()}")
     else:
         notes.append("a package.module:callable model: no decode step (archviz knows a cache only for reference "
                      "models' start_pos and transformers' past_key_values)")
-    if decode is not None and more:
-        curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
-    cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,
-            **({"curve": curve} if curve else {}),
-            "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
-            "activation_peak": act.peak if act is not None else None, "notes": notes}
-    return traced.with_extra("cost", cost)
+    return decode, kv, curve
 
 
 def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, layer_list: str | None,

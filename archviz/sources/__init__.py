@@ -13,9 +13,19 @@ The walker (`archviz.walk`) turns a `Built` into records; nothing after it sees 
 
 from __future__ import annotations
 
-from .dispatch import build, classify
-from .factory import build_factory
-from .options import BuildOptions, Built, parse_override, read_json_config, suggest
+from importlib import import_module
+from typing import Any
+
+# Each name from its module on first use: `BuildOptions` alone (all a command needs before the records cache
+# answers it) imports none of the build's code.
+_WHERE = {"build": "dispatch", "classify": "dispatch", "build_factory": "factory", "BuildOptions": "options",
+          "Built": "options", "parse_override": "options", "read_json_config": "options", "suggest": "options"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{_WHERE[name]}", __name__), name)
 
 __all__ = ["BuildOptions", "Built", "build", "build_factory", "classify", "parse_override", "read_json_config",
            "suggest"]

@@ -7,10 +7,13 @@ import difflib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
 from ..errors import SourceError, shown
 from ..records.recordcheck import refused_as, want_table
-from .stubs import StubRegistry
+
+if TYPE_CHECKING:
+    from .stubs import StubRegistry
 
 
 @dataclass(frozen=True)

@@ -124,9 +124,10 @@ def test_a_grouping_stored_in_a_file_is_made_again(tmp_path, docs, stored):
 @pytest.fixture(scope="module")
 def cost_doc() -> dict:
     from archviz.cost.measure import measure
+    from archviz.sources import BuildOptions
 
     return json.loads(dumps_compact(measure(str(FIXTURES / "dsv3like" / "model.py"),
-                                            config=str(FIXTURES / "dsv3like" / "config.json"))))
+                                            BuildOptions(config=str(FIXTURES / "dsv3like" / "config.json")))))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -13,6 +13,7 @@ import torch
 
 from archviz.cost.kv import entry_bytes, per_token_bytes
 from archviz.cost.measure import measure
+from archviz.cost.options import CostOptions
 from archviz.sources import BuildOptions, build
 
 FIX = pathlib.Path(__file__).parent.parent / "fixtures" / "kvcaches"
@@ -23,7 +24,7 @@ B = 2
 
 @pytest.fixture(scope="module")
 def entries():
-    record = measure(MODEL, config=CONFIG, batch=B, seq=16, context=1000)
+    record = measure(MODEL, BuildOptions(config=CONFIG), CostOptions(batch=B, seq=16, context=1000))
     return record.extra("cost")["kv"]["entries"]
 
 

@@ -1,9 +1,9 @@
 """The dataflow pictures of real models' attention blocks and decoder layers in a real headless Chromium (issue 32
 item 1): llama, deepseek_v3 and the default model (examples/deepseek-v4-flash, the `make site` model), each built
 with few layers (the pictures of one layer are those of every layer of its kind). At most 25 boxes before
-expansion, the rotary embedding one box named after its function with the def line the source has, expanding it
-shows its ops, no two boxes overlap, and every box links (to a page that exists) or expands (to an element of the
-page). Needs Debian's chromium and playwright-python (see tests/test_site_browser.py)."""
+expansion, each picture on one 1280×800 screen, the rotary embedding one box named after its function with the def
+line the source has, expanding it shows its ops, no two boxes overlap, and every box links (to a page that exists) or
+expands (to an element of the page). Needs Debian's chromium and playwright-python (see tests/test_site_browser.py)."""
 
 from __future__ import annotations
 
@@ -85,6 +85,11 @@ def test_attention_and_layer_pictures_fold_by_function(name, browser, tmp_path):
             boxes = _boxes(page)
             assert 3 <= len(boxes) <= MAX_BOXES, (path.name, len(boxes), [b["text"] for b in boxes])
             _no_overlap(boxes)
+            # the picture fits on one 1280×800 screen before expansion, inside the page's column (no sideways scroll)
+            fig = page.evaluate("""() => { const f = document.querySelector('figure.dataflow-fig');
+                const r = f.querySelector('svg.dataflow').getBoundingClientRect();
+                return {w: r.width, h: r.height, scroll: f.scrollWidth, client: f.clientWidth}; }""")
+            assert fig["h"] <= 800 and fig["w"] <= 1280 and fig["scroll"] <= fig["client"], (path.name, fig)
             for b in boxes:  # every box links to a page that exists or to an element of this page
                 assert b["href"], (path.name, b)
                 if b["href"].startswith("#"):

@@ -13,6 +13,8 @@ import torch.nn.functional as F
 
 import archviz
 from archviz.cost.measure import measure
+from archviz.cost.options import CostOptions
+from archviz.sources import BuildOptions
 from archviz.shapes import kernel_packages as kp
 from archviz.shapes import kernels, trace_shapes
 from archviz.walk import walk
@@ -132,7 +134,8 @@ def test_a_model_importing_the_packages_traces_and_costs_on_meta():
     assert set(mixer.kernels) == {"flash_attn.flash_attn_func", "causal_conv1d.causal_conv1d_fn",
                                   "mamba_ssm.selective_scan_fn", "deep_gemm.gemm_fp8_fp8_bf16_nt"}
     B, T = 1, 16
-    cost = measure(str(FIX / "model.py"), config=str(FIX / "config.json"), batch=B, seq=T, context=64)
+    cost = measure(str(FIX / "model.py"), BuildOptions(config=str(FIX / "config.json")),
+                   CostOptions(batch=B, seq=T, context=64))
     prefill = cost.extra("cost")["prefill"]
     assert not prefill["unknown"].get("mixer")
     d, h = cfg["dim"], cfg["n_heads"]

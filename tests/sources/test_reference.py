@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 
 from archviz.cost.measure import measure
+from archviz.cost.options import CostOptions
+from archviz.sources import BuildOptions
 
 KV = Path(__file__).resolve().parent.parent / "fixtures" / "kvcaches"
 
@@ -31,7 +33,7 @@ def test_generation_py_sets_the_dtype(tmp_path: Path):
         shutil.copy(KV / name, tmp_path / name)
     (tmp_path / "generation.py").write_text(GENERATION)
     cfg = json.loads((KV / "config.json").read_text())
-    record = measure(str(tmp_path / "model.py"), batch=1, seq=8, context=64)
+    record = measure(str(tmp_path / "model.py"), BuildOptions(), CostOptions(batch=1, seq=8, context=64))
     assert any("default dtype bfloat16, as its launcher sets (generation.py:8)" in n for n in record.source.notes)
     assert [dtype for dtype, _ in record.summary.bytes_by_dtype] == ["bfloat16"]
     head_dim = cfg["dim"] // cfg["n_heads"]

@@ -1,14 +1,13 @@
 """The site's cost figures, from the records' cost extra (`archviz build --cost`, or records of `archviz cost -o`):
-the overview's section (decode FLOPs per token and KV-cache bytes against context length as inline SVG drawn here,
+the overview's section (decode FLOPs per token and KV-cache bytes against context length as inline SVG,
 with a table of the same values; prefill at (B, T), the attention/MLP split, weights, KV and serving memory as
-`archviz cost` prints them) and each node page's FLOPs per call × its multiplicity. Pure: no torch, no template."""
+`archviz cost` prints them) and each node page's FLOPs per call × its multiplicity. Pure: no torch; the charts'
+geometry is computed here and drawn by templates/svg.html."""
 
 from __future__ import annotations
 
 import math
 from typing import Any, Callable, Sequence
-
-from markupsafe import Markup, escape
 
 from ... import format as fmt
 from ...cost.bounds import site_devices, tokens_per_s_curve
@@ -169,8 +168,9 @@ def si(suffix: str) -> Callable[[float], str]:
 
 def chart(cid: str, points: Sequence[tuple[int, float]], y_label: str, unit: Callable[[float], str],
           description: str, tick: Callable[[float], str]) -> dict[str, Any]:
-    """An inline SVG of `points` (L, value) on log-log axes, ticks at every L and every decade; its `aria-label`
-    says what it shows and the table beside it gives every value."""
+    """The geometry of a chart of `points` (L, value) on log-log axes, ticks at every L and every decade, for the
+    `chart` macro (templates/svg.html) to draw as inline SVG; its `aria-label` says what it shows and the table beside
+    it gives every value."""
     pts = [(L, v) for L, v in points if L > 0 and v and v > 0]
     xs = [math.log2(L) for L, _ in pts] or [0.0]
     xlo, xhi = min(xs), max(xs)
@@ -184,37 +184,27 @@ def chart(cid: str, points: Sequence[tuple[int, float]], y_label: str, unit: Cal
     def y(v: float) -> float:
         return round(Y1 - (math.log10(v) - ylo) / (yhi - ylo) * (Y1 - Y0), 1)
 
-    parts = [f'<svg class="cost-chart" id="{cid}" viewBox="0 0 {W} {H}" role="img" '
-             f'aria-label="{escape(description)}" xmlns="http://www.w3.org/2000/svg">',
-             f"<title>{escape(description)}</title>",
-             f'<rect class="frame" x="{X0}" y="{Y0}" width="{X1 - X0}" height="{Y1 - Y0}"/>']
     step = 1 if yhi - ylo <= 6 else 2
+    ygrid = []
     for e in range(int(ylo), int(yhi) + 1, step):
         yy = y(10.0 ** e)
-        parts.append(f'<line class="grid" x1="{X0}" y1="{yy}" x2="{X1}" y2="{yy}"/>')
-        parts.append(f'<text class="tick y" x="{X0 - 6}" y="{yy + 4}" text-anchor="end">{escape(tick(10.0 ** e))}'
-                     "</text>")
+        ygrid.append({"y": yy, "tx": X0 - 6, "ty": yy + 4, "text": tick(10.0 ** e)})
+    xgrid = []
     last = {16: -1e9, 30: -1e9}  # the right end of the last label on each row
     for L, _ in pts:
         xx = x(L)
-        parts.append(f'<line class="grid" x1="{xx}" y1="{Y0}" x2="{xx}" y2="{Y1}"/>')
         # a label that would touch the one before it goes a row lower (128K and 160K sit close)
         half = 3.5 * len(tokens_text(L)) + 3
         row = 16 if xx - half > last[16] else 30
         last[row] = xx + half
-        parts.append(f'<text class="tick x" x="{xx}" y="{Y1 + row}" text-anchor="middle">'
-                     f"{escape(tokens_text(L))}</text>")
-    parts.append(f'<text class="axis" x="{(X0 + X1) // 2}" y="{H - 4}" text-anchor="middle">context length L '
-                 "(tokens, log scale)</text>")
-    parts.append(f'<text class="axis" transform="translate(12 {(Y0 + Y1) // 2}) rotate(-90)" '
-                 f'text-anchor="middle">{escape(y_label)} (log)</text>')
-    if len(pts) > 1:
-        parts.append('<polyline class="line" points="' + " ".join(f"{x(L)},{y(v)}" for L, v in pts) + '"/>')
-    for L, v in pts:
-        parts.append(f'<circle class="pt" cx="{x(L)}" cy="{y(v)}" r="4" data-l="{L}" data-v="{v:.17g}">'
-                     f"<title>L = {escape(tokens_text(L))}: {escape(unit(v))}</title></circle>")
-    parts.append("</svg>")
-    return {"id": cid, "svg": Markup("".join(parts)), "label": description}
+        xgrid.append({"x": xx, "ty": Y1 + row, "text": tokens_text(L)})
+    return {"id": cid, "label": description, "w": W, "h": H,
+            "frame": {"x": X0, "y": Y0, "w": X1 - X0, "h": Y1 - Y0, "right": X1, "bottom": Y1},
+            "ygrid": ygrid, "xgrid": xgrid, "xaxis": {"x": (X0 + X1) // 2, "y": H - 4},
+            "yaxis": {"x": 12, "y": (Y0 + Y1) // 2, "text": y_label},
+            "line": " ".join(f"{x(L)},{y(v)}" for L, v in pts) if len(pts) > 1 else "",
+            "points": [{"x": x(L), "y": y(v), "L": L, "v": f"{v:.17g}", "title": f"L = {tokens_text(L)}: {unit(v)}"}
+                       for L, v in pts]}
 
 
 __all__ = ["SiteCost", "chart", "CurvePoint"]

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...records import ModuleRecord
 from ..flowfold import flow_items, function_parts
-from .flowlayout import render_svg
+from .flowlayout import picture
 
 
 def overview_module(record: Any, index: dict[str, ModuleRecord]) -> ModuleRecord | None:
@@ -70,7 +70,7 @@ def flow_picture(ms: Any, n: Any, m: ModuleRecord, mroot: str, title: str, colla
     ops = sum(1 for i in items if i.kind == "op")
     label = f"Dataflow of {title}: {boxes} module box{'' if boxes == 1 else 'es'}, {fns} function" \
             f"{'' if fns == 1 else 's'} and {ops} op{'' if ops == 1 else 's'} in forward order"
-    parts = [{**p, "svg": render_svg(p["items"], f"Ops inside {p['name']}", ident=f"fn{p['step']}")}
+    parts = [{**p, "picture": picture(p["items"], f"Ops inside {p['name']}", ident=f"fn{p['step']}")}
              for p in function_parts(flow, shape)]
-    return {"svg": render_svg(items, label), "label": label, "steps": [i.as_list_item() for i in items],
+    return {"picture": picture(items, label), "label": label, "steps": [i.as_list_item() for i in items],
             "cut": cut, "truncated": flow.truncated, "functions": parts}

@@ -1,131 +1,169 @@
-"""A dataflow picture laid out at build time as inline SVG (no script: it shows with JavaScript off): one box per
-row in forward order, so no two boxes overlap; an edge to the row below is a short arrow, an edge that skips rows
-(a residual, an input read again) runs in a lane of its own to the right of the boxes. Module boxes are links to
-their node pages; a function box (a run of ops inside one call of a Python function) links to what it expands to;
-ops are smaller pills. A chain of layout ops folded into an edge labels the edge. Text is in the monospace face, so
-its width is known here."""
+"""A dataflow picture laid out at build time for inline SVG (no script: it shows with JavaScript off; drawn by the
+`flow` macro of templates/svg.html). Boxes stand in rows in forward order, read left to right and top to bottom: a
+box joins the row before it when it reads nothing of that row or only its last box and the row stays narrow enough
+(the forward's inputs side by side, a chain of calls read left to right, a branch that starts afresh beside the end of
+the one before), so no two boxes overlap and a layer or attention block fits on one screen. An edge to the next row is a short arrow (bent where the boxes stand apart); an
+edge that skips rows (a residual, an input read again) runs in a lane of its own to the right of the boxes. Module
+boxes are links to their node pages; a function box (a run of ops inside one call of a Python function) links to
+what it expands to; ops are smaller pills. A chain of layout ops folded into an edge labels the edge. Text is in the
+monospace face, so its width is known here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from markupsafe import Markup, escape
-
 from ..flowfold import Item
 
 CHAR = 7.3  # px per character of 12px monospace (DejaVu Sans Mono: 7.22)
 PAD = 10  # px of box padding each side
-GAP = 18  # px between rows
+GAP = 16  # px between rows
+LABEL = 10  # px more above a row whose incoming edge has a label
+SIDE = 16  # px between the boxes of a row (an arrow where one reads the other)
+ROW = 780  # px: the widest a row of several boxes grows (with the lanes, the picture stays inside a 1000 px column)
 LANE = 12  # px between lanes
-TALL, SHORT = 40, 24  # box heights: two lines (modules), one line (ops, inputs, output)
-
-
-_STYLE = """svg.dataflow{font:12px var(--mono,monospace);display:block}
-svg.dataflow .box rect{fill:var(--card,#fff);stroke:var(--dim,#6a6f76);stroke-width:1}
-svg.dataflow .call rect,svg.dataflow .fold rect{stroke:var(--accent,#2158b6);stroke-width:1.4}
-svg.dataflow .fn rect{fill:var(--card,#fff);stroke:var(--accent,#2158b6);stroke-width:1;stroke-dasharray:2 2}
-svg.dataflow text.v{font-size:10px;fill:var(--dim,#6a6f76)}
-svg.dataflow .fold rect{stroke-dasharray:5 3}
-svg.dataflow .op rect{fill:var(--code-bg,#f6f6f3)}
-svg.dataflow .in rect,svg.dataflow .out rect{fill:var(--mark,#fff3bf);stroke:var(--mark-edge,#f0b400)}
-svg.dataflow text{fill:var(--fg,#1d1f21)}
-svg.dataflow text.t{font-weight:700}
-svg.dataflow a:hover rect,svg.dataflow a:focus rect{stroke-width:2.6}
-svg.dataflow .e{fill:none;stroke:var(--dim,#6a6f76);stroke-width:1.2}
-svg.dataflow .m{fill:var(--dim,#6a6f76)}"""
-
-
+TALL, SHORT = 36, 22  # box heights: two lines (modules), one line (ops, inputs, output)
+BASE = {TALL: (14, 29), SHORT: (15,)}  # each line's baseline below the box's top
 SMALL = 6.1  # px per character of the 10px edge labels
 
 
+def _rows(items: list[Item], widths: list[int]) -> list[list[int]]:
+    """Items in rows, forward order kept: an item joins the last row when the row stays within ROW px, it is of the
+    row's side (inputs only beside inputs) and it reads nothing of that row, or only the row's last box, through an
+    edge without a label (a chain read left to right: q_a_proj → q_a_norm → q_b_proj)."""
+    rows: list[list[int]] = []
+    for c, it in enumerate(items):
+        last = rows[-1] if rows else None
+        if last is not None and (items[last[0]].kind == "in") == (it.kind == "in") and \
+                set(it.inputs) & set(last) <= {last[-1]} - set(it.via) and \
+                sum(widths[i] + SIDE for i in last) + widths[c] <= ROW:
+            last.append(c)
+        else:
+            rows.append([c])
+    return rows
+
+
 def layout(items: list[Item]) -> dict[str, Any]:
-    """Boxes [{x, y, w, h}] per item, edge paths and edge labels; every box on its own row."""
+    """Boxes [{x, y, w, h}] per item, edges [(path, arrowhead)] and edge labels [(x, y, text)]."""
     widths = [max(60, round(max(len(t) for t in it.lines()) * CHAR + 2 * PAD)) for it in items]
-    maxw = max(widths, default=60)
+    rows = _rows(items, widths)
+    spans = [sum(widths[i] for i in r) + SIDE * (len(r) - 1) for r in rows]
+    maxw = max(spans, default=60)
     cx = 8 + maxw / 2
-    boxes = []
+    row_of = {i: r for r, row in enumerate(rows) for i in row}
+    # the gap above a row that an edge label is written in is taller: its lines run above the label
+    labelled = {row_of[c] for c, it in enumerate(items) for p in it.via if row_of.get(p) == row_of[c] - 1}
+    boxes: list[dict[str, Any]] = [{} for _ in items]
+    tops = []  # (top, bottom) of each row
     y = 8
-    for it, w in zip(items, widths):
-        h = TALL if len(it.lines()) > 1 else SHORT
-        boxes.append({"x": round(cx - w / 2, 1), "y": y, "w": w, "h": h})
-        y += h + GAP
-    height = y - GAP + 8
-    # An edge that skips rows leaves its source to the right, into the source's lane: one vertical line from the
-    # source down to its last such consumer, a stub into each. Lanes are reused once their source's line has ended.
+    for r, (row, span) in enumerate(zip(rows, spans)):
+        if r:
+            y += GAP + (LABEL if r in labelled else 0)
+        h = max(TALL if len(items[i].lines()) > 1 else SHORT for i in row)
+        x = cx - span / 2
+        for i in row:
+            hi = TALL if len(items[i].lines()) > 1 else SHORT
+            boxes[i] = {"x": round(x, 1), "y": y + (h - hi) // 2, "w": widths[i], "h": hi}
+            x += widths[i] + SIDE
+        tops.append((y, y + h))
+        y += h
+    height = y + 8
+    lane_of, lanes = _lanes(items, row_of)
+    right = 8 + maxw + 14
+    edges, labels = _edges(items, boxes, rows, tops, lane_of, right)
+    width = right + LANE * max(0, lanes - 1) + 10 if lanes else 8 + maxw + 8
+    width = max([width, *(x + len(t) * SMALL + 8 for x, _, t in labels)])
+    return {"boxes": boxes, "edges": edges, "labels": labels, "width": round(width), "height": height}
+
+
+def _lanes(items: list[Item], row_of: dict[int, int]) -> tuple[dict[int, int], int]:
+    """The lane of each source with an edge that skips rows, and how many lanes: one vertical line from the source
+    down to its last such consumer; a lane is reused once its source's line has ended."""
     reach: dict[int, int] = {}
     for c, it in enumerate(items):
         for p in it.inputs:
-            if p < c - 1:
-                reach[p] = max(reach.get(p, 0), c)
+            if row_of[p] < row_of[c] - 1:
+                reach[p] = max(reach.get(p, 0), row_of[c])
     lane_end: list[int] = []
     lane_of: dict[int, int] = {}
     for p in sorted(reach):
-        lane = next((i for i, end in enumerate(lane_end) if end < p), None)
+        lane = next((i for i, end in enumerate(lane_end) if end < row_of[p]), None)
         if lane is None:
             lane = len(lane_end)
             lane_end.append(0)
         lane_end[lane] = reach[p]
         lane_of[p] = lane
-    right = 8 + maxw + 14
+    return lane_of, len(lane_end)
+
+
+def _edges(items: list[Item], boxes: list[dict[str, Any]], rows: list[list[int]], tops: list[tuple[int, int]],
+           lane_of: dict[int, int], right: float) -> tuple[list[tuple[str, bool]], list[tuple[float, float, str]]]:
+    """Edge paths (with or without an arrowhead) and the edge labels (x, y, text): the layout ops on an edge to the
+    next row, beside its arrow. An edge along a row is an arrow between the boxes; to the next row, an arrow down
+    (bent in the gap between the rows); one that skips rows leaves its source into the source's lane, right of every
+    box (from the source's right side when it ends its row, else from below it), and a stub from the lane enters each
+    consumer (from the right where the consumer ends its row, else along the gap above it into its top)."""
+    row_of = {i: r for r, row in enumerate(rows) for i in row}
+    last_of_row = {row[-1] for row in rows}
+
+    def mid(i: int) -> float:
+        return boxes[i]["x"] + boxes[i]["w"] / 2
+
     entering: dict[int, int] = {}
-    edges = []
-    labels = []  # (x, y, text): the layout ops on an edge to the next row, beside its arrow
-    for p, lane in lane_of.items():
+    edges: list[tuple[str, bool]] = []
+    labels: list[tuple[float, float, str]] = []
+    exit_y: dict[int, float] = {}
+    for k, (p, lane) in enumerate(lane_of.items()):
         bp = boxes[p]
-        edges.append(f"M{bp['x'] + bp['w']:g} {bp['y'] + bp['h'] / 2:g}H{right + LANE * lane:g}")
+        if p in last_of_row:
+            exit_y[p] = bp["y"] + bp["h"] / 2
+            edges.append((f"M{bp['x'] + bp['w']:g} {exit_y[p]:g}H{right + LANE * lane:g}", False))
+        else:
+            exit_y[p] = tops[row_of[p]][1] + 3 + 4 * (k % 3)
+            edges.append((f"M{mid(p):g} {bp['y'] + bp['h']}V{exit_y[p]:g}H{right + LANE * lane:g}", False))
     for c, it in enumerate(items):
+        bc = boxes[c]
         for p in it.inputs:
             if p >= c:
                 continue
-            bp, bc = boxes[p], boxes[c]
-            if p == c - 1:
-                edges.append(f"M{cx:g} {bp['y'] + bp['h']}V{bc['y'] - 2}")
+            bp = boxes[p]
+            if row_of[p] == row_of[c]:  # the box before it in its row
+                edges.append((f"M{bp['x'] + bp['w']:g} {bp['y'] + bp['h'] / 2:g}H{bc['x'] - 2:g}", True))
+                continue
+            if row_of[p] == row_of[c] - 1:
+                x0, x1, top = mid(p), mid(c), bc["y"] - 2
+                if abs(x0 - x1) < 1:
+                    edges.append((f"M{x1:g} {bp['y'] + bp['h']}V{top}", True))
+                else:  # bent in the gap between the rows
+                    edges.append((f"M{x0:g} {bp['y'] + bp['h']}V{tops[row_of[p]][1] + 5}H{x1:g}V{top}", True))
                 if p in it.via:
-                    labels.append((cx + 6, bp["y"] + bp["h"] + GAP / 2 + 4, it.via[p]))
+                    labels.append((x1 + 6, tops[row_of[c]][0] - 4, it.via[p]))
                 continue
             lx = right + LANE * lane_of[p]
             k = entering.get(c, 0)
             entering[c] = k + 1
-            y1 = bp["y"] + bp["h"] / 2
-            y2 = bc["y"] + bc["h"] / 2 - 6 + 4 * (k % 4)
-            edges.append(f"M{lx:g} {y1:g}V{y2:g}H{bc['x'] + bc['w'] + 2:g}")
-    width = right + LANE * max(0, len(lane_end) - 1) + 10 if lane_end else 8 + maxw + 8
-    width = max([width, *(x + len(t) * SMALL + 8 for x, _, t in labels)])
-    return {"boxes": boxes, "edges": edges, "labels": labels, "width": round(width), "height": height}
+            if c in last_of_row:  # into its right side
+                y2 = bc["y"] + bc["h"] / 2 - 6 + 4 * (k % 4)
+                edges.append((f"M{lx:g} {exit_y[p]:g}V{y2:g}H{bc['x'] + bc['w'] + 2:g}", True))
+            else:  # into its top, along the gap above its row
+                y2 = tops[row_of[c] - 1][1] + 9  # below the bends (+5) and between the exits (+3, +7, +11)
+                edges.append((f"M{lx:g} {exit_y[p]:g}V{y2:g}H{mid(c) - 6 - 4 * (k % 3):g}V{bc['y'] - 2}", True))
+    return edges, labels
 
 
-def render_svg(items: list[Item], label: str, ident: str = "") -> Markup:
-    """The picture; `ident` names a nested one (the ops inside a function box: class dataflow-ops, its own marker
-    id). In the main picture a box that links nowhere else links to its entry in the list of steps below it."""
+def picture(items: list[Item], label: str, ident: str = "") -> dict[str, Any]:
+    """The picture for the `flow` macro (templates/svg.html) to draw; `ident` names a nested one (the ops inside a
+    function box: class dataflow-ops, its own marker id). In the main picture a box that links nowhere else links to
+    its entry in the list of steps below it."""
     geo = layout(items)
-    cls = "dataflow-ops" if ident else "dataflow"
-    arrow_id = f"flow-arrow-{ident}" if ident else "flow-arrow"
-    out = [f'<svg class="{cls}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {geo["width"]} {geo["height"]}" '
-           f'width="{geo["width"]}" height="{geo["height"]}" role="group" aria-label="{escape(label)}">',
-           f"<style>{_STYLE.replace('svg.dataflow', f'svg.{cls}')}</style>",
-           f'<defs><marker id="{arrow_id}" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
-           'orient="auto-start-reverse"><path class="m" d="M0 0L8 4L0 8z"/></marker></defs>']
-    for d in geo["edges"]:
-        arrow = "" if d.count("H") == 1 and "V" not in d else f' marker-end="url(#{arrow_id})"'  # a lane's start
-        out.append(f'<path class="e" d="{d}"{arrow}/>')
-    for x, y, t in geo["labels"]:
-        out.append(f'<text class="v" x="{x:g}" y="{y:g}">{escape(t)}</text>')
+    boxes = []
     for n, (it, b) in enumerate(zip(items, geo["boxes"])):
         lines = it.lines()
-        rx = 12 if it.kind == "op" else 4
-        text = []
-        for i, t in enumerate(lines):
-            ty = b["y"] + (15 if len(lines) > 1 else 16) + 17 * i
-            bold = ' class="t"' if i == 0 and len(lines) > 1 else ""
-            text.append(f'<text x="{b["x"] + PAD:g}" y="{ty}"{bold}>{escape(t)}</text>')
-        body = f'<rect x="{b["x"]:g}" y="{b["y"]}" width="{b["w"]}" height="{b["h"]}" rx="{rx}"/>' + "".join(text)
-        name = escape(" · ".join(lines))
-        href = it.href or (None if ident else f"#flow-step-{n + 1}")
-        if href:
-            out.append(f'<a class="box {it.kind}" href="{escape(href)}" data-path="{escape(it.path)}">'
-                       f'<title>{name}</title>{body}</a>')  # named by its <title>, which holds the visible text
-        else:
-            data = f' data-path="{escape(it.path)}"' if it.path else ""
-            out.append(f'<g class="box {it.kind}"{data}><title>{name}</title>{body}</g>')
-    out.append("</svg>")
-    return Markup("".join(out))
+        texts = [{"x": f"{b['x'] + PAD:g}", "y": b["y"] + BASE[b["h"]][i], "bold": i == 0 and len(lines) > 1,
+                  "text": t} for i, t in enumerate(lines)]
+        boxes.append({"kind": it.kind, "href": it.href or (None if ident else f"#flow-step-{n + 1}"),
+                      "path": it.path, "name": " · ".join(lines), "x": f"{b['x']:g}", "y": b["y"], "w": b["w"],
+                      "h": b["h"], "rx": 12 if it.kind == "op" else 4, "texts": texts})
+    return {"cls": "dataflow-ops" if ident else "dataflow", "arrow": f"flow-arrow-{ident}" if ident else "flow-arrow",
+            "label": label, "width": geo["width"], "height": geo["height"],
+            "edges": [{"d": d, "arrow": arrow} for d, arrow in geo["edges"]],  # a lane's start has no arrowhead
+            "labels": [{"x": f"{x:g}", "y": f"{y:g}", "text": t} for x, y, t in geo["labels"]], "boxes": boxes}

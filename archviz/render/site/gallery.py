@@ -126,7 +126,7 @@ def render_gallery(entries: list[Entry], pairs: Sequence[Pair] = (), *, defaults
 
             diff = f"diff-{name}"
             ra, rb = (next(e.record for e in built if e.key == k) for k in (p.a, p.b))
-            files[diff] = diff_page(p.diff, ra, rb, files, [a["slug"], b["slug"]]).encode()
+            files[diff] = diff_page(p.diff, ra, rb, files, [a["slug"], b["slug"]], env).encode()
         files[f"compare-{name}"] = compare_t.render(**common, page_kind="compare", a=a, b=b, figures=_figures(a, b),
                                                     choose=None, diff=diff, data=None).encode()
         pair_links.append({"a": a["name"], "b": b["name"], "href": f"compare-{name}", "diff": diff, "why": p.why})

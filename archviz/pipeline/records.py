@@ -1,0 +1,110 @@
+"""`records_for`: a source's records, built on meta, walked, traced and grouped (or read from a records file), with
+the records cache in front of the build. The one sequence `archviz.load` and the commands run."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+
+from ..errors import ArchvizError
+from ..records import ModelRecord
+from ..sources.options import BuildOptions
+from .cached import build_key, cached
+from .options import QUIET, Feedback, PassOptions, given, refuse_pass_options
+
+NO_BUILD = BuildOptions()
+NO_PASS = PassOptions()
+
+
+def records_for(source: str, build: BuildOptions = NO_BUILD, passes: PassOptions = NO_PASS, *, group: bool = False,
+                names: str | None = None, cache: bool = False, feedback: Feedback = QUIET) -> ModelRecord:
+    """The records of SOURCE: built on meta as `build` says, walked, with the meta forward pass when
+    `passes.shapes`, grouped when `group` (titles from the `names` file). A records file (`archviz walk -o`) is read
+    instead, and no build or pass option may be given with it. `cache`: the records cache serves an unchanged
+    source, and keeps what was built; it holds the records before grouping (a pure function of them, a fraction of a
+    second), so one entry serves every use. The model's code runs under `archviz.sources.guard.model_code`: it may
+    not end the process, and what it prints goes to stderr."""
+    if is_records_file(source):  # already built (by `archviz walk -o`, maybe elsewhere)
+        refuse_build_options(source, build, passes)
+        record = read_records(source)
+    else:
+        if not passes.shapes:
+            refuse_pass_options(passes)
+        key = {**build_key(build), **asdict(passes)}
+        record = cached("records", source, key, (build.config, build.tokenizer, passes.kernel_rules),
+                        lambda: _built(source, build, passes, feedback), use=cache, feedback=feedback)
+    if group:  # always from the modules: a grouping stored in a records file is derived data, never trusted
+        from ..gcpause import collector_paused
+        from ..group import group as grouped
+        from ..group import load_names
+
+        with collector_paused():  # tens of thousands of signatures and nodes, none cyclic
+            record = grouped(record, names=load_names(names) if names else None)
+    return record
+
+
+def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feedback) -> ModelRecord:
+    from ..sources import build as build_source
+    from ..sources.guard import model_code
+    from ..walk import walk
+
+    with model_code():  # the model's code may not end the process or print to stdout (--json stays JSON)
+        with feedback.step(f"building {source} on meta"):
+            built = build_source(source, build)
+        with feedback.progress("walking modules") as cb:
+            record = walk(built, progress=cb)
+        if not passes.shapes:
+            return record
+        from ..shapes import trace_shapes
+
+        if passes.kernel_rules:
+            from ..shapes.kernels import load_rules_file
+
+            load_rules_file(passes.kernel_rules)
+        with feedback.progress("meta forward pass") as cb:
+            return trace_shapes(built, record, batch=passes.batch, seq=passes.seq,
+                                input_specs=list(passes.inputs) or None, memo=not passes.every_block,
+                                train=passes.train, progress=cb)
+
+
+def refuse_build_options(source: str, build: BuildOptions, passes: PassOptions) -> None:
+    """A records file is built already: an option of the build or the pass given with it would be ignored."""
+    flags = {"--config": build.config, "--set": build.overrides, "--model-class": build.model_class,
+             "--config-class": build.config_class, "--tokenizer": build.tokenizer, "--world-size": build.world_size,
+             "--rank": build.rank, **passes.flags(), "--trust-remote-code": build.trust_remote_code,
+             "--quantized": build.quantized}
+    flags["--train"] = flags.pop("--train")  # the order the flags were always named in
+    named = given(flags)
+    if named:
+        raise ArchvizError(f"{source}: a records file is already built, so {', '.join(named)} cannot apply",
+                           hint="give the model source to build it again with them, or drop them")
+
+
+def is_records_file(path: str) -> bool:
+    """A records JSON written by `archviz walk` (its first key is the schema)."""
+    if not path.endswith(".json") or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and b'"schema"' in head and b"archviz.records/" in head
+
+
+def read_records(path: str) -> ModelRecord:
+    """A records file read, its cost extra (what the cost renderers read) checked now rather than failing there."""
+    from ..gcpause import collector_paused
+    from ..records import loads
+
+    try:
+        with open(path, encoding="utf-8") as f, collector_paused():  # JSON of a million acyclic objects
+            record = loads(f.read())
+        if record.extra("cost") is not None:
+            from ..cost.extra import check as check_cost
+
+            check_cost(record.extra("cost"))
+        return record
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ArchvizError(f"{path}: not a readable records file ({e})",
+                           hint="write one with `archviz walk SOURCE -o records.json`") from None
