@@ -1,7 +1,7 @@
 """The probe under tensor parallelism (`archviz probe SOURCE --world-size N`): the reduced copy run as N processes
 under torch.distributed, each rank built with the model's own parallel layers and run with real collectives.
 
-Each rank runs `run_probe(..., world_size=N, rank=r)`: the full model laid out for rank r on meta (its records are
+Each rank runs `run_probe` with `BuildOptions(world_size=N, rank=r)`: the full model laid out for rank r on meta (its records are
 `--world-size N --rank r`'s), the reduced copy built for rank r for real. Before the real pass, `Sharded.prepare`
 builds the same reduced copy unsharded (world size 1), fills it with the probe's random weights and runs it on the
 same tokens (the single-process run); the rank's weights are then cut from it (a tensor whose one dim is N times
