@@ -29,8 +29,9 @@ _CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[3])
 from archviz.probe import run_probe
+from archviz.sources import BuildOptions
 t = time.perf_counter()
-r = run_probe(sys.argv[1], config=sys.argv[2])
+r = run_probe(sys.argv[1], BuildOptions(config=sys.argv[2]))
 seconds = time.perf_counter() - t
 print(json.dumps({"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "agreement": r.agreement, "compared": r.compared, "layers_kept": len(r.plan.kept_layers or ()),

@@ -27,14 +27,16 @@ _CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 world, model, config, overrides = int(sys.argv[2]), sys.argv[3], sys.argv[4], json.loads(sys.argv[5])
+from archviz.sources import BuildOptions
+opts = BuildOptions(config=config, overrides=tuple(overrides.items()))
 t = time.perf_counter()
 if world == 1:
     from archviz.probe import run_probe
-    r = run_probe(model, config=config, overrides=overrides)
+    r = run_probe(model, opts)
     notes = {"agreement": r.agreement, "compared": r.compared}
 else:
     from archviz.probe.parallel_run import run_tensor_parallel
-    r = run_tensor_parallel(model, world, config=config, overrides=overrides)
+    r = run_tensor_parallel(model, world, opts)
     notes = {"ok": r.ok}
 seconds = time.perf_counter() - t
 kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -18,11 +18,11 @@ has it, the checkpoint does not) · ``checkpoint-only`` (explained by a label su
 ``buffer``, or ``unmapped``). The result is stored in the record as the ``checkpoint`` extra (JSON-able); module
 verdicts aggregate up the module tree, so every ancestor path carries its subtree's verdict and counts.
 
-Two paths give that result. The per-tensor path maps each checkpoint tensor and works out each model tensor's
-verdict on its own. Where the tensor list is compacted and the names and rules allow it (``families.py`` lists
-when), the family path gives the same result, byte for byte, from one rename and lookup per family of layer/expert
-tensors and one verdict per pair of a checkpoint family and a kind of model tensor: a 671B model's 45,000 expert
-projections are a few dozen families.
+The verdicts come from one interface (``verdicts.py``): the per-tensor path, its specification, maps each
+checkpoint tensor and works out each model tensor's verdict on its own; where the tensor list is compacted and the
+names and rules allow it (``families.py`` lists when), the family path gives the same result, byte for byte, from
+one rename and lookup per family of layer/expert tensors: a 671B model's 45,000 expert projections are a few dozen
+families.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import re
 import sys
 from itertools import chain
 import types
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Literal, Mapping
 
 from archviz.gcpause import collector_paused
 from archviz.errors import CheckpointError
@@ -41,16 +41,14 @@ from archviz.records import ModelRecord
 from .records import CheckpointInventory
 from .hf_live import FACTS_KEY, live_ruleset
 from .rules import Rules, Ruleset, load_rules
-from .entries import (
-    DirectEntries, Entry, block_size, check_scales, checkpoint_only_label, ck_desc, fused_entry, missing_entry,
-    split_entries,
-)
+from .entries import Entry, block_size, check_scales, checkpoint_only_label, ck_desc
 from .compact import compact_checkpoint_only, compact_entries, compact_entry_list  # noqa: F401
 from .aggregate import module_verdicts
-from .units import INT_CK, NON_PARAM_LABELS, ModelTensor, Unit, model_index, checkpoint_units
-from .families import Fallback, FamilyEntry, ModelNames, compare_families, family_score
+from .units import INT_CK, NON_PARAM_LABELS, Unit, model_index, checkpoint_units
+from .families import FamilyEntry, ModelNames, family_score
 from .templates import split_name
-from .mapping import Resolver, choose_ruleset, map_units
+from .mapping import Resolver, choose_ruleset
+from .verdicts import ModelSide, tensor_verdicts
 from .compact import compress_names  # noqa: F401 - part of this module's interface since before the split
 from .aggregate import EXTRA_DEPTH  # noqa: F401
 from .units import CK_TO_TORCH  # noqa: F401
@@ -95,12 +93,15 @@ COMPACT_ABOVE = 1000  # entries; above this the tensors list is collapsed over l
 
 
 def compare(record: ModelRecord, inventory: CheckpointInventory | str | os.PathLike[str],
-            rules: Rules | str | os.PathLike[str] | None = None, *, compact: bool | None = None) -> ModelRecord:
+            rules: Rules | str | os.PathLike[str] | None = None, *, compact: bool | None = None,
+            path: Literal["auto", "fast", "spec"] = "auto") -> ModelRecord | None:
     """Compare ``record`` with a checkpoint's headers; returns the record with the ``checkpoint`` extra set.
 
     ``inventory`` may be a :class:`CheckpointInventory` or anything ``open_checkpoint`` accepts; ``rules`` a
     :class:`Rules` or a user rules file (added to the built-in rules). ``compact`` collapses the per-tensor list over
-    layer/expert indices (default: when it has more than ``COMPACT_ABOVE`` entries).
+    layer/expert indices (default: when it has more than ``COMPACT_ABOVE`` entries). ``path``: how the verdicts are
+    worked out (``verdicts.py``: per tensor, the specification, with ``"spec"``; by families alone with ``"fast"``,
+    None where that does not apply); the result is the same.
     """
     if not isinstance(inventory, CheckpointInventory):
         from .sources import open_checkpoint
@@ -108,11 +109,11 @@ def compare(record: ModelRecord, inventory: CheckpointInventory | str | os.PathL
         inventory = open_checkpoint(inventory)
     # Hundreds of thousands of small objects, none cyclic: the cyclic collector would only rescan them.
     with collector_paused():
-        return _compare(record, inventory, rules, compact)
+        return _compare(record, inventory, rules, compact, path)
 
 
 def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules | str | os.PathLike[str] | None,
-             compact: bool | None) -> ModelRecord:
+             compact: bool | None, path: Literal["auto", "fast", "spec"]) -> ModelRecord | None:
     if rules is None:
         rules = load_rules()
     elif not isinstance(rules, Rules):
@@ -142,19 +143,12 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
     scorer = (lambda sample, rs: family_score(sample, rs, rules.user, names, resolver)) if names else None
     ruleset, scores = choose_ruleset(units, rules, record, resolver, (live,) if live is not None else (), scorer)
     resolver = Resolver(all_names, rules.prefixes)
-    found = None
-    if names and (compact or (compact is None and len(targets) > COMPACT_ABOVE)) and filed[0] == len(all_names):
-        try:  # the same result, worked out once per family of layer/expert tensors (families.py says when)
-            found = compare_families(units, names, ruleset, rules, block, resolver)
-        except Fallback:
-            found = None
-    if found is not None:
-        entries, positions, left = found
-        leftovers: list[tuple[Unit, str | None]] = [(u, None) for u in left]
-        positions.extend(range(len(targets), len(targets) + len(leftovers)))
-    else:
-        entries, leftovers = _per_tensor(units, targets, aliases, others, ruleset, rules, block, resolver)
-        positions = None
+    model = ModelSide(targets, aliases, others, names, filed[0] == len(all_names))
+    found = tensor_verdicts(units, model, ruleset, rules, block, resolver, path=path,
+                            compact=bool(compact or (compact is None and len(targets) > COMPACT_ABOVE)))
+    if found is None:  # path="fast", and the family path does not apply
+        return None
+    entries, positions, leftovers = found.entries, found.positions, found.leftovers
 
     ck_only: list[dict[str, Any]] = []
     for u, override in leftovers:
@@ -182,78 +176,6 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
     if live_note:
         result["rules"]["notes"] = [live_note]
     return record.with_extra(EXTRA_KEY, result)
-
-
-def _per_tensor(units: list[Unit], targets: dict[str, ModelTensor], aliases: dict[str, str],
-                others: dict[str, ModelTensor], ruleset: Ruleset, rules: Rules, block: tuple[int, int],
-                resolver: Resolver) -> tuple[list[Entry], list[tuple[Unit, str | None]]]:
-    """Map every unit and give every model tensor its verdict, one by one: (entries in the model's order, the
-    checkpoint-only units with a label that overrides the rules')."""
-    map_units(units, ruleset, rules.user, resolver, write=True)
-
-    # Targets: model name → units. Aliases land on the counted tensor; a second copy is a tied copy.
-    by_target: dict[str, list[Unit]] = {}
-    splits: dict[tuple[str, ...], list[Unit]] = {}  # model tensors filled together by splitting conversions
-    split_of: dict[str, tuple[str, ...]] = {}
-    leftovers: list[tuple[Unit, str | None]] = []  # (unit, label override)
-    for u in units:
-        tgt = u.target
-        if tgt is None:
-            leftovers.append((u, None))
-            continue
-        if tgt in aliases:
-            tgt = aliases[tgt]
-            u.target = tgt
-        if tgt in others:  # a non-persistent buffer or a paired scale: nothing to load it into
-            leftovers.append((u, None))
-            continue
-        if tgt not in targets:
-            leftovers.append((u, None))
-            continue
-        if u.split and all(s in targets for s in u.split):
-            group = (tgt,) + u.split
-            for member in group:
-                split_of[member] = group
-            splits.setdefault(group, []).append(u)
-            continue
-        by_target.setdefault(tgt, []).append(u)
-
-    entries: list[Entry] = []
-    direct_entry = DirectEntries(block, rules, ruleset, rules.user, resolver)
-    for name, mt in targets.items():
-        group = split_of.get(name)
-        if group is not None:
-            if name == group[0]:  # the whole group at its first member
-                us = splits[group] + [u for m in group for u in by_target.get(m, ())]
-                entries.extend(split_entries([targets[m] for m in group], us, rules))
-                for u in us:
-                    u.assigned = True
-            continue
-        us = by_target.get(name)
-        if us is not None and len(us) == 1 and us[0].fuse is None:  # one checkpoint tensor, as is: most of them
-            u = us[0]
-            entries.append(direct_entry(mt, u))
-            u.assigned = True
-            continue
-        if not us:
-            entries.append(missing_entry(mt))
-            continue
-        fused = [u for u in us if u.fuse is not None]
-        direct = [u for u in us if u.fuse is None]
-        if len(direct) > 1 and not fused:
-            # several checkpoint tensors on one name: the first is it, the rest tied copies when the same shape
-            same = [u for u in direct[1:] if u.logical_shape == direct[0].logical_shape]
-            for u in same:
-                leftovers.append((u, "tied copy"))
-            direct = [direct[0]] + [u for u in direct[1:] if u not in same]
-        if len(direct) == 1 and not fused:
-            entries.append(direct_entry(mt, direct[0]))
-        else:
-            entries.append(fused_entry(mt, direct + fused, block, rules))
-        for u in us:
-            u.assigned = True
-
-    return entries, leftovers
 
 
 def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[Entry], ck_only: list[dict[str, Any]],
@@ -348,8 +270,9 @@ class _CallableModule(types.ModuleType):
     package exports the module, not a function of the same name that would hide it)."""
 
     def __call__(self, record: ModelRecord, inventory: CheckpointInventory | str | os.PathLike[str],
-                 rules: Rules | str | os.PathLike[str] | None = None, *, compact: bool | None = None) -> ModelRecord:
-        return compare(record, inventory, rules, compact=compact)
+                 rules: Rules | str | os.PathLike[str] | None = None, *, compact: bool | None = None,
+                 path: Literal["auto", "fast", "spec"] = "auto") -> ModelRecord | None:
+        return compare(record, inventory, rules, compact=compact, path=path)
 
 
 sys.modules[__name__].__class__ = _CallableModule

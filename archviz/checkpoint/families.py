@@ -24,7 +24,7 @@ Anything else raises :class:`Fallback` before anything is written, and the per-t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from .entries import DirectEntries, Entry, missing_entry
 from .mapping import Resolver
@@ -202,11 +202,30 @@ def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rul
     user = rules.user
     if ruleset.mapper is not None:
         raise Fallback("the ruleset maps names with code")
-    fuse = (user.fuse if user else ()) + ruleset.fuse
-    rename = _TemplateRenamer(user, ruleset)
+    mapped = _FamilyMapping(names, _TemplateRenamer(user, ruleset), resolver.ops,
+                            bool((user.fuse if user else ()) + ruleset.fuse))
+    for fam in _checkpoint_families(units).values():
+        mapped.add(fam)
 
-    target_list = names.target_list
-    # the checkpoint's families: a template, its scales' templates, what a verdict reads of the tensor
+    # what is written: the resolver's counts, in the order the prefixes were first used; the leftovers' mapping
+    resolver.hits = {op: mapped.used[op] for op in sorted(mapped.first_use, key=mapped.first_use.__getitem__)}
+    left = sorted(mapped.left, key=lambda x: x[0])
+    for _, u, to, target in left:
+        u.mapped, u.target, u.fuse, u.split = to, target, None, ()
+
+    entries = _pair_entries(mapped.pairs.values(), DirectEntries(block, rules, ruleset, user, resolver))
+    taken, target_list = mapped.taken, names.target_list
+    pos = taken.find(0)
+    while pos >= 0:
+        entries.append((pos, missing_entry(target_list[pos])))
+        pos = taken.find(0, pos + 1)
+    entries.sort(key=lambda x: x[0])
+    return [e for _, e in entries], [p for p, _ in entries], [u for _, u, _, _ in left]
+
+
+def _checkpoint_families(units: list[Unit]) -> dict[tuple, _CkFamily]:
+    """The checkpoint's families: units of one template, with their scales' templates, alike in all a verdict reads
+    of the tensor (dtype, shape, packing, the scales' dtypes and shapes), in checkpoint order."""
     families: dict[tuple, _CkFamily] = {}
     for i, u in enumerate(units):
         info = u.info
@@ -217,10 +236,10 @@ def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rul
             st = sibling_template(info.name, t, sc.name)
             if st is None:
                 raise Fallback(f"a scale's name is not its weight's but for the last component: {sc.name!r}")
-            sts = (st,)
-            key = (t, st, info.dtype, info.shape, u.packed, sc.dtype, sc.shape)
+            sts: tuple[str, ...] = (st,)
+            key: tuple = (t, st, info.dtype, info.shape, u.packed, sc.dtype, sc.shape)
         elif scales:
-            sts = tuple(sibling_template(info.name, t, sc.name) for sc in scales)
+            sts = tuple(sibling_template(info.name, t, sc.name) for sc in scales)  # type: ignore[misc]
             if None in sts:
                 raise Fallback(f"a scale's name is not its weight's but for the last component: {info.name!r}")
             key = (t, sts, info.dtype, info.shape, u.packed, tuple((sc.dtype, sc.shape) for sc in scales))
@@ -232,75 +251,87 @@ def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rul
             fam = families[key] = _CkFamily(t, sts)
         fam.units.append(u)
         fam.at.append(i)
+    return families
 
-    # each family mapped: its template renamed, the one candidate template that names model tensors, its indices
-    ops = resolver.ops
-    taken = bytearray(len(target_list))
-    pairs: dict[tuple, tuple[_CkFamily, list[tuple[int, ModelTensor, Unit]]]] = {}
-    left: list[tuple[int, Unit, str, str | None]] = []  # (checkpoint place, unit, mapped, target)
-    first_use: dict[tuple[str, str], int] = {}
-    used: dict[tuple[str, str], int] = {}
-    renamed_of: dict[str, str] = {}
-    for fam in families.values():
-        renamed = renamed_of.get(fam.template)
+
+Member = tuple[int, ModelTensor, Unit]  # (the model tensor's place in ``targets``, it, the checkpoint unit on it)
+
+
+class _FamilyMapping:
+    """Each family mapped: its template renamed, the one candidate template that names model tensors, its indices
+    looked up. Collects the pairs by (family, kind of model tensor), the units left over (checkpoint place, unit,
+    mapped name, target), which model tensors are taken, and the prefixes' uses."""
+
+    def __init__(self, names: ModelNames, rename: _TemplateRenamer, ops: list[tuple[str, str]], fuse: bool):
+        self.names, self.rename, self.ops, self.fuse = names, rename, ops, fuse
+        self.taken = bytearray(len(names.target_list))
+        self.pairs: dict[tuple, tuple[_CkFamily, list[Member]]] = {}
+        self.left: list[tuple[int, Unit, str, str | None]] = []
+        self.first_use: dict[tuple[str, str], int] = {}  # prefix op → the first checkpoint place it maps
+        self.used: dict[tuple[str, str], int] = {}  # prefix op → the units it maps
+        self._renamed: dict[str, str] = {}
+
+    def add(self, fam: _CkFamily) -> None:
+        renamed = self._renamed.get(fam.template)
         if renamed is None:
-            renamed = renamed_of[fam.template] = rename(fam.template, len(fam.units[0].nums))
-        found = [(op, c, d) for op, c in _candidates(renamed, ops) if (d := names.get(c)) is not None]
+            renamed = self._renamed[fam.template] = self.rename(fam.template, len(fam.units[0].nums))
+        names = self.names
+        found = [(op, c, d) for op, c in _candidates(renamed, self.ops) if (d := names.get(c)) is not None]
         if len(found) > 1:
             raise Fallback(f"{len(found)} prefixes give model names for {renamed!r}")
         if not found:
-            if fuse:
+            if self.fuse:
                 raise Fallback("a fuse rule may take an unmapped tensor")
-            left.extend((i, u, fill(renamed, u.nums), None) for i, u in zip(fam.at, fam.units))
-            continue
+            self.left.extend((i, u, fill(renamed, u.nums), None) for i, u in zip(fam.at, fam.units))
+            return
         op, c, filed = found[0]
         n_used = 0
-        by_kind: dict[Any, list[tuple[int, ModelTensor, Unit]]] = {}
+        by_kind: dict[Any, list[Member]] = {}
         for i, u in zip(fam.at, fam.units):
             pos = filed.get(u.nums)
             if pos is None:
-                if fuse:
+                if self.fuse:
                     raise Fallback("a fuse rule may take an unmapped tensor")
-                left.append((i, u, fill(renamed, u.nums), None))
+                self.left.append((i, u, fill(renamed, u.nums), None))
                 continue
-            if not n_used and op is not None and (op not in first_use or i < first_use[op]):
-                first_use[op] = i
+            if not n_used and op is not None and (op not in self.first_use or i < self.first_use[op]):
+                self.first_use[op] = i
             n_used += 1
             if pos < 0:
                 if pos == -2:
                     raise Fallback("a checkpoint tensor lands on an alias")
-                left.append((i, u, fill(renamed, u.nums), fill(c, u.nums)))
+                self.left.append((i, u, fill(renamed, u.nums), fill(c, u.nums)))
                 continue
-            if taken[pos]:
-                raise Fallback("two checkpoint tensors land on one model tensor")
-            taken[pos] = 1
-            mt = target_list[pos]
-            group = by_kind.get(mt.kind_key)
-            if group is None:
-                if mt.scales and u.scales and not (len(mt.scales) == 1 and len(u.scales) == 1):
-                    raise Fallback("scales that do not pair one to one")
-                group = by_kind[mt.kind_key] = []
-                pairs[(id(fam), mt.kind_key)] = (fam, group)
-            group.append((pos, mt, u))
+            self._pair(fam, by_kind, pos, u)
         if op is not None and n_used:
-            used[op] = used.get(op, 0) + n_used
+            self.used[op] = self.used.get(op, 0) + n_used
 
-    # what is written: the resolver's counts, in the order the prefixes were first used; the leftovers' mapping
-    resolver.hits = {op: used[op] for op in sorted(first_use, key=first_use.__getitem__)}
-    left.sort(key=lambda x: x[0])
-    for _, u, mapped, target in left:
-        u.mapped, u.target, u.fuse, u.split = mapped, target, None, ()
+    def _pair(self, fam: _CkFamily, by_kind: dict[Any, list[Member]], pos: int, u: Unit) -> None:
+        """The unit ``u`` of ``fam`` on the model tensor at ``pos``, filed with its family's pairs of that kind."""
+        if self.taken[pos]:
+            raise Fallback("two checkpoint tensors land on one model tensor")
+        self.taken[pos] = 1
+        mt = self.names.target_list[pos]
+        group = by_kind.get(mt.kind_key)
+        if group is None:
+            if mt.scales and u.scales and not (len(mt.scales) == 1 and len(u.scales) == 1):
+                raise Fallback("scales that do not pair one to one")
+            group = by_kind[mt.kind_key] = []
+            self.pairs[(id(fam), mt.kind_key)] = (fam, group)
+        group.append((pos, mt, u))
 
-    # one verdict per pair family (per instance where an explain rule's dtypes hold: its pattern sees the names)
-    direct = DirectEntries(block, rules, ruleset, user, resolver)
+
+def _pair_entries(pairs: Iterable[tuple[_CkFamily, list[Member]]], direct: DirectEntries) -> list[tuple[int, Any]]:
+    """One verdict per pair family (per instance where an explain rule's dtypes hold: its pattern sees the names),
+    at its first model position."""
     entries: list[tuple[int, Any]] = []
-    for fam, members in pairs.values():
+    for fam, members in pairs:
         members.sort(key=lambda m: m[0])
         _, mt, u = members[0]
         explains = direct.explains_for(mt.rec.dtype, u.info.dtype)
         groups = [members]
         if explains:  # the pairs an explain rule's pattern picks apart (it reads the names)
-            by_applies: dict[tuple[bool, ...], list[tuple[int, ModelTensor, Unit]]] = {}
+            by_applies: dict[tuple[bool, ...], list[Member]] = {}
             for m in members:
                 by_applies.setdefault(tuple(ex.matches(m[1].name, m[2].name) for ex in explains), []).append(m)
             groups = list(by_applies.values())
@@ -311,9 +342,4 @@ def compare_families(units: list[Unit], names: ModelNames, ruleset: Ruleset, rul
             for _, _, v in group:
                 v.packed, v.scales_ok = packed, ok
             entries.append((pos, FamilyEntry(first, group, fam.scale_templates) if len(group) > 1 else first))
-    pos = taken.find(0)
-    while pos >= 0:
-        entries.append((pos, missing_entry(target_list[pos])))
-        pos = taken.find(0, pos + 1)
-    entries.sort(key=lambda x: x[0])
-    return [e for _, e in entries], [p for p, _ in entries], [u for _, u, _, _ in left]
+    return entries

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from itertools import chain, repeat
 from math import prod
 from operator import floordiv, getitem, itemgetter, mul, sub
-from typing import Any
+from typing import Any, Literal
 
 from archviz.errors import CheckpointError
 from archviz.files.safeio import open_regular, read_bounded
@@ -156,35 +156,48 @@ def _metadata(meta: Any) -> Any:
 
 
 def parse_header(
-    header: bytes, *, shard: str, data_bytes: int, where: str
-) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+    header: bytes, *, shard: str, data_bytes: int, where: str, path: Literal["auto", "fast", "spec"] = "auto"
+) -> tuple[dict[str, TensorInfo], dict[str, str]] | None:
     """Parse and validate header bytes (prefix excluded).
 
     ``shard`` is recorded in each :class:`TensorInfo`; ``data_bytes`` is the size of the data region (file size
     minus prefix and header); ``where`` names the file in messages. Returns the tensors in header order and the
     ``__metadata__`` dict (empty if absent).
 
-    Headers in the layout the safetensors writers produce take a fast path (:func:`_canonical_tensors`: a split
-    on the entries' fixed punctuation instead of a JSON parse); every other header is JSON-decoded. Both then take
-    the same whole-column checks (:func:`_build`); anything those reject is re-checked entry by entry by
-    :func:`check_entries`, which names the first offending tensor. All paths accept exactly the same headers and
-    read them to the same tensors (the fuzz tests hold them to that).
+    The specification (``path="spec"``, :func:`_spec_tensors`): the text JSON-decoded as serde_json decodes it, each
+    entry checked by :func:`check_entries`, which names the first offending tensor. Two fast paths give the same
+    tensors where their preconditions hold (``path="fast"`` takes them alone and gives ``None`` where neither holds):
+    a header in the layout the safetensors writers produce is split on its entries' fixed punctuation instead of
+    JSON-decoded (:func:`_canonical_tensors`), and any other decoded header is checked in whole-column passes
+    (:func:`_fast_tensors`). ``path="auto"`` (every caller) takes a fast path where one holds, else the
+    specification, which decides and explains. The fuzz tests hold the paths to the same readings and errors.
     """
     text = _text(header, where)
-    fast = _canonical_tensors(header, text, shard, data_bytes)
-    if fast is not None:
-        _check_name_lengths(fast[0], where)
-        return fast
-    obj, metadata = _decode(text, where)
-    tensors = _fast_tensors(obj, shard, data_bytes)
-    if tensors is None:
+    read = None if path == "spec" else _canonical_tensors(header, text, shard, data_bytes)
+    if read is None:
+        obj, metadata = _decode(text, where)
+        tensors = None if path == "spec" else _fast_tensors(obj, shard, data_bytes)
+        if tensors is None:
+            if path == "fast":
+                return None
+            tensors = _spec_tensors(obj, header, shard, data_bytes, where)
+        read = tensors, metadata
+    _check_name_lengths(read[0], where)
+    return read
+
+
+def _spec_tensors(obj: dict[str, Any], header: bytes, shard: str, data_bytes: int, where: str
+                  ) -> dict[str, TensorInfo]:
+    """The specification's tensors of a decoded header (``__metadata__`` removed): every entry checked, one by one;
+    a fault that a name listed twice may explain is reported as that (the decoded object keeps the last)."""
+    try:
+        check_entries(obj, data_bytes, where)
+    except CheckpointError:
         dup = _duplicate_key(header)
         if dup is not None:
-            raise _bad(where, f"tensor {_short(dup)} is listed twice in the header")
-        check_entries(obj, data_bytes, where)
-        tensors = _entry_tensors(obj, shard)  # valid, beyond the bulk path (a shape of rank > 64)
-    _check_name_lengths(tensors, where)
-    return tensors, metadata
+            raise _bad(where, f"tensor {_short(dup)} is listed twice in the header") from None
+        raise
+    return _entry_tensors(obj, shard)
 
 
 def _check_name_lengths(tensors: dict[str, TensorInfo], where: str) -> None:
@@ -196,7 +209,7 @@ def _check_name_lengths(tensors: dict[str, TensorInfo], where: str) -> None:
 
 
 def _entry_tensors(obj: dict[str, Any], shard: str) -> dict[str, TensorInfo]:
-    """Tensors of entries :func:`check_entries` passed, one by one, in header order."""
+    """Tensors of entries :func:`check_entries` passed, one by one, in header order (a shape of any rank)."""
     return {name: TensorInfo(name, e["dtype"], tuple(e["shape"]), shard, (e["data_offsets"][0], e["data_offsets"][1]))
             for name, e in obj.items()}
 
@@ -345,8 +358,8 @@ _new_tuple = tuple.__new__  # map(_new_tuple, repeat(TensorInfo), rows): TensorI
 def _fast_tensors(obj: dict[str, Any], shard: str, data_bytes: int) -> dict[str, TensorInfo] | None:
     """Validate and build all entries at once; ``None`` when anything is off (the caller finds what).
 
-    Accepts exactly the headers :func:`check_entries` accepts (the fuzz tests hold both to that), in a few
-    whole-column passes of C-level builtins.
+    A fast path of :func:`parse_header`: accepts exactly the headers :func:`check_entries` accepts (up to rank 64)
+    and builds the same tensors, in a few whole-column passes of C-level builtins.
     """
     if not obj:
         return {} if data_bytes == 0 else None
@@ -441,7 +454,7 @@ _SECOND = itemgetter(1)
 def check_entries(obj: dict[str, Any], data_bytes: int, where: str) -> None:
     """Check tensor entries one by one (``__metadata__`` already removed); raise on the first fault.
 
-    The reference for :func:`parse_header`'s bulk path: both accept exactly the same headers.
+    The specification :func:`parse_header`'s fast paths are held to: they accept exactly the same headers.
     """
     bits_of = DTYPE_BITS.get
     spans: list[tuple[int, int, str]] = []

@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from itertools import accumulate, chain, compress, repeat
 from math import prod
 from operator import and_, is_not, itemgetter, mul, rshift
-from typing import Any
+from typing import Any, Literal
 
 from archviz.errors import CheckpointError
 from archviz.records.recordcheck import fail, refused_as, want_int, want_list, want_str, want_table
@@ -59,7 +59,9 @@ from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, dty
 
 __all__ = [
     "ARCHVIZ_MANIFEST_FORMAT",
+    "IndexNotManifest",
     "inventory_from_manifest",
+    "manifest_from_bytes",
     "load_json_file",
     "read_manifest",
     "write_manifest",
@@ -105,6 +107,10 @@ def load_json_file(path: str | os.PathLike[str]) -> Any:
 
 def _bad(where: str, what: str) -> CheckpointError:
     return CheckpointError(f"{where}: {what}", hint="the manifest is damaged; regenerate or copy it again")
+
+
+class IndexNotManifest(CheckpointError):
+    """The JSON is a checkpoint's index (it has a ``weight_map``), not a manifest: open it as an index."""
 
 
 def _int(v: Any) -> bool:
@@ -253,14 +259,14 @@ def _archviz_rows_fast(rows: list[Any], shards: list[ShardInfo], where: str) -> 
     return dict(zip(names, infos))
 
 
-def _from_archviz(obj: dict[str, Any], source: str, where: str) -> CheckpointInventory:
+def _from_archviz(obj: dict[str, Any], source: str, where: str, path: str) -> CheckpointInventory | None:
     shards = _check_shards(where, obj.get("shards"), audit=False)
     rows = obj.get("tensors")
     with refused_as(lambda m: _bad(where, m)):
         want_list("tensors", rows)
-    fast = _archviz_rows_fast(rows, shards, where)
-    if fast is not None:
-        return _archviz_inventory(obj, source, where, shards, fast)
+    fast = None if path == "spec" else _archviz_rows_fast(rows, shards, where)
+    if fast is not None or path == "fast":
+        return None if fast is None else _archviz_inventory(obj, source, where, shards, fast)
     tensors: dict[str, TensorInfo] = {}
     spans: list[list[tuple[int, int, str]]] = [[] for _ in shards]
     cursor: list[int | None] = [0] * len(shards)
@@ -325,7 +331,7 @@ def _archviz_inventory(obj: dict[str, Any], source: str, where: str, shards: lis
 
 def _audit_tensors(listed: dict[str, Any], by_name: dict[str, ShardInfo], where: str
                    ) -> tuple[dict[str, TensorInfo], dict[str, int]]:
-    """Entry by entry: the reference for the bulk path, and the one that names a fault."""
+    """Entry by entry: the specification of the bulk path, and the one that names a fault."""
     tensors: dict[str, TensorInfo] = {}
     cursor = dict.fromkeys(by_name, 0)
     checked = _Shapes(where)
@@ -416,15 +422,17 @@ def _audit_layout(names: list[str], dtypes: list[str], t_shapes: list[tuple[int,
     return dict(zip(names, infos)), cursor
 
 
-def _from_audit(obj: dict[str, Any], source: str, where: str) -> CheckpointInventory:
+def _from_audit(obj: dict[str, Any], source: str, where: str, path: str) -> CheckpointInventory | None:
     shards = _check_shards(where, obj.get("shards"), audit=True)
     by_name = {s.name: s for s in shards}
     listed = obj.get("tensors")
     if type(listed) is not dict:
         raise _bad(where, '"tensors" must be an object of name -> {dtype, shape, shard}')
-    fast = _audit_tensors_fast(listed, by_name, where) if listed else None
+    fast = _audit_tensors_fast(listed, by_name, where) if listed and path != "spec" else None
     if fast is not None:
         tensors, cursor = fast
+    elif path == "fast":
+        return None
     else:
         tensors, cursor = _audit_tensors(listed, by_name, where)
     return _audit_inventory(obj, source, shards, tensors, cursor)
@@ -498,7 +506,7 @@ def _split_list(raw: bytes, text: str, entry: re.Pattern[str], groups: int, open
         check_text(emptied, obj)  # beyond the bounds: the JSON path refuses it and says why
     except (ValueError, RecursionError):
         return None
-    if type(obj) is not dict or obj.get("tensors") != ({} if opener == "{" else []):
+    if type(obj) is not dict or obj.get("tensors") != ({} if opener == "{" else []) or "weight_map" in obj:
         return None
     # Whitespace control characters inside a string make the text invalid JSON: none in any column (the names
     # joined; the other columns hold few distinct values).
@@ -566,39 +574,47 @@ def _archviz_canonical(raw: bytes, text: str, source: str, where: str) -> Checkp
     return _archviz_inventory(obj, source, where, shards, tensors)
 
 
-def canonical_manifest(raw: bytes, text: str, *, source: str, where: str | None = None
-                       ) -> CheckpointInventory | None:
-    """The inventory of a manifest laid out as its writers lay it out (``raw`` its bytes, ``text`` their UTF-8
-    text), read without a JSON parse of its tensor list; ``None`` for any other text, to be read with
-    :func:`inventory_from_manifest`, which reads these to the same inventory."""
-    where = where or source
+def _canonical_manifest(raw: bytes, text: str, source: str, where: str) -> CheckpointInventory | None:
+    """The inventory of a manifest in its writers' layout, read without a JSON parse of its tensor list; or None."""
     fast = _archviz_canonical if text.startswith(_ARCHVIZ_HEAD) else _audit_canonical
     return fast(raw, text, source, where)
 
 
-def manifest_from_bytes(raw: bytes, *, source: str, where: str | None = None) -> CheckpointInventory:
-    """Build an inventory from a manifest file's (gunzipped) bytes, of either format."""
+def manifest_from_bytes(raw: bytes, *, source: str, where: str | None = None,
+                        path: Literal["auto", "fast", "spec"] = "auto") -> CheckpointInventory | None:
+    """An inventory from a manifest file's (gunzipped) bytes, of either format: the one reader of them. The
+    specification (``path="spec"``): the text parsed as JSON, read row by row (:func:`inventory_from_manifest`),
+    which names any fault. Two fast paths give the same inventory where they hold (``path="fast"``: them alone,
+    ``None`` where neither holds): the writers' layout split into columns without a JSON parse of its tensor list
+    (:func:`_canonical_manifest`), and a parsed list checked in whole-column passes. ``path="auto"`` (every caller):
+    a fast path where one holds, else the specification. Raises :class:`IndexNotManifest` for an index."""
     where = where or source
     text = decode_json_text(raw, where)
-    inv = canonical_manifest(raw, text, source=source, where=where)
-    return inv if inv is not None else inventory_from_manifest(parse_json_text(text, where), source=source, where=where)
+    inv = None if path == "spec" else _canonical_manifest(raw, text, source, where)
+    if inv is None:
+        inv = inventory_from_manifest(parse_json_text(text, where), source=source, where=where, path=path)
+    return inv
 
 
-def inventory_from_manifest(obj: Any, *, source: str, where: str | None = None) -> CheckpointInventory:
-    """Build an inventory from a loaded manifest object of either format."""
+def inventory_from_manifest(obj: Any, *, source: str, where: str | None = None,
+                            path: Literal["auto", "fast", "spec"] = "auto") -> CheckpointInventory | None:
+    """An inventory from a loaded manifest of either format (``path``: of the whole-column fast path alone)."""
     where = where or source
     if type(obj) is not dict:
         raise _bad(where, "a manifest must be a JSON object")
+    if "weight_map" in obj:
+        raise IndexNotManifest(f'{where}: a checkpoint index (it has a "weight_map"), not a manifest',
+                               hint="pass it as the checkpoint: archviz reads the shards it lists")
     fmt = obj.get("format")
     if fmt == ARCHVIZ_MANIFEST_FORMAT:
-        return _from_archviz(obj, source, where)
+        return _from_archviz(obj, source, where, path)
     if isinstance(fmt, str) and fmt.startswith(_FORMAT_PREFIX):
         raise CheckpointError(
             f"{where}: manifest format {fmt!r} is not supported (this archviz reads {ARCHVIZ_MANIFEST_FORMAT!r})",
             hint="upgrade archviz or rewrite the manifest with this version",
         )
     if isinstance(obj.get("tensors"), dict) and isinstance(obj.get("shards"), list):
-        return _from_audit(obj, source, where)
+        return _from_audit(obj, source, where, path)
     raise CheckpointError(
         f'{where}: not a checkpoint manifest (no "format": {ARCHVIZ_MANIFEST_FORMAT!r}, no header-audit lists)',
         hint="pass a .safetensors file, a *.safetensors.index.json, a folder, a manifest or hf://owner/name",

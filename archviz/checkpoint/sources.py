@@ -26,7 +26,7 @@ from archviz.files.safeio import read_regular
 
 from .assemble import INDEX_SUFFIX, MAX_INDEX_BYTES, Progress, assemble, index_shards, natural_key, parse_index
 from .header import ParsedShard, read_local_shard
-from .manifest import canonical_manifest, decode_json_text, inventory_from_manifest, parse_json_text, read_json_bytes
+from .manifest import IndexNotManifest, manifest_from_bytes, read_json_bytes
 from .records import CheckpointInventory
 
 __all__ = ["PICKLE_SUFFIXES", "open_checkpoint", "open_folder", "open_index", "open_safetensors"]
@@ -144,16 +144,12 @@ def open_folder(path: str | os.PathLike[str], *, progress: Progress | None = Non
 def _open_json(where: str, progress: Progress | None) -> CheckpointInventory:
     if where.endswith(INDEX_SUFFIX):
         return open_index(where, progress=progress)
-    raw = read_json_bytes(where)
-    text = decode_json_text(raw, where)
-    inv = canonical_manifest(raw, text, source=where)
-    if inv is None:
-        obj = parse_json_text(text, where)
-        if isinstance(obj, dict) and "weight_map" in obj:
-            if where.endswith((".bin.index.json", ".pt.index.json")):
-                raise _refuse_pickle(where)
-            return open_index(where, progress=progress)
-        inv = inventory_from_manifest(obj, source=where)
+    try:
+        inv = manifest_from_bytes(read_json_bytes(where), source=where)
+    except IndexNotManifest:
+        if where.endswith((".bin.index.json", ".pt.index.json")):
+            raise _refuse_pickle(where) from None
+        return open_index(where, progress=progress)
     _report(progress, 1, 1, os.path.basename(where))
     return inv
 

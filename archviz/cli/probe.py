@@ -102,19 +102,21 @@ def probe(
     with handled(debug, json_):  # before the imports below: a typo costs no torch import
         check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
                       world_size=world_size, rank=rank)
-    from ..probe import parse_size, run_probe
+    from ..probe import ProbeOptions, parse_size, run_probe
+    from ..sources import BuildOptions
     from ..sources.guard import model_code
 
+    with handled(debug, json_):
+        build_options = BuildOptions(config=config, overrides=overrides(set_),
+                                     model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
+                                     trust_remote_code=trust_remote_code)
+        options = ProbeOptions(device=device, max_memory=parse_size(max_memory) if max_memory else None, batch=batch,
+                               seq=seq, input_specs=input_, train=train)
     if world_size is not None and rank is None:
         with handled(debug, json_):
-            _probe_ranks(source, world_size, timeout, json_, debug, config=config, overrides=dict(overrides(set_)),
-                         model_class=model_class, tokenizer=tokenizer, device=device,
-                         max_memory=parse_size(max_memory) if max_memory else None, batch=batch, seq=seq,
-                         trust_remote_code=trust_remote_code, input_specs=input_, train=train,
-                         kernel_rules=kernel_rules)
+            _probe_ranks(source, world_size, timeout, json_, debug, build_options, options, kernel_rules)
         return
     with handled(debug, json_), output_option(output, json_):
-        limit = parse_size(max_memory) if max_memory else None
         if kernel_rules:
             from ..shapes.kernels import load_rules_file
 
@@ -122,10 +124,7 @@ def probe(
         bars = _Bars()
         try:
             with model_code("probing the model"):  # it may not end the process or print to stdout
-                result = run_probe(source, config=config, overrides=dict(overrides(set_)), model_class=model_class,
-                                   tokenizer=tokenizer, world_size=world_size, rank=rank, device=device,
-                                   max_memory=limit, batch=batch, seq=seq, progress=bars,
-                                   trust_remote_code=trust_remote_code, input_specs=input_, train=train)
+                result = run_probe(source, build_options, options, progress=bars)
         finally:
             bars.close()
         if output:
@@ -144,7 +143,8 @@ def probe(
             raise typer.Exit(1)
 
 
-def _probe_ranks(source: str, world_size: int, timeout: float, json_: bool, debug: bool, **kwargs: Any) -> None:
+def _probe_ranks(source: str, world_size: int, timeout: float, json_: bool, debug: bool, build_options: Any,
+                 options: Any, kernel_rules: str | None) -> None:
     """`--world-size N` without `--rank`: the probe as N processes under torch.distributed; exit 1 on a problem."""
     from rich.table import Table
 
@@ -154,7 +154,8 @@ def _probe_ranks(source: str, world_size: int, timeout: float, json_: bool, debu
 
     try:
         with spinner(f"probing {world_size} ranks under torch.distributed"):
-            result = run_tensor_parallel(source, world_size, timeout=timeout, **kwargs)
+            result = run_tensor_parallel(source, world_size, build_options, options, timeout=timeout,
+                                         kernel_rules=kernel_rules)
     except RanksFailed as e:
         if debug:
             for f in e.failures:

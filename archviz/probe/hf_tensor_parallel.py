@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .tensor_parallel import TOLERANCE, Sharded, OutputCapture
+from .tensor_parallel import Sharded, OutputCapture
 
 
 def _plan_entry(path: str, plan: dict[str, str]) -> str | None:
@@ -43,29 +43,30 @@ def planned_shape(name: str, full: tuple[int, ...], style: str | None, world_siz
     return tuple(shape)
 
 
-def hf_rank_probe(rank: int, world_size: int, spec: str, kwargs: dict[str, Any], folder: str) -> dict[str, Any]:
-    """One rank: the single-process run, the tp_plan load, shapes against the plan, outputs against the single run."""
+def hf_rank_probe(rank: int, world_size: int, spec: str, build_options: Any, options: Any, tolerance: float,
+                  folder: str) -> dict[str, Any]:
+    """One rank: the single-process run, the tp_plan load, shapes against the plan, outputs against the single run
+    (`build_options`' overrides and remote-code trust, `options`' seed, batch and seq)."""
     import torch.distributed as dist
 
     from ..sources import BuildOptions, build
 
     start = time.perf_counter()
-    overrides = dict(kwargs.get("overrides") or {})
-    seed = int(kwargs.get("seed", 0))
-    meta = build(spec, BuildOptions(overrides=tuple(overrides.items()),
-                                    trust_remote_code=bool(kwargs.get("trust_remote_code"))))
+    seed = int(options.seed)
+    meta = build(spec, BuildOptions(overrides=tuple(build_options.overrides),
+                                    trust_remote_code=bool(build_options.trust_remote_code)))
     cls, config = type(meta.model), meta.model.config
     meta = None
     if rank == 0:
         torch.manual_seed(seed)
         cls(config).to(torch.float32).save_pretrained(folder)
     dist.barrier()
-    B, T = int(kwargs.get("batch") or 2), int(kwargs.get("seq") or 7)
+    B, T = int(options.batch or 2), int(options.seq or 7)
     vocab = int(getattr(config, "vocab_size", 2) or 2)
     ids = torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed + 1))
 
     single = cls.from_pretrained(folder, dtype=torch.float32).eval()
-    checker = Sharded(rank, world_size, kwargs.get("tolerance", TOLERANCE))
+    checker = Sharded(rank, world_size, tolerance)
     checker.single = OutputCapture(single)
     with torch.no_grad():
         single(input_ids=ids, use_cache=False)

@@ -42,33 +42,41 @@ class TensorParallelResult:
                 "problems": self.problems(), "ranks": self.ranks, "seconds": round(self.seconds, 3)}
 
 
-def run_tensor_parallel(spec: str, world_size: int, *, timeout: float = 600.0, device: str = "cpu",
-                        tolerance: float = TOLERANCE, **kwargs: Any) -> TensorParallelResult:
+def run_tensor_parallel(spec: str, world_size: int, build_options: Any = None, options: Any = None, *,
+                        timeout: float = 600.0, tolerance: float = TOLERANCE,
+                        kernel_rules: str | None = None) -> TensorParallelResult:
     """`archviz probe SOURCE --world-size N`: every rank's probe in its own process under torch.distributed (a
-    reference model: `tensor_parallel.rank_probe`; a transformers model: `hf_tensor_parallel.hf_rank_probe`);
-    raises `archviz.probe.spawn.RanksFailed` (exit 1, or 2 for a rank's bad input) when a rank raises, dies or
-    outlives `timeout` seconds."""
+    reference model: `tensor_parallel.rank_probe`; a transformers model: `hf_tensor_parallel.hf_rank_probe`), built
+    with `build_options` (`BuildOptions`, its world size and rank each rank's) and run with `options`
+    (`ProbeOptions`); raises `archviz.probe.spawn.RanksFailed` (exit 1, or 2 for a rank's bad input) when a rank
+    raises, dies or outlives `timeout` seconds."""
     import tempfile
 
     from ..sources import BuildOptions
     from ..sources.dispatch import classify
+    from .run import ProbeOptions
     from .spawn import backend_for, run_ranks
 
     start = time.perf_counter()
+    build_options = build_options or BuildOptions()
+    options = options or ProbeOptions()
+    device = options.device
     backend = backend_for(device, world_size)
-    kwargs = dict(kwargs, device=device, tolerance=tolerance)
-    if classify(spec, BuildOptions(config=kwargs.get("config"))) == "hf":
-        given = [flag for flag, key in (("--input", "input_specs"), ("--train", "train"), ("--config", "config"),
-                                        ("--model-class", "model_class"), ("--tokenizer", "tokenizer"),
-                                        ("--kernel-rules", "kernel_rules")) if kwargs.get(key)]
+    if classify(spec, BuildOptions(config=build_options.config)) == "hf":
+        given = [flag for flag, value in (("--input", options.input_specs), ("--train", options.train),
+                                          ("--config", build_options.config),
+                                          ("--model-class", build_options.model_class),
+                                          ("--tokenizer", build_options.tokenizer),
+                                          ("--kernel-rules", kernel_rules)) if value]
         if given:
             raise ArchvizError(f"{spec}: {', '.join(given)} with --world-size: transformers' tp_plan probe runs "
                                "token ids through the model as its config builds it", hint=f"drop {', '.join(given)}")
         with tempfile.TemporaryDirectory(prefix="archviz-tp-") as folder:
-            ranks = run_ranks(hf_rank_probe, (spec, kwargs, folder), world_size, timeout=timeout, backend=backend,
-                              device=device)
+            ranks = run_ranks(hf_rank_probe, (spec, build_options, options, tolerance, folder), world_size,
+                              timeout=timeout, backend=backend, device=device)
     else:
-        ranks = run_ranks(rank_probe, (spec, kwargs), world_size, timeout=timeout, backend=backend, device=device)
+        ranks = run_ranks(rank_probe, (spec, build_options, options, tolerance, kernel_rules), world_size,
+                          timeout=timeout, backend=backend, device=device)
     return TensorParallelResult(spec, world_size, backend, ranks, time.perf_counter() - start)
 
 

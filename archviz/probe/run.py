@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import time
 from typing import Any, Callable
 
 import torch
@@ -108,47 +109,64 @@ def _count(xs: Any) -> dict[str, int]:
 Stage = Callable[[str, int, int], None]
 
 
-def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any] | None = None,
-              model_class: str | None = None, tokenizer: str | None = None, world_size: int | None = None,
-              rank: int | None = None, default_dtype: str | None = None, device: str = "cpu",
-              max_memory: int | None = None, batch: int | None = None, seq: int | None = None, seed: int = 0,
-              limits: Any = None, progress: Stage | None = None, trust_remote_code: bool = False,
-              input_specs: list[str] | None = None, train: bool = False, tp: Any = None) -> ProbeResult:
-    """Build SOURCE on meta, walk it and trace its shapes; build a reduced copy (see `archviz.probe.reduce`) on `device`
-    with random weights, run it on random token ids (and `input_specs`), and compare every module call's shapes with
-    the meta walk. Both passes run the model in eval mode, or in training mode with `train`. `tp`: one rank's
+@dataclasses.dataclass(frozen=True)
+class ProbeOptions:
+    """How the probe runs, beside how the model is built (``BuildOptions``): on which device, within how many bytes
+    (``max_memory``; default half the machine's memory), cut how far (``limits``: ``archviz.probe.reduce.Limits``),
+    on which inputs (``batch``, ``seq``, ``input_specs`` as ``--input`` gives them, ``seed`` for the random weights
+    and token ids) and in which mode (``train``: training mode for both passes, else eval)."""
+
+    device: str = "cpu"
+    max_memory: int | None = None
+    batch: int | None = None
+    seq: int | None = None
+    seed: int = 0
+    limits: Any = None
+    input_specs: list[str] | None = None
+    train: bool = False
+
+
+class _Stages:
+    """The probe's stages told to ``progress(stage, done, total)`` (total 0: no count), and the seconds each took."""
+
+    def __init__(self, progress: Stage | None) -> None:
+        self.report: Stage = progress or (lambda stage, done, total: None)
+        self.seconds: dict[str, float] = {}
+        self._since, self._name = 0.0, ""
+
+    def __call__(self, name: str) -> Callable[[int, int], None]:
+        """Begin stage ``name``; returns its progress callback (done, total)."""
+        now = time.perf_counter()
+        if self._name:
+            self.seconds[self._name] = self.seconds.get(self._name, 0.0) + now - self._since
+        self._since, self._name = now, name
+        report = self.report
+        report(name, 0, 0)
+        return lambda done, total: report(name, done, total)
+
+
+def run_probe(spec: str, build_options: Any = None, options: ProbeOptions | None = None, *,
+              progress: Stage | None = None, tp: Any = None) -> ProbeResult:
+    """Build SOURCE on meta (``build_options``: ``BuildOptions``, on meta), walk it and trace its shapes; build a
+    reduced copy (see `archviz.probe.reduce`) on the options' device with random weights, run it on random token ids
+    (and the input specs), and compare every module call's shapes with the meta walk. `tp`: one rank's
     `archviz.probe.tensor_parallel.Sharded`, given the rank's copy and the single-process one before the real pass.
 
     `progress(stage, done, total)` is told each stage (total 0: no count). Raises `ProbeError` (exit 2) when the
-    reduced copy would not fit in `max_memory` bytes (default: half the machine's memory), before allocating it."""
-    import time
-
+    reduced copy would not fit in `max_memory` bytes, before allocating it."""
     from ..shapes import trace_shapes
     from ..sources import BuildOptions, build
     from ..walk import walk
     from . import reduce
 
-    limits = limits or reduce.Limits()
-    if seq and seq > limits.seq:
-        limits = dataclasses.replace(limits, seq=seq)
-    _check_device(device)
-    max_memory = max_memory if max_memory is not None else default_max_memory(device)
-    report: Stage = progress or (lambda stage, done, total: None)
-    seconds: dict[str, float] = {}
-    clock = [time.perf_counter(), ""]
-
-    def stage(name: str) -> Callable[[int, int], None]:
-        now = time.perf_counter()
-        if clock[1]:
-            seconds[str(clock[1])] = seconds.get(str(clock[1]), 0.0) + now - float(clock[0])
-        clock[0], clock[1] = now, name
-        report(name, 0, 0)
-        return lambda done, total: report(name, done, total)
-
-    user = dict(overrides or {})
-    opts = BuildOptions(config=config, overrides=tuple(user.items()), model_class=model_class, tokenizer=tokenizer,
-                        world_size=world_size, rank=rank, default_dtype=default_dtype,
-                        trust_remote_code=trust_remote_code)
+    o = options or ProbeOptions()
+    limits = o.limits or reduce.Limits()
+    if o.seq and o.seq > limits.seq:
+        limits = dataclasses.replace(limits, seq=o.seq)
+    _check_device(o.device)
+    max_memory = o.max_memory if o.max_memory is not None else default_max_memory(o.device)
+    stage = _Stages(progress)
+    opts = build_options or BuildOptions()
     stage("building on meta")
     built = build(spec, opts)
     record = walk(built, progress=stage("walking modules"))
@@ -156,88 +174,138 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
     stage("planning the reduced copy")
     notes: list[str] = []
     with _Workdir() as tmp:
-        kinds = reduce.layer_kinds(record)
-        chosen = None
-        reduced_record = record
-        for plan in reduce.plans(record, built.config, limits=limits, kinds=kinds):
-            if plan.method == "none":
-                chosen = plan
-                break
-            try:
-                rbuilt = build(*_reduced_source(spec, built, opts, plan, "meta", tmp, notes))
-                rrec = walk(rbuilt)
-            except ArchvizError as e:
-                notes.append(f"plan '{plan.method}' does not build: {e.line()[:300]}")
-                continue
-            finally:
-                rbuilt = None
-            plan = plan.share(record, rrec)  # a rank's experts (--world-size) pair by their place in its share
-            problems = reduce.check_structure(record, rrec, plan)
-            if problems:
-                notes.append(f"plan '{plan.method}' does not keep the model's structure: {problems[0]}")
-                continue
-            chosen, reduced_record = plan, rrec
-            break
-        assert chosen is not None
-        tensors, work = estimate_bytes(reduced_record)
-        estimate = tensors + work
-        if estimate > max_memory:
-            why = f" ({notes[-1]})" if chosen.method == "none" and notes else ""
-            raise ProbeError(
-                f"the reduced copy ({chosen.method}{why}) needs about {human_bytes(estimate)} ({human_bytes(tensors)}"
-                f" of tensors + {human_bytes(work)} working space), more than --max-memory {human_bytes(max_memory)}",
-                hint="raise --max-memory, or cut the model further with --set (e.g. fewer layers)",
-                exit_code=EXIT_USAGE)
+        chosen, reduced_record = _choose_plan(spec, built, record, opts, limits, tmp, notes)
+        estimate = _fitting(reduced_record, chosen, notes, max_memory)
         reduced_record = None
 
-        batch, seq = probe_dims(record, batch, seq)
+        batch, seq = probe_dims(record, o.batch, o.seq)
         meta_kernels: dict[tuple[str, str], list[tuple]] = {}
         record = trace_shapes(built, record, batch=batch, seq=seq, on_kernel=kernel_call_logger(meta_kernels),
-                              progress=stage("meta forward pass"), input_specs=input_specs, train=train)
+                              progress=stage("meta forward pass"), input_specs=o.input_specs, train=o.train)
         shapes = record.extra("shapes")
-        B, T = shapes["B"], shapes["T"]
         eager = built.kind == "hf" and any("experts_implementation='eager'" in n for n in shapes.get("notes", ()))
-        tokens_1d = built.tokens_1d  # token ids [T]: the real pass takes them as the meta pass did
+        copy = _ReducedCopy(spec, opts, chosen, record, tmp, notes, o, built.tokens_1d)
         built = None  # the full meta model is no longer needed
         gc.collect()
+        tracer, ran, stubbed = copy.run(stage, eager, tp)
 
-        stage(f"building the reduced copy on {device}")
-        real = build(*_reduced_source(spec, None, opts, chosen, device, tmp, notes, record=record))
+    stage("comparing")
+    comparison = compare_mapped(record, tracer, shapes["B"], shapes["T"], chosen, meta_kernels)
+    kernel_report = _kernel_report(tracer, ran, chosen)
+    record = _with_grouping(record)
+    kinds_report = _kinds_report(record, comparison, chosen)
+    modules = _module_verdicts(comparison, chosen, tracer)
+    stage("")
+    result = ProbeResult(record=record, plan=chosen, B=shapes["B"], T=shapes["T"], comparison=comparison,
+                         kernels=kernel_report, kinds=kinds_report, estimate=estimate, max_memory=max_memory,
+                         device=o.device, seconds=stage.seconds, notes=notes + list(chosen.notes), stubbed=stubbed,
+                         mode="train" if o.train else "eval")
+    result.record = record.with_extra("probe", _probe_extra(result, modules))
+    return result
+
+
+def _choose_plan(spec: str, built: Built, record: ModelRecord, opts: Any, limits: Any, tmp: str,
+                 notes: list[str]) -> tuple[Any, ModelRecord]:
+    """The first plan of `reduce.plans` whose copy builds (on meta) and keeps the model's structure, and that copy's
+    records (the full model's for the plan "none"); each plan passed over noted."""
+    from ..sources import build
+    from ..walk import walk
+    from . import reduce
+
+    kinds = reduce.layer_kinds(record)
+    for plan in reduce.plans(record, built.config, limits=limits, kinds=kinds):
+        if plan.method == "none":
+            return plan, record
+        try:
+            rbuilt = build(*_reduced_source(spec, built, opts, plan, "meta", tmp, notes))
+            rrec = walk(rbuilt)
+        except ArchvizError as e:
+            notes.append(f"plan '{plan.method}' does not build: {e.line()[:300]}")
+            continue
+        finally:
+            rbuilt = None
+        plan = plan.share(record, rrec)  # a rank's experts (--world-size) pair by their place in its share
+        problems = reduce.check_structure(record, rrec, plan)
+        if problems:
+            notes.append(f"plan '{plan.method}' does not keep the model's structure: {problems[0]}")
+            continue
+        return plan, rrec
+    raise AssertionError("reduce.plans ends with the plan 'none'")
+
+
+def _fitting(reduced_record: ModelRecord, chosen: Any, notes: list[str], max_memory: int) -> int:
+    """The reduced copy's estimated bytes (tensors and working space); `ProbeError` where over `max_memory`."""
+    tensors, work = estimate_bytes(reduced_record)
+    estimate = tensors + work
+    if estimate > max_memory:
+        why = f" ({notes[-1]})" if chosen.method == "none" and notes else ""
+        raise ProbeError(
+            f"the reduced copy ({chosen.method}{why}) needs about {human_bytes(estimate)} ({human_bytes(tensors)}"
+            f" of tensors + {human_bytes(work)} working space), more than --max-memory {human_bytes(max_memory)}",
+            hint="raise --max-memory, or cut the model further with --set (e.g. fewer layers)",
+            exit_code=EXIT_USAGE)
+    return estimate
+
+
+@dataclasses.dataclass
+class _ReducedCopy:
+    """The chosen plan's copy, built on the device with random weights and run for real."""
+
+    spec: str
+    opts: Any  # BuildOptions of the full model
+    chosen: Any  # the plan
+    record: ModelRecord  # the full model's, traced
+    tmp: str
+    notes: list[str]
+    o: ProbeOptions
+    tokens_1d: bool  # token ids [T]: the real pass takes them as the meta pass did
+
+    def build(self, opts: Any) -> Built:
+        from ..sources import build
+
+        return build(*_reduced_source(self.spec, None, opts, self.chosen, self.o.device, self.tmp, self.notes,
+                                      record=self.record))
+
+    def calls(self, real: Built, **kw: Any) -> tuple[Tracer, dict[str, list[str]]]:
+        shapes = self.record.extra("shapes")
+        o = self.o
+        return real_calls(real, shapes["B"], shapes["T"], seed=o.seed, device=o.device, input_specs=o.input_specs,
+                          train=o.train, sizes=shapes.get("named"), tokens_1d=self.tokens_1d, **kw)
+
+    def run(self, stage: _Stages, eager: bool, tp: Any) -> tuple[Tracer, dict[str, list[str]], tuple[str, ...]]:
+        """(the real pass's tracer, the kernels it ran, the imports stubbed on the device)."""
+        o = self.o
+        stage(f"building the reduced copy on {o.device}")
+        real = self.build(self.opts)
         if eager and hasattr(real.model, "set_experts_implementation"):
             try:
                 real.model.set_experts_implementation("eager")
             except Exception:  # noqa: BLE001 - as in the meta pass
                 pass
         stage("random weights")
-        init_random(real.model, real.config, seed=seed)
+        init_random(real.model, real.config, seed=o.seed)
         if tp is not None:
-            whole = dataclasses.replace(opts, world_size=1, rank=0)
-            tp.prepare(real,
-                       lambda: build(*_reduced_source(spec, None, whole, chosen, device, tmp, notes, record=record)),
-                       lambda b: real_calls(b, B, T, seed=seed, device=device, input_specs=input_specs, train=train,
-                                            sizes=shapes.get("named"), tokens_1d=tokens_1d),
-                       chosen, record, lambda b: init_random(b.model, b.config, seed=seed))
+            whole = dataclasses.replace(self.opts, world_size=1, rank=0)
+            tp.prepare(real, lambda: self.build(whole), self.calls, self.chosen, self.record,
+                       lambda b: init_random(b.model, b.config, seed=o.seed))
         try:
-            tracer, ran = real_calls(real, B, T, seed=seed, progress=stage("real forward pass"), device=device,
-                                     note=notes.append, input_specs=input_specs, train=train,
-                                     sizes=shapes.get("named"), tokens_1d=tokens_1d)
+            tracer, ran = self.calls(real, progress=stage("real forward pass"), note=self.notes.append)
         except ArchvizError:
             raise
         except Exception as e:  # noqa: BLE001 - the model's own code raised on real tensors
             raise _real_failure(e, real) from e
         stubbed = tuple(sorted(set(real.stubbed_imports) | set(real.stubs.taken() if real.stubs else ())))
-        meta_stubbed = {n for n in record.source.stubbed_imports if "." not in n}
+        meta_stubbed = {n for n in self.record.source.stubbed_imports if "." not in n}
         own = sorted(meta_stubbed - {n for n in stubbed if "." not in n})
         if own:
-            notes.append(f"the model's own {', '.join(own)} imported on {device}: its kernels ran as written")
+            self.notes.append(f"the model's own {', '.join(own)} imported on {o.device}: its kernels ran as written")
         real = None
         gc.collect()
+        return tracer, ran, stubbed
 
-    stage("comparing")
-    comparison = compare_mapped(record, tracer, B, T, chosen, meta_kernels)
-    kernel_report = _kernel_report(tracer, ran, chosen)
-    record = _with_grouping(record)
-    kinds_report = _kinds_report(record, comparison, chosen)
+
+def _module_verdicts(comparison: Comparison, chosen: Any, tracer: Tracer) -> dict[str, dict[str, Any]]:
+    """Each module's verdict (the path it was probed as, the kernels it ran), with the disagreements' shapes."""
     modules: dict[str, dict[str, Any]] = {}
     real_kernels = tracer.kernels
     for path, ok in comparison.confirmed.items():
@@ -251,19 +319,18 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
         modules[path] = entry
     for d in comparison.disagreements:
         modules.setdefault(d.path, {"confirmed": False}).update({"meta": d.meta, "real": d.real})
-    stage("")
-    result = ProbeResult(record=record, plan=chosen, B=B, T=T, comparison=comparison, kernels=kernel_report,
-                         kinds=kinds_report, estimate=estimate, max_memory=max_memory, device=device,
-                         seconds=seconds, notes=notes + list(chosen.notes), stubbed=stubbed,
-                         mode="train" if train else "eval")
-    extra = {"device": device, "agreement": result.agreement, "ok": result.ok, "B": B, "T": T,
-             "mode": result.mode,
-             "modules": modules, "not_exercised": len(comparison.absent), "kernels": kernel_report,
-             "reductions": [r.as_json() for r in chosen.reductions], "method": chosen.method,
-             "layers_kept": list(chosen.kept_layers) if chosen.kept_layers is not None else None,
-             "kinds": kinds_report}
-    result.record = record.with_extra("probe", extra)
-    return result
+    return modules
+
+
+def _probe_extra(result: ProbeResult, modules: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The ``probe`` extra: the module verdicts and what was compared, with what plan."""
+    comparison, chosen = result.comparison, result.plan
+    return {"device": result.device, "agreement": result.agreement, "ok": result.ok, "B": result.B, "T": result.T,
+            "mode": result.mode,
+            "modules": modules, "not_exercised": len(comparison.absent), "kernels": result.kernels,
+            "reductions": [r.as_json() for r in chosen.reductions], "method": chosen.method,
+            "layers_kept": list(chosen.kept_layers) if chosen.kept_layers is not None else None,
+            "kinds": result.kinds}
 
 
 _SMALL_DIMS = [(b, t) for b in (2, 3, 5) for t in (5, 7, 11, 13, 17, 19, 23)]

@@ -1,7 +1,7 @@
 """The probe under tensor parallelism (`archviz probe SOURCE --world-size N`): the reduced copy run as N processes
 under torch.distributed, each rank built with the model's own parallel layers and run with real collectives.
 
-Each rank runs `run_probe(..., world_size=N, rank=r)`: the full model laid out for rank r on meta (its records are
+Each rank runs `run_probe` with `BuildOptions(world_size=N, rank=r)`: the full model laid out for rank r on meta (its records are
 `--world-size N --rank r`'s), the reduced copy built for rank r for real. Before the real pass, `Sharded.prepare`
 builds the same reduced copy unsharded (world size 1), fills it with the probe's random weights and runs it on the
 same tokens (the single-process run); the rank's weights are then cut from it (a tensor whose one dim is N times
@@ -219,19 +219,18 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
 # One rank's probe (run in its own process by `archviz.probe.spawn.run_ranks`)
 
 
-def rank_probe(rank: int, world_size: int, spec: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+def rank_probe(rank: int, world_size: int, spec: str, build_options: Any, options: Any, tolerance: float,
+               kernel_rules: str | None) -> dict[str, Any]:
     """One rank: `run_probe` for rank `rank` of `world_size` with the single-process comparison; a JSON-able report."""
     from .run import run_probe
 
     start = time.perf_counter()
-    kwargs = dict(kwargs)
-    rules = kwargs.pop("kernel_rules", None)
-    if rules:
+    if kernel_rules:
         from ..shapes.kernels import load_rules_file
 
-        load_rules_file(rules)
-    tp = Sharded(rank, world_size, kwargs.pop("tolerance", TOLERANCE))
-    result = run_probe(spec, world_size=world_size, rank=rank, tp=tp, **kwargs)
+        load_rules_file(kernel_rules)
+    tp = Sharded(rank, world_size, tolerance)
+    result = run_probe(spec, dataclasses.replace(build_options, world_size=world_size, rank=rank), options, tp=tp)
     values, compared, final = tp.compare()
     shape_problems = [f"rank {rank}: {d.line()}" for d in result.disagreements]
     ok = result.ok and not values and not tp.tensor_problems and not tp.uncut and bool(final)

@@ -153,6 +153,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                   on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool, train: bool,
                   progress: Callable[[int, int], None] | None, op_observer: Callable[..., None] | None = None,
                   on_memo: Callable[[str, str], None] | None = None) -> ModelRecord:
+    """The pass (``trace_shapes``' parameters, with ``on_memo`` called as the memo answers a block from another)."""
     from ..walk.spans import Spans
 
     B, T, clean = choose_dims(record, batch, seq)
@@ -167,6 +168,40 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
             on_memo(source, target)
 
     tracer.on_memo = memo_answered
+    args, kwargs, user, used, notes = _pass_inputs(built, inputs, input_specs, B, T)
+    _ready_for_the_pass(built, record, tracer, notes)
+    registry = built.stubs or stubs.StubRegistry()
+    ids = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point]
+    gathers.tokens = ids[0].numel() if ids else B * T  # the token ids' count ([B, T] or gpt-oss's [T])
+    with pass_mode(built.model, train):
+        experts, error, second = _passes(built, record, tracer, args, kwargs, registry, B, T, used, user,
+                                         input_specs, memo=memo, notes=notes, progress=progress,
+                                         observer=op_observer, evidence=bool(used) and inputs is None)
+    if error is not None:
+        raise _pass_error(built, tracer, error, kwargs, input_specs, train) from error
+    if progress is not None:
+        progress(tracer.total, tracer.total)
+    routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
+    namer = _CallNamer(tracer, second, (B, T, routed, used, second, {v: k for k, v in reversed(user.items())}))
+    modules = weight_uses(_module_records(record, tracer, namer, second), spans)
+    source = _source_after(record, spans, registry)
+    notes.extend(_pass_notes(experts, second, used, inputs))
+    shapes_info = {"B": B, "T": T, "used": sorted(used), **({"named": user} if user else {}), "clean": clean,
+                   "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
+                   "routed_sizes": sorted(routed),
+                   "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
+                             "over E experts (R = ceil(B·T·k/E))"}
+    record, tables = adjust(dataclasses.replace(record, modules=tuple(modules), source=source), gathers)
+    if tables:
+        shapes_info["gathered"] = tables
+    return record.with_extra("shapes", shapes_info)
+
+
+def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: list[str] | None, B: int, T: int
+                 ) -> tuple[tuple, dict, dict[str, int], set[str], list[str]]:
+    """The pass's (args, kwargs): the caller's ``inputs`` or the model's defaults, merged with ``--input`` specs; the
+    dims the user named ({name: size}); the symbols the inputs are sized by (only those name dims, and the pass line
+    shows only those); and the notes begun (a default image batch, lists made up beside the token ids)."""
     if inputs is not None:
         base = inputs
     else:
@@ -180,23 +215,27 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B, T, fill)[1]) if input_specs \
         else base
     user = named_sizes(input_specs, fill)  # dims the user named: {name: size}
-    # The symbols the inputs are sized by: only those name dims, and the pass line shows only those.
-    if inputs is not None:
-        used = {"B", "T"}  # inputs made by the caller (the probe): sized by B and T
-    else:
-        defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
-        kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
-        image = image_default(built) if kept and (built.kind != "hf" or "pixel_values" in base[1]) else None
-        ids = {"T"} if built.tokens_1d else {"B", "T"}  # token ids [T] (gpt-oss, packed sequences) have no B
-        used = ({"B"} if image else ids if kept else set()) | spec_symbols(input_specs)
     notes: list[str] = []
-    if inputs is None and image is not None:
+    if inputs is not None:
+        return args, kwargs, user, {"B", "T"}, notes  # inputs made by the caller (the probe): sized by B and T
+    defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
+    kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
+    image = image_default(built) if kept and (built.kind != "hf" or "pixel_values" in base[1]) else None
+    ids = {"T"} if built.tokens_1d else {"B", "T"}  # token ids [T] (gpt-oss, packed sequences) have no B
+    used = ({"B"} if image else ids if kept else set()) | spec_symbols(input_specs)
+    if image is not None:
         first = "pixel_values" if built.kind == "hf" else \
             f"the first argument of {forward_arguments(built.model) or 'forward'}"
         notes.append(f"default input: an image batch [B, {', '.join(map(str, image[0]))}] (float32) from "
                      f"{image[1]}, passed as {first}; --input NAME=... gives another")
-    if inputs is None and built.kind != "hf":  # seqlens: List[int] made up beside the token ids
+    if built.kind != "hf":  # seqlens: List[int] made up beside the token ids
         notes.extend(list_notes(built, kwargs, {name for name, _, _ in check_input_specs(input_specs)}))
+    return args, kwargs, user, used, notes
+
+
+def _ready_for_the_pass(built: Built, record: ModelRecord, tracer: Tracer, notes: list[str]) -> None:
+    """Tensors the build left on the CPU moved to meta, and transformers' experts set to an implementation meta
+    runs; each noted."""
     moved = strays_to_meta(tracer.objects_by_id.values())
     if moved:
         notes.append(f"{moved:,} tensors the build left on the CPU (legacy constructors such as "
@@ -212,77 +251,83 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                 break
             except Exception:  # noqa: BLE001 - models without fused experts refuse; nothing to change then
                 continue
-    registry = built.stubs or stubs.StubRegistry()
-    ids = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point]
-    gathers.tokens = ids[0].numel() if ids else B * T  # the token ids' count ([B, T] or gpt-oss's [T])
-    with pass_mode(built.model, train):
-        experts, error, second = _passes(built, record, tracer, args, kwargs, registry, B, T, used, user,
-                                         input_specs, memo=memo, notes=notes, progress=progress,
-                                         observer=op_observer, evidence=bool(used) and inputs is None)
-    if error is not None:
-        where = tracer.stack[-1] if tracer.stack else "(model)"
-        frame = _user_frame(error)
-        raise ShapeError(f"the meta forward pass failed in {where or 'the model'}"
-                         f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
-                         hint=(train and "when training" in str(error) and
-                               "the pass ran in training mode (--train): drop --train to trace eval mode, or give "
-                               "inputs whose batch statistics exist (a batch above 1)") or
-                         missing_input_hint(built, kwargs, error) or none_hint(error, built) or
-                         "give a missing forward input with --input name=B,T (repeatable)" +
-                         (_arguments_hint(built, input_specs) or "") + ", run with --debug for the traceback") \
-            from error
-    if progress is not None:
-        progress(tracer.total, tracer.total)
-    routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
-    by_size = {v: k for k, v in reversed(user.items())}
-    named: dict[tuple, tuple] = {}
 
-    def dims(shape: tuple, other: tuple | None) -> tuple:
-        hit = named.get((shape, other))
+
+def _pass_error(built: Built, tracer: Tracer, error: BaseException, kwargs: dict, input_specs: list[str] | None,
+                train: bool) -> ShapeError:
+    """The one line for a pass that failed: where, the user's frame, the error, and what to do."""
+    where = tracer.stack[-1] if tracer.stack else "(model)"
+    frame = _user_frame(error)
+    return ShapeError(f"the meta forward pass failed in {where or 'the model'}"
+                      f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
+                      hint=(train and "when training" in str(error) and
+                            "the pass ran in training mode (--train): drop --train to trace eval mode, or give "
+                            "inputs whose batch statistics exist (a batch above 1)") or
+                      missing_input_hint(built, kwargs, error) or none_hint(error, built) or
+                      "give a missing forward input with --input name=B,T (repeatable)" +
+                      (_arguments_hint(built, input_specs) or "") + ", run with --debug for the traceback")
+
+
+class _CallNamer:
+    """The pass's raw call entries as ``Call`` records with named dims: each (shape, the second pass's shape) named
+    once by evidence (``evidence`` holds ``named_by_evidence``'s B, T, routed sizes, used symbols, second pass and
+    user sizes by size), identical calls (every expert, every norm) sharing one record."""
+
+    def __init__(self, tracer: Tracer, second: Second | str | None, evidence: tuple) -> None:
+        self.tracer, self.second, self.evidence = tracer, second, evidence
+        self.named: dict[tuple, tuple] = {}
+        self.made: dict[tuple, Call] = {}
+        # The memo copies a call entry as it is to every block it answers: a pair of entries (this pass's, the
+        # second's) is one Call, found by the entries' ids (tracer.calls and second.calls keep them) before their
+        # shapes are keyed.
+        self.by_entries: dict[tuple[int, int], Call] = {}
+
+    def dims(self, shape: tuple, other: tuple | None) -> tuple:
+        hit = self.named.get((shape, other))
         if hit is None:
-            hit = named[(shape, other)] = named_by_evidence(shape, other, B, T, routed, used, second, by_size)
+            hit = self.named[(shape, other)] = named_by_evidence(shape, other, *self.evidence)
         return hit
 
-    made: dict[tuple, Call] = {}  # identical calls (every expert, every norm) share one record
-
-    def call(ins: tuple, outs: tuple, other: tuple | None) -> Call:
+    def call(self, ins: tuple, outs: tuple, other: tuple | None) -> Call:
         key = (ins, outs, other)
-        c = made.get(key)
+        c = self.made.get(key)
         if c is None:
             ins2, outs2 = other if other is not None and len(other[0]) == len(ins) and \
                 len(other[1]) == len(outs) else ((None,) * len(ins), (None,) * len(outs))
-            c = made[key] = Call(inputs=tuple(dims(s, o and o[0]) for (s, _), o in zip(ins, ins2)),
-                                 outputs=tuple(dims(s, o and o[0]) for (s, _), o in zip(outs, outs2)),
-                                 input_dtypes=tuple(d for _, d in ins), output_dtypes=tuple(d for _, d in outs))
+            dims = self.dims
+            c = self.made[key] = Call(inputs=tuple(dims(s, o and o[0]) for (s, _), o in zip(ins, ins2)),
+                                      outputs=tuple(dims(s, o and o[0]) for (s, _), o in zip(outs, outs2)),
+                                      input_dtypes=tuple(d for _, d in ins), output_dtypes=tuple(d for _, d in outs))
         return c
 
-    # The memo copies a call entry as it is to every block it answers: a pair of entries (this pass's, the second's)
-    # is one Call, found by the entries' ids (tracer.calls and second.calls keep them) before their shapes are keyed.
-    by_entries: dict[tuple[int, int], Call] = {}
-
-    def calls_at(path: str) -> tuple[Call, ...]:
-        first = tracer.calls.get(path)
+    def calls_at(self, path: str) -> tuple[Call, ...]:
+        first = self.tracer.calls.get(path)
         if not first:
             return ()
-        other = second.calls_of(path) if isinstance(second, Second) else ()
+        other = self.second.calls_of(path) if isinstance(self.second, Second) else ()
         if len(other) != len(first):  # no evidence for this module: its calls differ between the passes
             other = (None,) * len(first)
         out = []
+        by_entries = self.by_entries
         for entry, o in zip(first, other):
             c = by_entries.get((id(entry), id(o)))
             if c is None:
                 ins, outs = entry
-                c = by_entries[(id(entry), id(o))] = call(tuple(ins), tuple(outs),
-                                                           None if o is None else (tuple(o[0]), tuple(o[1])))
+                c = by_entries[(id(entry), id(o))] = self.call(tuple(ins), tuple(outs),
+                                                                None if o is None else (tuple(o[0]), tuple(o[1])))
             out.append(c)
         return tuple(out)
 
+
+def _module_records(record: ModelRecord, tracer: Tracer, namer: _CallNamer, second: Second | str | None
+                    ) -> list[ModuleRecord]:
+    """Every module's record with its calls, call sites, assumptions, kernels and flow from the pass."""
     modules = []
     site_of: dict[tuple, CallSite] = {}
-    calls_of: dict[str, tuple] = {m.path: calls_at(m.path) for m in record.modules}
+    calls_of: dict[str, tuple] = {m.path: namer.calls_at(m.path) for m in record.modules}
     # A flow's shapes take the names its module's and children's calls have for the same raw shape (named by the
     # second pass's evidence); a shape no call has (an op's own) is named by value.
-    flow_of = _flows(tracer.flows, calls_of, tracer.calls, dims,
+    flow_of = _flows(tracer.flows, calls_of, tracer.calls, namer.dims,
                      second.flow_of if isinstance(second, Second) else lambda path: None)
     flow_field = [f.name for f in dataclasses.fields(ModuleRecord)].index("flow")
     for m in record.modules:
@@ -299,12 +344,22 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
                                      tuple(tracer.assumptions.get(path, ())), tuple(tracer.kernels.get(path, ())))
         fields[flow_field] = flow_of(path)
         modules.append(ModuleRecord(*fields))
-    modules = weight_uses(modules, spans)
+    return modules
+
+
+def _source_after(record: ModelRecord, spans: Any, registry: stubs.StubRegistry) -> Any:
+    """The record's source with the files the pass ran through and the imports it stubbed."""
     files = dict(record.source.files)
     files.update(spans.files)
     stubbed = tuple(sorted(set(record.source.stubbed_imports) | set(registry.taken())))
-    source = dataclasses.replace(record.source, files=tuple(sorted(files.items())), stubbed_imports=stubbed,
-                                 file_facts=file_facts(files, dict(record.source.file_facts)))
+    return dataclasses.replace(record.source, files=tuple(sorted(files.items())), stubbed_imports=stubbed,
+                               file_facts=file_facts(files, dict(record.source.file_facts)))
+
+
+def _pass_notes(experts: BlockMemo | None, second: Second | str | None, used: set[str],
+                inputs: tuple[tuple, dict] | None) -> list[str]:
+    """What the pass notes last: blocks the memo answered, and how the dims were named."""
+    notes = []
     if experts is not None and experts.hits:
         notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
                      "experts) answered from an "
@@ -316,15 +371,7 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         notes.append("no dim of the pass has the size of an input dim: none named, and no second pass")
     elif used and inputs is None:
         notes.append("dims named by value (B, T equal to a dim): the second pass for evidence could not run")
-    shapes_info = {"B": B, "T": T, "used": sorted(used), **({"named": user} if user else {}), "clean": clean,
-                   "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
-                   "routed_sizes": sorted(routed),
-                   "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
-                             "over E experts (R = ceil(B·T·k/E))"}
-    record, tables = adjust(dataclasses.replace(record, modules=tuple(modules), source=source), gathers)
-    if tables:
-        shapes_info["gathered"] = tables
-    return record.with_extra("shapes", shapes_info)
+    return notes
 
 
 def _passes(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwargs: dict,

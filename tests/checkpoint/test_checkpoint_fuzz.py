@@ -1,5 +1,7 @@
 """Fuzzing the header parser: random and mutated headers either parse or raise CheckpointError — nothing else,
-never slowly. The bulk path and the entry-by-entry checker must accept exactly the same headers."""
+never slowly. Through ``parse_header``'s one interface, its fast paths (``path="fast"``: the writers' layout split on
+its punctuation, the whole-column checks) must read every header they take as its specification (``path="spec"``:
+JSON, entry by entry) reads it, and take exactly the headers the specification accepts."""
 
 from __future__ import annotations
 
@@ -16,14 +18,12 @@ from hypothesis import strategies as st
 from archviz.checkpoint.header import (
     ParsedShard,
     _canonical_tensors,
-    _fast_tensors,
-    check_entries,
     parse_header,
     parse_shard_bytes,
     read_local_shard,
 )
-from archviz.checkpoint.manifest import _audit_tensors, _audit_tensors_fast
-from archviz.checkpoint.records import DTYPE_BITS, ShardInfo
+from archviz.checkpoint.manifest import manifest_from_bytes
+from archviz.checkpoint.records import DTYPE_BITS
 from archviz.checkpoint.synth import build_shard_header, load_audit_manifest, shard_tensors
 from archviz.errors import CheckpointError
 
@@ -96,34 +96,42 @@ def _parse(prefix: bytes, header: bytes, file_bytes: int) -> ParsedShard | None:
         assert time.perf_counter() - t0 < SLOW_S
 
 
+def _read(body: bytes, data_bytes: int, path: str) -> tuple | str | None:
+    """``parse_header(body, path=path)``: its reading, its error's line, or None (a fast path not taken)."""
+    try:
+        return parse_header(body, shard="s", data_bytes=data_bytes, where="fuzz", path=path)  # type: ignore[arg-type]
+    except CheckpointError as e:
+        return f"error: {e.line()}"
+
+
+def _paths_agree(body: bytes, data_bytes: int) -> tuple[tuple | str | None, tuple | str]:
+    """The fast paths' reading of ``body`` where they take it is the specification's (tensors in the same order,
+    metadata), their error its error; what every caller gets is the specification's. Returns both readings."""
+    fast = _read(body, data_bytes, "fast")
+    spec = _read(body, data_bytes, "spec")
+    if fast is not None:
+        assert fast == spec, body[:200]
+        assert isinstance(fast, str) or list(fast[0]) == list(spec[0]), body[:200]  # type: ignore[index]
+    assert _read(body, data_bytes, "auto") == spec, body[:200]
+    return fast, spec  # type: ignore[return-value]
+
+
 def _same_reading(body: bytes, data_bytes: int) -> bool:
-    """Where the canonical-layout path accepts a header, ``json.loads`` and the column checks read it to the same
-    tensors (in the same order) and metadata. Returns whether the canonical path accepted it."""
+    """The paths agree on ``body``; returns whether the writers'-layout path (no JSON decode) took it."""
+    _paths_agree(body, data_bytes)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    fast = _canonical_tensors(body, text, "s", data_bytes)
-    if fast is None:
-        return False
-    obj = json.loads(text)
-    meta = obj.pop("__metadata__", None) or {}
-    slow = _fast_tensors(obj, "s", data_bytes)
-    assert slow is not None, body[:200]
-    assert fast == (slow, meta) and list(fast[0]) == list(slow), body[:200]
-    return True
+    return _canonical_tensors(body, text, "s", data_bytes) is not None
 
 
 def _agree(obj: dict, data_bytes: int) -> None:
-    """The bulk path accepts a header iff the entry checker does."""
+    """The fast paths take a header's entries iff the specification accepts them (and read them alike).
+    ``json.dumps``'s spaces are not the writers' layout: the whole-column checks decide."""
     body = {k: v for k, v in obj.items() if k != "__metadata__"}
-    fast = _fast_tensors(body, "s", data_bytes)
-    try:
-        check_entries(body, data_bytes, "fuzz")
-        slow_ok = True
-    except CheckpointError:
-        slow_ok = False
-    assert (fast is not None) == slow_ok, (obj, data_bytes)
+    fast, spec = _paths_agree(json.dumps(body).encode(), data_bytes)
+    assert isinstance(fast, tuple) == isinstance(spec, tuple), (obj, data_bytes)
 
 
 @FUZZ
@@ -324,19 +332,23 @@ audit_entries = st.fixed_dictionaries(
 @settings(FUZZ, max_examples=1500)
 @given(st.dictionaries(st.text(max_size=3), audit_entries, min_size=1, max_size=8), st.booleans())
 def test_audit_paths_agree(listed: dict, sort_by_shard: bool) -> None:
-    """A header-audit manifest's bulk path builds exactly what the entry loop builds, or leaves it the decision."""
+    """A header-audit manifest's fast path builds exactly what its specification (the entry loop) builds, or leaves
+    it the decision. ``json.dumps``'s spaces are not the writers' layout: the whole-column checks decide."""
     if sort_by_shard:  # the usual on-disk order: each shard's tensors together
         listed = dict(sorted(listed.items(), key=lambda kv: repr(kv[1]["shard"])))
-    by_name = {s: ShardInfo(s, 1000, 8) for s in ("a", "b", "c")}
-    fast = _audit_tensors_fast(listed, by_name, "fuzz")
-    try:
-        slow = _audit_tensors(listed, by_name, "fuzz")
-    except CheckpointError:
-        slow = None
-    assert (fast is None) == (slow is None)
+    shards = [{"name": s, "file_bytes": 1000, "header_bytes": 8} for s in ("a", "b", "c")]
+    raw = json.dumps({"shards": shards, "tensors": listed}).encode()
+    readings = {}
+    for path in ("fast", "spec", "auto"):
+        try:
+            readings[path] = manifest_from_bytes(raw, source="fuzz", path=path)
+        except CheckpointError as e:
+            readings[path] = e.line()
+    fast, slow = readings["fast"], readings["spec"]
+    assert (fast is None) == isinstance(slow, str) and readings["auto"] == slow
     if fast is not None:
-        assert fast == slow and list(fast[0]) == list(slow[0])
-        assert all(type(d) is int for t in fast[0].values() for d in t.shape)
+        assert fast == slow and list(fast.tensors) == list(slow.tensors)
+        assert all(type(d) is int for t in fast.tensors.values() for d in t.shape)
 
 
 _E = '{"dtype":"F32","shape":[2],"data_offsets":[%d,%d]}'
@@ -386,17 +398,15 @@ def test_canonical_path_reads_what_json_reads(body: str, canonical: bool) -> Non
         obj = json.loads(body)
     except ValueError:
         obj = None
-    try:
-        got = parse_header(raw, shard="s", data_bytes=data_bytes, where="fuzz")
-    except CheckpointError:
-        got = None
+    got = _read(raw, data_bytes, "auto")
     if obj is None or not isinstance(obj, dict):
-        assert got is None
+        assert isinstance(got, str)
         return
     meta = obj.pop("__metadata__", None) or {}
     strings = isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())
-    expected = _fast_tensors(obj, "s", data_bytes) if strings else None
-    if expected is None:
-        assert got is None
+    expected = _read(raw, data_bytes, "spec") if strings else None
+    if not isinstance(expected, tuple):
+        assert isinstance(got, str)
     else:
-        assert got == (expected, meta)
+        assert got == expected == (expected[0], meta)
+    _paths_agree(raw, data_bytes)

@@ -187,6 +187,23 @@ def test_index_folder_and_progress(tmp_path: Path) -> None:
     assert "index" not in loose.metadata
 
 
+def test_index_under_another_name_is_read_as_an_index(tmp_path: Path) -> None:
+    """A .json with a weight_map is an index whatever its name: the manifest reader refuses it on every path
+    (IndexNotManifest) and open_checkpoint reads the shards it lists."""
+    from archviz.checkpoint.manifest import IndexNotManifest, manifest_from_bytes
+
+    names = ["a.safetensors", "b.safetensors"]
+    folder, shards = _sharded(tmp_path, names)
+    index = folder / "weights.json"
+    (folder / "model.safetensors.index.json").rename(index)
+    for path in ("auto", "fast", "spec"):
+        with pytest.raises(IndexNotManifest, match="weight_map"):
+            manifest_from_bytes(index.read_bytes(), source=str(index), path=path)  # type: ignore[arg-type]
+    inv = open_checkpoint(index)
+    assert [s.name for s in inv.shards] == names
+    assert {t.name: t.shard for t in inv} == {n: shard for shard, ts in shards.items() for n in ts}
+
+
 def test_folder_without_index_uses_natural_order(tmp_path: Path) -> None:
     names = ["part-2.safetensors", "part-10.safetensors", "part-1.safetensors"]
     folder, _ = _sharded(tmp_path, names, with_index=False)

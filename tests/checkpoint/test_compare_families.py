@@ -1,4 +1,5 @@
-"""compare() by families (checkpoint/families.py) against the per-tensor path: the same checkpoint extra, to the
+"""compare() by families (checkpoint/families.py, path="fast") against the per-tensor path (path="spec"), through
+compare's one interface (checkpoint/verdicts.py): the same checkpoint extra, to the
 byte, on layers x experts models (fp32 and fp8 with block scales), with damaged and extra tensors, prefixes, user
 rules files and names the family path must leave to the per-tensor path."""
 
@@ -6,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,9 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-import archviz.checkpoint.compare  # noqa: F401  (the module, below as CMP)
 from archviz.checkpoint import CheckpointInventory, ShardInfo, TensorInfo, compare, load_rules
-from archviz.checkpoint.families import Fallback
 from archviz.records import dumps_compact, loads
 from archviz.render.jsondump import dumps_indented
 from archviz.sources import Built
@@ -27,7 +25,6 @@ from archviz.walk import walk
 
 from tests.helpers import expand, hand_record
 
-CMP = sys.modules["archviz.checkpoint.compare"]
 
 D, FF = 256, 128  # w1/w3: [FF, D], w2: [D, FF]; with 128x128 fp8 blocks the scales are [1, 2] and [2, 1]
 BLOCK = 128
@@ -127,27 +124,15 @@ def inventory(tensors: Tensors) -> CheckpointInventory:
 # Both paths
 
 
-def _raising(*a: Any, **k: Any) -> Any:
-    raise Fallback("test")
+def both(record, inv: CheckpointInventory, rules=None, *, compact: bool | None = True
+         ) -> tuple[str | None, str, str]:
+    """The checkpoint extra through ``compare``'s one interface: by the family path alone (None where it does not
+    apply), by the per-tensor path (the specification), and as every caller gets it."""
+    def extra(path: str) -> str | None:
+        rec = compare(record, inv, rules, compact=compact, path=path)  # type: ignore[arg-type]
+        return None if rec is None else dumps_indented(rec.extra("checkpoint"))
 
-
-def both(record, inv: CheckpointInventory, rules=None, *, compact: bool | None = True) -> tuple[str, str, bool]:
-    """(the family path's checkpoint extra, the per-tensor path's, whether the family path gave the first)."""
-    real = CMP.compare_families
-    returned: list[int] = []
-
-    def spy(*a: Any, **k: Any) -> Any:
-        out = real(*a, **k)
-        returned.append(1)
-        return out
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(CMP, "compare_families", spy)
-        fam = dumps_indented(compare(record, inv, rules, compact=compact).extra("checkpoint"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(CMP, "compare_families", _raising)
-        per = dumps_indented(compare(record, inv, rules, compact=compact).extra("checkpoint"))
-    return fam, per, bool(returned)
+    return extra("fast"), extra("spec"), extra("auto")  # type: ignore[return-value]
 
 
 def entries_for(res: dict[str, Any], model_name: str) -> list[dict[str, Any]]:
@@ -158,11 +143,12 @@ def entries_for(res: dict[str, Any], model_name: str) -> list[dict[str, Any]]:
 def same(record, tensors: Tensors, rules=None, *, family: bool | None = True, compact: bool | None = True
          ) -> dict[str, Any]:
     """Both paths on ``tensors``: equal strings, the family path taken (or not) as the case says; the result."""
-    fam, per, took = both(record, inventory(tensors), rules, compact=compact)
-    assert fam == per
+    fam, per, auto = both(record, inventory(tensors), rules, compact=compact)
+    assert fam is None or fam == per
+    assert auto == per
     if family is not None:
-        assert took is family
-    return json.loads(fam)
+        assert (fam is not None) is family
+    return json.loads(per)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -1,48 +1,59 @@
 """Manifests laid out as their writers lay them out are read without a JSON parse of the tensor list. Whatever the
-text, the reading (or the error) must be the one the JSON path gives: the real DeepSeek-V3 header-audit manifest,
-the archviz manifest written from it, hand-made variants, and thousands of random mutations."""
+text, the reading (or the error) of ``manifest_from_bytes``'s fast paths (``path="fast"``) must be the one its
+specification gives (``path="spec"``: JSON, row by row): the real DeepSeek-V3 header-audit manifest, the archviz
+manifest written from it, hand-made variants, and thousands of random mutations."""
 
 from __future__ import annotations
 
 import json
 import random
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
 from archviz.checkpoint import open_checkpoint
 from archviz.checkpoint.manifest import (
-    canonical_manifest,
-    decode_json_text,
+    _canonical_manifest,
     inventory_from_manifest,
     manifest_from_bytes,
     manifest_text,
-    parse_json_text,
     read_json_bytes,
 )
 from archviz.checkpoint.records import CheckpointInventory
 from archviz.errors import CheckpointError
 
 
-def _json_path(raw: bytes) -> CheckpointInventory | str:
-    """The reading of the plain JSON path (or its error line)."""
+@lru_cache(maxsize=8)
+def _read(raw: bytes, path: str) -> CheckpointInventory | str | None:
+    """``manifest_from_bytes(raw, path=path)``: its inventory, its error, or None (no fast path taken)."""
     try:
-        return inventory_from_manifest(parse_json_text(decode_json_text(raw, "m"), "m"), source="m")
+        return manifest_from_bytes(raw, source="m", path=path)  # type: ignore[arg-type]
     except CheckpointError as e:
         return f"error: {e}"
 
 
+def _json_path(raw: bytes) -> CheckpointInventory | str:
+    """The specification's reading (or its error line)."""
+    return _read(raw, "spec")  # type: ignore[return-value]
+
+
+def _writers_layout(raw: bytes) -> bool:
+    """Whether the writers'-layout path (no JSON parse of the tensor list) reads ``raw``."""
+    try:
+        return _canonical_manifest(raw, raw.decode("utf-8"), "m", "m") is not None
+    except (UnicodeDecodeError, CheckpointError):
+        return False
+
+
 def _fast_path(raw: bytes) -> CheckpointInventory | None:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    try:
-        return canonical_manifest(raw, text, source="m")
-    except CheckpointError as e:  # only the shard list's own errors, which the JSON path raises too
-        slow = _json_path(raw)
-        assert isinstance(slow, str) and e.message in slow
-        return None
+    """The fast paths' reading where the writers' layout takes ``raw``: the specification's, and what every caller
+    gets (an error there is the specification's too). None where the writers' layout does not take it."""
+    fast = _read(raw, "fast")
+    spec = _json_path(raw)
+    assert fast is None or fast == spec
+    assert _read(raw, "auto") == spec
+    return fast if _writers_layout(raw) else None  # type: ignore[return-value]
 
 
 def _same(fast: CheckpointInventory, slow: CheckpointInventory | str) -> None:

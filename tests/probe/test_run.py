@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 from archviz import kernels
 from archviz.probe import reduce
 from archviz.cli import app
-from archviz.probe import ProbeError, parse_size, run_probe
+from archviz.probe import ProbeError, ProbeOptions, parse_size, run_probe
 from archviz.records import dumps, loads
+from archviz.sources import BuildOptions
 
 from helpers import TESTS, TINY
 ROOT = TESTS
@@ -47,13 +48,13 @@ def _assert_all_agree(result) -> None:
 
 @pytest.mark.parametrize("name", ["llama", "mixtral", "deepseek_v3", "deepseek_v4"])
 def test_transformers_models_agree_on_cpu(name):
-    result = run_probe("hf:" + name, overrides=TINY[name])
+    result = run_probe("hf:" + name, BuildOptions(overrides=tuple(TINY[name].items())))
     _assert_all_agree(result)
     assert result.device == "cpu"
 
 
 def test_a_reduced_deepseek_v3_maps_back_to_the_full_model():
-    result = run_probe("hf:deepseek_v3", overrides=V3_REDUCED)
+    result = run_probe("hf:deepseek_v3", BuildOptions(overrides=tuple(V3_REDUCED.items())))
     _assert_all_agree(result)
     plan = result.plan
     cut = {r.field: (r.full, r.reduced) for r in plan.reductions}
@@ -73,7 +74,7 @@ def test_a_reduced_deepseek_v3_maps_back_to_the_full_model():
 
 
 def test_v3like_fixture_agrees_with_a_cut_vocabulary():
-    result = run_probe(*V3LIKE[:1], config=V3LIKE[1], overrides={"vocab_size": 8192})
+    result = run_probe(V3LIKE[0], BuildOptions(config=V3LIKE[1], overrides=(("vocab_size", 8192),)))
     _assert_all_agree(result)
     cut = {r.field: (r.full, r.reduced) for r in result.plan.reductions}
     assert cut["vocab_size"] == (8192, 1024) and cut["n_routed_experts"] == (8, 4)
@@ -83,7 +84,7 @@ def test_v3like_fixture_agrees_with_a_cut_vocabulary():
 
 
 def test_v41like_fixture_agrees_with_layers_experts_vocabulary_and_ngram_tables_cut():
-    result = run_probe(V41LIKE[0], config=V41LIKE[1], overrides=V41_REDUCED)
+    result = run_probe(V41LIKE[0], BuildOptions(config=V41LIKE[1], overrides=tuple(V41_REDUCED.items())))
     _assert_all_agree(result)
     plan = result.plan
     cut = {r.field: (r.full, r.reduced) for r in plan.reductions}
@@ -184,7 +185,7 @@ def test_memory_guard_refuses_before_allocating():
     assert res.exit_code == 2
     assert "--max-memory 1.0 MB" in res.output and "needs about" in res.output
     with pytest.raises(ProbeError):
-        run_probe(V3LIKE[0], config=V3LIKE[1], max_memory=1024)
+        run_probe(V3LIKE[0], BuildOptions(config=V3LIKE[1]), ProbeOptions(max_memory=1024))
 
 
 def test_json_output(tmp_path):
@@ -218,7 +219,8 @@ def test_a_vision_model_probes_on_the_input_given():
     for real, the same shape on meta; every module call agrees, the patch embedding's output included."""
     cfg = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=32,
                patch_size=8, num_channels=3)
-    result = run_probe("hf:vit", overrides=cfg, input_specs=["pixel_values=B,3,32,32:float32"])
+    result = run_probe("hf:vit", BuildOptions(overrides=tuple(cfg.items())),
+                       ProbeOptions(input_specs=["pixel_values=B,3,32,32:float32"]))
     _assert_all_agree(result)
     patches = (cfg["image_size"] // cfg["patch_size"]) ** 2
     proj = result.record.module("embeddings.patch_embeddings.projection")
