@@ -163,10 +163,12 @@ def test_load_names_reads_groups(tmp_path):
 
 
 @pytest.mark.parametrize("body, match", [
-    ('[groups]\n"Attention" = ["wo_a", "wo_b"]\n', r"\[groups\] expects"),
-    ('[groups]\n"Attention" = { "Grouped output" = "wo_a" }\n', r"\[groups\] expects"),
-    ('[groups]\n"Attention" = { "Grouped output" = [] }\n', r"\[groups\] expects"),
-    ('[groups]\n"Attention" = { "Grouped output" = ["wo_a", 3] }\n', r"\[groups\] expects"),
+    ('[groups]\n"Attention" = ["wo_a", "wo_b"]\n', r"groups\.Attention: a table of .*, not \['wo_a', 'wo_b'\]$"),
+    ('[groups]\n"Attention" = { "Grouped output" = "wo_a" }\n',
+     r"groups\.Attention\.Grouped output: a non-empty list of non-empty strings, not 'wo_a'$"),
+    ('[groups]\n"Attention" = { "Grouped output" = [] }\n', r"groups\.Attention\.Grouped output: .*, not \[\]$"),
+    ('[groups]\n"Attention" = { "Grouped output" = ["wo_a", 3] }\n',
+     r"groups\.Attention\.Grouped output: .*, not \['wo_a', 3\]$"),
     ('[groups]\n"Attention" = { "A" = ["wo_a", "wo_b"], "B" = ["wo_b"] }\n', "listed twice"),
     ('[groups]\n"Attention" = { "A" = ["wo_a", "wo_a"] }\n', "listed twice"),
 ])

@@ -377,7 +377,7 @@ def test_bad_names_file(tmp_path):
         load_names(str(bad))
     wrong = tmp_path / "names.json"
     wrong.write_text(json.dumps({"layers.*": 3}))
-    with pytest.raises(archviz.ArchvizError, match="key = "):
+    with pytest.raises(archviz.ArchvizError, match=r"names\.json: layers\.\*: a string, not 3$"):
         load_names(str(wrong))
 
 
