@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,15 +204,6 @@ def test_python_m_archviz_cli_is_the_console_script():
 MAX_FUNCTION_LINES = 80
 MAX_PARAMETERS = 8
 LONG_REASON = "Long because:"  # a docstring line starting so states why a function stays over MAX_FUNCTION_LINES
-# What the rules below still find (issue 31): the tests are expected to fail until these are split.
-_LONG_LEFT = ["sources/reference.build", "cost/masks._observe",
-              "walk/tensors.classify_module", "checkpoint/aggregate._bottom_up", "diff.diff", "shapes/policy._propagate",
-              "walk/walker._walk", "shapes/policy._answer", "probe/real.real_calls", "group/kinds._pass",
-              "render/site/pages.render_site"]
-_WIDE_LEFT = ["shapes/trace._passes", "group/tree._node", "shapes/trace.trace_shapes", "shapes/trace._trace_shapes",
-              "shapes/forward.run_forward", "shapes/evidence.second_pass", "checkpoint/compare._result",
-              "probe/real.real_calls", "records/compactfile.CompactModules.__init__", "cost/measure._hf_decode",
-              "probe/agreement._compare_kernels", "cost/bounds.step_bound"]
 
 
 def _functions():
@@ -258,14 +248,12 @@ def _wide_functions() -> list[str]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="still over 80 lines: " + ", ".join(_LONG_LEFT))
 def test_no_function_passes_80_lines_without_a_reason():
     """A function a reader takes in at once: over 80 lines (decorators excluded, docstring included) it is split
     into helpers whose names say their job, or its docstring holds a line starting "Long because:"."""
     assert _long_functions() == []
 
 
-@pytest.mark.xfail(strict=True, reason="still over 8 parameters: " + ", ".join(_WIDE_LEFT))
 def test_no_signature_passes_8_parameters():
     """Over 8 parameters (self/cls, *args and **kwargs not counted), the related ones travel as a small frozen
     dataclass. Exempt: typer commands in archviz/cli/ (`@app.command`: one parameter per option) and the kernel

@@ -554,7 +554,7 @@ def unset_batch_limit(args: Any, config: dict[str, Any], notes: list[str]) -> No
 
 
 def build(spec: str, options: BuildOptions) -> Built:
-    from .meta import is_cuda_insistence, meta_build
+    from .meta import construction_error, is_cuda_insistence, meta_build, names_a_missing_field
     from .process_group import constructed
 
     path, config_path = resolve_paths(spec, options)
@@ -602,8 +602,8 @@ def build(spec: str, options: BuildOptions) -> Built:
     except ArchvizError:
         raise
     except Exception as e:  # noqa: BLE001
-        said = _construction_error(e, (path, config_path, code_root), cls, args, args_cls)
-        if _names_a_missing_field(e, args) or (not isinstance(e, AttributeError) and is_cuda_insistence(e)):
+        said = construction_error(e, (path, config_path, code_root), cls, args, args_cls)
+        if names_a_missing_field(e, args) or (not isinstance(e, AttributeError) and is_cuda_insistence(e)):
             raise said from None
         raise said from e
     notes = list(meta_notes.items) + notes
@@ -676,35 +676,6 @@ def _default_dtype(path: str, options: BuildOptions, notes: list[str]) -> tuple[
     if default_dtype and not isinstance(dtype_obj, torch.dtype):
         raise SourceError(f"--default-dtype {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
     return default_dtype, dtype_obj
-
-
-def _names_a_missing_field(e: BaseException, args: Any) -> bool:
-    return isinstance(e, AttributeError) and args is not None and getattr(e, "obj", None) is args
-
-
-def _construction_error(e: Exception, paths: tuple[str, str, str], cls: type, args: Any,
-                        args_cls: type | None) -> SourceError:
-    """What the model's constructor raised, said as one SourceError; `paths` is (the model file, the config file or
-    the model file, the code root)."""
-    from .meta import is_cuda_insistence, unset_field_hint, user_frame
-
-    path, config_path, code_root = paths
-    where = user_frame(e, (code_root,)) or os.path.basename(path)
-    if isinstance(e, AttributeError):
-        if _names_a_missing_field(e, args):
-            return SourceError(f"{config_path}: the model reads args.{e.name} at {where}, which "
-                               f"{getattr(args_cls, '__name__', '')} lacks",
-                               hint=f"add {e.name!r} to {getattr(args_cls, '__name__', '')} or the config")
-        return SourceError(f"{path}: building {cls.__name__} raised AttributeError at {where}: {e}",
-                           hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
-                           or "run with --debug for the traceback")
-    if is_cuda_insistence(e):
-        return SourceError(f"{path}: the model insists on CUDA at {where}: {e}",
-                           hint="archviz builds on the meta device; guard the CUDA call with "
-                                "torch.cuda.is_available()")
-    return SourceError(f"{path}: building {cls.__name__} raised {type(e).__name__} at {where}: {e}",
-                       hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
-                       or "check the config (run with --debug for the traceback)")
 
 
 def _model_name(module: Any, code_root: str, folder: str) -> tuple[str, str]:
