@@ -115,7 +115,7 @@ class CompactModules(Sequence):
 
     def __reduce__(self) -> tuple:
         return (CompactModules, (self._parents, self._names, self._row, self._rows, self._tables, self._paths,
-                                 self._below, self._make_record, self._fields, self._defaults))
+                                 self._below, RecordSchema(self._make_record, self._fields, self._defaults)))
 
     # -- what a scan of every module reads, without making records ------------------------------------------------
 
