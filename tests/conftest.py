@@ -186,7 +186,7 @@ def archviz_cli() -> Cli:
 _SHARED_SESSION_FIXTURES = ("gallery_site", "toplevel_sites")
 # The files (or groups) that took longest in a run of the whole suite (--durations), handed out first, longest first,
 # so that none starts last and leaves the other worker idle; then the files with `slow` tests, then the rest.
-_LONGEST_FIRST = ("gallery_site", "checkpoint/test_manifest_fast_path.py", "records/test_cache.py",
+_LONGEST_FIRST = ("gallery_site", "records/test_cache.py",
                   "adversarial/test_adv_trust_edges.py", "sources/test_remote_code.py", "cli/test_ci_integrations.py",
                   "toplevel_sites", "adversarial/test_adv_terminal_more.py",
                   "shapes/test_trace.py", "render/site/test_pages.py", "probe/test_tensor_parallel.py")

@@ -88,15 +88,11 @@ def test_a_file_with_any_part_replaced_is_refused_or_reads_whole(docs, version, 
 
 
 @pytest.mark.parametrize("stored", [{"nodes": "garbage"}, "from another model"])
-def test_a_grouping_stored_in_a_file_is_made_again(tmp_path, docs, stored):
+def test_a_grouping_stored_in_a_file_is_made_again(tmp_path, docs, stored, archviz_cli):
     """Grouping is derived from the modules: one a file carries (damaged, or another model's, with other counts)
-    changes nothing that summary, inspect and build show."""
-    import subprocess
-    import sys
-
+    changes nothing that summary, inspect and build show (the commands in-process: what they print is compared)."""
     from archviz.records import SCHEMA_V3
 
-    repo = FIXTURES.parent.parent
     clean = tmp_path / "clean.json"
     clean.write_text(json.dumps(docs[3]))
     d = json.loads(json.dumps(docs[3]))
@@ -114,8 +110,7 @@ def test_a_grouping_stored_in_a_file_is_made_again(tmp_path, docs, stored):
     for args in (["summary"], ["inspect", "layer", "1"], ["inspect", "--json"]):
         outs = []
         for f in (clean, crafted):
-            p = subprocess.run([sys.executable, "-m", "archviz.cli", args[0], str(f), *args[1:]], cwd=repo,
-                               capture_output=True, text=True, timeout=120)
+            p = archviz_cli(args[0], f, *args[1:])
             assert p.returncode == 0, p.stderr[-1500:]
             outs.append(p.stdout.replace(str(f), "FILE"))
         assert outs[0] == outs[1], args

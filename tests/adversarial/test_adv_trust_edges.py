@@ -1,7 +1,10 @@
 """Bad input at the edges is exit 2 with one line, and nothing archviz must not replace is replaced: configs of the
 wrong JSON type or of impossible sizes (refused before building), an `--input` of 40 dims, a remote file that
 changes between two reads, model code that exits or raises KeyboardInterrupt while it is imported, and `-o` onto a
-device node, a symlink, someone's folder or /proc (each checked with os.lstat before and after)."""
+device node, a symlink, someone's folder or /proc (each checked with os.lstat before and after).
+
+A real process (``adv_tools.cli``) where only one shows it: the Hub's endpoint read from the environment at import,
+model code that exits or reads the command line while archviz imports it; the rest in-process (``archviz_cli``)."""
 
 from __future__ import annotations
 
@@ -49,11 +52,11 @@ def _lstat(path: Path) -> tuple[int, int, int, int]:
     ({"num_attention_heads": 0}, "num_attention_heads = 0"),
     ({"text_config": {"hidden_size": -64}}, "hidden_size cannot be negative"),
 ])
-def test_a_transformers_config_of_the_wrong_type_or_size_is_refused(tmp_path: Path, edit: dict,
-                                                                    fragment: str) -> None:
+def test_a_transformers_config_of_the_wrong_type_or_size_is_refused(tmp_path: Path, edit: dict, fragment: str,
+                                                                    archviz_cli) -> None:  # noqa: ANN001
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**LLAMA, **edit}))
-    refused(cli("summary", path), str(path), fragment)
+    refused(archviz_cli("summary", path), str(path), fragment)
 
 
 @pytest.mark.parametrize("edit, fragment", [
@@ -61,16 +64,16 @@ def test_a_transformers_config_of_the_wrong_type_or_size_is_refused(tmp_path: Pa
     ({"n_layers": -2}, "n_layers cannot be negative"),
     ({"vocab_size": 0}, "vocab_size = 0"),
 ])
-def test_a_reference_config_of_impossible_sizes_is_refused_before_building(tmp_path: Path, edit: dict,
-                                                                          fragment: str) -> None:
+def test_a_reference_config_of_impossible_sizes_is_refused_before_building(tmp_path: Path, edit: dict, fragment: str,
+                                                                          archviz_cli) -> None:  # noqa: ANN001
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**json.loads((BRANCHY / "config.json").read_text()), **edit}))
-    refused(cli("summary", BRANCHY / "model.py", "--config", path), str(path), fragment)
+    refused(archviz_cli("summary", BRANCHY / "model.py", "--config", path), str(path), fragment)
 
 
-def test_an_input_of_40_dims_is_refused(tmp_path: Path) -> None:
+def test_an_input_of_40_dims_is_refused(tmp_path: Path, archviz_cli) -> None:  # noqa: ANN001
     out = tmp_path / "r.json"
-    r = cli("walk", BRANCHY / "model.py", "--config", BRANCHY / "config.json", "--shapes",
+    r = archviz_cli("walk", BRANCHY / "model.py", "--config", BRANCHY / "config.json", "--shapes",
             "--input", "tokens=" + ",".join(["2"] * 40), "-o", out)
     refused(r, "40 dims")
     assert not out.exists()
@@ -166,7 +169,8 @@ def shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["chardev", "symlink", "folder"])
-def test_manifest_replaces_only_a_regular_file(shard: Path, tmp_path: Path, kind: str) -> None:
+def test_manifest_replaces_only_a_regular_file(shard: Path, tmp_path: Path, kind: str,
+                                               archviz_cli) -> None:  # noqa: ANN001
     target = tmp_path / "m.json"
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
@@ -180,7 +184,7 @@ def test_manifest_replaces_only_a_regular_file(shard: Path, tmp_path: Path, kind
         target.mkdir()
         (target / "mine.txt").write_text("my file")
     before = _lstat(target)
-    refused(cli("manifest", shard, "-o", target), str(target))
+    refused(archviz_cli("manifest", shard, "-o", target), str(target))
     assert _lstat(target) == before
     assert victim.read_text() == "keep me"
     if kind == "folder":
@@ -188,15 +192,15 @@ def test_manifest_replaces_only_a_regular_file(shard: Path, tmp_path: Path, kind
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "victim.txt"]  # no temp file left
 
 
-def test_manifest_and_build_under_proc_are_one_line(shard: Path) -> None:
-    refused(cli("manifest", shard, "-o", "/proc/archviz-manifest.json"), "/proc/archviz-manifest.json")
-    r = cli("build", BRANCHY / "model.py", "--config", BRANCHY / "config.json", "-o", "/proc/archviz-site")
+def test_manifest_and_build_under_proc_are_one_line(shard: Path, archviz_cli) -> None:  # noqa: ANN001
+    refused(archviz_cli("manifest", shard, "-o", "/proc/archviz-manifest.json"), "/proc/archviz-manifest.json")
+    r = archviz_cli("build", BRANCHY / "model.py", "--config", BRANCHY / "config.json", "-o", "/proc/archviz-site")
     refused(r, "/proc/archviz-site")
     assert not os.path.lexists("/proc/archviz-site")
 
 
 @pytest.mark.parametrize("kind", ["symlink-to-folder", "users-folder", "chardev"])
-def test_build_replaces_only_a_site_it_wrote(tmp_path: Path, kind: str) -> None:
+def test_build_replaces_only_a_site_it_wrote(tmp_path: Path, kind: str, archviz_cli) -> None:  # noqa: ANN001
     target = tmp_path / "site"
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -211,7 +215,7 @@ def test_build_replaces_only_a_site_it_wrote(tmp_path: Path, kind: str) -> None:
             pytest.skip("making a device node needs root")
         os.mknod(target, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
     before = _lstat(target)
-    r = cli("build", BRANCHY / "model.py", "--config", BRANCHY / "config.json", "-o", target)
+    r = archviz_cli("build", BRANCHY / "model.py", "--config", BRANCHY / "config.json", "-o", target)
     refused(r, str(target))
     assert _lstat(target) == before
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]

@@ -24,6 +24,20 @@ def cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("hf-modules")
 
 
+@pytest.fixture(scope="module")
+def saved(cache: Path, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """transformers itself, trusting the folder, builds the model for real (its parameter count printed) and saves it
+    (its .py files copied beside the weights): one process for the two tests that read it."""
+    out = tmp_path_factory.mktemp("saved") / "saved"
+    code = ("import transformers as t\n"
+            f"c = t.AutoConfig.from_pretrained({str(FOLDER)!r}, trust_remote_code=True)\n"
+            "m = t.AutoModelForCausalLM.from_config(c, trust_remote_code=True)\n"
+            "print(sum(p.numel() for p in m.parameters()))\n"
+            f"m.save_pretrained({str(out)!r})")
+    return subprocess.run([sys.executable, "-c", code], env={**os.environ, "HF_MODULES_CACHE": str(cache)},
+                          capture_output=True, text=True, timeout=300), out
+
+
 def run(cache: Path, *args: object) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_MODULES_CACHE": str(cache), "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "archviz.cli", *map(str, args)], cwd=REPO, env=env,
@@ -46,19 +60,14 @@ def test_refused_without_the_flag(cache):
     assert not any(cache.iterdir())  # nothing of the folder's was imported
 
 
-def test_counts_match_the_formula_and_transformers_own_build(cache):
+def test_counts_match_the_formula_and_transformers_own_build(cache, saved):
     r = run(cache, "summary", FOLDER, "--trust-remote-code", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["model_class"].endswith("TinyRemoteForCausalLM")
     assert out["parameters"] == expected_parameters()
     # transformers itself, trusting the same folder, builds the same model for real
-    code = ("import json, sys, transformers as t\n"
-            f"c = t.AutoConfig.from_pretrained({str(FOLDER)!r}, trust_remote_code=True)\n"
-            "m = t.AutoModelForCausalLM.from_config(c, trust_remote_code=True)\n"
-            "print(sum(p.numel() for p in m.parameters()))")
-    real = subprocess.run([sys.executable, "-c", code], env={**os.environ, "HF_MODULES_CACHE": str(cache)},
-                          capture_output=True, text=True, timeout=300)
+    real, _ = saved
     assert real.returncode == 0, real.stderr
     assert int(real.stdout.split()[-1]) == out["parameters"]
 
@@ -95,17 +104,11 @@ def test_a_known_type_with_its_own_code_says_which_class_was_built(cache, tmp_pa
                for n in out["notes"]), out["notes"]
 
 
-def test_check_against_the_checkpoint_transformers_writes(cache, tmp_path):
+def test_check_against_the_checkpoint_transformers_writes(cache, saved):
     """transformers, trusting the folder, saves the model (its .py files copied beside the weights); archviz checks
     that folder's code against that real model.safetensors: every parameter matched."""
-    out = tmp_path / "saved"
-    code = ("import transformers as t\n"
-            f"c = t.AutoConfig.from_pretrained({str(FOLDER)!r}, trust_remote_code=True)\n"
-            "m = t.AutoModelForCausalLM.from_config(c, trust_remote_code=True)\n"
-            f"m.save_pretrained({str(out)!r})")
-    saved = subprocess.run([sys.executable, "-c", code], env={**os.environ, "HF_MODULES_CACHE": str(cache)},
-                           capture_output=True, text=True, timeout=300)
-    assert saved.returncode == 0, saved.stderr
+    saved_by, out = saved
+    assert saved_by.returncode == 0, saved_by.stderr
     assert (out / "modeling_tiny.py").is_file() and (out / "model.safetensors").is_file()
     r = run(cache, "check", out, "--trust-remote-code", "--checkpoint", out / "model.safetensors", "--json")
     assert r.returncode == 0, r.stderr
