@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 
+
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "archviz"
 
@@ -198,3 +199,80 @@ def test_python_m_archviz_cli_is_the_console_script():
     assert p.returncode == 0, p.stderr
     for command in ("summary", "inspect", "walk", "build", "check", "manifest", "probe", "diff", "cost"):
         assert f" {command} " in p.stdout
+
+
+MAX_FUNCTION_LINES = 80
+MAX_PARAMETERS = 8
+LONG_REASON = "Long because:"  # a docstring line starting so states why a function stays over MAX_FUNCTION_LINES
+
+
+def _functions():
+    for path in FILES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield path, node
+
+
+def _decorator_names(node) -> set[str]:
+    """The names a function's decorators end in: `@app.command("build")` gives "command", `@shape_rule(...)`
+    "shape_rule"."""
+    names = set()
+    for d in node.decorator_list:
+        d = d.func if isinstance(d, ast.Call) else d
+        names.add(d.attr if isinstance(d, ast.Attribute) else getattr(d, "id", ""))
+    return names
+
+
+def _long_functions() -> list[str]:
+    out = []
+    for path, node in _functions():
+        lines = node.end_lineno - node.lineno + 1
+        doc = ast.get_docstring(node) or ""
+        if lines > MAX_FUNCTION_LINES and not any(l.strip().startswith(LONG_REASON) for l in doc.splitlines()):
+            out.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    return out
+
+
+def _wide_functions() -> list[str]:
+    out = []
+    for path, node in _functions():
+        a = node.args
+        params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg not in ("self", "cls")]
+        decorators = _decorator_names(node)
+        if "command" in decorators and PKG / "cli" in path.parents:
+            continue  # a typer command: its parameters are the command line's options
+        if "shape_rule" in decorators:
+            continue  # a kernel's shape rule takes the kernel's own signature (shapes/kernel_packages.py)
+        if len(params) > MAX_PARAMETERS:
+            out.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({len(params)} parameters)")
+    return out
+
+
+def test_no_function_passes_80_lines_without_a_reason():
+    """A function a reader takes in at once: over 80 lines (decorators excluded, docstring included) it is split
+    into helpers whose names say their job, or its docstring holds a line starting "Long because:"."""
+    assert _long_functions() == []
+
+
+def test_no_signature_passes_8_parameters():
+    """Over 8 parameters (self/cls, *args and **kwargs not counted), the related ones travel as a small frozen
+    dataclass. Exempt: typer commands in archviz/cli/ (`@app.command`: one parameter per option) and the kernel
+    shape rules registered with `@shape_rule` (they mirror a CUDA package's signature)."""
+    assert _wide_functions() == []
+
+
+def test_size_rules_see_a_long_and_a_wide_function(tmp_path, monkeypatch):
+    """The two rules find what they are for, and honour their exemptions."""
+    body = "\n".join(f"    x{i} = {i}" for i in range(85))
+    f = tmp_path / "archviz" / "cli" / "fake.py"
+    f.parent.mkdir(parents=True)
+    f.write_text(f'def long():\n{body}\n\n\ndef reasoned():\n    """Long because: a flat table."""\n{body}\n\n\n'
+                 "def wide(a, b, c, d, e, f, g, h, i, *args, **kw):\n    pass\n\n\n"
+                 "def narrow(self, a, b, c, d, e, f, g, h, *args, **kw):\n    pass\n\n\n"
+                 "@app.command('x')\ndef command(a, b, c, d, e, f, g, h, i):\n    pass\n\n\n"
+                 "@shape_rule('k.f')\ndef rule(a, b, c, d, e, f, g, h, i):\n    pass\n")
+    monkeypatch.setattr(sys.modules[__name__], "FILES", [f])
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PKG", tmp_path / "archviz")
+    assert _long_functions() == ["archviz/cli/fake.py:1 long (86 lines)"]
+    assert _wide_functions() == ["archviz/cli/fake.py:178 wide (9 parameters)"]

@@ -158,6 +158,14 @@ def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entri
         if s is None:
             s = stats[i] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
         add_note(s, add, slot, note, k)
+    _roll_up(stats, parent)
+    return _rows_of(paths, parent, stats, extra, order)
+
+
+def _roll_up(stats: list[list[Any] | None], parent: list[int]) -> None:
+    """Each module's tallies added into its parent's, deepest first (a module's row follows its parent's in
+    `stats`); notes merged by position, the first 4 kept."""
+    n = len(stats)
     for i in range(n - 1, 0, -1):
         s = stats[i]
         if s is None:
@@ -187,6 +195,12 @@ def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entri
                 t[9] = True
         if s[9]:
             t[9] = True
+
+
+def _rows_of(paths: list[str], parent: list[int], stats: list[list[Any] | None], extra: dict[str, list[Any]],
+             order: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """The rows by path: the model's modules, then the checkpoint's own paths beyond them."""
+    n = len(paths)
     notes_of: list[Any] = [None] * n
     rows: dict[tuple, dict[str, Any]] = {}
     out: dict[str, dict[str, Any]] = {}

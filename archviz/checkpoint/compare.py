@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from dataclasses import dataclass
 from itertools import chain
 import types
 from typing import Any, Iterable, Literal, Mapping
@@ -171,16 +172,39 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
                         "elements": u.elements, "explained": explained,
                         **({"scales": [s.name for s in u.scales]} if u.scales else {})})
 
-    result = _result(record, inventory, entries, ck_only, ruleset, scores, rules, units, block, compact, plain,
-                     positions)
+    result = _result(record, inventory, _Found(entries, positions, ck_only, units),
+                     _RulesUsed(ruleset, scores, rules, block), (compact, plain))
     if live_note:
         result["rules"]["notes"] = [live_note]
     return record.with_extra(EXTRA_KEY, result)
 
 
-def _result(record: ModelRecord, inv: CheckpointInventory, entries: list[Entry], ck_only: list[dict[str, Any]],
-            ruleset: Ruleset, scores: Mapping[str, int], rules: Rules, units: list[Unit], block: tuple[int, int],
-            compact: bool | None, plain: bool, positions: list[int] | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Found:
+    """What the comparison found: every entry (in `positions` order where given), the checkpoint-only tensors as
+    listed, and the checkpoint's units."""
+    entries: list[Entry]
+    positions: list[int] | None
+    ck_only: list[dict[str, Any]]
+    units: list[Unit]
+
+
+@dataclass(frozen=True)
+class _RulesUsed:
+    """The ruleset chosen, every ruleset's score, the rules it was chosen from and the fp8 block size."""
+    ruleset: Ruleset
+    scores: Mapping[str, int]
+    rules: Rules
+    block: tuple[int, int]
+
+
+def _result(record: ModelRecord, inv: CheckpointInventory, found: _Found, used: _RulesUsed,
+            layout: tuple[bool | None, bool]) -> dict[str, Any]:
+    """The checkpoint extra: verdict, summary, rules and every entry; `layout` is (compact: None for by size, plain
+    names)."""
+    entries, positions, ck_only, units = found.entries, found.positions, found.ck_only, found.units
+    ruleset, scores, rules, block = used.ruleset, used.scores, used.rules, used.block
+    compact, plain = layout
     counts = {"match": 0, "mismatch": 0, "missing": 0, "checkpoint-only": 0}
     model_el = {"match": 0, "mismatch": 0, "missing": 0, "checkpoint-only": 0}  # parameters only
     ck_only_el = ck_params = unexplained = notes = 0

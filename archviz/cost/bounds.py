@@ -224,9 +224,21 @@ def comms(record: Any, cost: dict[str, Any], gpus: int, tokens: int) -> tuple[Co
     return tuple(out)
 
 
-def step_bound(hw: Hardware, gpus: int, peak: float | None, weights: float, kv: float, flops: float,
-               flops_kind: str, comm: tuple[Comm, ...], tokens: int) -> StepBound:
-    """The three terms of one step on `gpus` GPUs of `hw` (weights, kv and flops: all GPUs together)."""
+@dataclass(frozen=True)
+class StepWork:
+    """What one step moves and computes, all GPUs together (the fields of StepBound it is timed into)."""
+    weights: float  # weight bytes read
+    kv: float  # KV bytes read (decode) or written (prefill)
+    flops: float
+    flops_kind: str  # "attended" | "as written" | ""
+    comm: tuple[Comm, ...]
+    tokens: int  # new tokens in the step, all sequences
+
+
+def step_bound(hw: Hardware, gpus: int, peak: float | None, work: StepWork) -> StepBound:
+    """The three terms of one step on `gpus` GPUs of `hw`."""
+    weights, kv, flops, flops_kind, comm, tokens = (work.weights, work.kv, work.flops, work.flops_kind, work.comm,
+                                                    work.tokens)
     t_memory = (weights + kv) / gpus / hw.bandwidth
     t_compute = flops / gpus / peak if peak else None
     t_inter = None
@@ -263,12 +275,13 @@ def bound(record: Any, hw: Hardware, gpus: int = 1, kv_element: float | None = N
     if cost.get("decode"):
         dw = weights_read(record, B)
         flops, kind = _flops(cost["decode"])
-        decode = step_bound(hw, gpus, peak, dw.read, kv_bytes(cost, B, L, kv_element), flops, kind,
-                            comms(record, cost, gpus, B), B)
+        decode = step_bound(hw, gpus, peak, StepWork(dw.read, kv_bytes(cost, B, L, kv_element), flops, kind,
+                                                     comms(record, cost, gpus, B), B))
     pw = weights_read(record, B * T)
     written = B * T * sum(per_token_bytes(e, kv_element) for e in (cost.get("kv") or {}).get("entries") or ())
     flops, kind = _flops(cost["prefill"])
-    prefill = step_bound(hw, gpus, peak, pw.read, written, flops, kind, comms(record, cost, gpus, B * T), B * T)
+    prefill = step_bound(hw, gpus, peak, StepWork(pw.read, written, flops, kind, comms(record, cost, gpus, B * T),
+                                                  B * T))
     serving = sum(weight_bytes(record).values()) + kv_bytes(cost, B, L, kv_element) + (cost.get("activation_peak")
                                                                                        or 0)
     fit = Fit(serving=serving, capacity=gpus * hw.memory, fits=serving <= gpus * hw.memory,
@@ -298,7 +311,7 @@ def tokens_per_s_curve(record: Any, hw: Hardware, gpus: int, points: list[tuple[
     for L, flops, kv in points:
         if flops is None:
             continue
-        s = step_bound(hw, gpus, peak, w, kv or 0.0, flops, "", comm, B)
+        s = step_bound(hw, gpus, peak, StepWork(w, kv or 0.0, flops, "", comm, B))
         if s.time:
             out.append((L, B / s.time))
     return out

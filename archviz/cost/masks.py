@@ -196,110 +196,151 @@ class Masks:
         return got
 
     def _observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """What one op makes of the masks and scores it reads; (score dims, share kept) where it masks scores."""
         if func in _VIEWS:
-            src = args[0] if args else None
-            m = self._get(src)
-            if m is not None:
-                self._set(out, m)
-            s = self._score(src)
-            if s is not None and isinstance(out, torch.Tensor):
-                self._set_score(out, s[0], s[1])
-            return None
+            return self._on_view(func, args, kwargs, out)
         if func in _CONST:
-            v = _fill(func, args)
-            if v is not None:
-                self._set(out, Mask(inside=v, outside=v))
-            return None
+            return self._on_constant(func, args, kwargs, out)
         if func in _BAND:
-            m = self._get(args[0])
-            d = args[1] if len(args) > 1 else kwargs.get("diagonal", 0)
-            if m is None or m.share is not None or not isinstance(d, int):
-                return None
-            if _BAND[func] == "triu":  # keeps j − i ≥ d, zeroes the rest
-                lo, hi = max(m.lo, d), m.hi
-            else:
-                lo, hi = m.lo, min(m.hi, d)
-            x = args[0]
-            if x.dim() >= 2 and (m.lo == -math.inf and m.hi == math.inf or
-                                 (m.outside == 0.0 and (m.tq, m.tk) == tuple(x.shape[-2:]))):
-                self._set(out, Mask(inside=m.inside, outside=0.0, lo=lo, hi=hi, tq=x.shape[-2], tk=x.shape[-1]))
-            return None
+            return self._on_band(func, args, kwargs, out)
         if func in (aten.scatter.value, aten.scatter_.value, aten.scatter.src, aten.scatter_.src):
-            m = self._get(args[0])
-            dim, index = args[1], args[2]
-            if m is not None and m.inside == m.outside and isinstance(index, torch.Tensor) and \
-                    isinstance(args[0], torch.Tensor) and args[0].shape[dim]:
-                v = args[3]
-                if isinstance(v, torch.Tensor):
-                    v = self._get(v).inside if self._get(v) is not None else None
-                if isinstance(v, (int, float)):
-                    share = min(1.0, index.shape[dim] / args[0].shape[dim])
-                    self._set(out, Mask(inside=float(v), outside=m.inside, share=share))
-            return None
+            return self._on_scatter(func, args, kwargs, out)
         if func is aten.where.self:  # where(mask, a, b) of constants a and b: the mask's layout, a and b its values
-            m, a, b = (self._get(x) for x in args[:3])
-            if m is not None and a is not None and b is not None and a.inside == a.outside and b.inside == b.outside:
-                self._set(out, Mask(inside=a.inside if m.inside else b.inside,
-                                    outside=a.inside if m.outside else b.inside, lo=m.lo, hi=m.hi, share=m.share,
-                                    tq=m.tq, tk=m.tk))
-            return None
+            return self._on_where(func, args, kwargs, out)
         if func in (aten.logical_not.default, aten.bitwise_not.default):
-            m = self._get(args[0])
-            if m is not None:
-                self._set(out, Mask(inside=float(not m.inside), outside=float(not m.outside), lo=m.lo, hi=m.hi,
-                                    share=m.share, tq=m.tq, tk=m.tk))
-            return None
+            return self._on_not(func, args, kwargs, out)
         if func in (aten.masked_fill.Scalar, aten.masked_fill_.Scalar):
-            x, mask, v = args[0], args[1], args[2]
-            mm = self._get(mask)
-            if mm is None:
-                return None
+            return self._on_masked_fill(func, args, kwargs, out)
+        if func in (aten.add.Tensor, aten.add_.Tensor):
+            return self._on_add(func, args, kwargs, out)
+        if func in _SCALE:  # scores scaled (by 1/sqrt(d), a softcap's factor): the same scores
+            return self._on_scale(func, args, kwargs, out)
+        if func in _SOFTMAX:
+            return self._on_softmax(func, args, kwargs, out)
+        return None
+
+    def _on_view(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """A view: the mask and the scores its source carries."""
+        src = args[0] if args else None
+        m = self._get(src)
+        if m is not None:
+            self._set(out, m)
+        s = self._score(src)
+        if s is not None and isinstance(out, torch.Tensor):
+            self._set_score(out, s[0], s[1])
+        return None
+
+    def _on_constant(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """A constant fill: a mask of one value."""
+        v = _fill(func, args)
+        if v is not None:
+            self._set(out, Mask(inside=v, outside=v))
+        return None
+
+    def _on_band(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """Triu/tril: a band of the mask."""
+        m = self._get(args[0])
+        d = args[1] if len(args) > 1 else kwargs.get("diagonal", 0)
+        if m is None or m.share is not None or not isinstance(d, int):
+            return None
+        if _BAND[func] == "triu":  # keeps j − i ≥ d, zeroes the rest
+            lo, hi = max(m.lo, d), m.hi
+        else:
+            lo, hi = m.lo, min(m.hi, d)
+        x = args[0]
+        if x.dim() >= 2 and (m.lo == -math.inf and m.hi == math.inf or
+                             (m.outside == 0.0 and (m.tq, m.tk) == tuple(x.shape[-2:]))):
+            self._set(out, Mask(inside=m.inside, outside=0.0, lo=lo, hi=hi, tq=x.shape[-2], tk=x.shape[-1]))
+        return None
+
+    def _on_scatter(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """Scatter of a constant into a constant: a share of positions."""
+        m = self._get(args[0])
+        dim, index = args[1], args[2]
+        if m is not None and m.inside == m.outside and isinstance(index, torch.Tensor) and \
+                isinstance(args[0], torch.Tensor) and args[0].shape[dim]:
+            v = args[3]
+            if isinstance(v, torch.Tensor):
+                v = self._get(v).inside if self._get(v) is not None else None
+            if isinstance(v, (int, float)):
+                share = min(1.0, index.shape[dim] / args[0].shape[dim])
+                self._set(out, Mask(inside=float(v), outside=m.inside, share=share))
+        return None
+
+    def _on_where(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """Where(mask, a, b) of constants a and b."""
+        m, a, b = (self._get(x) for x in args[:3])
+        if m is not None and a is not None and b is not None and a.inside == a.outside and b.inside == b.outside:
+            self._set(out, Mask(inside=a.inside if m.inside else b.inside,
+                                outside=a.inside if m.outside else b.inside, lo=m.lo, hi=m.hi, share=m.share,
+                                tq=m.tq, tk=m.tk))
+        return None
+
+    def _on_not(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """Logical or bitwise not of a mask."""
+        m = self._get(args[0])
+        if m is not None:
+            self._set(out, Mask(inside=float(not m.inside), outside=float(not m.outside), lo=m.lo, hi=m.hi,
+                                share=m.share, tq=m.tq, tk=m.tk))
+        return None
+
+    def _on_masked_fill(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """Scores masked to -inf, or a constant masked to another."""
+        x, mask, v = args[0], args[1], args[2]
+        mm = self._get(mask)
+        if mm is None:
+            return None
+        s = self._score(x)
+        if s is not None and isinstance(v, (int, float)) and v <= _NEG:
+            kept = mm.kept(_false)
+            self._set_score(out, s[0], kept)
+            return s[0], kept
+        m = self._get(x)
+        if m is not None and m.inside == m.outside and isinstance(v, (int, float)):
+            self._set(out, Mask(inside=float(v), outside=m.inside, lo=mm.lo, hi=mm.hi, share=mm.share,
+                                tq=mm.tq, tk=mm.tk)
+                      if mm.inside else Mask(inside=m.inside, outside=float(v), lo=mm.lo, hi=mm.hi,
+                                             share=mm.share, tq=mm.tq, tk=mm.tk))
+        return None
+
+    def _on_add(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """Scores plus a mask, or two masks summed."""
+        a, b = args[0], args[1]
+        sa, sb = self._score(a), self._score(b) if isinstance(b, torch.Tensor) else None
+        if sa is not None and sb is not None:  # two products' scores summed (MLA: latent and rope parts)
+            self._set_score(out, sa[0] + sb[0], min(sa[1], sb[1]))
+            return None
+        ma, mb = self._get(a), self._get(b) if isinstance(b, torch.Tensor) else None
+        if ma is not None and mb is not None:  # two additive masks: one that masks nothing leaves the other's
+            for x, y in ((ma, mb), (mb, ma)):
+                if x.kept(_finite) == 1.0:
+                    self._set(out, y)
+                    return None
+            self.masks.pop(id(out), None)  # their intersection is not known: neither layout holds
+            return None
+        for x, mask in ((a, b), (b, a)):
             s = self._score(x)
-            if s is not None and isinstance(v, (int, float)) and v <= _NEG:
-                kept = mm.kept(_false)
+            mm = self._get(mask) if isinstance(mask, torch.Tensor) else None
+            if s is not None and mm is not None:
+                kept = mm.kept(_finite)
                 self._set_score(out, s[0], kept)
                 return s[0], kept
-            m = self._get(x)
-            if m is not None and m.inside == m.outside and isinstance(v, (int, float)):
-                self._set(out, Mask(inside=float(v), outside=m.inside, lo=mm.lo, hi=mm.hi, share=mm.share,
-                                    tq=mm.tq, tk=mm.tk)
-                          if mm.inside else Mask(inside=m.inside, outside=float(v), lo=mm.lo, hi=mm.hi,
-                                                 share=mm.share, tq=mm.tq, tk=mm.tk))
-            return None
-        if func in (aten.add.Tensor, aten.add_.Tensor):
-            a, b = args[0], args[1]
-            sa, sb = self._score(a), self._score(b) if isinstance(b, torch.Tensor) else None
-            if sa is not None and sb is not None:  # two products' scores summed (MLA: latent and rope parts)
-                self._set_score(out, sa[0] + sb[0], min(sa[1], sb[1]))
-                return None
-            ma, mb = self._get(a), self._get(b) if isinstance(b, torch.Tensor) else None
-            if ma is not None and mb is not None:  # two additive masks: one that masks nothing leaves the other's
-                for x, y in ((ma, mb), (mb, ma)):
-                    if x.kept(_finite) == 1.0:
-                        self._set(out, y)
-                        return None
-                self.masks.pop(id(out), None)  # their intersection is not known: neither layout holds
-                return None
-            for x, mask in ((a, b), (b, a)):
-                s = self._score(x)
-                mm = self._get(mask) if isinstance(mask, torch.Tensor) else None
-                if s is not None and mm is not None:
-                    kept = mm.kept(_finite)
-                    self._set_score(out, s[0], kept)
-                    return s[0], kept
-            return None
-        if func in _SCALE:  # scores scaled (by 1/sqrt(d), a softcap's factor): the same scores
-            for x in args[:2]:
-                s = self._score(x)
-                if s is not None and isinstance(out, torch.Tensor) and out.shape == x.shape:
-                    self._set_score(out, s[0], s[1])
-                    break
-            return None
-        if func in _SOFTMAX:
-            s = self._score(args[0])
-            if s is not None and isinstance(out, torch.Tensor):
-                self._set_score(out, (), s[1])
-            return None
+        return None
+
+    def _on_scale(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """Scores scaled: the same scores."""
+        for x in args[:2]:
+            s = self._score(x)
+            if s is not None and isinstance(out, torch.Tensor) and out.shape == x.shape:
+                self._set_score(out, s[0], s[1])
+                break
+        return None
+
+    def _on_softmax(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[tuple[int, ...], float] | None:
+        """Softmax of scores: the probabilities keep what was kept."""
+        s = self._score(args[0])
+        if s is not None and isinstance(out, torch.Tensor):
+            self._set_score(out, (), s[1])
         return None
 
 

@@ -101,7 +101,7 @@ def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
 def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None, memo: bool = True,
           peak: bool = False, paths: dict[int, str] | None = None,
           input_specs: list[str] | None = None) -> tuple[Any, FlopCounter, ActivationPeak | None]:
-    from ..shapes import trace_shapes
+    from ..shapes import PassRun, trace_shapes
 
     fc = FlopCounter(built.model, paths)
     act = ActivationPeak() if peak else None
@@ -112,8 +112,8 @@ def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None 
             act.observe(func, args, kwargs, out, path)
 
     with fc:
-        traced = trace_shapes(built, record, batch=batch, seq=seq, memo=memo, input_specs=input_specs,
-                              op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo)
+        traced = trace_shapes(built, record, batch=batch, seq=seq, input_specs=input_specs,
+                              run=PassRun(memo=memo, op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo))
     return traced, fc, act
 
 
@@ -314,8 +314,7 @@ def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple
             notes.append(f"{type(built.model).__name__}.forward takes no start_pos: no decode step")
     elif built.kind == "hf":
         try:
-            decode, kv, curve = _hf_decode(built, run.record, traced, batch, context, layer_list, say, run.memo,
-                                           run.paths, more)
+            decode, kv, curve = _hf_decode(run, batch, (context, *more), say)
         except ShapeError as e:
             notes.append(f"no decode step: {e.line()}")
     else:
@@ -324,11 +323,14 @@ def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple
     return decode, kv, curve
 
 
-def _hf_decode(built: Any, record: Any, traced: Any, batch: int, context: int, layer_list: str | None,
-               say: Callable[[str], None], memo: bool, paths: dict[int, str],
-               more: Sequence[int] = ()) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
-    """A prefill on meta with the model's own cache, its layers stretched to `context` slots, then one token; at
-    each of `more` lengths again from a copy of the filled cache (the two prefills run once), summed to points."""
+def _hf_decode(run: _Prefilled, batch: int, lengths: tuple[int, ...],
+               say: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """A prefill on meta with the model's own cache, its layers stretched to `context` (lengths[0]) slots, then one
+    token; at each of the other lengths again from a copy of the filled cache (the two prefills run once), summed to
+    points."""
+    built, record, traced, layer_list, memo, paths = run.built, run.record, run.traced, run.layer_list, run.memo, \
+        run.paths
+    context, more = lengths[0], lengths[1:]
     try:
         from transformers import DynamicCache
     except ImportError as e:  # pragma: no cover - hf sources need transformers

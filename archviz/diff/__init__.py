@@ -104,6 +104,51 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
     fns = rename_functions(rules) + list(renames or ())
     ia, ib = a.index(), b.index()
     pairs = match(a, b, fns, (ia, ib))
+    notes, shapes, sized, dims = _pass_notes(a, b, aspects)
+    changes_of: dict[str, list[Change]] = {}
+    renamed: list[Pair] = []
+    same = len(pairs) == len(a.modules) == len(b.modules)  # every module paired with an equal record
+    for m in a.modules:
+        p = pairs.get(m.path)
+        if p is None:
+            continue
+        mb = ib[p.b]
+        if m == mb:
+            continue
+        same = False
+        changes = compare(m, mb, aspects, shapes, sized, dims)
+        if changes:
+            changes_of[m.path] = changes
+        if p.how in (BY_RULE, BY_STRUCTURE) and "renames" in aspects:
+            renamed.append(p)
+    kinds: tuple[Kinds, Kinds] | None = None  # the grouping of each model, made once, when first needed
+    if "multiplicity" in aspects and not same:
+        kinds = Kinds(a), Kinds(b)
+        _multiplicity_changes(a, pairs, kinds, changes_of)
+    nodes: list[NodeDiff] = []
+    for m in a.modules:
+        changes = changes_of.get(m.path)
+        if changes:
+            p = pairs[m.path]
+            nodes.append(NodeDiff(m.path, p.b, p.how, tuple(changes), ib[p.b].own.parameters - m.own.parameters))
+    added: list[Subtree] = []
+    removed: list[Subtree] = []
+    if "structure" in aspects:
+        added, removed = _subtrees(a, b, pairs, (ia, ib))
+    deltas = totals(a, b)
+    folded = fold(a, b, nodes, renamed, added, removed, kinds, (ia, ib)) if (nodes or renamed or added or removed) \
+        else ()
+    return ModelDiff(
+        a=spec_a or a.source.spec, b=spec_b or b.source.spec, a_name=a.source.name, b_name=b.source.name,
+        compared=tuple(x for x in ASPECTS if x in aspects), ignored=ignored, matched=len(pairs),
+        modules_a=len(a.modules), modules_b=len(b.modules), renamed=tuple(renamed), nodes=tuple(nodes),
+        added=tuple(added), removed=tuple(removed), totals=deltas, folded=folded, notes=tuple(notes),
+    )
+
+
+def _pass_notes(a: ModelRecord, b: ModelRecord, aspects: frozenset[str]) -> tuple[list[str], bool, bool, tuple]:
+    """What the two records' passes let the diff compare: the notes saying what is left out, whether both carry a
+    meta pass, whether the passes ran at one size, and each pass's named dims."""
     notes: list[str] = []
     shapes = _has_shapes(a) and _has_shapes(b)
     if not shapes and ({"shapes", "call-sites", "kernels", "notes"} & aspects):
@@ -122,68 +167,46 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
     if len(costed) == 1 and "totals" in aspects:
         notes.append(f"FLOPs and KV-cache figures not compared: only {costed[0]} carries a cost pass (records of "
                      "`archviz cost -o`)")
-    changes_of: dict[str, list[Change]] = {}
-    renamed: list[Pair] = []
-    same = len(pairs) == len(a.modules) == len(b.modules)  # every module paired with an equal record
+    return notes, shapes, sized, dims
+
+
+def _multiplicity_changes(a: ModelRecord, pairs: dict[str, Pair], kinds: tuple[Kinds, Kinds],
+                          changes_of: dict[str, list[Change]]) -> None:
+    """Multiplicity compared on the top module whose multiplicity changed (its descendants change with it); the
+    grouping is a function of the records, so two models whose records are all equal group alike."""
+    from ..group import multiplicity_text
+
+    ka, kb = kinds
+    mult_changed: set[str] = set()
     for m in a.modules:
         p = pairs.get(m.path)
         if p is None:
             continue
-        mb = ib[p.b]
-        if m == mb:
-            continue
-        same = False
-        changes = compare(m, mb, aspects, shapes, sized, dims)
-        if changes:
-            changes_of[m.path] = changes
-        if p.how in (BY_RULE, BY_STRUCTURE) and "renames" in aspects:
-            renamed.append(p)
-    # multiplicity: compared on the top module whose multiplicity changed (its descendants change with it); the
-    # grouping is a function of the records, so two models whose records are all equal group alike
-    kinds: tuple[Kinds, Kinds] | None = None  # the grouping of each model, made once, when first needed
-    if "multiplicity" in aspects and not same:
-        from ..group import multiplicity_text
+        x, y = ka.multiplicity(m.path), kb.multiplicity(p.b)
+        if x != y:
+            mult_changed.add(m.path)
+            if m.parent not in mult_changed:
+                changes_of.setdefault(m.path, []).append(
+                    Change("multiplicity", "multiplicity", multiplicity_text(x) or "× 1",
+                           multiplicity_text(y) or "× 1"))
 
-        kinds = ka, kb = Kinds(a), Kinds(b)
-        mult_changed: set[str] = set()
-        for m in a.modules:
-            p = pairs.get(m.path)
-            if p is None:
-                continue
-            x, y = ka.multiplicity(m.path), kb.multiplicity(p.b)
-            if x != y:
-                mult_changed.add(m.path)
-                if m.parent not in mult_changed:
-                    changes_of.setdefault(m.path, []).append(
-                        Change("multiplicity", "multiplicity", multiplicity_text(x) or "× 1",
-                               multiplicity_text(y) or "× 1"))
-    nodes: list[NodeDiff] = []
-    for m in a.modules:
-        changes = changes_of.get(m.path)
-        if changes:
-            p = pairs[m.path]
-            nodes.append(NodeDiff(m.path, p.b, p.how, tuple(changes), ib[p.b].own.parameters - m.own.parameters))
+
+def _subtrees(a: ModelRecord, b: ModelRecord, pairs: dict[str, Pair],
+              indexes: tuple[dict, dict]) -> tuple[list[Subtree], list[Subtree]]:
+    """The subtrees added in B and removed from A, each at its top module, with what it carries."""
+    ia, ib = indexes
     added: list[Subtree] = []
     removed: list[Subtree] = []
-    if "structure" in aspects:
-        taken = {p.b for p in pairs.values()}
-        tops_a = [m.path for m in a.modules if m.path not in pairs and m.parent in pairs]
-        tops_b = [m.path for m in b.modules if m.path not in taken and m.parent in taken]
-        for record, index, tops, side, out in ((a, ia, tops_a, "removed", removed), (b, ib, tops_b, "added", added)):
-            counts = _count_subtrees(record, tops)
-            for t in tops:
-                m = index[t]
-                out.append(Subtree(side, t, m.class_name, m.totals.parameters, m.totals.scale_elements,
-                                   m.totals.buffer_elements, m.totals.bytes, counts[t]))
-    deltas = totals(a, b)
-    folded = fold(a, b, nodes, renamed, added, removed, kinds, (ia, ib)) if (nodes or renamed or added or removed) \
-        else ()
-    return ModelDiff(
-        a=spec_a or a.source.spec, b=spec_b or b.source.spec, a_name=a.source.name, b_name=b.source.name,
-        compared=tuple(x for x in ASPECTS if x in aspects), ignored=ignored, matched=len(pairs),
-        modules_a=len(a.modules), modules_b=len(b.modules), renamed=tuple(renamed), nodes=tuple(nodes),
-        added=tuple(added), removed=tuple(removed), totals=deltas, folded=folded, notes=tuple(notes),
-    )
+    taken = {p.b for p in pairs.values()}
+    tops_a = [m.path for m in a.modules if m.path not in pairs and m.parent in pairs]
+    tops_b = [m.path for m in b.modules if m.path not in taken and m.parent in taken]
+    for record, index, tops, side, out in ((a, ia, tops_a, "removed", removed), (b, ib, tops_b, "added", added)):
+        counts = _count_subtrees(record, tops)
+        for t in tops:
+            m = index[t]
+            out.append(Subtree(side, t, m.class_name, m.totals.parameters, m.totals.scale_elements,
+                               m.totals.buffer_elements, m.totals.bytes, counts[t]))
+    return added, removed
 
 
 __all__ = ["diff", "parse_ignore", "check_tree", "match", "compare", "fold", "totals", "rename_functions", "ASPECTS",

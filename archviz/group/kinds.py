@@ -62,34 +62,12 @@ class Kinds:
         return tuple((k, hashable(v)) for k, v in attrs if not dropped(class_name, k))
 
     def _pass(self) -> list[str]:
-        record = self.record
-        modules = record.modules
-        # A compact file's modules (records.compactfile) are read as columns of shared values, no module made, and
-        # most are found by their row and their children's kinds, without hashing their values: (row, kinds of the
-        # children) -> kind. A walk's modules share no values: only hashing finds them.
-        shared = hasattr(modules, "child_rows")
-        if shared:
-            paths = modules.paths
-            row_id = modules.row_ids()
-            names, child_rows = modules.column("children"), modules.child_rows()
-            rows: Any = zip(range(len(paths) - 1, -1, -1), reversed(modules.column("class_name")),
-                            reversed(modules.column("class_module")), reversed(modules.column("tensors")),
-                            reversed(modules.column("attributes")), reversed(modules.column("kernels")))
-        else:
-            rows = ((m, m.class_name, m.class_module, m.tensors, m.attributes, m.kernels) for m in reversed(modules))
+        modules = self.record.modules
+        shared, rows, (paths, row_id, names, child_rows) = _rows(modules)
         intern: dict[tuple, int] = {}
         sigs: list[tuple] = []
         kid: Any = [0] * len(modules) if shared else {}
         suspects: list[str] = []
-        plain_key = operator.attrgetter("name", "kind", "shape", "dtype", "elements", "persistent", "packing")
-
-        def tensor_key(t: Any) -> tuple:
-            # A buffer shared by several modules (DeepSeek-V4.1 caches `freqs_cis`) is counted where first seen and
-            # an alias elsewhere; structurally every holder has the same buffer, so the alias does not make a kind.
-            if t.kind == "alias" and t.persistent is not None:
-                return (t.name, "buffer", t.shape, t.dtype, t.storage_elements, t.persistent, t.packing)
-            return plain_key(t)
-
         by_class = bool(self.drop)
         drop_classes = {c for c, _ in self.drop}
         fcache: dict[Any, tuple] = {}  # attributes -> attributes that are not numbering (cached: most repeat)
@@ -129,7 +107,7 @@ class Kinds:
                             fa = fcache[attrs] = self._filter(attrs, "")
                         attrs = fa
                 # (an alias's target path differs per instance: not part of the signature, its kind is)
-                sig = (cn, cm, tuple(map(tensor_key, ts)) if ts else (), attrs, kernels, children)
+                sig = (cn, cm, tuple(map(_tensor_key, ts)) if ts else (), attrs, kernels, children)
                 k = get(sig)
                 if k is None:
                     k = intern[sig] = len(sigs)
@@ -194,3 +172,33 @@ class Kinds:
             text = repr((sig[:5], tuple((n, self.hash(c)) for n, c in sig[5])))
             h = self._hash[k] = hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
         return h
+
+
+def _rows(modules: Any) -> tuple[bool, Any, tuple]:
+    """The modules' rows deepest first, (module or row, class name, class module, tensors, attributes, kernels),
+    for the kinds pass; whether they are a compact file's; and a compact file's columns (paths, row ids, child
+    names, child rows), else Nones.
+
+    A compact file's modules (records.compactfile) are read as columns of shared values, no module made, and most are
+    found by their row and their children's kinds, without hashing their values: (row, kinds of the children) ->
+    kind. A walk's modules share no values: only hashing finds them."""
+    if not hasattr(modules, "child_rows"):
+        rows = ((m, m.class_name, m.class_module, m.tensors, m.attributes, m.kernels) for m in reversed(modules))
+        return False, rows, (None, None, None, None)
+    paths = modules.paths
+    rows = zip(range(len(paths) - 1, -1, -1), reversed(modules.column("class_name")),
+               reversed(modules.column("class_module")), reversed(modules.column("tensors")),
+               reversed(modules.column("attributes")), reversed(modules.column("kernels")))
+    return True, rows, (paths, modules.row_ids(), modules.column("children"), modules.child_rows())
+
+
+_plain_key = operator.attrgetter("name", "kind", "shape", "dtype", "elements", "persistent", "packing")
+
+
+def _tensor_key(t: Any) -> tuple:
+    """A tensor record's part of its module's signature. A buffer shared by several modules (DeepSeek-V4.1 caches
+    `freqs_cis`) is counted where first seen and an alias elsewhere; structurally every holder has the same buffer,
+    so the alias does not make a kind."""
+    if t.kind == "alias" and t.persistent is not None:
+        return (t.name, "buffer", t.shape, t.dtype, t.storage_elements, t.persistent, t.packing)
+    return _plain_key(t)

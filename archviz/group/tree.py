@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import ArchvizError
@@ -38,6 +39,27 @@ _SEP = " › "
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The grouped tree
+
+
+@dataclass(frozen=True)
+class _NodeSpec:
+    """What a node of the tree is: its title, kind, class and representative module, the paths it stands for,
+    `count` instances (a factor named `factor_name`), its parameters per instance and its own, scales and buffers
+    per instance, whether it folds (a list run, a group: `fold`), its module and any extra fields."""
+    title: str
+    kind: str
+    class_name: str
+    representative: str
+    paths: list[str]
+    count: int
+    factor_name: str | None
+    per_instance: int
+    own: int
+    scales: int
+    buffers: int
+    fold: bool
+    module: ModuleRecord | None
+    extra: dict | None = None
 
 
 class _Builder:
@@ -63,9 +85,11 @@ class _Builder:
 
     # -- nodes ----------------------------------------------------------------------------------------------------
 
-    def _node(self, parent: dict | None, *, title: str, kind: str, class_name: str, representative: str,
-              paths: list[str], count: int, factor_name: str | None, per_instance: int, own: int, scales: int,
-              buffers: int, fold: bool, module: ModuleRecord | None, extra: dict | None = None) -> dict:
+    def _node(self, parent: dict | None, spec: _NodeSpec) -> dict:
+        title, kind, class_name, representative = spec.title, spec.kind, spec.class_name, spec.representative
+        paths, count, factor_name, per_instance = spec.paths, spec.count, spec.factor_name, spec.per_instance
+        own, scales, buffers, fold, module, extra = spec.own, spec.scales, spec.buffers, spec.fold, spec.module, \
+            spec.extra
         mult = list(parent["multiplicity"]) if parent else []
         if count > 1:
             mult.append({"factor": count, "name": factor_name or "instances"})
@@ -103,10 +127,10 @@ class _Builder:
     def module_node(self, parent: dict | None, m: ModuleRecord, paths: list[str], count: int,
                     factor_name: str | None, title: str, fold: bool = False, extra: dict | None = None) -> dict:
         t = m.totals
-        node = self._node(parent, title=title, kind=self.kinds.hash(self.kid[m.path]), class_name=m.class_name,
-                          representative=m.path, paths=paths, count=count, factor_name=factor_name,
-                          per_instance=t.parameters, own=m.own.parameters, scales=t.scale_elements,
-                          buffers=t.buffer_elements, fold=fold, module=m, extra=extra)
+        node = self._node(parent, _NodeSpec(
+            title=title, kind=self.kinds.hash(self.kid[m.path]), class_name=m.class_name, representative=m.path,
+            paths=paths, count=count, factor_name=factor_name, per_instance=t.parameters, own=m.own.parameters,
+            scales=t.scale_elements, buffers=t.buffer_elements, fold=fold, module=m, extra=extra))
         self._entry(node, paths)
         self.expand(node, m, paths)
         return node
@@ -154,12 +178,13 @@ class _Builder:
         kind = "gather:" + hashlib.blake2b(repr((title, [(x, self.kinds.hash(self.kid[cm.path]))
                                                          for x, cm in zip(members, mods)])).encode(),
                                            digest_size=8).hexdigest()
-        vnode = self._node(node, title=title, kind=kind, class_name="", representative=m.path,
-                           paths=[f"{p}.{x}" if p else x for x in members for p in paths], count=1,
-                           factor_name=None, per_instance=sum(cm.totals.parameters for cm in mods), own=0,
-                           scales=sum(cm.totals.scale_elements for cm in mods),
-                           buffers=sum(cm.totals.buffer_elements for cm in mods), fold=True, module=None,
-                           extra={"virtual": True, "segment": "gather", "period": len(members), "items": members})
+        vnode = self._node(node, _NodeSpec(
+            title=title, kind=kind, class_name="", representative=m.path,
+            paths=[f"{p}.{x}" if p else x for x in members for p in paths], count=1, factor_name=None,
+            per_instance=sum(cm.totals.parameters for cm in mods), own=0,
+            scales=sum(cm.totals.scale_elements for cm in mods), buffers=sum(cm.totals.buffer_elements for cm in mods),
+            fold=True, module=None,
+            extra={"virtual": True, "segment": "gather", "period": len(members), "items": members}))
         for x, cm in zip(members, mods):
             self.child(vnode, cm.path, x, paths, siblings)
 
@@ -193,10 +218,10 @@ class _Builder:
             holder = parent
         else:
             t = lst.totals
-            holder = self._node(parent, title=f"{len(items)} {plural}", kind=self.kinds.hash(self.kid[lst.path]),
-                                class_name=lst.class_name, representative=lst.path, paths=lpaths, count=1,
-                                factor_name=None, per_instance=t.parameters, own=lst.own.parameters,
-                                scales=t.scale_elements, buffers=t.buffer_elements, fold=False, module=lst)
+            holder = self._node(parent, _NodeSpec(
+                title=f"{len(items)} {plural}", kind=self.kinds.hash(self.kid[lst.path]), class_name=lst.class_name,
+                representative=lst.path, paths=lpaths, count=1, factor_name=None, per_instance=t.parameters,
+                own=lst.own.parameters, scales=t.scale_elements, buffers=t.buffer_elements, fold=False, module=lst))
             self._entry(holder, lpaths)
             run_nodes = self.emit(holder, segs, [(p, 0) for p in lpaths], ctx, top=True)
         if is_main and self.layers is None:
@@ -246,11 +271,11 @@ class _Builder:
                     repr([self.kinds.hash(ctx["kinds"][first + j]) for j in range(unit_items)]).encode(),
                     digest_size=8).hexdigest()
                 title = f"{r} groups of {unit_items} {ctx['plural'].split()[-1]}"
-                node = self._node(parent, title=title, kind=kind, class_name="", representative=paths[0],
-                                  paths=paths, count=r, factor_name="groups", per_instance=params, own=0,
-                                  scales=scales, buffers=buffers, fold=True, module=None,
-                                  extra={"virtual": True, "segment": "group", "period": unit_items, "repeats": r,
-                                         "items": [names[first + j] for j in range(unit_items)]})
+                node = self._node(parent, _NodeSpec(
+                    title=title, kind=kind, class_name="", representative=paths[0], paths=paths, count=r,
+                    factor_name="groups", per_instance=params, own=0, scales=scales, buffers=buffers, fold=True,
+                    module=None, extra={"virtual": True, "segment": "group", "period": unit_items, "repeats": r,
+                                        "items": [names[first + j] for j in range(unit_items)]}))
                 sub = dict(ctx, unit_group=unit_kinds)
                 self.emit(node, unit, new_bases, sub, top=False)
                 out.append(node)

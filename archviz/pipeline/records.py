@@ -55,7 +55,7 @@ def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feed
             record = walk(built, progress=cb)
         if not passes.shapes:
             return record
-        from ..shapes import trace_shapes
+        from ..shapes import PassRun, trace_shapes
 
         if passes.kernel_rules:
             from ..shapes.kernels import load_rules_file
@@ -63,8 +63,8 @@ def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feed
             load_rules_file(passes.kernel_rules)
         with feedback.progress("meta forward pass") as cb:
             return trace_shapes(built, record, batch=passes.batch, seq=passes.seq,
-                                input_specs=list(passes.inputs) or None, memo=not passes.every_block,
-                                train=passes.train, progress=cb)
+                                input_specs=list(passes.inputs) or None,
+                                run=PassRun(memo=not passes.every_block, train=passes.train, progress=cb))
 
 
 def refuse_build_options(source: str, build: BuildOptions, passes: PassOptions) -> None:

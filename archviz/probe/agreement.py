@@ -115,15 +115,19 @@ def compare_mapped(record: ModelRecord, tracer: Tracer, B: int, T: int, plan: An
                     bad.append(Disagreement(m.path, _fmt(m.calls[0].inputs, m.calls[0].outputs), _fmt(ri, ro)))
                     break
         confirmed[m.path] = ok
+    got = Comparison(confirmed, bad, skipped, absent)
     if meta_kernels:
-        _compare_kernels(record, tracer, B, T, plan, meta_kernels, confirmed, bad, absent)
-    return Comparison(confirmed, bad, skipped, absent)
+        _compare_kernels(record, tracer, B, T, plan, meta_kernels, got)
+    return got
 
 
 def _compare_kernels(record: ModelRecord, tracer: Tracer, B: int, T: int, plan: Any,
-                     meta_kernels: dict[tuple[str, str], list[tuple]], confirmed: dict[str, bool],
-                     bad: list[Disagreement], absent: dict[str, str]) -> None:
+                     meta_kernels: dict[tuple[str, str], list[tuple]], got: Comparison) -> None:
+    """Every stubbed kernel call of the meta pass against the real pass's, as part of the module that made it:
+    added to `got`'s verdicts, disagreements and absent modules."""
     from ..shapes import name_dims
+
+    confirmed, bad, absent = got.confirmed, got.disagreements, got.absent
 
     pairs = plan.pairs if plan is not None else frozenset()
     shapes = record.extra("shapes") or {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -97,15 +98,25 @@ def _random_like(p: torch.Tensor, name: str, cls: str, experts: int, g: torch.Ge
     return (torch.randn(shape, generator=g) * 0.02).to(dtype)
 
 
-def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
+@dataclass(frozen=True)
+class RealPassOptions:
+    """How the real pass runs, beside its batch and length: `seed` for the token ids and images; on `device`; with
+    `input_specs` (`--input`, as the meta pass took them); in training mode (`train`) or eval; `sizes`: the meta
+    pass's sizes of the dims --input named without one (`x=B,3,H,W`); `tokens_1d`: the meta pass took token ids [T]
+    (`archviz.shapes.token_rank`)."""
+    seed: int = 0
+    device: str = "cpu"
+    input_specs: list[str] | None = None
+    train: bool = False
+    sizes: dict[str, int] | None = None
+    tokens_1d: bool = False
+
+
+def real_calls(built: Built, B: int, T: int, options: RealPassOptions = RealPassOptions(), *,
                progress: Callable[[int, int], None] | None = None,
-               device: str = "cpu", note: Callable[[str], None] | None = None,
-               input_specs: list[str] | None = None, train: bool = False,
-               sizes: dict[str, int] | None = None, tokens_1d: bool = False) -> tuple[Tracer, dict[str, list[str]]]:
-    """Run `built` (built on `device`) on random token ids [B, T] (and `input_specs`, as the meta pass took them),
-    or on the image batch the meta pass took by default (a vision model), in eval mode or training mode (`train`);
-    `sizes`: the meta pass's sizes of the dims --input named without one (`x=B,3,H,W`); `tokens_1d`: the meta pass
-    took token ids [T] (`archviz.shapes.token_rank`);
+               note: Callable[[str], None] | None = None) -> tuple[Tracer, dict[str, list[str]]]:
+    """Run `built` (built on `options.device`) on random token ids [B, T] (and the --input values, as the meta pass
+    took them), or on the image batch the meta pass took by default (a vision model), in eval mode or training mode;
     returns the tracer (calls per path) and the kernels run (qualname -> the implementation of each call). Stubbed
     kernels run the torch implementations in `archviz.kernels`; modules imported inside forward that are not
     installed are stubbed the same way. Warnings the model's code raises go to `note` (with the module that raised
@@ -115,6 +126,8 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
     spans = Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display)
     ran: dict[str, list[str]] = {}
+    kernel_calls: dict[tuple[str, str], list[tuple]] = {}
+    tracer.kernel_calls = kernel_calls  # type: ignore[attr-defined]  # (path, kernel) -> distinct call shapes
 
     def stub_call(qualname: str, args: tuple, kwargs: dict) -> Any:
         hit = kernels.lookup(qualname, meta=False)
@@ -128,41 +141,10 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
         _log_kernel_call(kernel_calls, tracer.stack[-1] if tracer.stack else "", qualname, args, kwargs, result)
         return result
 
-    kernel_calls: dict[tuple[str, str], list[tuple]] = {}
-    tracer.kernel_calls = kernel_calls  # type: ignore[attr-defined]  # (path, kernel) -> distinct call shapes
-    vocab = _vocab(built)
-    g = torch.Generator().manual_seed(seed + 1)
-    ids = torch.randint(0, vocab, (B, T), generator=g).to(device)
-    import inspect
-
-    if built.kind == "hf":
-        args: tuple = ()
-        params = inspect.signature(built.model.forward).parameters
-        named = [p.name for p in params.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        # as the meta pass: token ids unless the forward names other inputs first (a vision model, its --input)
-        kwargs: dict[str, Any] = {"input_ids": ids} if not named or "input_ids" in named else {}
-        image = image_default(built) if named and named[0] == "pixel_values" else None
-        if image is not None:  # as the meta pass: pixel_values [B, C, H, W] from the config
-            kwargs["pixel_values"] = torch.randn((B, *image[0]), generator=g).to(device)
-        if "use_cache" in params:
-            kwargs["use_cache"] = False
-    else:
-        names = list(inspect.signature(built.model.forward).parameters)
-        image = image_default(built)
-        # as the meta pass: token ids [T] where it took them so, and the sequences' lengths a forward asks for
-        args = (torch.randn((B, *image[0]), generator=g).to(device),) if image is not None else \
-            (ids[0] if tokens_1d else ids,)
-        kwargs = {"start_pos": 0} if "start_pos" in names[1:] else {}
-        if image is None:
-            kwargs.update(sequence_lengths(built.model, B, T, tokens_1d))
-    if input_specs:  # the meta pass's --input, made real: random floats, zero integers, true masks
-        from ..shapes import merge_inputs, parse_inputs
-
-        given = {k: _real_input(v, g, device) for k, v in parse_inputs(input_specs, B, T, sizes)[1].items()}
-        args, kwargs = merge_inputs(built.model, (args, kwargs), given)
+    args, kwargs = _real_inputs(built, B, T, options)
     registry = built.stubs or stubs.StubRegistry()
     modes = [(m, m.training) for m in built.model.modules()]
-    built.model.train(train)
+    built.model.train(options.train)
     tracer.install()
     tracer.progress = progress
     previous = stubs.set_call_handler(stub_call)
@@ -186,6 +168,44 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
         for m, mode in modes:
             m.training = mode
     return tracer, ran
+
+
+def _real_inputs(built: Built, B: int, T: int, options: RealPassOptions) -> tuple[tuple, dict[str, Any]]:
+    """The forward's arguments as the meta pass took them, made real: random token ids [B, T] (or [T]), or an image
+    batch; the --input values random floats, zero integers, true masks."""
+    import inspect
+
+    device = options.device
+    vocab = _vocab(built)
+    g = torch.Generator().manual_seed(options.seed + 1)
+    ids = torch.randint(0, vocab, (B, T), generator=g).to(device)
+    if built.kind == "hf":
+        args: tuple = ()
+        params = inspect.signature(built.model.forward).parameters
+        named = [p.name for p in params.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        # as the meta pass: token ids unless the forward names other inputs first (a vision model, its --input)
+        kwargs: dict[str, Any] = {"input_ids": ids} if not named or "input_ids" in named else {}
+        image = image_default(built) if named and named[0] == "pixel_values" else None
+        if image is not None:  # as the meta pass: pixel_values [B, C, H, W] from the config
+            kwargs["pixel_values"] = torch.randn((B, *image[0]), generator=g).to(device)
+        if "use_cache" in params:
+            kwargs["use_cache"] = False
+    else:
+        names = list(inspect.signature(built.model.forward).parameters)
+        image = image_default(built)
+        # as the meta pass: token ids [T] where it took them so, and the sequences' lengths a forward asks for
+        args = (torch.randn((B, *image[0]), generator=g).to(device),) if image is not None else \
+            (ids[0] if options.tokens_1d else ids,)
+        kwargs = {"start_pos": 0} if "start_pos" in names[1:] else {}
+        if image is None:
+            kwargs.update(sequence_lengths(built.model, B, T, options.tokens_1d))
+    if options.input_specs:  # the meta pass's --input, made real: random floats, zero integers, true masks
+        from ..shapes import merge_inputs, parse_inputs
+
+        given = {k: _real_input(v, g, device)
+                 for k, v in parse_inputs(options.input_specs, B, T, options.sizes)[1].items()}
+        args, kwargs = merge_inputs(built.model, (args, kwargs), given)
+    return args, kwargs
 
 
 def _real_input(value: Any, g: torch.Generator, device: str) -> Any:
@@ -228,9 +248,9 @@ def _log_kernel_call(log: dict[tuple[str, str], list[tuple]], path: str, qualnam
 
 
 def kernel_call_logger(log: dict[tuple[str, str], list[tuple]]) -> Callable[[str, str, tuple, dict, Any], None]:
-    """A `trace_shapes(on_kernel=...)` hook recording the shapes of every stubbed kernel call (answered by its shape
-    rule) by the module path that made it: the probe compares them with the real calls, so a wrong shape rule is
-    caught even where the module's own shapes come out right."""
+    """A `trace_shapes(run=PassRun(on_kernel=...))` hook recording the shapes of every stubbed kernel call (answered
+    by its shape rule) by the module path that made it: the probe compares them with the real calls, so a wrong
+    shape rule is caught even where the module's own shapes come out right."""
 
     def on_kernel(path: str, qualname: str, args: tuple, kwargs: dict, result: Any) -> None:
         _log_kernel_call(log, path, qualname, args, kwargs, result)

@@ -25,7 +25,7 @@ from ..shapes import Tracer
 from ..sources import Built
 from .agreement import Comparison, Disagreement, compare_mapped
 from .memory import ProbeError, default_max_memory, estimate_bytes, human_bytes
-from .real import init_random, kernel_call_logger, real_calls
+from .real import RealPassOptions, init_random, kernel_call_logger, real_calls
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The probe: meta walk of the full model, a reduced copy run for real, every call compared
@@ -154,7 +154,7 @@ def run_probe(spec: str, build_options: Any = None, options: ProbeOptions | None
 
     `progress(stage, done, total)` is told each stage (total 0: no count). Raises `ProbeError` (exit 2) when the
     reduced copy would not fit in `max_memory` bytes, before allocating it."""
-    from ..shapes import trace_shapes
+    from ..shapes import PassRun, trace_shapes
     from ..sources import BuildOptions, build
     from ..walk import walk
     from . import reduce
@@ -180,8 +180,9 @@ def run_probe(spec: str, build_options: Any = None, options: ProbeOptions | None
 
         batch, seq = probe_dims(record, o.batch, o.seq)
         meta_kernels: dict[tuple[str, str], list[tuple]] = {}
-        record = trace_shapes(built, record, batch=batch, seq=seq, on_kernel=kernel_call_logger(meta_kernels),
-                              progress=stage("meta forward pass"), input_specs=o.input_specs, train=o.train)
+        record = trace_shapes(built, record, batch=batch, seq=seq, input_specs=o.input_specs,
+                              run=PassRun(train=o.train, on_kernel=kernel_call_logger(meta_kernels),
+                                          progress=stage("meta forward pass")))
         shapes = record.extra("shapes")
         eager = built.kind == "hf" and any("experts_implementation='eager'" in n for n in shapes.get("notes", ()))
         copy = _ReducedCopy(spec, opts, chosen, record, tmp, notes, o, built.tokens_1d)
@@ -269,8 +270,9 @@ class _ReducedCopy:
     def calls(self, real: Built, **kw: Any) -> tuple[Tracer, dict[str, list[str]]]:
         shapes = self.record.extra("shapes")
         o = self.o
-        return real_calls(real, shapes["B"], shapes["T"], seed=o.seed, device=o.device, input_specs=o.input_specs,
-                          train=o.train, sizes=shapes.get("named"), tokens_1d=self.tokens_1d, **kw)
+        return real_calls(real, shapes["B"], shapes["T"],
+                          RealPassOptions(seed=o.seed, device=o.device, input_specs=o.input_specs, train=o.train,
+                                          sizes=shapes.get("named"), tokens_1d=self.tokens_1d), **kw)
 
     def run(self, stage: _Stages, eager: bool, tp: Any) -> tuple[Tracer, dict[str, list[str]], tuple[str, ...]]:
         """(the real pass's tracer, the kernels it ran, the imports stubbed on the device)."""

@@ -16,12 +16,22 @@ Equality, hashing and iteration are those of the tuple it stands for.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 Record = Any  # a ModuleRecord (records.types), made by the caller's `make`: this module imports no records, not even
 # for its annotations, so the two modules form no circle
 
 _item = list.__getitem__
+
+
+@dataclass(frozen=True)
+class RecordSchema:
+    """How a module's record is made from its row: `make` (path, then `fields` in order), each field's default for
+    a file written before it existed."""
+    make: Callable[..., Record]
+    fields: tuple[str, ...]
+    defaults: tuple[Any, ...]
 
 
 class CompactModules(Sequence):
@@ -32,8 +42,8 @@ class CompactModules(Sequence):
                  "_kids", "_make_record", "_fields", "_defaults", "_children")
 
     def __init__(self, parents: list[int], names: list[str], row: list[int], rows: list[list[int]],
-                 tables: list[list[Any]], paths: list[str], below: list[list[int]], make: Callable[..., Record],
-                 fields: tuple[str, ...], defaults: tuple[Any, ...]):
+                 tables: list[list[Any]], paths: list[str], below: list[list[int]], schema: RecordSchema):
+        make, fields, defaults = schema.make, schema.fields, schema.defaults
         self._parents = parents  # per module, checked by from_columns: its parent's position (-1: the root)
         self._names = names  # its name in its parent
         self._row = row  # the index of its row in `rows`
@@ -105,7 +115,7 @@ class CompactModules(Sequence):
 
     def __reduce__(self) -> tuple:
         return (CompactModules, (self._parents, self._names, self._row, self._rows, self._tables, self._paths,
-                                 self._below, self._make_record, self._fields, self._defaults))
+                                 self._below, RecordSchema(self._make_record, self._fields, self._defaults)))
 
     # -- what a scan of every module reads, without making records ------------------------------------------------
 
@@ -234,7 +244,7 @@ def from_columns(parents: Any, names: Any, row: Any, rows: Any, tables: list[lis
         head = paths[parent]
         append(f"{head}.{name}" if head else name)
         below[parent].append(i)
-    modules = CompactModules(parents, names, row, rows, tables, paths, below, make, fields, defaults)
+    modules = CompactModules(parents, names, row, rows, tables, paths, below, RecordSchema(make, fields, defaults))
     modules.child_rows()  # every child named is a module below its own
     return modules
 

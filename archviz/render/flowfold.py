@@ -222,139 +222,172 @@ def function_parts(flow: Flow, shape: Any) -> list[dict[str, Any]]:
     return parts
 
 
-def flow_items(m: ModuleRecord, flow: Flow, *, shape: Any, node_of: Any, node_info: Any,
-               inputs: tuple[str, ...], outputs: tuple[str, ...], collapse: int = 0,
-               group_of: Any = None) -> tuple[list[Item], int]:
-    """The boxes of `m`'s forward, folded (pure: `node_of(rel)` names a child's node id, `node_info(nid, paths)`
-    gives its (title, href, class name) and `shape(dims)` writes a shape); and how many steps were cut. With
-    `collapse`, a run of more ops than that between two calls is one pill (the overview: masks and positions).
-    A run of ops inside one call of a Python function is one box named after it (`function_parts` says what it
-    expands to, its href "#flow-fn-K" at its first step K); a chain of layout ops (view, transpose, ...) the
-    forward runs itself folds into the edge from the value's maker, which it labels."""
+@dataclass(frozen=True)
+class FlowNaming:
+    """How the fold names what it draws (pure functions): `shape(dims)` writes a shape, `node_of(rel)` names a
+    child's node id, `node_info(nid, paths)` gives its (title, href, class name), and `group_of(nids)`, where given,
+    the href of the node of a repeating group of kinds."""
+    shape: Any
+    node_of: Any
+    node_info: Any
+    group_of: Any = None
+
+
+def flow_items(m: ModuleRecord, flow: Flow, naming: FlowNaming, *, inputs: tuple[str, ...],
+               outputs: tuple[str, ...], collapse: int = 0) -> tuple[list[Item], int]:
+    """The boxes of `m`'s forward, folded (pure: `naming` names the nodes and writes the shapes); and how many
+    steps were cut. With `collapse`, a run of more ops than that between two calls is one pill (the overview: masks
+    and positions). A run of ops inside one call of a Python function is one box named after it (`function_parts`
+    says what it expands to, its href "#flow-fn-K" at its first step K); a chain of layout ops (view, transpose,
+    ...) the forward runs itself folds into the edge from the value's maker, which it labels."""
+    fold = _Folder(m, flow, naming, collapse)
+    fold.add_inputs(inputs)
     steps = flow.steps
-    runs: dict[int, _Run] = {}
-    last = -1
-    for r in sorted(_runs(steps, node_of), key=lambda r: r.start):  # ops two folds both took in go to the first
-        r.start = max(r.start, last + 1)
-        if r.start <= r.calls[0]:
-            runs[r.start] = r
-            last = r.end
-    fruns = _function_runs(flow)
-    items: list[Item] = []
-    at: dict[int, int] = {}  # flow index (step k, input -1 - i) -> item index
-    via: dict[int, str] = {}  # a layout step folded into an edge -> the edge's label ("view, transpose")
-    used_inputs = sorted({j for s in steps for j in s.inputs if j < 0} | {j for j in flow.outputs if j < 0},
-                         reverse=True)
-    for label, shp, js in _input_groups(flow, used_inputs, inputs):
-        for j in js:
-            at[j] = len(items)
-        items.append(Item("in", label, shp))
-
-    def edges(ins: Any) -> tuple[list[int], dict[int, str]]:
-        targets: list[int] = []
-        labels: dict[int, str] = {}
-        for j in ins:
-            if j in at and at[j] not in targets:
-                targets.append(at[j])
-                if j in via:
-                    labels[at[j]] = via[j]
-        return targets, labels
-
     k = 0
     cut = 0
     while k < len(steps):
-        if len(items) >= MAX_ITEMS:
+        if len(fold.items) >= MAX_ITEMS:
             cut = len(steps) - k
             break
-        run = runs.get(k)
-        if run is not None:
-            members = [steps[c].name for c in run.calls]
-            numbers = [_list_item(n)[1] for n in members]  # type: ignore[index]
-            head = _list_item(members[0])[0]  # type: ignore[index]
-            span = f"{numbers[0]}–{numbers[-1]}" if numbers == list(range(numbers[0], numbers[-1] + 1)) \
-                else ", ".join(map(str, numbers[:3])) + ("…" if len(numbers) > 3 else "")
-            kinds = [node_of(n) for n in members[:run.period]]
-            infos = [node_info(nid, members[i:i + 1]) for i, nid in enumerate(kinds)]
-            reps = len(members) // run.period
-            # a group node's title may carry its own count ("58 MoE layers"): the box says how many it folds
-            names = [re.sub(r"^\d[\d,]*\s+", "", i[0]) for i in infos]
-            unit: list[list] = []  # the period's kinds, run-length: "KV-source layer → reusing layers ×5"
-            for x in names:
-                if unit and unit[-1][0] == x:
-                    unit[-1][1] += 1
-                else:
-                    unit.append([x, 1])
-            title = " → ".join(x + (f" ×{c}" if c > 1 else "") for x, c in unit)
-            label = f"{head} {span}"
-            sub = f"{title} ×{reps}" if run.period == 1 else f"({title}) ×{reps}"
-            href = infos[0][1]
-            if run.period > 1 and group_of is not None:  # the node of the repeating group, where there is one
-                href = group_of(kinds) or href
-            ins, labels = edges(sorted({j for s in steps[run.start:run.end + 1] for j in s.inputs
-                                        if j < run.start or j > run.end}))
-            item = Item("fold", label, sub, href=href, cls=infos[0][2] if run.period == 1 else "",
-                        path=f"{m.path}.{members[0]}" if m.path else members[0], inputs=ins, via=labels,
-                        shape=shape(steps[run.end].shapes[0]) if steps[run.end].shapes else "")
-            for j in range(run.start, run.end + 1):
-                at[j] = len(items)
-            items.append(item)
-            k = run.end + 1
-            continue
-        s = steps[k]
-        if k in fruns:
-            end = fruns[k]
-            fn = flow.functions[_outermost(flow, s.function)]
-            ins, labels = edges(sorted({j for x in steps[k:end + 1] for j in x.inputs if j < k}))
-            last_step = steps[end]
-            item = Item("fn", fn.name, f"{_short_file(fn.file)}:{fn.line}", href=f"#flow-fn-{k}", inputs=ins,
-                        via=labels, shape=shape(last_step.shapes[0]) if last_step.shapes else "",
-                        cls=f"{end - k + 1} op{'' if end == k else 's'}")
-            for j in range(k, end + 1):
-                at[j] = len(items)
-            items.append(item)
-            k = end + 1
-            continue
+        k = fold.step(k)
+    ins, labels = fold.edges(flow.outputs)
+    fold.items.append(Item("out", "output", ", ".join(outputs), inputs=ins, via=labels))
+    return fold.items, cut
+
+
+class _Folder:
+    """The items of one forward as they are folded, step by step, and where each flow value landed."""
+
+    def __init__(self, m: ModuleRecord, flow: Flow, naming: FlowNaming, collapse: int) -> None:
+        self.m, self.flow, self.naming, self.collapse = m, flow, naming, collapse
+        self.steps = flow.steps
+        self.runs: dict[int, _Run] = {}
+        last = -1
+        for r in sorted(_runs(self.steps, naming.node_of), key=lambda r: r.start):  # ops two folds took: the first
+            r.start = max(r.start, last + 1)
+            if r.start <= r.calls[0]:
+                self.runs[r.start] = r
+                last = r.end
+        self.fruns = _function_runs(flow)
+        self.items: list[Item] = []
+        self.at: dict[int, int] = {}  # flow index (step k, input -1 - i) -> item index
+        self.via: dict[int, str] = {}  # a layout step folded into an edge -> the edge's label ("view, transpose")
+
+    def add_inputs(self, inputs: tuple[str, ...]) -> None:
+        flow = self.flow
+        used_inputs = sorted({j for s in self.steps for j in s.inputs if j < 0} | {j for j in flow.outputs if j < 0},
+                             reverse=True)
+        for label, shp, js in _input_groups(flow, used_inputs, inputs):
+            for j in js:
+                self.at[j] = len(self.items)
+            self.items.append(Item("in", label, shp))
+
+    def edges(self, ins: Any) -> tuple[list[int], dict[int, str]]:
+        targets: list[int] = []
+        labels: dict[int, str] = {}
+        for j in ins:
+            if j in self.at and self.at[j] not in targets:
+                targets.append(self.at[j])
+                if j in self.via:
+                    labels[self.at[j]] = self.via[j]
+        return targets, labels
+
+    def _place(self, first: int, last: int, item: Item) -> int:
+        """Steps first..last drawn as `item`; the next step to fold."""
+        for j in range(first, last + 1):
+            self.at[j] = len(self.items)
+        self.items.append(item)
+        return last + 1
+
+    def _shape_of(self, step: FlowStep) -> str:
+        return self.naming.shape(step.shapes[0]) if step.shapes else ""
+
+    def step(self, k: int) -> int:
+        """Fold the flow from step k on into one item (or one edge label); the next step to fold."""
+        if k in self.runs:
+            return self._fold_run(self.runs[k])
+        if k in self.fruns:
+            return self._fold_function(k, self.fruns[k])
+        s = self.steps[k]
         if s.kind == "op" and s.name in LAYOUT_OPS and s.function < 0:
-            src = [j for j in s.inputs if j in at]
+            src = [j for j in s.inputs if j in self.at]
             if len(src) == 1:  # the value passes along the edge, laid out anew
                 j = src[0]
-                at[k] = at[j]
-                chain = via[j].rpartition(" → ")[0] + ", " if j in via else ""
-                via[k] = f"{chain}{s.name.lstrip('_')} → {shape(s.shapes[0]) if s.shapes else ''}"
-                k += 1
-                continue
+                self.at[k] = self.at[j]
+                chain = self.via[j].rpartition(" → ")[0] + ", " if j in self.via else ""
+                self.via[k] = f"{chain}{s.name.lstrip('_')} → {self._shape_of(s)}"
+                return k + 1
         end = k
-        while collapse and end + 1 < len(steps) and steps[end + 1].kind == "op" and end + 1 not in runs:
+        while self.collapse and end + 1 < len(self.steps) and self.steps[end + 1].kind == "op" \
+                and end + 1 not in self.runs:
             end += 1
-        if s.kind == "op" and collapse and end - k + 1 > collapse:
-            ops = steps[k:end + 1]
-            names = list(dict.fromkeys(x.name.lstrip("_") for x in ops))
-            ins, labels = edges(sorted({j for x in ops for j in x.inputs if j < k}))
-            last_op = ops[-1]
-            item = Item("op", f"{len(ops)} ops ({', '.join(names[:3])}{', …' if len(names) > 3 else ''})", "",
-                        inputs=ins, via=labels, shape=shape(last_op.shapes[0]) if last_op.shapes else "")
-            for j in range(k, end + 1):
-                at[j] = len(items)
-            items.append(item)
-            k = end + 1
-            continue
-        ins, labels = edges(s.inputs)
-        shp = shape(s.shapes[0]) if s.shapes else ""
+        if s.kind == "op" and self.collapse and end - k + 1 > self.collapse:
+            return self._collapse_ops(k, end)
+        return self._place(k, k, self._single(s))
+
+    def _fold_run(self, run: _Run) -> int:
+        """A run of calls to list items of one kind (or one repeating pattern of kinds) as one box."""
+        steps, naming = self.steps, self.naming
+        members = [steps[c].name for c in run.calls]
+        numbers = [_list_item(n)[1] for n in members]  # type: ignore[index]
+        head = _list_item(members[0])[0]  # type: ignore[index]
+        span = f"{numbers[0]}–{numbers[-1]}" if numbers == list(range(numbers[0], numbers[-1] + 1)) \
+            else ", ".join(map(str, numbers[:3])) + ("…" if len(numbers) > 3 else "")
+        kinds = [naming.node_of(n) for n in members[:run.period]]
+        infos = [naming.node_info(nid, members[i:i + 1]) for i, nid in enumerate(kinds)]
+        reps = len(members) // run.period
+        # a group node's title may carry its own count ("58 MoE layers"): the box says how many it folds
+        names = [re.sub(r"^\d[\d,]*\s+", "", i[0]) for i in infos]
+        unit: list[list] = []  # the period's kinds, run-length: "KV-source layer → reusing layers ×5"
+        for x in names:
+            if unit and unit[-1][0] == x:
+                unit[-1][1] += 1
+            else:
+                unit.append([x, 1])
+        title = " → ".join(x + (f" ×{c}" if c > 1 else "") for x, c in unit)
+        label = f"{head} {span}"
+        sub = f"{title} ×{reps}" if run.period == 1 else f"({title}) ×{reps}"
+        href = infos[0][1]
+        if run.period > 1 and naming.group_of is not None:  # the node of the repeating group, where there is one
+            href = naming.group_of(kinds) or href
+        ins, labels = self.edges(sorted({j for s in steps[run.start:run.end + 1] for j in s.inputs
+                                         if j < run.start or j > run.end}))
+        m = self.m
+        item = Item("fold", label, sub, href=href, cls=infos[0][2] if run.period == 1 else "",
+                    path=f"{m.path}.{members[0]}" if m.path else members[0], inputs=ins, via=labels,
+                    shape=self._shape_of(steps[run.end]))
+        return self._place(run.start, run.end, item)
+
+    def _fold_function(self, k: int, end: int) -> int:
+        """The ops of one call of a Python function, steps k..end, as one box named after it."""
+        steps = self.steps
+        fn = self.flow.functions[_outermost(self.flow, steps[k].function)]
+        ins, labels = self.edges(sorted({j for x in steps[k:end + 1] for j in x.inputs if j < k}))
+        item = Item("fn", fn.name, f"{_short_file(fn.file)}:{fn.line}", href=f"#flow-fn-{k}", inputs=ins,
+                    via=labels, shape=self._shape_of(steps[end]), cls=f"{end - k + 1} op{'' if end == k else 's'}")
+        return self._place(k, end, item)
+
+    def _collapse_ops(self, k: int, end: int) -> int:
+        """A run of ops between two calls, steps k..end, as one pill."""
+        ops = self.steps[k:end + 1]
+        names = list(dict.fromkeys(x.name.lstrip("_") for x in ops))
+        ins, labels = self.edges(sorted({j for x in ops for j in x.inputs if j < k}))
+        item = Item("op", f"{len(ops)} ops ({', '.join(names[:3])}{', …' if len(names) > 3 else ''})", "",
+                    inputs=ins, via=labels, shape=self._shape_of(ops[-1]))
+        return self._place(k, end, item)
+
+    def _single(self, s: FlowStep) -> Item:
+        """One call or op of its own."""
+        ins, labels = self.edges(s.inputs)
+        shp = self._shape_of(s)
         if len(s.shapes) > 1:
             shp = f"{len(s.shapes)} × {shp}" if len(set(s.shapes)) == 1 else f"{shp} + {len(s.shapes) - 1} more"
         if s.kind == "call":
             name = s.name[1:] if s.name.startswith("/") else s.name
-            nid = node_of(s.name)
-            title, href, cls = node_info(nid, [s.name]) if nid is not None else (name, None, "")
-            path = name if s.name.startswith("/") or not m.path else f"{m.path}.{name}"
-            item = Item("call", name, title if title != name else "", href=href, cls=cls, path=path, inputs=ins,
+            nid = self.naming.node_of(s.name)
+            title, href, cls = self.naming.node_info(nid, [s.name]) if nid is not None else (name, None, "")
+            path = name if s.name.startswith("/") or not self.m.path else f"{self.m.path}.{name}"
+            return Item("call", name, title if title != name else "", href=href, cls=cls, path=path, inputs=ins,
                         via=labels, shape=shp)
-        else:
-            op = s.name.lstrip("_") or s.name
-            item = Item("op", op + (f" ×{s.count}" if s.count > 1 else ""), "", inputs=ins, via=labels, shape=shp)
-        at[k] = len(items)
-        items.append(item)
-        k += 1
-    ins, labels = edges(flow.outputs)
-    items.append(Item("out", "output", ", ".join(outputs), inputs=ins, via=labels))
-    return items, cut
+        op = s.name.lstrip("_") or s.name
+        return Item("op", op + (f" ×{s.count}" if s.count > 1 else ""), "", inputs=ins, via=labels, shape=shp)

@@ -11,7 +11,7 @@ from rich.tree import Tree
 
 from .dims import DimNames
 from ..records import ModelRecord, ModuleRecord
-from .flowfold import Item, flow_items, function_parts
+from .flowfold import FlowNaming, Item, flow_items, function_parts
 
 
 def flow_tree(record: ModelRecord, path: str = "", depth: int = 2) -> Tree:
@@ -56,7 +56,7 @@ def _add(branch: Tree, m: ModuleRecord, index: Any, names: DimNames, by_path: di
         return ((node or {}).get("title") or cls or (rels[0] if rels else ""), None, cls)
 
     call = m.calls[0] if m.calls else None
-    items, cut = flow_items(m, flow, shape=shape, node_of=node_of, node_info=node_info,
+    items, cut = flow_items(m, flow, FlowNaming(shape, node_of, node_info),
                             inputs=tuple(shape(s) for s in call.inputs) if call else (),
                             outputs=tuple(shape(s) for s in call.outputs) if call else ())
     parts = {f"#flow-fn-{p['step']}": p for p in function_parts(flow, shape)}

@@ -12,8 +12,8 @@ from .imports import ImportsInForward
 from .inputs import cache_off, default_inputs, merge_inputs, parse_inputs
 from .policy import ROUTED
 from .symbols import choose_dims, name_dims
-from .trace import run_steps, trace_shapes
+from .trace import PassRun, run_steps, trace_shapes
 from .tracer import Tracer
 
-__all__ = ["trace_shapes", "run_steps", "choose_dims", "name_dims", "parse_inputs", "merge_inputs", "default_inputs",
+__all__ = ["trace_shapes", "PassRun", "run_steps", "choose_dims", "name_dims", "parse_inputs", "merge_inputs", "default_inputs",
            "cache_off", "Tracer", "ImportsInForward", "ROUTED"]

@@ -10,12 +10,13 @@ copies of the one that ran rather than copied."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ShapeError
 from ..records import ModelRecord
 from ..sources import Built, stubs
-from .forward import run_forward
+from .forward import ForwardRun, run_forward
 from .inputs import default_inputs, merge_inputs, parse_inputs
 from .memo import BlockMemo
 from .symbols import choose_dims, cuts, derived, name_dims
@@ -111,12 +112,23 @@ def concerned(calls: dict[str, list], values: set[int]) -> set[str]:
     return out
 
 
-def second_pass(built: Built, record: ModelRecord, first: Tracer, first_memo: BlockMemo | None, B: int, T: int,
-                used: set[str], input_specs: list[str] | None, registry: stubs.StubRegistry, memo: bool,
-                user: dict[str, int], only: set[str]) -> Second | None:
+@dataclass(frozen=True)
+class PassGiven:
+    """What the first pass ran at: B and T, the symbols its inputs used, the dims the user named (name -> size) and
+    the --input specs."""
+    B: int
+    T: int
+    used: set[str]
+    user: dict[str, int]
+    input_specs: list[str] | None
+
+
+def second_pass(built: Built, record: ModelRecord, first: Tracer, first_memo: BlockMemo | None, given: PassGiven,
+                registry: stubs.StubRegistry, memo: bool, only: set[str]) -> Second | None:
     """The same forward with B and T (and the user's named dims) at other values, recording the calls of `only`;
     run inside the first pass's `pass_mode`. None when no used symbol can take another value (max_batch_size 1)
     or the model fails at those sizes (then names are by value, as before)."""
+    B, T, used, user, input_specs = given.B, given.T, given.used, given.user, given.input_specs
     # +8 (+16, ...) keeps a multiple of 8 one, and tells apart dims named alike in size (H = W = 64). A model that
     # takes no other size of a dim the user named (channels C = 3, fixed by the first convolution) fails there: then
     # each of the user's dims is tried alone, and those the model takes no other size of are named nowhere.
@@ -133,8 +145,8 @@ def second_pass(built: Built, record: ModelRecord, first: Tracer, first_memo: Bl
         try:
             args, kwargs = merge_inputs(built.model, base, parse_inputs(input_specs, B2, T2, user2)[1]) \
                 if input_specs else base
-            _, error = run_forward(built, record, tracer, args, kwargs, registry, memo=memo, notes=[],
-                                   progress=None, like=first_memo)
+            _, error = run_forward(built, record, tracer, (args, kwargs), registry,
+                                   ForwardRun(memo=memo, notes=[], like=first_memo))
         except ShapeError:
             return None
         if error is not None:

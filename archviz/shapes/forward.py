@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import torch
@@ -40,14 +41,26 @@ def pass_mode(model: torch.nn.Module, train: bool) -> Iterator[None]:
                 m.training = mode
 
 
-def run_forward(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwargs: dict,
-                registry: stubs.StubRegistry, *, memo: bool, notes: list[str],
-                progress: Callable[[int, int], None] | None, observer: Callable[..., None] | None = None,
-                like: BlockMemo | None = None,
+@dataclass(frozen=True)
+class ForwardRun:
+    """How one forward runs under its tracer: with the block memo or not (`memo`), the notes its warnings go to,
+    `progress` (calls done, total), an op `observer` (archviz.cost counts FLOPs with it), and `like`: the memo of an
+    earlier pass over the same record, whose block kinds it reuses."""
+    memo: bool
+    notes: list[str]
+    progress: Callable[[int, int], None] | None = None
+    observer: Callable[..., None] | None = None
+    like: BlockMemo | None = None
+
+
+def run_forward(built: Built, record: ModelRecord, tracer: Tracer, inputs: tuple[tuple, dict],
+                registry: stubs.StubRegistry, run: ForwardRun,
                 steps: Sequence[Callable[[], tuple[tuple, dict]]] = ()) -> tuple[BlockMemo | None, BaseException | None]:
     """One forward of the model on meta under `tracer`, in the mode `pass_mode` set (then one more for each of
     `steps`, which returns its inputs, the memo emptied before it): (the block memo, the error the model raised or
-    None). `like`: the memo of an earlier pass over the same record, whose block kinds it reuses."""
+    None). `inputs`: its (args, kwargs)."""
+    args, kwargs = inputs
+    memo, notes, progress, observer, like = run.memo, run.notes, run.progress, run.observer, run.like
     # Reference code runs under the default dtype its launcher sets (DeepSeek's generate.py: bfloat16).
     compute = getattr(torch, built.default_dtype) if built.default_dtype else None
     experts: BlockMemo | None = None
@@ -89,4 +102,4 @@ def run_forward(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, 
     return experts, error
 
 
-__all__ = ["pass_mode", "run_forward"]
+__all__ = ["ForwardRun", "pass_mode", "run_forward"]

@@ -216,44 +216,11 @@ class DispatchPolicy(TorchDispatchMode):
             return torch.empty((self._rows(torch.broadcast_to(mask, torch.broadcast_shapes(x.shape, mask.shape))),),
                                dtype=x.dtype, device="meta")
         if func is aten.bincount.default:
-            x = args[0]
-            minlength = kwargs.get("minlength", args[2] if len(args) > 2 else 0) or 0
-            prov = p.get(x)
-            bins = max(minlength, prov.range if prov and prov.range else 0)
-            if minlength and not (prov and prov.range):
-                # Values of unknown range counted into `minlength` bins (e.g. experts picked by a hash table):
-                # assume they spread evenly over those bins, so later tests `x == e` hold for 1/minlength of them
-                # -- on the tensor counted and on what it is a view of (`bincount(indices.flatten())`).
-                t: Any = x
-                while t is not None:
-                    old = p.get(t)
-                    p.set(t, _Prov(range=minlength, parent=old.parent if old else None))
-                    t = old.parent() if old is not None and old.parent is not None else None
-                p.assume(f"values of unknown range assumed spread evenly over {minlength} bins")
-            if bins == 0:
-                bins = max(minlength, 1)
-                p.assume("bincount of values with no known range: one bin assumed")
-            out = torch.empty((bins,), dtype=torch.long, device="meta")
-            p.set(out, _Prov(value=x.numel() / bins))
-            return out
+            return self._bincount(args, kwargs)
         if func in (aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default):
-            indices = args[1]
-            if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
-                new: list[Any] = []
-                for i in indices:
-                    if i is not None and i.dtype in (torch.bool, torch.uint8):
-                        nz = self._nonzero(i)
-                        new.extend(nz.unbind(1) if i.dim() else [nz[:, 0]])
-                    else:
-                        new.append(i)
-                args = (args[0], new, *args[2:])
+            args = self._boolean_indices_as_positions(args)
         if func is aten.repeat_interleave.Tensor and kwargs.get("output_size") is None and len(args) < 3:
-            reps = args[0]
-            prov = p.get(reps)
-            total = int(math.ceil((prov.value if prov and prov.value is not None else 1) * reps.numel()))
-            if not (prov and prov.value is not None):
-                p.assume("repeat_interleave with unknown repeats: 1 each")
-            kwargs = {**kwargs, "output_size": total}
+            kwargs = {**kwargs, "output_size": self._repeated_size(args[0])}
         if func in (aten.split_with_sizes.default, aten.split_with_sizes_copy.default) and p.split_sizes:
             p.policy_sizes.update(set(args[1]) & p.split_sizes)
         if func in (aten._unique2.default, aten.unique_dim.default, aten.unique_consecutive.default):
@@ -275,6 +242,53 @@ class DispatchPolicy(TorchDispatchMode):
                 self._memo[key] = spec
         self._propagate(func, args, kwargs, out)
         return out
+
+    def _bincount(self, args: tuple, kwargs: dict) -> torch.Tensor:
+        """bincount: as many bins as the values' known range (or `minlength`), each holding an even share."""
+        p = self.p
+        x = args[0]
+        minlength = kwargs.get("minlength", args[2] if len(args) > 2 else 0) or 0
+        prov = p.get(x)
+        bins = max(minlength, prov.range if prov and prov.range else 0)
+        if minlength and not (prov and prov.range):
+            # Values of unknown range counted into `minlength` bins (e.g. experts picked by a hash table):
+            # assume they spread evenly over those bins, so later tests `x == e` hold for 1/minlength of them
+            # -- on the tensor counted and on what it is a view of (`bincount(indices.flatten())`).
+            t: Any = x
+            while t is not None:
+                old = p.get(t)
+                p.set(t, _Prov(range=minlength, parent=old.parent if old else None))
+                t = old.parent() if old is not None and old.parent is not None else None
+            p.assume(f"values of unknown range assumed spread evenly over {minlength} bins")
+        if bins == 0:
+            bins = max(minlength, 1)
+            p.assume("bincount of values with no known range: one bin assumed")
+        out = torch.empty((bins,), dtype=torch.long, device="meta")
+        p.set(out, _Prov(value=x.numel() / bins))
+        return out
+
+    def _boolean_indices_as_positions(self, args: tuple) -> tuple:
+        """Boolean masks among an index op's indices replaced by the positions they hold (as many as assumed)."""
+        indices = args[1]
+        if not any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+            return args
+        new: list[Any] = []
+        for i in indices:
+            if i is not None and i.dtype in (torch.bool, torch.uint8):
+                nz = self._nonzero(i)
+                new.extend(nz.unbind(1) if i.dim() else [nz[:, 0]])
+            else:
+                new.append(i)
+        return (args[0], new, *args[2:])
+
+    def _repeated_size(self, reps: torch.Tensor) -> int:
+        """repeat_interleave's output size: the repeats' known value (else 1 each) times their count."""
+        p = self.p
+        prov = p.get(reps)
+        total = int(math.ceil((prov.value if prov and prov.value is not None else 1) * reps.numel()))
+        if not (prov and prov.value is not None):
+            p.assume("repeat_interleave with unknown repeats: 1 each")
+        return total
 
     # Meta kernels of many ops are Python decompositions (clamp: ~1 ms). Identical calls (every expert of a layer,
     # every layer of a kind) are answered from a memo of output shapes, for functional ops with fresh outputs only.
@@ -325,6 +339,10 @@ class DispatchPolicy(TorchDispatchMode):
         return 1
 
     def _propagate(self, func, args, kwargs, out) -> None:  # noqa: C901 - one rule per op
+        """What an op's output is known to hold (a range, a density, a value), from what its inputs held.
+
+        Long because: a flat table, one rule per op, on the path of every op the meta pass dispatches (a split
+        adds a call to each view op of the pass)."""
         p = self.p
         if func is aten.topk.default:
             x = args[0]

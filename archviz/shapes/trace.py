@@ -30,6 +30,7 @@ unless asked for training mode (`forward.py`: the mode is set once for both pass
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import os
 from contextlib import nullcontext
 from typing import Any, Callable, Sequence
@@ -43,9 +44,9 @@ from ..records import Call, CallSite, Flow, FlowFunction, FlowStep, ModelRecord,
 from ..sources import Built, stubs
 from ..walk.provenance import file_facts
 from ..sources.meta import strays_to_meta
-from .evidence import Second, concerned, second_pass, symbol_values
+from .evidence import PassGiven, Second, concerned, second_pass, symbol_values
 from .evidence import named as named_by_evidence
-from .forward import pass_mode, run_forward
+from .forward import ForwardRun, pass_mode, run_forward
 from .gathers import Gathers, adjust
 from .inputs import (
     default_inputs,
@@ -74,33 +75,41 @@ from .tracer import ARCHVIZ_DIR, TORCH_DIR, Tracer
 # Entry point
 
 
+@dataclass(frozen=True)
+class PassRun:
+    """How the meta pass runs, beside its inputs: with the block memo (`memo`: identical blocks answered from the
+    first) or every block run; in eval mode or training mode (`train`: auxiliary heads, batch statistics); and who
+    it reports to: `on_kernel(path, qualname, args, kwargs, out)` every stubbed kernel call, `progress(done, total)`,
+    `op_observer(func, args, kwargs, out, module path)` every aten op (archviz.cost counts FLOPs with it) and
+    `on_memo(source, target)` every block answered from the memo."""
+    memo: bool = True
+    train: bool = False
+    on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None
+    progress: Callable[[int, int], None] | None = None
+    op_observer: Callable[..., None] | None = None
+    on_memo: Callable[[str, str], None] | None = None
+
+
 def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None, seq: int | None = None,
                  inputs: tuple[tuple, dict] | None = None, input_specs: list[str] | None = None,
-                 on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None,
-                 memo: bool = True, train: bool = False,
-                 progress: Callable[[int, int], None] | None = None,
-                 op_observer: Callable[..., None] | None = None,
-                 on_memo: Callable[[str, str], None] | None = None) -> ModelRecord:
+                 run: PassRun = PassRun()) -> ModelRecord:
     """Run the model's forward on meta and return `record` with calls, call sites, assumptions and kernels filled.
 
-    The pass runs the model in eval mode, or in training mode with `train` (auxiliary heads, batch statistics);
-    every module's own mode is put back afterwards. The mode is recorded in the shapes extra ("mode").
-    `op_observer(func, args, kwargs, out, module path)` sees every aten op of the pass (archviz.cost counts FLOPs with
-    it) and `on_memo(source, target)` every block answered from the memo. An observed pass runs once: the second
-    pass, which gathers the evidence for the dims' names, would run the module hooks of whoever observes again, so
-    its dims are named by value (and noted so)."""
+    The pass runs the model in eval mode, or in training mode with `run.train`; every module's own mode is put back
+    afterwards. The mode is recorded in the shapes extra ("mode"). An observed pass (`run.op_observer`) runs once: the
+    second pass, which gathers the evidence for the dims' names, would run the module hooks of whoever observes
+    again, so its dims are named by value (and noted so)."""
+    op_observer = run.op_observer
     # The pass makes many short-lived meta tensors and records, but no cycles worth a rescan of the model's heap.
     # --quantized: its modules call kernels meta cannot run; the unquantized ones they replaced are put back for it.
     with collector_paused(), built.unquantized() if built.unquantized is not None else nullcontext():
-        def run() -> ModelRecord:
-            return _trace_shapes(built, record, batch=batch, seq=seq, inputs=inputs, input_specs=input_specs,
-                                 on_kernel=on_kernel, memo=memo, train=train, progress=progress,
-                                 op_observer=op_observer, on_memo=on_memo)
+        def one_pass() -> ModelRecord:
+            return _trace_shapes(built, record, (batch, seq), (inputs, input_specs), run)
 
         if op_observer is not None or not may_take_1d(built, inputs, input_specs):
-            traced = run()  # an observed pass is counted: its caller decides with fresh counters (archviz.cost)
+            traced = one_pass()  # an observed pass is counted: its caller decides with fresh counters (archviz.cost)
         else:
-            traced, note = decide_rank(built, run)
+            traced, note = decide_rank(built, one_pass)
             if note:
                 info = traced.extra("shapes")
                 traced = traced.with_extra("shapes", {**info, "notes": [*info["notes"], note]})
@@ -137,9 +146,9 @@ def run_steps(built: Built, record: ModelRecord, steps: Sequence[Callable[[], tu
         tracer.on_memo = on_memo
         args, kwargs = steps[0]()
         with pass_mode(built.model, False):
-            experts, error = run_forward(built, record, tracer, args, kwargs, built.stubs or stubs.StubRegistry(),
-                                         memo=memo, notes=[], progress=None, observer=op_observer, steps=steps[1:],
-                                         like=prior.get("memo"))
+            experts, error = run_forward(built, record, tracer, (args, kwargs), built.stubs or stubs.StubRegistry(),
+                                         ForwardRun(memo=memo, notes=[], observer=op_observer,
+                                                    like=prior.get("memo")), steps=steps[1:])
         if shared is not None:
             shared.update(tracer=tracer, memo=experts or prior.get("memo"))
     if error is not None:
@@ -148,13 +157,15 @@ def run_steps(built: Built, record: ModelRecord, steps: Sequence[Callable[[], tu
                          f"{str(error)[:300]}", hint="run with --debug for the traceback") from error
 
 
-def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: int | None,
-                  inputs: tuple[tuple, dict] | None, input_specs: list[str] | None,
-                  on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool, train: bool,
-                  progress: Callable[[int, int], None] | None, op_observer: Callable[..., None] | None = None,
-                  on_memo: Callable[[str, str], None] | None = None) -> ModelRecord:
-    """The pass (``trace_shapes``' parameters, with ``on_memo`` called as the memo answers a block from another)."""
+def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, int | None],
+                  given: tuple[tuple[tuple, dict] | None, list[str] | None], run: PassRun) -> ModelRecord:
+    """The pass (``trace_shapes``' parameters: `sizes` its (batch, seq), `given` its (inputs, input_specs))."""
     from ..walk.spans import Spans
+
+    batch, seq = sizes
+    inputs, input_specs = given
+    on_kernel, memo, train, progress, op_observer, on_memo = (run.on_kernel, run.memo, run.train, run.progress,
+                                                              run.op_observer, run.on_memo)
 
     B, T, clean = choose_dims(record, batch, seq)
     spans = Spans(built.display_roots)
@@ -174,9 +185,10 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
     ids = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point]
     gathers.tokens = ids[0].numel() if ids else B * T  # the token ids' count ([B, T] or gpt-oss's [T])
     with pass_mode(built.model, train):
-        experts, error, second = _passes(built, record, tracer, args, kwargs, registry, B, T, used, user,
-                                         input_specs, memo=memo, notes=notes, progress=progress,
-                                         observer=op_observer, evidence=bool(used) and inputs is None)
+        experts, error, second = _passes(built, record, tracer, (args, kwargs), registry,
+                                         PassGiven(B, T, used, user, input_specs),
+                                         ForwardRun(memo=memo, notes=notes, progress=progress, observer=op_observer),
+                                         bool(used) and inputs is None)
     if error is not None:
         raise _pass_error(built, tracer, error, kwargs, input_specs, train) from error
     if progress is not None:
@@ -374,23 +386,19 @@ def _pass_notes(experts: BlockMemo | None, second: Second | str | None, used: se
     return notes
 
 
-def _passes(built: Built, record: ModelRecord, tracer: Tracer, args: tuple, kwargs: dict,
-            registry: stubs.StubRegistry, B: int, T: int, used: set[str], user: dict[str, int],
-            input_specs: list[str] | None, *, memo: bool, notes: list[str],
-            progress: Callable[[int, int], None] | None, observer: Callable[..., None] | None,
+def _passes(built: Built, record: ModelRecord, tracer: Tracer, inputs: tuple[tuple, dict],
+            registry: stubs.StubRegistry, given: PassGiven, run: ForwardRun,
             evidence: bool) -> tuple[BlockMemo | None, BaseException | None, "Second | str | None"]:
     """The pass, then the second pass for the names' evidence (see evidence.py), in the mode set once for both:
     (the memo, the first pass's error, the second pass -- "nothing" where no dim could take a name, None where it
     could not run). An observed pass (cost) runs once: the second would run the observer's hooks again."""
-    experts, error = run_forward(built, record, tracer, args, kwargs, registry, memo=memo, notes=notes,
-                                 progress=progress, observer=observer)
-    if error is not None or not evidence or observer is not None:
+    experts, error = run_forward(built, record, tracer, inputs, registry, run)
+    if error is not None or not evidence or run.observer is not None:
         return experts, error, None
-    only = concerned(tracer.calls, symbol_values(B, T, used, user))
+    only = concerned(tracer.calls, symbol_values(given.B, given.T, given.used, given.user))
     if not only:
         return experts, None, "nothing"
-    return experts, None, second_pass(built, record, tracer, experts, B, T, used, input_specs, registry, memo,
-                                      user, only)
+    return experts, None, second_pass(built, record, tracer, experts, given, registry, run.memo, only)
 
 
 def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[str, list],

@@ -75,7 +75,7 @@ def build(spec: str, options: BuildOptions = BuildOptions()) -> Built:
         built = build_factory(spec, options)
     # Every kind is built in eval mode, as transformers' from_pretrained leaves its models: what a model card
     # documents is inference (dropout off, batch norm on running statistics, no auxiliary training heads). The meta
-    # pass can trace training mode on request (`trace_shapes(train=True)`, the CLI's --train).
+    # pass can trace training mode on request (`trace_shapes(run=PassRun(train=True))`, the CLI's --train).
     built.model.eval()
     return built
 

@@ -26,6 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 
+from ..errors import SourceError
 from ..gcpause import collector_paused
 
 _META = torch.device("meta")
@@ -377,3 +378,31 @@ def is_cuda_insistence(exc: BaseException) -> bool:
 
 
 __all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence", "unset_field_hint", "warnings_noted"]
+
+
+def names_a_missing_field(e: BaseException, args: Any) -> bool:
+    """The error is the model reading a field its config object lacks."""
+    return isinstance(e, AttributeError) and args is not None and getattr(e, "obj", None) is args
+
+
+def construction_error(e: Exception, paths: tuple[str, str, str], cls: type, args: Any,
+                       args_cls: type | None) -> SourceError:
+    """What the model's constructor raised, said as one SourceError; `paths` is (the model file, the config file or
+    the model file, the code root)."""
+    path, config_path, code_root = paths
+    where = user_frame(e, (code_root,)) or os.path.basename(path)
+    if isinstance(e, AttributeError):
+        if names_a_missing_field(e, args):
+            return SourceError(f"{config_path}: the model reads args.{e.name} at {where}, which "
+                               f"{getattr(args_cls, '__name__', '')} lacks",
+                               hint=f"add {e.name!r} to {getattr(args_cls, '__name__', '')} or the config")
+        return SourceError(f"{path}: building {cls.__name__} raised AttributeError at {where}: {e}",
+                           hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
+                           or "run with --debug for the traceback")
+    if is_cuda_insistence(e):
+        return SourceError(f"{path}: the model insists on CUDA at {where}: {e}",
+                           hint="archviz builds on the meta device; guard the CUDA call with "
+                                "torch.cuda.is_available()")
+    return SourceError(f"{path}: building {cls.__name__} raised {type(e).__name__} at {where}: {e}",
+                       hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
+                       or "check the config (run with --debug for the traceback)")

@@ -554,7 +554,7 @@ def unset_batch_limit(args: Any, config: dict[str, Any], notes: list[str]) -> No
 
 
 def build(spec: str, options: BuildOptions) -> Built:
-    from .meta import is_cuda_insistence, meta_build, unset_field_hint, user_frame
+    from .meta import construction_error, is_cuda_insistence, meta_build, names_a_missing_field
     from .process_group import constructed
 
     path, config_path = resolve_paths(spec, options)
@@ -572,34 +572,11 @@ def build(spec: str, options: BuildOptions) -> Built:
         if config:
             raise SourceError(f"{config_path}: {cls.__name__} takes no config",
                               hint="drop --config, or name the class built from it with --model-class")
-        taken = {p.name for p in _init_params(cls)}
-        for key, value in options.overrides:
-            if key not in taken and not _takes_kwargs(cls):
-                raise SourceError(f"--set {key}: {cls.__name__}.__init__ has no argument {key!r}",
-                                  hint=suggest(key, sorted(taken)) or "see its constructor's arguments")
-            kwargs[key] = value
+        kwargs = _constructor_kwargs(cls, options, notes)
         args = None
-        notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}): no config "
-                     "given, its constructor's defaults")
     else:
         config = dict(config or {})
-        fields = config_fields(args_cls)
-        for key, value in options.overrides:
-            if fields is not None and key not in fields:
-                raise SourceError(f"--set {key}: {args_cls.__name__} has no field {key!r}",
-                                  hint=suggest(key, sorted(fields)) or f"see the {args_cls.__name__} fields")
-            config[key] = value
-        unknown = sorted(k for k in config if fields is not None and k not in fields)
-        if unknown:
-            notes.append(f"config keys not in {args_cls.__name__}, ignored: {', '.join(unknown)}")
-        if config_path is None:
-            notes.append(f"no config given: {args_cls.__name__}'s defaults")
-        try:
-            args = make_config(args_cls, config)
-        except TypeError as e:
-            raise SourceError(f"{config_path or path}: {args_cls.__name__} rejects this config: {e}",
-                              hint="add the field it names to the config") from None
-        unset_batch_limit(args, config, notes)
+        args = _config_object(args_cls, config, (config_path, path), options, notes)
     extra = _constructor_extras(cls, args, options, notes)
     config_path = config_path or path
 
@@ -610,15 +587,7 @@ def build(spec: str, options: BuildOptions) -> Built:
         module.rank = options.rank or 0
     import torch
 
-    default_dtype = options.default_dtype
-    if default_dtype is None:
-        found = launcher_dtype(path)
-        if found:
-            default_dtype = found[0]
-            notes.append(f"built and run with default dtype {found[0]}, as its launcher sets ({found[1]})")
-    dtype_obj = getattr(torch, default_dtype, None) if default_dtype else None
-    if default_dtype and not isinstance(dtype_obj, torch.dtype):
-        raise SourceError(f"--default-dtype {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
+    default_dtype, dtype_obj = _default_dtype(path, options, notes)
 
     def construct() -> Any:
         with meta_build(options.device) as meta_notes, process_group_as(options.world_size, options.rank):
@@ -632,24 +601,11 @@ def build(spec: str, options: BuildOptions) -> Built:
         notes.extend(started)
     except ArchvizError:
         raise
-    except AttributeError as e:
-        where = user_frame(e, (code_root,)) or os.path.basename(path)
-        if args is not None and getattr(e, "obj", None) is args:
-            raise SourceError(f"{config_path}: the model reads args.{e.name} at {where}, which "
-                              f"{args_cls.__name__} lacks",
-                              hint=f"add {e.name!r} to {args_cls.__name__} or the config") from None
-        raise SourceError(f"{path}: building {cls.__name__} raised AttributeError at {where}: {e}",
-                          hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
-                          or "run with --debug for the traceback") from e
     except Exception as e:  # noqa: BLE001
-        where = user_frame(e, (code_root,)) or os.path.basename(path)
-        if is_cuda_insistence(e):
-            raise SourceError(f"{path}: the model insists on CUDA at {where}: {e}",
-                              hint="archviz builds on the meta device; guard the CUDA call with "
-                                   "torch.cuda.is_available()") from None
-        raise SourceError(f"{path}: building {cls.__name__} raised {type(e).__name__} at {where}: {e}",
-                          hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
-                          or "check the config (run with --debug for the traceback)") from e
+        said = construction_error(e, (path, config_path, code_root), cls, args, args_cls)
+        if names_a_missing_field(e, args) or (not isinstance(e, AttributeError) and is_cuda_insistence(e)):
+            raise said from None
+        raise said from e
     notes = list(meta_notes.items) + notes
     if default_dtype is None and meta_notes.final_dtype not in (None, torch.float32):
         # The constructor set a default dtype (DeepSeek-V3: torch.set_default_dtype(torch.bfloat16)); its forward
@@ -659,17 +615,78 @@ def build(spec: str, options: BuildOptions) -> Built:
     rank = int(getattr(module, "rank", 0) or 0)
     cfg = json.loads(json.dumps({k: v for k, v in (config_dict(args) if args is not None else kwargs).items()
                                  if _jsonable(v)}))
-    # files named from the folder above the top package (`gpt_oss/torch/model.py`), else from the file's folder
-    package = module.__name__.split(".")[0] if "." in module.__name__ else None
-    display_root = os.path.dirname(code_root) if package else folder
-    name = package or os.path.basename(folder) or "model"
-    if name in _GENERIC_FOLDERS:  # DeepSeek's releases keep the code in inference/: name the model by the folder above
-        name = os.path.basename(os.path.dirname(folder)) or name
+    name, display_root = _model_name(module, code_root, folder)
     return Built(model=model, spec=spec, kind="reference", name=name, config=cfg,
                  overrides=dict(options.overrides), stubbed_imports=stubs.taken(), notes=notes,
                  world_size=world_size, rank=rank, roots=(code_root,), display_roots=((display_root, ""),),
                  module=module,
                  args=args, stubs=stubs, versions=_versions(), default_dtype=default_dtype)
+
+
+def _constructor_kwargs(cls: type, options: BuildOptions, notes: list[str]) -> dict[str, Any]:
+    """A model built from its constructor's defaults: the --set values as its keyword arguments, each one checked."""
+    kwargs: dict[str, Any] = {}
+    taken = {p.name for p in _init_params(cls)}
+    for key, value in options.overrides:
+        if key not in taken and not _takes_kwargs(cls):
+            raise SourceError(f"--set {key}: {cls.__name__}.__init__ has no argument {key!r}",
+                              hint=suggest(key, sorted(taken)) or "see its constructor's arguments")
+        kwargs[key] = value
+    notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}): no config "
+                 "given, its constructor's defaults")
+    return kwargs
+
+
+def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | None, str], options: BuildOptions,
+                   notes: list[str]) -> Any:
+    """The model's config object made from `config` with the --set values applied (`config` takes them too);
+    `paths` is (the config file or None, the model file)."""
+    config_path, path = paths
+    fields = config_fields(args_cls)
+    for key, value in options.overrides:
+        if fields is not None and key not in fields:
+            raise SourceError(f"--set {key}: {args_cls.__name__} has no field {key!r}",
+                              hint=suggest(key, sorted(fields)) or f"see the {args_cls.__name__} fields")
+        config[key] = value
+    unknown = sorted(k for k in config if fields is not None and k not in fields)
+    if unknown:
+        notes.append(f"config keys not in {args_cls.__name__}, ignored: {', '.join(unknown)}")
+    if config_path is None:
+        notes.append(f"no config given: {args_cls.__name__}'s defaults")
+    try:
+        args = make_config(args_cls, config)
+    except TypeError as e:
+        raise SourceError(f"{config_path or path}: {args_cls.__name__} rejects this config: {e}",
+                          hint="add the field it names to the config") from None
+    unset_batch_limit(args, config, notes)
+    return args
+
+
+def _default_dtype(path: str, options: BuildOptions, notes: list[str]) -> tuple[str | None, Any]:
+    """The default dtype to build under (its name and the torch dtype): --default-dtype, else the launcher's."""
+    import torch
+
+    default_dtype = options.default_dtype
+    if default_dtype is None:
+        found = launcher_dtype(path)
+        if found:
+            default_dtype = found[0]
+            notes.append(f"built and run with default dtype {found[0]}, as its launcher sets ({found[1]})")
+    dtype_obj = getattr(torch, default_dtype, None) if default_dtype else None
+    if default_dtype and not isinstance(dtype_obj, torch.dtype):
+        raise SourceError(f"--default-dtype {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
+    return default_dtype, dtype_obj
+
+
+def _model_name(module: Any, code_root: str, folder: str) -> tuple[str, str]:
+    """The model's name and the root its files are named from: the folder above the top package
+    (`gpt_oss/torch/model.py`), else the file's folder."""
+    package = module.__name__.split(".")[0] if "." in module.__name__ else None
+    display_root = os.path.dirname(code_root) if package else folder
+    name = package or os.path.basename(folder) or "model"
+    if name in _GENERIC_FOLDERS:  # DeepSeek's releases keep the code in inference/: name the model by the folder above
+        name = os.path.basename(os.path.dirname(folder)) or name
+    return name, display_root
 
 
 def _jsonable(v: Any) -> bool:

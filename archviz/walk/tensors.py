@@ -71,28 +71,7 @@ def classify_module(module: Any, path: str, seen: dict[int, str],
     buffers = [(n, b) for n, b in module._buffers.items() if b is not None]
     if not params and not buffers:
         return ()
-    non_persistent = module._non_persistent_buffers_set
-
-    # Quantized weights of this module: local name -> (logical shape, packed?)
-    quantized: dict[str, tuple[tuple[int, ...], str | None]] = {}
-    dtypes = {}
-    for n, p in params:
-        dn = dtypes[n] = _dtype_name(p.dtype)
-        if dn in _FP8:
-            quantized[n] = (tuple(p.shape), None)
-        elif dn in _PACKED_X2:
-            shape = tuple(p.shape)
-            quantized[n] = (shape[:-1] + (shape[-1] * 2,), "fp4 ×2 per float4_e2m1fn_x2")
-        elif dn in ("int8", "uint8") and _is_packed_int_fp4(module, p):
-            shape = tuple(p.shape)
-            quantized[n] = (shape[:-1] + (shape[-1] * 2,), f"fp4 ×2 per {dn}")
-    scale_of: dict[int, str] = {}
-    for wn in quantized:
-        w = module._parameters[wn]
-        attached = getattr(w, "scale", None)
-        if attached is not None:
-            scale_of[id(attached)] = wn
-
+    dtypes, quantized, scale_of = _quantized_weights(module, params)
     if made is None:
         made = {}
 
@@ -140,6 +119,43 @@ def classify_module(module: Any, path: str, seen: dict[int, str],
             out.append(record(n, BIAS, tuple(t.shape), dn, numel, numel, nbytes))
         else:
             out.append(record(n, WEIGHT, tuple(t.shape), dn, numel, numel, nbytes))
+    _buffer_records(buffers, module._non_persistent_buffers_set, (prefix, seen, quantized), record, out)
+    key = tuple(map(id, out))  # ints, unlike a record's key; the records are made's own, so their ids stay theirs
+    hit = made.get(key)
+    if hit is None:
+        hit = made[key] = tuple(out)
+    return hit
+
+
+def _quantized_weights(module: Any, params: list) -> tuple[dict[str, str], dict, dict[int, str]]:
+    """Of one module's parameters: their dtype names; its quantized weights, local name -> (logical shape, packing
+    or None); and the scales attached to them (`weight.scale`), id -> the weight's local name."""
+    quantized: dict[str, tuple[tuple[int, ...], str | None]] = {}
+    dtypes = {}
+    for n, p in params:
+        dn = dtypes[n] = _dtype_name(p.dtype)
+        if dn in _FP8:
+            quantized[n] = (tuple(p.shape), None)
+        elif dn in _PACKED_X2:
+            shape = tuple(p.shape)
+            quantized[n] = (shape[:-1] + (shape[-1] * 2,), "fp4 ×2 per float4_e2m1fn_x2")
+        elif dn in ("int8", "uint8") and _is_packed_int_fp4(module, p):
+            shape = tuple(p.shape)
+            quantized[n] = (shape[:-1] + (shape[-1] * 2,), f"fp4 ×2 per {dn}")
+    scale_of: dict[int, str] = {}
+    for wn in quantized:
+        w = module._parameters[wn]
+        attached = getattr(w, "scale", None)
+        if attached is not None:
+            scale_of[id(attached)] = wn
+    return dtypes, quantized, scale_of
+
+
+def _buffer_records(buffers: list, non_persistent: set, where: tuple[str, dict, dict], record: Any,
+                    out: list) -> None:
+    """One module's buffers appended to `out` as records (`record` makes them); `where` is (the module's path
+    prefix, the walk's id -> first full name, its quantized weights)."""
+    prefix, seen, quantized = where
     for n, t in buffers:
         key = id(t)
         dn = _dtype_name(t.dtype)
@@ -157,11 +173,6 @@ def classify_module(module: Any, path: str, seen: dict[int, str],
             continue
         out.append(record(n, BUFFER, tuple(t.shape), dn, numel, numel, numel * t.element_size(),
                           persistent=persistent))
-    key = tuple(map(id, out))  # ints, unlike a record's key; the records are made's own, so their ids stay theirs
-    hit = made.get(key)
-    if hit is None:
-        hit = made[key] = tuple(out)
-    return hit
 
 
 def _pair_by_shape(shape: tuple, quantized: dict[str, tuple]) -> str | None:

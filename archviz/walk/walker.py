@@ -112,36 +112,8 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
             progress(i, n)
     config_ints = {k: v for k, v in built.config.items() if type(v) is int}
     if config_ints:
-        attrs_of = {e[0]: e[7] for e in partial}
-        int_attrs: dict[str, tuple] = {}  # the parent's int attributes: the only ones a width name can stand for
-        renamed: dict[tuple, tuple] = {}  # every layer asks the same question
-        for j, e in enumerate(partial):
-            if e[8]:
-                parent = e[0].rpartition(".")[0]
-                ints = int_attrs.get(parent)
-                if ints is None:
-                    ints = int_attrs[parent] = tuple((k, v) for k, v in attrs_of.get(parent, ()) if type(v) is int)
-                key = (e[8], ints)
-                hit = renamed.get(key)
-                if hit is None:
-                    hit = renamed[key] = in_config_terms(key[0], key[1], config_ints)
-                partial[j] = (*e[:8], hit)
-    # Totals bottom-up: children come after their parent in pre-order, so a reverse pass sees them first.
-    totals: dict[str, Totals] = {}
-    summed: dict[tuple, Totals] = {}  # (own, children's totals) by id -> their sum, made once
-    for path, *_ in reversed(partial):
-        t = own[path]
-        children = children_of.get(path)
-        if children:
-            parts = [t, *map(totals.__getitem__, children)]
-            key = tuple(map(id, parts))  # the parts are kept by `own` and `totals`, so their ids stay theirs
-            hit = summed.get(key)
-            if hit is None:
-                for c in parts[1:]:
-                    t = t + c
-                hit = summed[key] = t
-            t = hit
-        totals[path] = t
+        _dims_in_config_terms(partial, config_ints)
+    totals = _totals_bottom_up(partial, own, children_of)
     records = tuple(
         ModuleRecord(path=path, class_name=cls.__qualname__, class_module=cls.__module__,
                      children=tuple(children_of.get(path, ())), tensors=tensors, totals=totals[path], own=own[path],
@@ -157,7 +129,56 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
     emb_path, emb_params = _input_embedding(model, entries, index)
     if emb_path is not None:
         summary = dataclasses.replace(summary, input_embedding_path=emb_path, input_embedding_parameters=emb_params)
-    source = SourceInfo(
+    source = _source_info(built, spans)
+    extras = (("transformers_loading", built.loading(entries)),) if built.loading is not None else ()
+    return ModelRecord(source=source, modules=records, summary=summary, extras=extras)
+
+
+def _dims_in_config_terms(partial: list[tuple], config_ints: dict[str, int]) -> None:
+    """Each record's constructor widths (its last field) renamed in the config's terms, where its parent's int
+    attributes and the config's ints say what a width stands for; in place."""
+    attrs_of = {e[0]: e[7] for e in partial}
+    int_attrs: dict[str, tuple] = {}  # the parent's int attributes: the only ones a width name can stand for
+    renamed: dict[tuple, tuple] = {}  # every layer asks the same question
+    for j, e in enumerate(partial):
+        if e[8]:
+            parent = e[0].rpartition(".")[0]
+            ints = int_attrs.get(parent)
+            if ints is None:
+                ints = int_attrs[parent] = tuple((k, v) for k, v in attrs_of.get(parent, ()) if type(v) is int)
+            key = (e[8], ints)
+            hit = renamed.get(key)
+            if hit is None:
+                hit = renamed[key] = in_config_terms(key[0], key[1], config_ints)
+            partial[j] = (*e[:8], hit)
+
+
+def _totals_bottom_up(partial: list[tuple], own: dict[str, Totals],
+                      children_of: dict[str, list[str]]) -> dict[str, Totals]:
+    """Every module's totals, its own plus its children's: children come after their parent in pre-order, so a
+    reverse pass sees them first. Equal sums are made once."""
+    totals: dict[str, Totals] = {}
+    summed: dict[tuple, Totals] = {}  # (own, children's totals) by id -> their sum, made once
+    for path, *_ in reversed(partial):
+        t = own[path]
+        children = children_of.get(path)
+        if children:
+            parts = [t, *map(totals.__getitem__, children)]
+            key = tuple(map(id, parts))  # the parts are kept by `own` and `totals`, so their ids stay theirs
+            hit = summed.get(key)
+            if hit is None:
+                for c in parts[1:]:
+                    t = t + c
+                hit = summed[key] = t
+            t = hit
+        totals[path] = t
+    return totals
+
+
+def _source_info(built: Built, spans: Spans) -> SourceInfo:
+    """Where the model came from: its source, build facts, and the files its spans read."""
+    model = built.model
+    return SourceInfo(
         spec=built.spec, kind=built.kind, name=built.name, model_class=f"{type(model).__module__}."
                                                                         f"{type(model).__qualname__}",
         config=tuple(built.config.items()), overrides=tuple(built.overrides.items()),
@@ -165,8 +186,6 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
         rank=built.rank, files=tuple(sorted(spans.files.items())), versions=tuple(sorted(built.versions.items())),
         file_facts=file_facts(spans.files),
     )
-    extras = (("transformers_loading", built.loading(entries)),) if built.loading is not None else ()
-    return ModelRecord(source=source, modules=records, summary=summary, extras=extras)
 
 
 def _input_embedding(model: Any, entries: list, index: dict[str, ModuleRecord]) -> tuple[str | None, int]:

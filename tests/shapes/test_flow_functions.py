@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import archviz
 from archviz.records import dumps, dumps_compact, loads
-from archviz.render.flowfold import flow_items, function_parts
+from archviz.render.flowfold import FlowNaming, flow_items, function_parts
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
 
@@ -155,8 +155,8 @@ def test_each_op_records_the_function_calls_it_ran_in(rope):
 
 def _fold(record):
     m = record.module("attn")
-    return flow_items(m, m.flow, shape=lambda dims: "[" + ", ".join(map(str, dims)) + "]",
-                      node_of=lambda rel: rel, node_info=lambda nid, rels: (nid, None, ""),
+    return flow_items(m, m.flow, FlowNaming(shape=lambda dims: "[" + ", ".join(map(str, dims)) + "]",
+                                            node_of=lambda rel: rel, node_info=lambda nid, rels: (nid, None, "")),
                       inputs=tuple("[" + ", ".join(map(str, s)) + "]" for s in m.calls[0].inputs),
                       outputs=tuple("[" + ", ".join(map(str, s)) + "]" for s in m.calls[0].outputs))
 

@@ -15,7 +15,7 @@ from archviz import kernels
 from archviz.probe import agreement
 from archviz.probe import real as probe_real
 from archviz.errors import ShapeError
-from archviz.shapes import trace_shapes
+from archviz.shapes import PassRun, trace_shapes
 from archviz.sources import BuildOptions, build
 from archviz.walk import walk
 
@@ -248,7 +248,7 @@ def test_the_block_memo_changes_no_record(spec, config, overrides):
     traced = []
     for memo in (True, False):
         built = archviz.build(spec, config=config, overrides=overrides)
-        traced.append(trace_shapes(built, walk(built), memo=memo))
+        traced.append(trace_shapes(built, walk(built), run=PassRun(memo=memo)))
     with_memo, without = traced
     assert any("answered from an identical" in n for n in with_memo.extra("shapes")["notes"])
     assert not any("answered from an identical" in n for n in without.extra("shapes")["notes"])

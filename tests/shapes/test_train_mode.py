@@ -16,7 +16,7 @@ import tvstyle  # noqa: E402
 from realrun import real_calls, record_calls  # noqa: E402
 
 import archviz  # noqa: E402
-from archviz.shapes import trace_shapes  # noqa: E402
+from archviz.shapes import PassRun, trace_shapes  # noqa: E402
 from archviz.walk import walk  # noqa: E402
 from archviz.records import loads, to_json_dict  # a records file of either version, as /1's dicts
 
@@ -69,7 +69,7 @@ def test_modes_are_put_back_after_the_pass():
     built = archviz.build("tvstyle:inception_tiny")
     built.model.AuxLogits.train()  # one module's own mode, which the pass must not lose
     before = {p: m.training for p, m in built.model.named_modules()}
-    trace_shapes(built, walk(built), input_specs=["x=2,3,64,64"], train=True)
+    trace_shapes(built, walk(built), input_specs=["x=2,3,64,64"], run=PassRun(train=True))
     assert {p: m.training for p, m in built.model.named_modules()} == before
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...records import ModuleRecord
-from ..flowfold import flow_items, function_parts
+from ..flowfold import FlowNaming, flow_items, function_parts
 from .flowlayout import picture
 
 
@@ -61,10 +61,9 @@ def flow_picture(ms: Any, n: Any, m: ModuleRecord, mroot: str, title: str, colla
         return None if p == ms.root or p == ms.node_of.get(m.path) else mroot + ms.nodes[p].file
 
     call = m.calls[0] if m.calls else None
-    items, cut = flow_items(m, flow, shape=shape, node_of=node_of, node_info=node_info,
+    items, cut = flow_items(m, flow, FlowNaming(shape, node_of, node_info, group_of),
                             inputs=tuple(shape(s) for s in call.inputs) if call else (),
-                            outputs=tuple(shape(s) for s in call.outputs) if call else (), collapse=collapse,
-                            group_of=group_of)
+                            outputs=tuple(shape(s) for s in call.outputs) if call else (), collapse=collapse)
     boxes = sum(1 for i in items if i.kind in ("call", "fold"))
     fns = sum(1 for i in items if i.kind == "fn")
     ops = sum(1 for i in items if i.kind == "op")

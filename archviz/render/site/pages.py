@@ -106,24 +106,7 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
                            hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
     env = environment(templates or templates_folder())
     code = CodeBank()
-    used: set[str] = set()
-    models: list[ModelSite] = []
-    for r in records:
-        slug = _slug(r.source.name, used)
-        ms = ModelSite(r, slug, code, source_url, None)
-        models.append(ms)
-    if annotations is not None:
-        from .annotations import resolve_annotations
-
-        resolved = resolve_annotations(annotations, models, code)
-        for ms in models:
-            ms.annotations = resolved.get(ms.slug, {})
-    from ...group.names_tables import node_descriptions
-
-    for ms in models:  # a names file's [descriptions], where no annotation gives one
-        for nid, text in node_descriptions(ms.record.extra("grouping")).items():
-            slot = ms.annotations.setdefault(nid, {"title": None, "description": None, "claims": []})
-            slot["description"] = slot["description"] or text
+    models = _model_sites(records, code, source_url, annotations)
 
     files: dict[str, bytes] = {}
     total_pages = sum(len(ms.nodes) for ms in models) + 1
@@ -158,15 +141,7 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
             if progress is not None and done % 50 == 0:
                 progress(done, total_pages)
         search.extend(ms.search_entries(mi))
-        index_models.append({"name": ms.record.source.name, "slug": ms.slug, "spec": ms.record.source.spec,
-                             "kind": ms.record.source.kind, "class": ms.record.source.model_class,
-                             "parameters": fmt.count(ms.record.summary.parameters),
-                             "human": fmt.human(ms.record.summary.parameters),
-                             "active": fmt.count(ms.record.summary.active_parameters)
-                             if ms.record.summary.active_parameters is not None else None,
-                             "bytes": fmt.nbytes(ms.record.summary.bytes), "nodes": len(ms.nodes),
-                             "modules": fmt.count(ms.record.summary.modules),
-                             "checkpoint": (ms.checkpoint or {}).get("verdict") if ms.checkpoint else None})
+        index_models.append(_index_entry(ms))
     files["index.html"] = env.get_template("index.html").render(site=site, root="", mroot="", model=None,
                                                                 models=index_models, code_keys=[], page_kind="index",
                                                                 up=None).encode()
@@ -177,6 +152,42 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
     if progress is not None:
         progress(total_pages, total_pages)
     return files
+
+
+def _model_sites(records: Sequence[ModelRecord], code: CodeBank, source_url: str | None,
+                 annotations: Any) -> list[ModelSite]:
+    """One ModelSite per record, each under its own slug, with its annotations and a names file's [descriptions]
+    where no annotation gives one."""
+    used: set[str] = set()
+    models: list[ModelSite] = []
+    for r in records:
+        slug = _slug(r.source.name, used)
+        ms = ModelSite(r, slug, code, source_url, None)
+        models.append(ms)
+    if annotations is not None:
+        from .annotations import resolve_annotations
+
+        resolved = resolve_annotations(annotations, models, code)
+        for ms in models:
+            ms.annotations = resolved.get(ms.slug, {})
+    from ...group.names_tables import node_descriptions
+
+    for ms in models:  # a names file's [descriptions], where no annotation gives one
+        for nid, text in node_descriptions(ms.record.extra("grouping")).items():
+            slot = ms.annotations.setdefault(nid, {"title": None, "description": None, "claims": []})
+            slot["description"] = slot["description"] or text
+    return models
+
+
+def _index_entry(ms: ModelSite) -> dict[str, Any]:
+    """A model's row on the site's index page."""
+    summary = ms.record.summary
+    return {"name": ms.record.source.name, "slug": ms.slug, "spec": ms.record.source.spec,
+            "kind": ms.record.source.kind, "class": ms.record.source.model_class,
+            "parameters": fmt.count(summary.parameters), "human": fmt.human(summary.parameters),
+            "active": fmt.count(summary.active_parameters) if summary.active_parameters is not None else None,
+            "bytes": fmt.nbytes(summary.bytes), "nodes": len(ms.nodes), "modules": fmt.count(summary.modules),
+            "checkpoint": (ms.checkpoint or {}).get("verdict") if ms.checkpoint else None}
 
 
 def _tables(code: CodeBank, excerpts: Sequence[dict[str, Any] | None]) -> None:
