@@ -287,6 +287,15 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
     return record
 
 
+def cache_key(kind: str, source: str, options: dict[str, Any], files: tuple[str | None, ...] = ()
+              ) -> tuple[dict[str, Any], list[str]]:
+    """The records-cache key of `cached`'s arguments, and the files known before the build that it hashes."""
+    from .. import cache as rc
+
+    inputs = rc.source_files(source, *files)
+    return rc.make_key(kind, source, {**options, "_inputs": inputs}), inputs
+
+
 def cached(kind: str, source: str, options: dict[str, Any], files: tuple[str | None, ...], build: Callable[[], Any],
            use: bool = True) -> Any:
     """The records `build()` makes, from the records cache when an entry of the same source, options, package
@@ -296,8 +305,7 @@ def cached(kind: str, source: str, options: dict[str, Any], files: tuple[str | N
 
     if not use or rc.disabled():
         return build()
-    inputs = rc.source_files(source, *files)
-    key = rc.make_key(kind, source, {**options, "_inputs": inputs})
+    key, inputs = cache_key(kind, source, options, files)
     found = rc.lookup(key)
     if found.note:
         err.print(f"note: {found.note}", highlight=False, soft_wrap=True)

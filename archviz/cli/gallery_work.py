@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -69,9 +70,10 @@ def failure(stage: str, e: BaseException) -> dict[str, str]:
     return {"stage": stage, "reason": line[:400]}
 
 
-def _partial(source: str, sets: list[str], failed: BaseException) -> tuple[Any, list[dict[str, str]]]:
-    """After the cost run failed: which stage it was, found by running them in turn (build, walk, shapes), and the
-    records of the last one that worked (None when the build failed)."""
+def _partial(source: str, sets: list[str], failed: BaseException
+             ) -> tuple[Any, list[dict[str, str]], BaseException | None]:
+    """After the cost run failed: which stage it was, found by running them in turn (build, walk, shapes), the
+    records of the last one that worked (None when the build failed), and the build's error where it failed."""
     from .. import build
     from ..sources.guard import model_code
     from ..walk import walk
@@ -81,19 +83,19 @@ def _partial(source: str, sets: list[str], failed: BaseException) -> tuple[Any, 
         with model_code():
             built = build(source, overrides=_parse_sets(sets))
     except Exception as e:  # noqa: BLE001 - the model's code may raise anything; it is reported, not ours
-        return None, [failure("build", e)]
+        return None, [failure("build", e)], e
     try:
         record = walk(built)
     except Exception as e:  # noqa: BLE001
-        return None, [failure("walk", e)]
+        return None, [failure("walk", e)], e
     from ..shapes import trace_shapes
 
     try:
         with model_code("running the model on meta"):
             record = trace_shapes(built, record)
     except Exception as e:  # noqa: BLE001
-        return record, [failure("shapes", e)]
-    return record, [failure("cost", failed)]
+        return record, [failure("shapes", e)], None
+    return record, [failure("cost", failed)], None
 
 
 class _Miss(Exception):
@@ -101,12 +103,15 @@ class _Miss(Exception):
 
 
 PARTIAL = "gallery-partial"  # the records-cache kind of a model whose cost run failed: what it got to, and why
+FAILED = "gallery-failed"  # the records-cache kind of a model whose build or walk failed: the failure alone
 
 
 def from_cache(source: str, sets: list[str], seq: int) -> tuple[Any, list[dict[str, str]]] | None:
     """(records, failures) of run_one(source, sets) if the records cache holds them (nothing built, torch not
-    imported): the cost run's records, or those of a run that failed after the build, with its failures; else None."""
-    from .common import cached
+    imported): the cost run's records, or those of a run that failed after the build, with its failures, or None
+    and the failures of a build that failed; else None."""
+    from .. import cache as rc
+    from .common import cache_key, cached
 
     def miss() -> Any:
         raise _Miss
@@ -117,7 +122,28 @@ def from_cache(source: str, sets: list[str], seq: int) -> tuple[Any, list[dict[s
         except _Miss:
             continue
         return record, list((record.extra("gallery") or {}).get("failures") or [])
-    return None
+    if rc.disabled():
+        return None
+    found = rc.lookup(cache_key(FAILED, source, _options(sets, seq))[0])
+    return (None, found.failures) if found.failures is not None else None
+
+
+def _keep_failure(source: str, sets: list[str], seq: int, failures: list[dict[str, str]], error: BaseException,
+                  before: set[str]) -> None:
+    """A build that failed, kept in the records cache (kind FAILED) with the files of the model's code it read: the
+    source's own, the modules it imported and the frames of its error. A transformers type's code is the installed
+    transformers (its version is in the key); another source whose code no file vouches for (a factory's module
+    not found) is tried again next time."""
+    from .. import cache as rc
+    from .common import cache_key
+
+    if rc.disabled():
+        return
+    key, inputs = cache_key(FAILED, source, _options(sets, seq))
+    files = {*inputs, *rc.new_code_files(before), *rc.traceback_files(error)}
+    vouched = {p: d for p in files if (d := rc.sha256_file(p)) is not None}
+    if vouched or source.startswith("hf:"):
+        rc.store_failure(key, failures, vouched)
 
 
 def run_one(source: str, sets: list[str], seq: int = SEQ, use_cache: bool = True) -> dict[str, Any]:
@@ -136,34 +162,137 @@ def run_one(source: str, sets: list[str], seq: int = SEQ, use_cache: bool = True
             return measure(source, overrides=_parse_sets(sets), batch=1, seq=seq, context=CONTEXT)
 
     failures: list[dict[str, str]] = []
+    before = set(sys.modules)
     try:
         record = cached("cost", source, _options(sets, seq), (None, None, None), measured, use_cache)
     except (ArchvizError, Exception) as e:  # noqa: BLE001
-        record, failures = _partial(source, sets, e)
+        record, failures, error = _partial(source, sets, e)
         if isinstance(e, ShapeError) and failures and failures[0]["stage"] == "cost":
             failures = [failure("shapes", e)]
-        if record is not None:  # kept, so that a second run does not fail it again
+        # kept, so that a second run with nothing changed does not fail it again
+        if record is not None:
             done = record.with_extra("gallery", {"failures": failures})
             record = cached(PARTIAL, source, _options(sets, seq), (None, None, None), lambda: done, use_cache)
+        elif error is not None and use_cache:
+            _keep_failure(source, sets, seq, failures, error, before)
     return {"source": source, "failures": failures, "records": dumps_compact(record) if record is not None else None}
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`python -m archviz.cli.gallery_work OUT SEQ SOURCE [KEY=VALUE ...] [--no-cache]`: run_one in a process of its own
-    (what `archviz gallery --jobs N` starts for each model), its result written to the JSON file OUT."""
-    import sys
+def _warm() -> None:
+    """What every model's count imports, imported once in the server (each fork shares it): about 4 s of CPU a model
+    saved."""
+    import torch  # noqa: F401
+    import transformers.modeling_utils  # noqa: F401
+    from transformers import AutoConfig, DynamicCache  # noqa: F401
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    use_cache = "--no-cache" not in args
-    args = [a for a in args if a != "--no-cache"]
-    out, seq, source, sets = args[0], int(args[1]), args[2], args[3:]
-    result = run_one(source, sets, seq, use_cache)
+    from ..cost import measure  # noqa: F401
+    from ..group import group  # noqa: F401
+    from ..shapes import trace_shapes  # noqa: F401
+    from ..sources import hf  # noqa: F401
+    from ..walk import walk  # noqa: F401
+
+
+def _result_file(folder: str, i: int) -> str:
+    return os.path.join(folder, f"{i}.json")
+
+
+def _failed(folder: str, i: int, source: str, why: str) -> None:
     from ..outputs import write_file
 
-    write_file(out, json.dumps(result).encode("utf-8"))
+    write_file(_result_file(folder, i), json.dumps(
+        {"source": source, "records": None, "failures": [{"stage": "build", "reason": why}]}).encode("utf-8"))
 
 
-__all__ = ["run_one", "from_cache", "build_choice", "failure", "CONTEXT", "main"]
+def _child(folder: str, i: int, source: str, sets: list[str], seq: int, use_cache: bool) -> None:
+    """In the forked process: run_one, its result written to FOLDER/I.json, stdout to nowhere, stderr to I.err."""
+    code = 1
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(os.open(os.path.join(folder, f"{i}.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+        result = run_one(source, sets, seq, use_cache)
+        from ..outputs import write_file
+
+        write_file(_result_file(folder, i), json.dumps(result).encode("utf-8"))
+        code = 0
+    except BaseException:  # noqa: BLE001 - the model's code ended this process: the server says how
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read()[-8192:].strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1][:300]}" if lines else ""
+
+
+def serve(folder: str, n: int, timeout: float, use_cache: bool) -> None:
+    """`archviz gallery --jobs N`'s counting: the jobs of FOLDER/jobs.json ([i, source, sets, seq] each), each run in
+    a process forked from this one (torch and transformers imported once, here), N at a time: a model whose code
+    crashes, hangs (past `timeout` seconds it is killed) or ends its process costs only its own result, FOLDER/I.json.
+    Prints each finished job's I on stdout."""
+    import signal
+    import time
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore")
+    _warm()
+    with open(os.path.join(folder, "jobs.json"), encoding="utf-8") as f:
+        pending = [tuple(j) for j in json.load(f)]
+    running: dict[int, tuple[int, str, float]] = {}
+
+    def done(i: int) -> None:
+        sys.stdout.write(f"{i}\n")
+        sys.stdout.flush()  # nothing buffered is copied into the next fork
+
+    while pending or running:
+        while pending and len(running) < n:
+            i, source, sets, seq = pending.pop(0)
+            pid = os.fork()
+            if pid == 0:
+                _child(folder, i, source, list(sets), seq, use_cache)
+            running[pid] = (i, source, time.monotonic())
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            now = time.monotonic()
+            for p, (i, source, started) in list(running.items()):
+                if now - started > timeout:
+                    os.kill(p, signal.SIGKILL)
+                    os.waitpid(p, 0)
+                    del running[p]
+                    _failed(folder, i, source, f"timed out after {timeout:.0f} s (--timeout)")
+                    done(i)
+            time.sleep(0.02)
+            continue
+        if pid not in running:
+            continue
+        i, source, _ = running.pop(pid)
+        if not os.path.exists(_result_file(folder, i)):
+            _failed(folder, i, source, f"the worker process ended with status {os.waitstatus_to_exitcode(status)}"
+                    + _tail(os.path.join(folder, f"{i}.err")))
+        done(i)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m archviz.cli.gallery_work FOLDER N TIMEOUT [--no-cache]`: serve (what `archviz gallery --jobs N`
+    starts once)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    use_cache = "--no-cache" not in args
+    folder, n, timeout = [a for a in args if a != "--no-cache"]
+    serve(folder, int(n), float(timeout), use_cache)
+
+
+__all__ = ["run_one", "from_cache", "build_choice", "failure", "serve", "CONTEXT", "main"]
 
 
 if __name__ == "__main__":
