@@ -287,13 +287,14 @@ def load_record(source: str, config: str | None, sets: list[str] | None, model_c
     return record
 
 
-def cache_key(kind: str, source: str, options: dict[str, Any], files: tuple[str | None, ...] = ()
-              ) -> tuple[dict[str, Any], list[str]]:
-    """The records-cache key of `cached`'s arguments, and the files known before the build that it hashes."""
+def cache_key(kind: str, source: str, options: dict[str, Any], files: tuple[str | None, ...] = (),
+              versions: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The records-cache key of `cached`'s arguments, and the files known before the build that it hashes
+    (`versions`: archviz.cache.versions() as a caller looking up many keys read it once)."""
     from .. import cache as rc
 
     inputs = rc.source_files(source, *files)
-    return rc.make_key(kind, source, {**options, "_inputs": inputs}), inputs
+    return rc.make_key(kind, source, {**options, "_inputs": inputs}, versions), inputs
 
 
 def cached(kind: str, source: str, options: dict[str, Any], files: tuple[str | None, ...], build: Callable[[], Any],

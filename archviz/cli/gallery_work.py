@@ -98,34 +98,28 @@ def _partial(source: str, sets: list[str], failed: BaseException
     return record, [failure("cost", failed)], None
 
 
-class _Miss(Exception):
-    pass
-
-
 PARTIAL = "gallery-partial"  # the records-cache kind of a model whose cost run failed: what it got to, and why
 FAILED = "gallery-failed"  # the records-cache kind of a model whose build or walk failed: the failure alone
 
 
-def from_cache(source: str, sets: list[str], seq: int) -> tuple[Any, list[dict[str, str]]] | None:
+def from_cache(source: str, sets: list[str], seq: int, versions: dict[str, str] | None = None
+               ) -> tuple[Any, list[dict[str, str]]] | None:
     """(records, failures) of run_one(source, sets) if the records cache holds them (nothing built, torch not
     imported): the cost run's records, or those of a run that failed after the build, with its failures, or None
-    and the failures of a build that failed; else None."""
+    and the failures of a build that failed; else None. `versions`: archviz.cache.versions(), read once by a caller
+    looking up many models (it hashes archviz's own files)."""
     from .. import cache as rc
-    from .common import cache_key, cached
+    from .common import cache_key
 
-    def miss() -> Any:
-        raise _Miss
-
-    for kind in ("cost", PARTIAL):
-        try:
-            record = cached(kind, source, _options(sets, seq), (None, None, None), miss)
-        except _Miss:
-            continue
-        return record, list((record.extra("gallery") or {}).get("failures") or [])
     if rc.disabled():
         return None
-    found = rc.lookup(cache_key(FAILED, source, _options(sets, seq))[0])
-    return (None, found.failures) if found.failures is not None else None
+    for kind in ("cost", PARTIAL, FAILED):
+        found = rc.lookup(cache_key(kind, source, _options(sets, seq), versions=versions)[0])
+        if found.record is not None:
+            return found.record, list((found.record.extra("gallery") or {}).get("failures") or [])
+        if found.failures is not None and kind == FAILED:
+            return None, found.failures
+    return None
 
 
 def _keep_failure(source: str, sets: list[str], seq: int, failures: list[dict[str, str]], error: BaseException,
