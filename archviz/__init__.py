@@ -13,15 +13,17 @@ __version__ = "0.1.0"
 
 from typing import Any, Callable, Mapping
 
-from . import _moved
 from .errors import ArchvizError, CheckpointError, ShapeError, SourceError
 from .records import ModelRecord
 
-_moved.install()  # the import paths from before the stage packages (archviz.kernels, archviz.grouping, ...)
-
 
 def __getattr__(name: str) -> Any:
-    return _moved.moved(name)
+    """`archviz.kernels` without importing it first (`import archviz` then `@archviz.kernels.shape_rule(...)`)."""
+    if name != "kernels":
+        raise AttributeError(f"module 'archviz' has no attribute {name!r}")
+    import importlib
+
+    return importlib.import_module("archviz.kernels")
 
 
 def build(source: str, *, config: str | None = None, overrides: Mapping[str, Any] | None = None,

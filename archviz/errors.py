@@ -5,7 +5,7 @@ The library raises these; only the CLI turns them into a message and an exit sta
 
 from __future__ import annotations
 
-from .sanitize import printable
+from .files.sanitize import printable
 
 # Exit codes shared by every command.
 EXIT_OK = 0
@@ -33,7 +33,7 @@ class ArchvizError(Exception):
 def one_line(text: str) -> str:
     """`text` with its line breaks folded: a message may quote a multi-line exception (transformers' config
     validators), and the CLI promises one line; any other control character (an escape sequence in a tensor name
-    the message quotes) shown escaped, never sent to the terminal (archviz.sanitize)."""
+    the message quotes) shown escaped, never sent to the terminal (archviz.files.sanitize)."""
     return printable(" ".join(text.split()) if "\n" in text or "\r" in text else text)
 
 

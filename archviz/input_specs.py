@@ -2,7 +2,8 @@
 built, so that a typo is one line and exit 2 at once (`archviz.shapes.inputs` makes the meta tensors).
 
 `name=B,T,512[:dtype]` (dims: ints, the symbols B and T, or a dim named with its size, `H=224`, or without, `H`), `name=int:5`,
-`name=float:0.5`, `name=bool:true`, `name=none`.
+`name=float:0.5`, `name=bool:true`, `name=none`, `name=list:T` or `name=list:512,512` (a list of ints, B and T:
+per-sequence lengths, as mistral-inference's `seqlens: List[int]`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ DTYPES = frozenset({
 #: The largest size one --input dim may have (a meta tensor of any size costs nothing, but no input is this long).
 MAX_DIM = 1 << 40
 MAX_NDIM = 16  # dims of one input: more than any model's (video: B, C, T, H, W)
+MAX_LIST = 1 << 16  # items of one list input (sequences in a packed batch)
 MAX_ELEMENTS = 1 << 48  # elements of one input: torch's storage size must not overflow
 _BOOLS = {"1": True, "true": True, "0": False, "false": False}
 _EXAMPLE = "e.g. --input x=B,T,512:float32, --input n=int:5 or --input mask=none"
@@ -32,7 +34,8 @@ _EXAMPLE = "e.g. --input x=B,T,512:float32, --input n=int:5 or --input mask=none
 
 def check_input_specs(specs: list[str] | None) -> list[tuple[str, str, Any]]:
     """Every `--input` read, or a ShapeError naming the one that is wrong and how to write it: [(name, kind,
-    payload)], kind "none", "int", "float", "bool" (payload the value) or "tensor" (payload (dims, dtype name)),
+    payload)], kind "none", "int", "float", "bool" (payload the value), "list" (payload a tuple of ints, "B" and
+    "T") or "tensor" (payload (dims, dtype name)),
     dims being ints, "B", "T" or (name, size), size None for a dim named without one (`x=B,3,H,W`). A name given twice with different specs is refused."""
     out: list[tuple[str, str, Any]] = []
     seen: dict[str, str] = {}
@@ -65,6 +68,8 @@ def _read_spec(spec: str) -> tuple[str, str, Any]:
     dims_text, dtype_text = dims_text.strip(), dtype_text.strip()
     if dims_text in ("int", "float", "bool"):
         return name, dims_text, _scalar(dims_text, dtype_text, where, name)
+    if dims_text == "list":
+        return name, "list", _list(dtype_text, where, name)
     if not dims_text and not dtype_text:
         raise ShapeError(f"{where}: no dims, dtype or value", hint=_EXAMPLE)
     dims: list[Any] = []
@@ -94,7 +99,7 @@ def _read_spec(spec: str) -> tuple[str, str, Any]:
                              f"is larger than any input (at most {MAX_DIM:,})"),
                              hint="give every dim a positive size, e.g. B,T,512")
         dims.append((symbol, n) if eq else n)
-    default = "int64" if dims == ["B", "T"] else "float32"
+    default = "int64" if dims in (["B", "T"], ["T"]) else "float32"  # token ids [B, T] or [T]
     dtype = dtype_text or default
     if dtype not in DTYPES:
         raise ShapeError(f"{where}: {shown(dtype, 40)} is not a torch dtype", hint="e.g. float32, bfloat16, int64")
@@ -112,6 +117,16 @@ def _scalar(kind: str, text: str, where: str, name: str) -> Any:
         example = {"int": "5", "float": "0.5", "bool": "true"}[kind]
         raise ShapeError(f"{where}: {shown(text, 40)} is not {'an' if kind == 'int' else 'a'} {kind}",
                          hint=f"write e.g. --input {name}={kind}:{example}") from None
+
+
+def _list(text: str, where: str, name: str) -> tuple:
+    """`list:T`, `list:512,512`, `list:T,T`: the items, ints or the symbols B and T."""
+    items = [x.strip() for x in text.split(",")] if text.strip() else []
+    if not items or len(items) > MAX_LIST or not all(x in ("B", "T") or re.fullmatch(r"[0-9]{1,20}", x) and
+                                                      0 < int(x) <= MAX_DIM for x in items):
+        raise ShapeError(f"{where}: {shown(text, 40) or 'nothing'} is not a list of positive ints, B or T",
+                         hint=f"write e.g. --input {name}=list:T or --input {name}=list:512,512")
+    return tuple(x if x in ("B", "T") else int(x) for x in items)
 
 
 _SYMBOL = re.compile(r"(?!(?:B|T)$)[A-Za-z_]\w*")

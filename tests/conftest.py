@@ -23,7 +23,7 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FACTORIES = TESTS / "data" / "factories"
 
-# The records cache (archviz/cache.py) lives in $XDG_CACHE_HOME/archviz: never the real home's while tests run. A
+# The records cache (records/cache.py) lives in $XDG_CACHE_HOME/archviz: never the real home's while tests run. A
 # session-wide folder from the start (for anything that copies os.environ early), and each test its own (below).
 os.environ["XDG_CACHE_HOME"] = _SESSION_CACHE = tempfile.mkdtemp(prefix="archviz-test-cache-")
 atexit.register(shutil.rmtree, _SESSION_CACHE, True)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import archviz
-from archviz.records import FIELDS, SCHEMA_V2, SCHEMA_V3, dumps, dumps_compact, loads, to_compact_dict
+from archviz.records import FIELDS, SCHEMA_V3, dumps, dumps_compact, loads
 from archviz.render.site import render_site
 from archviz.shapes import trace_shapes
 from archviz.sources import build
@@ -225,24 +225,18 @@ def test_flow_names_the_inputs_by_the_forward_arguments(blocks):
 def test_flow_survives_both_records_formats_and_old_files_still_read(blocks):
     record = _traced(f"{blocks}:small")
     v1 = loads(dumps(record))
-    v2 = loads(json.dumps(to_compact_dict(record)))
     v3 = loads(dumps_compact(record))
-    for back in (v1, v2, v3):
+    for back in (v1, v3):
         assert back.module("layers.0").flow == record.module("layers.0").flow
         assert back.module("").flow == record.module("").flow
     # a compact file written before the flow field: no "flow" in its fields, no values for it
-    d = to_compact_dict(record)
-    assert d["schema"] == SCHEMA_V2 and d["fields"][-1] == "flow" == FIELDS[-1]
-    d["fields"] = d["fields"][:-1]
-    d["values"] = d["values"][:-1]
-    d["modules"] = [row[:-1] for row in d["modules"]]
     d3 = json.loads(dumps_compact(record))
-    assert d3["schema"] == SCHEMA_V3 and d3["fields"][-1] == "flow"
+    assert d3["schema"] == SCHEMA_V3 and d3["fields"][-1] == "flow" == FIELDS[-1]
     d3["fields"], d3["values"] = d3["fields"][:-1], d3["values"][:-1]
     d3["rows"] = [row[:-1] for row in d3["rows"]]
-    for old in (loads(json.dumps(d)), loads(json.dumps(d3))):
-        assert old.module("layers.0").flow is None
-        assert old.module("layers.0").calls == record.module("layers.0").calls
+    old = loads(json.dumps(d3))
+    assert old.module("layers.0").flow is None
+    assert old.module("layers.0").calls == record.module("layers.0").calls
     # version 1 without the key
     d1 = json.loads(dumps(record))
     for m in d1["modules"]:

@@ -302,7 +302,7 @@ from rich.console import Console
 Console(file=open("/dev/null", "w")).print(archviz.render.diff.diff_view(d))
 archviz.render.diff.github_lines(d)
 import archviz.render.site.diff
-from archviz.grouping import group
+from archviz.group.tree import group
 assert "diff.html" in archviz.render.site.diff.render_diff_site(d, group(a), group(b))
 assert d.renamed, d
 assert "torch" not in sys.modules and "transformers" not in sys.modules, "the diff imported torch"
@@ -334,7 +334,7 @@ def test_records_files_and_github_format_sanitise_names(archviz_cli, tmp_path: P
     assert lines and all(ln.startswith(("::error ", "::notice ")) for ln in lines)
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\r" not in r.stdout
     err = next(ln for ln in lines if ln.startswith("::error"))
-    # CR and LF shown escaped as every other control character (archviz.sanitize.github_data), never a line break
+    # CR and LF shown escaped as every other control character (archviz.files.sanitize.github_data), never a line break
     assert "%25" in err and "\\r\\n" in err and "\\x1b" in err and "\\x07" in err
     r = archviz_cli("diff", a, b)
     assert r.returncode == 1 and "\x1b" not in r.stdout and "\\x1b[31m" in r.stdout

@@ -57,7 +57,7 @@ def test_set_passes_keyword_arguments_and_names_dims(encoder):
     assert dict(rec.source.overrides) == {"width": 64, "depth": 3}
     built = archviz.build(encoder, overrides={"width": 64})
     traced = trace_shapes(built, walk(built))  # default input: token ids [B, T]
-    from archviz.dims import DimNames
+    from archviz.render.dims import DimNames
     block = traced.module("blocks.0")
     assert [list(s) for s in block.calls[0].outputs] == [["B", "T", 64]]
     assert DimNames(dict(traced.source.config)).name(64) == "width"

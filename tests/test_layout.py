@@ -11,15 +11,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "archviz"
 
 # The pipeline, in order: a module may import from its own stage or any stage before it, never after.
 STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "render", "cli"]
-VOCABULARY = {"_moved", "outputs", "paths", "safeio", "safejson", "sanitize", "records", "compactfile", "recordcheck", "errors", "format", "dims", "gcpause", "cache",
-              "input_specs"}
+# The vocabulary every stage may use: root modules and the packages of shared concerns (the records, the safe files).
+VOCABULARY = {"errors", "format", "gcpause", "input_specs", "paths", "records", "files"}
+# A root module that is another stage's module under a public name: `archviz.kernels` is `archviz.shapes.kernels`.
+PUBLIC_ALIASES = {"archviz.kernels": "shapes"}
+MAX_ROOT_MODULES = 8
 MAX_LINES = 700
 
 
@@ -32,24 +34,23 @@ def _module_name(path: Path) -> str:
 
 
 def _stage(module: str) -> str:
+    if module in PUBLIC_ALIASES:
+        return PUBLIC_ALIASES[module]
     parts = module.split(".")
-    if len(parts) == 1 or (len(parts) == 2 and parts[1] in VOCABULARY):
+    if len(parts) == 1 or parts[1] in VOCABULARY:
         return "vocabulary"
     return parts[1]
 
 
-def _imports(path: Path) -> list[tuple[str, int, bool]]:
-    """(imported archviz module, line, at module level) for every import in the file, lazy ones included."""
-    module = _module_name(path)
+def _imports(path: Path, module: str | None = None) -> list[tuple[str, int, bool]]:
+    """(imported archviz module, line, at module level) for every import in the file, lazy ones and those under
+    `if TYPE_CHECKING:` included; `module` is the file's module name (default: from its place under archviz/)."""
+    module = module or _module_name(path)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     tree = ast.parse(path.read_text())
     top = {id(n) for n in tree.body}
-    typing_only = {id(x) for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"
-                   for x in ast.walk(n)}  # `if TYPE_CHECKING:` imports never run
     out = []
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in ast.walk(tree):  # `if TYPE_CHECKING:` imports included: a circle for the type checker is one too
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -135,6 +136,30 @@ def test_no_import_circles():
     assert cycles == []
 
 
+def test_imports_under_type_checking_count(tmp_path):
+    """An import made only for the type checker is still an edge: two modules that name each other's types form a
+    circle a reader has to untangle, whether or not it runs."""
+    f = tmp_path / "fake.py"
+    f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..records import ModuleRecord\n"
+                 "def f():\n    from .tree import group\n")
+    assert _imports(f, "archviz.group.fake") == [("archviz.records", 3, False), ("archviz.group.tree", 5, False)]
+
+
+def test_root_holds_at_most_8_modules():
+    """The root is the front door and the vocabulary every stage shares; a module one stage uses lives in that stage,
+    and a concern of several modules is a package (records/, files/)."""
+    root = sorted(p.name for p in PKG.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, root
+    users: dict[str, set[str]] = {}
+    for path in FILES:
+        for target, _, _ in _imports(path):
+            if target.count(".") == 1:
+                users.setdefault(target, set()).add(_stage(_module_name(path)))
+    shared = {f"archviz.{p[:-3]}" for p in root} - {"archviz.__init__", *PUBLIC_ALIASES}
+    one_stage = {m: sorted(users.get(m, ())) for m in shared if len(users.get(m, ()) - {"vocabulary"}) < 2}
+    assert one_stage == {}  # used by one stage only (or none): it belongs in that stage
+
+
 def test_no_file_passes_700_lines_without_a_reason():
     long = []
     for path in FILES:
@@ -151,31 +176,6 @@ def test_every_module_says_its_job():
     assert missing == []
 
 
-OLD_PATHS = {
-    "archviz.kernels": "archviz.shapes.kernels",
-    "archviz.grouping": "archviz.group.tree",
-    "archviz.layers": "archviz.group.layers",
-    "archviz.meta": "archviz.sources.meta",
-    "archviz.stubs": "archviz.sources.stubs",
-    "archviz.source_hf": "archviz.sources.hf",
-    "archviz.source_reference": "archviz.sources.reference",
-    "archviz.reduce": "archviz.probe.reduce",
-    "archviz.views": "archviz.render.views",
-    "archviz.site": "archviz.render.site",
-    "archviz.annotations": "archviz.render.site.annotations",
-    "archviz.cli_check": "archviz.cli.check",
-    "archviz.cli_probe": "archviz.cli.probe",
-    "archviz.cli_site": "archviz.cli.site",
-}
-
-
-@pytest.mark.parametrize("old", sorted(OLD_PATHS))
-def test_old_import_paths_are_the_moved_modules(old):
-    """A user's `import archviz.kernels` (a --kernel-rules file) or `from archviz.grouping import group` still works,
-    and gives the very module object, so registries such as the shape rules are shared."""
-    assert importlib.import_module(old) is importlib.import_module(OLD_PATHS[old])
-
-
 def test_public_api_is_where_it_was():
     import archviz
     from archviz.kernels import shape_rule
@@ -183,6 +183,8 @@ def test_public_api_is_where_it_was():
 
     assert callable(archviz.load) and callable(archviz.build) and callable(shape_rule)
     assert archviz.kernels.shape_rule is shape_rule  # attribute access, without importing archviz.kernels first
+    # the public name is the pass's own module, not a copy: a rule registered through either is the one looked up
+    assert importlib.import_module("archviz.kernels") is importlib.import_module("archviz.shapes.kernels")
     # the package's own submodules never shadow the public functions of the same stage
     import archviz.sources  # noqa: F401
     import archviz.walk  # noqa: F401

@@ -1,4 +1,4 @@
-"""The compact records file's lazy reader (`archviz.compactfile`): the records it gives are the walk's, grouping and
+"""The compact records file's lazy reader (`records.compactfile`): the records it gives are the walk's, grouping and
 `inspect layer N` read only the modules they show, and a damaged file is refused when it is read, with the row."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 import archviz
 from archviz.group import group
-from archviz.compactfile import CompactModules
-from archviz.records import dumps, dumps_compact, from_json_dict, loads, to_compact_dict
+from archviz.records.compactfile import CompactModules
+from archviz.records import dumps, dumps_compact, from_json_dict, loads
 from archviz.render.grouped import grouped_tree
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
@@ -95,22 +95,17 @@ def test_children_out_of_row_order_are_read_by_name(walked, compact_text):
     assert group(back).extra("grouping") == group(eager).extra("grouping")
 
 
-def _damaged(record, how: str, version: int = 3) -> str:
-    """The record's compact file of `version`, damaged as `how` says, at module 7."""
-    d = to_compact_dict(record) if version == 2 else json.loads(dumps_compact(record))
+def _damaged(record, how: str) -> str:
+    """The record's compact file, damaged as `how` says, at module 7."""
+    d = json.loads(dumps_compact(record))
     fields = d["fields"]
     tensors = fields.index("tensors")
     ch = fields.index("children")
-    if version == 2:
-        rows = d["modules"]
-        cell = lambda i, k, v: rows[i].__setitem__(k + 2, v)  # noqa: E731
-        get = lambda i, k: rows[i][k + 2]  # noqa: E731
-    else:
-        # module 7's own copy of its row, so that the damage is its alone
-        d["rows"].append(list(d["rows"][d["modules"]["row"][7]]))
-        d["modules"]["row"][7] = len(d["rows"]) - 1
-        cell = lambda i, k, v: d["rows"][d["modules"]["row"][i]].__setitem__(k, v)  # noqa: E731
-        get = lambda i, k: d["rows"][d["modules"]["row"][i]][k]  # noqa: E731
+    # module 7's own copy of its row, so that the damage is its alone
+    d["rows"].append(list(d["rows"][d["modules"]["row"][7]]))
+    d["modules"]["row"][7] = len(d["rows"]) - 1
+    cell = lambda i, k, v: d["rows"][d["modules"]["row"][i]].__setitem__(k, v)  # noqa: E731
+    get = lambda i, k: d["rows"][d["modules"]["row"][i]][k]  # noqa: E731
     if how == "index out of range":
         cell(7, tensors, len(d["values"][tensors]))
     elif how == "negative index":
@@ -120,35 +115,20 @@ def _damaged(record, how: str, version: int = 3) -> str:
     elif how == "string index":
         cell(7, tensors, "0")
     elif how == "parent after the row":
-        if version == 2:
-            d["modules"][7][0] = 9
-        else:
-            d["modules"]["parent"][7] = 9
+        d["modules"]["parent"][7] = 9
     elif how == "empty name":
-        if version == 2:
-            d["modules"][7][1] = ""
-        else:
-            d["modules"]["name"][7] = ""
+        d["modules"]["name"][7] = ""
     elif how == "short row":
-        if version == 2:
-            d["modules"][7].pop()
-        else:
-            d["rows"][d["modules"]["row"][7]].pop()
+        d["rows"][d["modules"]["row"][7]].pop()
     elif how == "row not a list":
-        if version == 2:
-            d["modules"][7] = {"parent": 0}
-        else:
-            d["modules"]["row"][7] = [0]
+        d["modules"]["row"][7] = [0]
     elif how == "child without a row":
         d["values"][ch].append(["nope"])
-        if version == 2:
-            d["modules"][0][ch + 2] = len(d["values"][ch]) - 1
-        else:
-            d["rows"].append(list(d["rows"][d["modules"]["row"][0]]))
-            d["rows"][-1][ch] = len(d["values"][ch]) - 1
-            d["modules"]["row"][0] = len(d["rows"]) - 1
+        d["rows"].append(list(d["rows"][d["modules"]["row"][0]]))
+        d["rows"][-1][ch] = len(d["values"][ch]) - 1
+        d["modules"]["row"][0] = len(d["rows"]) - 1
     elif how == "no rows":
-        d["modules"] = [] if version == 2 else {"parent": [], "name": [], "row": []}
+        d["modules"] = {"parent": [], "name": [], "row": []}
     return json.dumps(d)
 
 
@@ -156,18 +136,16 @@ DAMAGE = ["index out of range", "negative index", "float index", "string index",
           "short row", "row not a list", "child without a row", "no rows"]
 
 
-@pytest.mark.parametrize("version", [2, 3])
 @pytest.mark.parametrize("how", DAMAGE)
-def test_a_damaged_file_is_refused_when_read(walked, how, version):
+def test_a_damaged_file_is_refused_when_read(walked, how):
     with pytest.raises(ValueError, match="row|modules|module"):
-        loads(_damaged(walked, how, version))
+        loads(_damaged(walked, how))
 
 
-def test_version_2_reads_as_version_3_does(walked, compact_text):
-    v2 = loads(json.dumps(to_compact_dict(walked)))
+def test_version_3_reads_as_the_walk_made_it(walked, compact_text):
     v3 = loads(compact_text)
-    assert v2 == v3 == walked
-    assert group(v2).extra("grouping") == group(v3).extra("grouping")
+    assert v3 == walked
+    assert group(v3).extra("grouping") == group(walked).extra("grouping")
     assert len(json.loads(compact_text)["rows"]) < len(walked.modules) / 20  # a few dozen rows for thousands
 
 

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 import archviz
-from archviz.records import FIELDS, dumps, dumps_compact, loads, to_compact_dict
+from archviz.records import FIELDS, dumps, dumps_compact, loads
 from archviz.shapes import trace_shapes
 from archviz.walk import classify_module, walk
 from archviz.walk.walker import preorder
@@ -38,8 +38,9 @@ def v41():
 
 
 def _reference_compact(record) -> tuple[list, list]:
-    """(values, rows) of archviz.records/2 worked out plainly: each module's field value found by == among the values
-    seen before (no hashing), the value written in version 1's JSON form of the first module that held it."""
+    """(values, a row per module: parent, name, value indices) of the compact file worked out plainly: each module's
+    field value found by == among the values seen before (no hashing), the value written in version 1's JSON form of
+    the first module that held it."""
     v1 = json.loads(dumps(record))["modules"]
     left_out = {"calls": [], "call_sites": [], "assumptions": [], "kernels": [], "dims": [], "flow": None}
     seen: list[list] = [[] for _ in FIELDS]
@@ -106,11 +107,12 @@ def test_shared_records_equal_unshared_ones_and_write_the_same_text(which, reque
 def test_the_compact_writer_finds_the_values_a_plain_search_finds(which, request):
     rec = request.getfixturevalue(which)
     rec = rec[1] if isinstance(rec, tuple) else rec
-    got = json.loads(json.dumps(to_compact_dict(rec)))  # version 2: a row per module
+    got = json.loads(dumps_compact(rec))
     values, rows = _reference_compact(rec)
     assert got["fields"] == list(FIELDS)
     assert got["values"] == values
-    assert got["modules"] == rows
+    m = got["modules"]  # each module's row, as the plain search makes one per module
+    assert [[p, n, *got["rows"][r]] for p, n, r in zip(m["parent"], m["name"], m["row"])] == rows
     if which == "odd":  # attributes holding lists: found equal all the same, one value for every expert
         attrs = got["values"][FIELDS.index("attributes")]
         assert {"sizes": [8, 16], "flags": [True, 1, 1.0]} in attrs

@@ -470,7 +470,7 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
     build_site([tiny], str(out))
     before = tree_bytes(out)
     import archviz.render.site as site
-    import archviz.outputs as site_write  # where write_site (outputs.write_folder) writes each file
+    import archviz.files.outputs as site_write  # where write_site (outputs.write_folder) writes each file
 
     calls = {"n": 0}
     real = site.ModelSite.node_context
@@ -507,7 +507,7 @@ def test_failed_render_leaves_the_previous_site(tiny, tmp_path, monkeypatch):
 KILLED_BUILD = textwrap.dedent('''
     import sys, time
     sys.path.insert(0, {ann!r})
-    import archviz, archviz.render.site as site, archviz.outputs as site_write
+    import archviz, archviz.render.site as site, archviz.files.outputs as site_write
     from archviz.group import group
     rec = group(archviz.load("tiny_model:build"))
     real = site_write._write_member

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from archviz.errors import CheckpointError
-from archviz.safeio import MiB
-from archviz.safejson import loads as bounded_loads
+from archviz.files.safeio import MiB
+from archviz.files.safejson import loads as bounded_loads
 
 from .header import ParsedShard
 from .records import CheckpointInventory, TensorInfo
@@ -57,7 +57,7 @@ def parse_index(data: bytes, where: str) -> tuple[dict[str, str], dict[str, Any]
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CheckpointError(f"{where}: index is not valid UTF-8 (byte {e.start})", hint="download it again") from None
-    # bounded: nesting, integer size, lone surrogates (archviz.safejson)
+    # bounded: nesting, integer size, lone surrogates (archviz.files.safejson)
     obj = bounded_loads(text, where=f"{where}: index", error=CheckpointError, hint="download it again")
     if type(obj) is not dict or type(obj.get("weight_map")) is not dict:
         raise CheckpointError(

@@ -29,7 +29,7 @@ from operator import floordiv, getitem, itemgetter, mul, sub
 from typing import Any
 
 from archviz.errors import CheckpointError
-from archviz.safeio import open_regular, read_bounded
+from archviz.files.safeio import open_regular, read_bounded
 
 from .strict_json import decode_header_json
 

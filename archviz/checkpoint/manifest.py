@@ -49,9 +49,9 @@ from operator import and_, is_not, itemgetter, mul, rshift
 from typing import Any
 
 from archviz.errors import CheckpointError
-from archviz.outputs import write_file
-from archviz.safeio import MiB, gunzip_bounded, read_regular
-from archviz.safejson import check_text, loads as bounded_loads
+from archviz.files.outputs import write_file
+from archviz.files.safeio import MiB, gunzip_bounded, read_regular
+from archviz.files.safejson import check_text, loads as bounded_loads
 
 from .header import JSON_SPACE, column_kinds, split_entries
 from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, dtype_nbytes
@@ -92,7 +92,7 @@ def decode_json_text(raw: bytes, where: str) -> str:
 
 
 def parse_json_text(text: str, where: str) -> Any:
-    """JSON within bounds (nesting, integer size, no lone surrogates; see ``archviz.safejson``)."""
+    """JSON within bounds (nesting, integer size, no lone surrogates; see ``archviz.files.safejson``)."""
     return bounded_loads(text, where=where, error=CheckpointError, hint="copy the file again")
 
 
@@ -675,7 +675,7 @@ def json_text_bytes(text: str, gz: bool = False) -> bytes:
 
 
 def write_manifest(inv: CheckpointInventory, path: str | os.PathLike[str], flag: str = "-o") -> None:
-    """Write ``inv`` as an archviz-manifest/1 file; gzip'd when ``path`` ends in ``.gz`` (archviz.outputs: atomic,
+    """Write ``inv`` as an archviz-manifest/1 file; gzip'd when ``path`` ends in ``.gz`` (archviz.files.outputs: atomic,
     over a regular file only)."""
     where = os.fspath(path)
     write_file(where, manifest_bytes(inv, gz=where.endswith(".gz")), flag=flag)

@@ -83,7 +83,7 @@ def rank_manifest_text(ranks: Sequence[tuple[int, str, CheckpointInventory]], wo
 
 def write_rank_manifest(ranks: Sequence[tuple[int, str, CheckpointInventory]], world_size: int, where: str) -> None:
     """Write the rank manifest to `where` (gzip'd when it ends in .gz) through archviz's one atomic writer."""
-    from archviz.outputs import write_file
+    from archviz.files.outputs import write_file
 
     write_file(where, json_text_bytes(rank_manifest_text(ranks, world_size), gz=where.endswith(".gz")))
 

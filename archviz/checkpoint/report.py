@@ -4,15 +4,15 @@ Pure functions of the JSON-able result; nothing here prints (the CLI does).
 
 Every string from the result may come from the checkpoint (tensor names, a manifest's source and revision) or a
 rules file (labels): each reaches a table cell as a ``rich.text.Text`` (never parsed as markup) of
-:func:`archviz.sanitize.printable` text, and a GitHub line through :func:`~archviz.sanitize.github_data` /
-:func:`~archviz.sanitize.github_property`, so no control character or workflow command gets through.
+:func:`archviz.files.sanitize.printable` text, and a GitHub line through :func:`~archviz.files.sanitize.github_data` /
+:func:`~archviz.files.sanitize.github_property`, so no control character or workflow command gets through.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from archviz.sanitize import github_data, github_property, printable
+from archviz.files.sanitize import github_data, github_property, printable
 
 from .compact import compress_names
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from archviz.errors import ArchvizError
-from archviz.safeio import MiB, read_regular
-from archviz.safejson import loads as bounded_loads
+from archviz.files.safeio import MiB, read_regular
+from archviz.files.safejson import loads as bounded_loads
 
 from .templates import split_name
 

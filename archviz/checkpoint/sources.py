@@ -22,7 +22,7 @@ from pathlib import Path
 from archviz.gcpause import collector_paused
 from archviz.errors import CheckpointError
 
-from archviz.safeio import read_regular
+from archviz.files.safeio import read_regular
 
 from .assemble import INDEX_SUFFIX, MAX_INDEX_BYTES, Progress, assemble, index_shards, natural_key, parse_index
 from .header import ParsedShard, read_local_shard

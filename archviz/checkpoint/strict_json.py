@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from archviz.errors import CheckpointError
-from archviz.safejson import MAX_DEPTH, JSONLimitError, check_text
+from archviz.files.safejson import MAX_DEPTH, JSONLimitError, check_text
 
 __all__ = ["ENTRY_FIELDS", "HEADER_INT_DIGITS", "decode_header_json"]
 

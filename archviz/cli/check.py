@@ -210,7 +210,7 @@ def manifest(
     `archviz check SOURCE --world-size N --checkpoint MANIFEST`."""
     from ..checkpoint import open_checkpoint
     from ..checkpoint.manifest import manifest_bytes
-    from ..outputs import check_file_target, write_file
+    from ..files.outputs import check_file_target, write_file
 
     with handled(debug, json_):
         check_options(timeout=timeout, world_size=world_size)

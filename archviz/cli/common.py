@@ -15,11 +15,11 @@ from rich.segment import Segment
 from rich.text import Text
 
 from ..errors import ArchvizError, ShapeError, one_line
-from ..sanitize import json_text, printable
+from ..files.sanitize import json_text, printable
 
 
 def _escaped_lines(text: str) -> str:
-    """`text` with every control character escaped (archviz.sanitize) but its line breaks, which stay breaks."""
+    """`text` with every control character escaped (archviz.files.sanitize) but its line breaks, which stay breaks."""
     return "\n".join(map(printable, text.split("\n"))) if not text.isprintable() else text
 
 
@@ -66,10 +66,6 @@ err = _SafeConsole(stderr=True)
 def flag(*names: str, **kw: Any) -> Any:
     """A bool option: no value follows it, so its help shows no `<bool>` type."""
     return typer.Option(*names, metavar="", **kw)
-
-
-class State:
-    debug = False
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -291,7 +287,7 @@ def cache_key(kind: str, source: str, options: dict[str, Any], files: tuple[str 
               versions: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The records-cache key of `cached`'s arguments, and the files known before the build that it hashes
     (`versions`: archviz.cache.versions() as a caller looking up many keys read it once)."""
-    from .. import cache as rc
+    from ..records import cache as rc
 
     inputs = rc.source_files(source, *files)
     return rc.make_key(kind, source, {**options, "_inputs": inputs}, versions), inputs
@@ -300,9 +296,9 @@ def cache_key(kind: str, source: str, options: dict[str, Any], files: tuple[str 
 def cached(kind: str, source: str, options: dict[str, Any], files: tuple[str | None, ...], build: Callable[[], Any],
            use: bool = True) -> Any:
     """The records `build()` makes, from the records cache when an entry of the same source, options, package
-    versions and file contents is there (archviz.cache: nothing is imported then, torch included); else built, and
+    versions and file contents is there (records.cache: nothing is imported then, torch included); else built, and
     stored for the next run. `files`: the option files the build reads (--config, ...)."""
-    from .. import cache as rc
+    from ..records import cache as rc
 
     if not use or rc.disabled():
         return build()
@@ -366,7 +362,7 @@ def emit_json(data: Any) -> None:
 
 def atomic_write(path: str, text: str) -> None:
     """Write via a temp file in the same folder, then move into place: never a half-written output, and only ever
-    over a regular file (archviz.outputs)."""
-    from ..outputs import write_file
+    over a regular file (archviz.files.outputs)."""
+    from ..files.outputs import write_file
 
     write_file(path, text.encode("utf-8"))

@@ -83,7 +83,7 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
     """Each (key, source, sets): its dtype and prefill length chosen (gallery_work.build_choice), read from the records cache here, else
     counted by gallery_work.run_one: in this process for one job, else each in a process of its own, n at a time.
     Each result has "dtype" and "sets" (as built), "failures", and "record" or "records" (JSON) unless it failed."""
-    from ..cache import MAX_ENTRIES, versions
+    from ..records.cache import MAX_ENTRIES, versions
     from .gallery_work import SEQ, build_choice, failure, from_cache
 
     known = versions() if use_cache else None

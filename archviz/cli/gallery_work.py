@@ -108,7 +108,7 @@ def from_cache(source: str, sets: list[str], seq: int, versions: dict[str, str] 
     imported): the cost run's records, or those of a run that failed after the build, with its failures, or None
     and the failures of a build that failed; else None. `versions`: archviz.cache.versions(), read once by a caller
     looking up many models (it hashes archviz's own files)."""
-    from .. import cache as rc
+    from ..records import cache as rc
     from .common import cache_key
 
     if rc.disabled():
@@ -128,7 +128,7 @@ def _keep_failure(source: str, sets: list[str], seq: int, failures: list[dict[st
     source's own, the modules it imported and the frames of its error. A transformers type's code is the installed
     transformers (its version is in the key); another source whose code no file vouches for (a factory's module
     not found) is tried again next time."""
-    from .. import cache as rc
+    from ..records import cache as rc
     from .common import cache_key
 
     if rc.disabled():
@@ -191,7 +191,7 @@ def _result_file(folder: str, i: int) -> str:
 
 
 def _failed(folder: str, i: int, source: str, why: str) -> None:
-    from ..outputs import write_file
+    from ..files.outputs import write_file
 
     write_file(_result_file(folder, i), json.dumps(
         {"source": source, "records": None, "failures": [{"stage": "build", "reason": why}]}).encode("utf-8"))
@@ -206,7 +206,7 @@ def _child(folder: str, i: int, source: str, sets: list[str], seq: int, use_cach
         os.dup2(null, 1)
         os.dup2(os.open(os.path.join(folder, f"{i}.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
         result = run_one(source, sets, seq, use_cache)
-        from ..outputs import write_file
+        from ..files.outputs import write_file
 
         write_file(_result_file(folder, i), json.dumps(result).encode("utf-8"))
         code = 0

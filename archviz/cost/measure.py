@@ -235,14 +235,14 @@ def measure(source: str, *, config: str | None = None, overrides: dict[str, Any]
 
     say(f"prefill pass at B={batch}, T={seq:,}")
     paths = module_paths(built.model)
-    from ..shapes.trace import may_take_1d, retry_1d
+    from ..shapes.token_rank import decide_rank, may_take_1d
 
     def prefill() -> tuple[Any, FlopCounter, ActivationPeak | None]:  # fresh counters each try
         return _pass(built, record, batch=batch, seq=seq, memo=not every_block, peak=True, paths=paths,
                      input_specs=input_specs)
 
     if may_take_1d(built, None, input_specs):
-        (traced, fc, act), note = retry_1d(built, prefill)
+        (traced, fc, act), note = decide_rank(built, prefill)
         notes.extend([note] if note else [])
     else:
         traced, fc, act = prefill()

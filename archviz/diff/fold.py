@@ -1,6 +1,6 @@
 """Grouped reporting: differences that read once for many modules, as the explorer groups them.
 
-The kinds and multiplicities are the grouping stage's (`archviz.grouping.grouping`): two modules' differences fold
+The kinds and multiplicities are the grouping stage's (`archviz.group.tree.grouping`): two modules' differences fold
 into one line when their grouping nodes are of the same kind in both models and the differences are the same, so a
 change in all 43 layers reads once, "× 43 layers", with the parameter delta multiplied out. Pure function of
 records (no torch).

@@ -64,7 +64,7 @@ class Kinds:
     def _pass(self) -> list[str]:
         record = self.record
         modules = record.modules
-        # A compact file's modules (archviz.compactfile) are read as columns of shared values, no module made, and
+        # A compact file's modules (records.compactfile) are read as columns of shared values, no module made, and
         # most are found by their row and their children's kinds, without hashing their values: (row, kinds of the
         # children) -> kind. A walk's modules share no values: only hashing finds them.
         shared = hasattr(modules, "child_rows")

@@ -1,5 +1,5 @@
 """The tables of a names file beside its titles and `[groups]`: `[dims]` and `[descriptions]` (read by
-`archviz.grouping.load_names`, which stays the one reader of names files).
+`archviz.group.names.load_names`, which stays the one reader of names files).
 
     [dims]                              # rename dims wherever shapes are shown (site, terminal, --json)
     "n_groups × o_lora_rank" = "groups × rank"   # a name as archviz finds it: a config field or a product of two

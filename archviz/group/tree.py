@@ -374,7 +374,7 @@ def group(record: ModelRecord, names: dict[str, Any] | None = None) -> ModelReco
     b.finish(Titles(names))
     g = {"nodes": b.nodes, "by_path": b.by_path, "layers": b.layers}
     if isinstance((names or {}).get("dims"), dict):
-        g["dims"] = dict(names["dims"])  # read by archviz.dims.dim_renames
+        g["dims"] = dict(names["dims"])  # read by archviz.render.dims.dim_renames
     return record.with_extra("grouping", g)
 
 

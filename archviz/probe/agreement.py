@@ -4,7 +4,6 @@ mapped from the reduced sizes to the full model's."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 from ..records import ModelRecord
@@ -162,7 +161,3 @@ def _fmt(ins: Any, outs: Any) -> str:
         return "[" + ", ".join(str(d) for d in s) + "]"
 
     return ", ".join(one(s) for s in ins) + " → " + ", ".join(one(s) for s in outs)
-
-
-def routed_bound(B: int, T: int, k: int) -> int:
-    return math.ceil(B * T * k)

@@ -11,7 +11,7 @@ import torch
 
 from ..errors import ShapeError
 from ..shapes import ImportsInForward, Tracer, cache_off, kernels
-from ..shapes.inputs import image_default
+from ..shapes.inputs import image_default, sequence_lengths
 from ..shapes.collectives import collectives_answered
 from ..sources import Built, stubs
 from ..sources.meta import warnings_noted
@@ -101,10 +101,11 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
                progress: Callable[[int, int], None] | None = None,
                device: str = "cpu", note: Callable[[str], None] | None = None,
                input_specs: list[str] | None = None, train: bool = False,
-               sizes: dict[str, int] | None = None) -> tuple[Tracer, dict[str, list[str]]]:
+               sizes: dict[str, int] | None = None, tokens_1d: bool = False) -> tuple[Tracer, dict[str, list[str]]]:
     """Run `built` (built on `device`) on random token ids [B, T] (and `input_specs`, as the meta pass took them),
     or on the image batch the meta pass took by default (a vision model), in eval mode or training mode (`train`);
-    `sizes`: the meta pass's sizes of the dims --input named without one (`x=B,3,H,W`);
+    `sizes`: the meta pass's sizes of the dims --input named without one (`x=B,3,H,W`); `tokens_1d`: the meta pass
+    took token ids [T] (`archviz.shapes.token_rank`);
     returns the tracer (calls per path) and the kernels run (qualname -> the implementation of each call). Stubbed
     kernels run the torch implementations in `archviz.kernels`; modules imported inside forward that are not
     installed are stubbed the same way. Warnings the model's code raises go to `note` (with the module that raised
@@ -148,8 +149,12 @@ def real_calls(built: Built, B: int, T: int, *, seed: int = 0,
     else:
         names = list(inspect.signature(built.model.forward).parameters)
         image = image_default(built)
-        args = (torch.randn((B, *image[0]), generator=g).to(device),) if image is not None else (ids,)
+        # as the meta pass: token ids [T] where it took them so, and the sequences' lengths a forward asks for
+        args = (torch.randn((B, *image[0]), generator=g).to(device),) if image is not None else \
+            (ids[0] if tokens_1d else ids,)
         kwargs = {"start_pos": 0} if "start_pos" in names[1:] else {}
+        if image is None:
+            kwargs.update(sequence_lengths(built.model, B, T, tokens_1d))
     if input_specs:  # the meta pass's --input, made real: random floats, zero integers, true masks
         from ..shapes import merge_inputs, parse_inputs
 

@@ -4,7 +4,7 @@ The execution probe cannot run a 300-billion-parameter model on a CPU, and it do
 shapes of every module call) depends on the widths and on the kinds of layers, not on how many layers, experts or
 vocabulary rows there are. `plans()` turns the full model's config into reduced configs, most reduced first:
 
-- layers: the layers of every kind (kinds from `archviz.grouping`, else from structural signatures), plus each one's
+- layers: the layers of every kind (kinds from `archviz.group.tree`, else from structural signatures), plus each one's
   sources (a layer that reuses another layer's KV needs that layer before it: for every list of layer ids in the
   config, `kv_source_layers`, `index_source_layers`, `engram_layer_ids`, ..., the nearest id at or before a kept layer
   is kept too). Per-layer lists (`compress_ratios`, `layer_types`) are cut to the kept layers, id lists renumbered,
@@ -220,7 +220,7 @@ def _taken(record: ModelRecord, config: dict[str, Any]) -> set[int]:
 
 
 def layer_kinds(record: ModelRecord) -> tuple[str | None, list[list[int]]]:
-    """(path of the main layer list, each kind's layer indices), from `archviz.grouping` when it is there, else from
+    """(path of the main layer list, each kind's layer indices), from `archviz.group.tree` when it is there, else from
     structural signatures (class and tensor shapes of the subtree, numbers of layers left out)."""
     try:
         from ..group import group

@@ -197,6 +197,7 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
         shapes = record.extra("shapes")
         B, T = shapes["B"], shapes["T"]
         eager = built.kind == "hf" and any("experts_implementation='eager'" in n for n in shapes.get("notes", ()))
+        tokens_1d = built.tokens_1d  # token ids [T]: the real pass takes them as the meta pass did
         built = None  # the full meta model is no longer needed
         gc.collect()
 
@@ -214,12 +215,12 @@ def run_probe(spec: str, *, config: str | None = None, overrides: dict[str, Any]
             tp.prepare(real,
                        lambda: build(*_reduced_source(spec, None, whole, chosen, device, tmp, notes, record=record)),
                        lambda b: real_calls(b, B, T, seed=seed, device=device, input_specs=input_specs, train=train,
-                                            sizes=shapes.get("named")),
+                                            sizes=shapes.get("named"), tokens_1d=tokens_1d),
                        chosen, record, lambda b: init_random(b.model, b.config, seed=seed))
         try:
             tracer, ran = real_calls(real, B, T, seed=seed, progress=stage("real forward pass"), device=device,
                                      note=notes.append, input_specs=input_specs, train=train,
-                                     sizes=shapes.get("named"))
+                                     sizes=shapes.get("named"), tokens_1d=tokens_1d)
         except ArchvizError:
             raise
         except Exception as e:  # noqa: BLE001 - the model's own code raised on real tensors

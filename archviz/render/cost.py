@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import format as fmt
-from ..sanitize import printable
+from ..files.sanitize import printable
 
 
 def safe(text: Any) -> str:

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from .. import format as fmt
 from ..diff.result import Folded, ModelDiff
-from ..sanitize import github_data, github_property, printable
+from ..files.sanitize import github_data, github_property, printable
 
 
 def signed(n: int | None) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from rich.text import Text
 from rich.tree import Tree
 
-from ..dims import DimNames
+from .dims import DimNames
 from ..records import ModelRecord, ModuleRecord
 from .flowfold import Item, flow_items, function_parts
 

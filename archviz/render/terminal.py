@@ -10,7 +10,7 @@ from .text import SafeText as Text  # data shown with its control characters esc
 from rich.tree import Tree
 
 from .. import format as fmt
-from ..dims import DimNames
+from .dims import DimNames
 from .views import tied_text
 from ..records import ModelRecord, ModuleRecord
 

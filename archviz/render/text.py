@@ -2,7 +2,7 @@
 
 Module and tensor names, class names, names-file titles, notes, shapes' dim names and code lines come from files
 and model code archviz did not write. rich sends ESC and C1 controls through to the terminal as they are and drops
-CR and BEL without a trace; :class:`SafeText` writes each as an escape first (`archviz.sanitize.printable`: ``\\x1b``,
+CR and BEL without a trace; :class:`SafeText` writes each as an escape first (`files.sanitize.printable`: ``\\x1b``,
 ``\\r``), so the terminal shows the text and acts on none of it, and a name stays on its line. rich markup in a name
 (``[bold red]x[/]``) is never read: a `Text` is not markup. Line breaks of the renderer's own go in with
 :meth:`SafeText.line`, the one way past the escaping.
@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ..sanitize import printable
+from ..files.sanitize import printable
 
 __all__ = ["SafeText"]
 

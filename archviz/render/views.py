@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import format as fmt
-from ..dims import dim_renames, named_dims
+from .dims import dim_renames, named_dims
 from ..records import ModelRecord, ModuleRecord, to_json_dict
 
 
@@ -99,7 +99,7 @@ def module_json(record: ModelRecord, path: str, *, children: bool = True) -> dic
 
 
 def to_json_dict_module(m: ModuleRecord) -> dict[str, Any]:
-    from ..records import _encode
+    from ..records.types import _encode
 
     return _encode(m)
 

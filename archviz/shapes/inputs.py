@@ -111,7 +111,44 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     kwargs = {}
     if "start_pos" in names[1:]:
         kwargs["start_pos"] = 0
+    kwargs.update(sequence_lengths(model, B, T, built.tokens_1d))
     return tuple(args), kwargs
+
+
+def sequence_lengths(model: Any, B: int, T: int, tokens_1d: bool) -> dict[str, list[int]]:
+    """The forward's `List[int]` arguments (`int_list_arguments`: mistral-inference's seqlens), each the length of
+    every sequence: [T] for token ids [T] (one sequence), [T] × B for [B, T]."""
+    return {name: [T] if tokens_1d else [T] * B for name, _ in int_list_arguments(model)}
+
+
+_INT_LIST = re.compile(r"(?:typing\.)?(?:List|list|Sequence|Tuple|tuple)\[int(?:, ?\.\.\.)?\]")
+
+
+def int_list_arguments(model: Any) -> list[tuple[str, str]]:
+    """(name, annotation) of the forward's required arguments after the first that its annotation says are a list
+    of ints (`seqlens: List[int]`): the pass gives them the sequences' lengths, summing to the token count."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return []
+    out = []
+    for p in params:
+        if p.default is not inspect.Parameter.empty or p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        text = p.annotation if isinstance(p.annotation, str) else \
+            getattr(p.annotation, "__name__", "") if isinstance(p.annotation, type) else str(p.annotation)
+        if _INT_LIST.fullmatch(text.replace("typing.", "")):
+            out.append((p.name, text.replace("typing.", "")))
+    return out
+
+
+def list_notes(built: Built, kwargs: dict, given: set[str]) -> list[str]:
+    """A note for each list of sequence lengths the pass made up (`int_list_arguments`) and passes in `kwargs`,
+    none given (`given`: the names --input gave)."""
+    what = "[T]: one sequence of the T token ids" if built.tokens_1d else "[T] × B: B sequences of T"
+    return [f"{name}={what}, made up from {type(built.model).__name__}.forward's annotation {annotation} (lengths "
+            f"summing to the token count); --input {name}=list:... gives others, e.g. {name}=list:T or "
+            f"{name}=list:512,512" for name, annotation in int_list_arguments(built.model) if name in kwargs and name not in given]
 
 
 # Forward inputs archviz does not make up: other modalities (their sizes come from a preprocessor) and a decoder's
@@ -175,9 +212,12 @@ def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None 
     """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints, the
     symbols B and T, or a dim the user names with its size (`x=B,3,H=224,W=224`: H and W, sized 224 unless `sizes`
     says otherwise); the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
-    `name=none` passes None. A spec that is wrong is a ShapeError (`check_input_specs`)."""
+    `name=none` passes None, `name=list:T,T` a list of ints. A spec that is wrong is a ShapeError (`check_input_specs`)."""
     kwargs: dict[str, Any] = {}
     for name, kind, payload in check_input_specs(specs):
+        if kind == "list":  # per-sequence lengths (seqlens=list:T,T): B and T at this pass's sizes
+            kwargs[name] = [B if x == "B" else T if x == "T" else x for x in payload]
+            continue
         if kind != "tensor":
             kwargs[name] = payload
             continue
@@ -208,7 +248,7 @@ def _bare_dims(spec: str) -> list[tuple[int, str]]:
     """(position, name) of the dims `spec` names without a size; none in `name=int:5` or `name=none`."""
     rest = spec.partition("=")[2]
     dims_text = rest.partition(":")[0]
-    if dims_text in ("int", "float", "bool") or rest.strip().lower() == "none":
+    if dims_text in ("int", "float", "bool", "list") or rest.strip().lower() == "none":
         return []
     return [(i, d) for i, d in enumerate(d.strip() for d in dims_text.split(",")) if _BARE.fullmatch(d)]
 
@@ -268,7 +308,10 @@ def spec_symbols(specs: list[str] | None) -> set[str]:
     """The symbols (B, T, and dims the user named) that `--input` specs size their tensors by."""
     used: set[str] = set()
     for spec in specs or ():
-        dims_text = spec.partition("=")[2].partition(":")[0]
+        dims_text, _, items = spec.partition("=")[2].partition(":")
+        if dims_text.strip() == "list":  # seqlens=list:T,T
+            used.update(x.strip() for x in items.split(",") if x.strip() in ("B", "T"))
+            continue
         for d in (d.strip() for d in dims_text.split(",")):
             if d in ("B", "T"):
                 used.add(d)

@@ -1,6 +1,6 @@
 """Rules for the commonly used entry points of CUDA-only kernel packages a model may import (stubbed here, as they
-cannot install without a GPU toolchain): flash_attn, xformers, mamba_ssm's selective scan, causal_conv1d and
-deep_gemm. fast_hadamard_transform's `hadamard_transform` is a DeepSeek kernel rule (archviz/shapes/kernels.py).
+cannot install without a GPU toolchain): flash_attn, xformers (its attention and block-diagonal masks),
+mamba_ssm's selective scan and fused Mamba block, causal_conv1d and deep_gemm. fast_hadamard_transform's `hadamard_transform` is a DeepSeek kernel rule (archviz/shapes/kernels.py).
 
 As the DeepSeek rules are, each is written from the kernel's documented semantics in plain torch, so one function
 serves as the meta pass's shape rule (on meta it only makes the outputs) and as the probe's CPU stand-in; each has
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .kernels import _expand_blocks, shape_rule
+from .kernels import _expand_blocks, _no_flops, shape_rule
 
 
 def _meta(*tensors: Any) -> bool:
@@ -49,7 +49,7 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float |
     scores = scores.masked_fill(masked, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
     p = torch.nan_to_num(torch.exp(scores - lse.unsqueeze(-1)))
-    return torch.einsum("bhst,bthd->bshd", p, vv).to(q.dtype), lse
+    return torch.einsum("bhst,bthd->bshd", p, vv).to(q.dtype).contiguous(), lse  # as the kernels write it: .view
 
 
 def _attention_flops(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *rest: Any, **kw: Any) -> int:
@@ -153,17 +153,104 @@ shape_rule("xformers.ops.LowerTriangularMask", "xformers.ops.fmha.LowerTriangula
            "xformers.ops.fmha.attn_bias.LowerTriangularMask")(LowerTriangularMask)
 
 
+class BlockDiagonalMask:
+    """xformers' block-diagonal bias (`fmha.attn_bias.BlockDiagonalMask` and its kin, made by `from_seqlens`):
+    sequences packed along one axis, each query attending to the keys of its own sequence only -- all of them, or
+    (causal) those up to its own position, aligned at the block's first query and key (`BlockDiagonalCausalMask`) or
+    at its last (`..._from_bottomright`, `BlockDiagonalCausalWithOffsetPaddedKeysMask`), within the last
+    `window` keys (`make_local_attention`). Keys may sit in blocks of `kv_padding` slots, the first kv_seqlen[i] of
+    block i held (the padded-keys mask of a decode step)."""
+
+    def __init__(self, q_seqlen: Any, kv_seqlen: Any = None, *, causal: bool = False, bottom_right: bool = False,
+                 window: int | None = None, kv_padding: int | None = None):
+        self.q_seqlen = [int(n) for n in q_seqlen]
+        self.kv_seqlen = [int(n) for n in kv_seqlen] if kv_seqlen is not None else list(self.q_seqlen)
+        if len(self.kv_seqlen) != len(self.q_seqlen):
+            raise ValueError(f"{len(self.q_seqlen)} query sequences but {len(self.kv_seqlen)} key sequences")
+        self.causal, self.bottom_right, self.window, self.kv_padding = causal, bottom_right, window, kv_padding
+
+    def _with(self, **changes: Any) -> "BlockDiagonalMask":
+        fields = dict(causal=self.causal, bottom_right=self.bottom_right, window=self.window,
+                      kv_padding=self.kv_padding)
+        return BlockDiagonalMask(self.q_seqlen, self.kv_seqlen, **{**fields, **changes})
+
+    def make_causal(self) -> "BlockDiagonalMask":
+        return self._with(causal=True, bottom_right=False)
+
+    def make_causal_from_bottomright(self) -> "BlockDiagonalMask":
+        return self._with(causal=True, bottom_right=True)
+
+    def make_local_attention(self, window_size: int) -> "BlockDiagonalMask":
+        return self._with(causal=True, window=int(window_size))
+
+    def make_local_attention_from_bottomright(self, window_size: int) -> "BlockDiagonalMask":
+        return self._with(causal=True, bottom_right=True, window=int(window_size))
+
+    def pairs(self) -> int:
+        """The (query, key) pairs of every sequence's block: Σ q_i·k_i (a causal or local block counted whole, as
+        torch's FLOP counter counts causal attention)."""
+        return sum(q * k for q, k in zip(self.q_seqlen, self.kv_seqlen))
+
+    def materialize(self, shape: tuple, dtype: torch.dtype = torch.float32, device: Any = "cpu") -> torch.Tensor:
+        """The additive bias [..., queries, keys]: 0 where a query attends, -inf elsewhere."""
+        s, t = shape[-2], shape[-1]
+        keep = torch.zeros((s, t), dtype=torch.bool, device=device)
+        q0 = 0
+        for i, (q, k) in enumerate(zip(self.q_seqlen, self.kv_seqlen)):
+            k0 = i * self.kv_padding if self.kv_padding is not None else sum(self.kv_seqlen[:i])
+            qi = torch.arange(q, device=device).unsqueeze(-1) + ((k - q) if self.bottom_right else 0)
+            kj = torch.arange(k, device=device).unsqueeze(0)
+            block = torch.ones((q, k), dtype=torch.bool, device=device)
+            if self.causal:
+                block &= kj <= qi
+            if self.window is not None:
+                block &= kj > qi - self.window
+            keep[q0:q0 + q, k0:k0 + k] = block
+            q0 += q
+        bias = torch.zeros((s, t), dtype=dtype, device=device).masked_fill(~keep, float("-inf"))
+        return bias.expand(*shape)
+
+
+def _mask_maker(**kind: Any) -> Any:
+    def from_seqlens(q_seqlen: Any, kv_seqlen: Any = None, *, kv_padding: Any = None, device: Any = None,
+                     **kwargs: Any) -> BlockDiagonalMask:
+        return BlockDiagonalMask(q_seqlen, kv_seqlen, kv_padding=kv_padding, **kind)
+
+    return from_seqlens
+
+
+for _name, _kind in (("BlockDiagonalMask", {}), ("BlockDiagonalCausalMask", {"causal": True}),
+                     ("BlockDiagonalCausalFromBottomRightMask", {"causal": True, "bottom_right": True}),
+                     ("BlockDiagonalCausalWithOffsetPaddedKeysMask", {"causal": True, "bottom_right": True}),
+                     ("BlockDiagonalPaddedKeysMask", {})):
+    shape_rule(*(f"{where}.{_name}.from_seqlens" for where in ("xformers.ops", "xformers.ops.fmha",
+                                                               "xformers.ops.fmha.attn_bias")),
+               flops=_no_flops)(_mask_maker(**_kind))
+
+
+def _mea_flops(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias: Any = None, *rest: Any,
+               **kw: Any) -> int:
+    """As `_attention_flops`; with a block-diagonal bias only each sequence's own block: 2·b·h·Σ q_i·k_i·(d + dv)."""
+    if not isinstance(attn_bias, BlockDiagonalMask):
+        return _attention_flops(query, key, value)
+    h = query.shape[-2] if query.dim() == 4 else 1
+    return 2 * query.shape[0] * h * attn_bias.pairs() * (query.shape[-1] + value.shape[-1])
+
+
 @shape_rule("xformers.ops.memory_efficient_attention", "xformers.ops.fmha.memory_efficient_attention",
-            flops=_attention_flops)
+            flops=_mea_flops)
 def memory_efficient_attention(query, key, value, attn_bias=None, p=0.0, scale=None, *, op=None,
                                output_dtype=None, **kwargs):
     """query [B, M, H, K] (or [B, M, K]), key and value [B, N, H(k), K(v)] -> [B, M, H, Kv]. attn_bias: a tensor
-    added to the scores, or a causal mask object (LowerTriangularMask and its kin, by name)."""
+    added to the scores, a causal mask object (LowerTriangularMask), or a block-diagonal one (BlockDiagonalMask and
+    its kin: sequences packed along M and N)."""
     three = query.dim() == 3
     if three:
         query, key, value = query.unsqueeze(2), key.unsqueeze(2), value.unsqueeze(2)
     bias = attn_bias if isinstance(attn_bias, torch.Tensor) else None
-    causal = bias is None and attn_bias is not None and isinstance(attn_bias, LowerTriangularMask)
+    if isinstance(attn_bias, BlockDiagonalMask) and not _meta(query, key, value):
+        bias = attn_bias.materialize((query.shape[1], key.shape[1]), device=query.device)
+    causal = attn_bias is not None and isinstance(attn_bias, LowerTriangularMask)
     out, _ = _attention(query, key, value, scale, bool(causal), bias=bias)
     out = out.to(output_dtype) if output_dtype is not None else out
     return out[:, :, 0] if three else out
@@ -259,6 +346,41 @@ def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cach
         y = F.silu(y)
     y = y.to(x.dtype)
     return y[..., 0] if two else y
+
+
+def _inner_flops(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight, *rest: Any,
+                 **kw: Any) -> int:
+    """The convolution, x_proj, dt_proj, the scan and out_proj of one Mamba block: 2·b·l·d·(w + (r + 2n) + r +
+    out) + 9·b·d·l·n (r = dt rank, n = state size, from x_proj's rows r + 2n)."""
+    b, _, length = xz.shape
+    d, w = conv1d_weight.shape[0], conv1d_weight.shape[-1]
+    r = delta_proj_weight.shape[1]
+    n = (x_proj_weight.shape[0] - r) // 2
+    return 2 * b * length * d * (w + x_proj_weight.shape[0] + r + out_proj_weight.shape[0]) + 9 * b * d * length * n
+
+
+@shape_rule("mamba_ssm.ops.selective_scan_interface.mamba_inner_fn", "mamba_ssm.mamba_inner_fn",
+            flops=_inner_flops)
+def mamba_inner_fn(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
+                   out_proj_bias, A, B=None, C=None, D=None, delta_bias=None, B_proj_bias=None, C_proj_bias=None,
+                   delta_softplus=True, **kwargs):
+    """A whole Mamba block after in_proj: xz [b, 2d, l] split into x and the gate z; x convolved (causal, SiLU),
+    projected to dt (through dt_proj), B and C (where not given), scanned, gated by z and projected out ->
+    [b, l, out]."""
+    b, _, length = xz.shape
+    if _meta(xz, x_proj_weight, out_proj_weight):
+        return torch.empty((b, length, out_proj_weight.shape[0]), dtype=xz.dtype, device=xz.device)
+    x, z = xz.chunk(2, dim=1)
+    r, n = delta_proj_weight.shape[1], A.shape[-1]
+    u = causal_conv1d_fn(x, conv1d_weight.reshape(conv1d_weight.shape[0], -1), conv1d_bias, activation="silu")
+    x_dbl = F.linear(u.transpose(1, 2), x_proj_weight)  # [b, l, r + 2n]
+    delta = F.linear(x_dbl[..., :r], delta_proj_weight).transpose(1, 2)  # [b, d, l]
+    if B is None:
+        B = (x_dbl[..., r:r + n] + (B_proj_bias if B_proj_bias is not None else 0)).transpose(1, 2)
+    if C is None:
+        C = (x_dbl[..., r + n:r + 2 * n] + (C_proj_bias if C_proj_bias is not None else 0)).transpose(1, 2)
+    y = selective_scan_fn(u, delta, A, B, C, D, z=z, delta_bias=delta_bias, delta_softplus=delta_softplus)
+    return F.linear(y.transpose(1, 2), out_proj_weight, out_proj_bias)
 
 
 @shape_rule("mamba_ssm.ops.triton.selective_state_update.selective_state_update", flops=lambda state, *a, **k:

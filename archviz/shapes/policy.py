@@ -16,7 +16,6 @@ from .gathers import GATHER_OPS
 
 if TYPE_CHECKING:
     from .gathers import Gathers
-    from .tracer import Tracer
 
 
 aten = torch.ops.aten
@@ -37,8 +36,8 @@ class _Prov:
 class Policy:
     """Provenance of meta tensors and the policy answers, with the assumptions they imply."""
 
-    def __init__(self, tracer: "Tracer"):
-        self.tracer = tracer
+    def __init__(self, tracer: Any):
+        self.tracer = tracer  # the Tracer (shapes.tracer) that made this policy: its assume, user_frame, frame, stack
         self._prov: dict[int, tuple[weakref.ref, _Prov]] = {}
         self.policy_sizes: set[int] = set()
         self.split_sizes: set[int] = set()  # counts spread exactly by .tolist(): routed sizes when split() takes them

@@ -36,8 +36,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..errors import ArchvizError, ShapeError
+from ..errors import ShapeError
 from ..gcpause import collector_paused
+from ..input_specs import check_input_specs
 from ..records import Call, CallSite, Flow, FlowFunction, FlowStep, ModelRecord, ModuleRecord
 from ..sources import Built, stubs
 from ..walk.provenance import file_facts
@@ -51,6 +52,7 @@ from .inputs import (
     default_sizes,
     forward_arguments,
     image_default,
+    list_notes,
     merge_inputs,
     missing_input_hint,
     named_sizes,
@@ -61,6 +63,7 @@ from .inputs import (
 from .memo import ALL_FIELDS, CALLS_FIELD, BlockMemo, weight_uses
 from .policy import ROUTED
 from .symbols import choose_dims
+from .token_rank import decide_rank, may_take_1d
 from .tracer import ARCHVIZ_DIR, TORCH_DIR, Tracer
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -95,9 +98,9 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
                                  op_observer=op_observer, on_memo=on_memo)
 
         if op_observer is not None or not may_take_1d(built, inputs, input_specs):
-            traced = run()  # an observed pass is counted: its caller retries with fresh counters (archviz.cost)
+            traced = run()  # an observed pass is counted: its caller decides with fresh counters (archviz.cost)
         else:
-            traced, note = retry_1d(built, run)
+            traced, note = decide_rank(built, run)
             if note:
                 info = traced.extra("shapes")
                 traced = traced.with_extra("shapes", {**info, "notes": [*info["notes"], note]})
@@ -145,32 +148,6 @@ def run_steps(built: Built, record: ModelRecord, steps: Sequence[Callable[[], tu
                          f"{str(error)[:300]}", hint="run with --debug for the traceback") from error
 
 
-def may_take_1d(built: Built, inputs: Any, input_specs: list[str] | None) -> bool:
-    """The pass feeds default token ids [B, T] that could be [T] instead: a model file's or factory's forward whose
-    first argument the default fills with token ids (not an image), no inputs given."""
-    return built.kind != "hf" and inputs is None and not input_specs and not built.tokens_1d \
-        and image_default(built) is None and forward_arguments(built.model) is not None
-
-
-def retry_1d(built: Built, run: Callable[[], Any]) -> tuple[Any, str | None]:
-    """(`run()`, None); if the pass fails on token ids [B, T], (`run()` once more on [T], a note saying so):
-    gpt-oss's forward takes 1-D tokens. The first error stands when [T] fails too."""
-    try:
-        return run(), None
-    except ShapeError as first:
-        if first.__cause__ is None or isinstance(first.__cause__, ArchvizError):
-            raise  # the model's own code did not fail (a kernel without a rule, a package to install)
-        built.tokens_1d = True
-        try:
-            result = run()
-        except ShapeError:
-            built.tokens_1d = False
-            raise first from None
-        why = first.message[:160]
-    return result, (f"token ids [T], not [B, T]: {type(built.model).__name__}.forward failed on [B, T] ({why}) "
-                    "and ran on 1-D tokens")
-
-
 def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: int | None,
                   inputs: tuple[tuple, dict] | None, input_specs: list[str] | None,
                   on_kernel: Callable[[str, str, tuple, dict, Any], None] | None, memo: bool, train: bool,
@@ -210,13 +187,16 @@ def _trace_shapes(built: Built, record: ModelRecord, *, batch: int | None, seq: 
         defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
         kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
         image = image_default(built) if kept and (built.kind != "hf" or "pixel_values" in base[1]) else None
-        used = ({"B"} if image else {"B", "T"} if kept else set()) | spec_symbols(input_specs)
+        ids = {"T"} if built.tokens_1d else {"B", "T"}  # token ids [T] (gpt-oss, packed sequences) have no B
+        used = ({"B"} if image else ids if kept else set()) | spec_symbols(input_specs)
     notes: list[str] = []
     if inputs is None and image is not None:
         first = "pixel_values" if built.kind == "hf" else \
             f"the first argument of {forward_arguments(built.model) or 'forward'}"
         notes.append(f"default input: an image batch [B, {', '.join(map(str, image[0]))}] (float32) from "
                      f"{image[1]}, passed as {first}; --input NAME=... gives another")
+    if inputs is None and built.kind != "hf":  # seqlens: List[int] made up beside the token ids
+        notes.extend(list_notes(built, kwargs, {name for name, _, _ in check_input_specs(input_specs)}))
     moved = strays_to_meta(tracer.objects_by_id.values())
     if moved:
         notes.append(f"{moved:,} tensors the build left on the CPU (legacy constructors such as "

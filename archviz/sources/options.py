@@ -161,9 +161,9 @@ def _versions(*packages: str) -> dict[str, str]:
 
 def read_json_config(path: str) -> dict[str, Any]:
     """A config file as a dict, or one clear line saying why not."""
-    from ..safejson import load_config_file
+    from ..files.safejson import load_config_file
 
-    raw = load_config_file(path)  # a regular file, bounded size and nesting (archviz.safejson)
+    raw = load_config_file(path)  # a regular file, bounded size and nesting (archviz.files.safejson)
     if not isinstance(raw, dict):
         raise SourceError(f"{path}: a config must be a JSON object", hint="check the file")
     check_config_sizes(raw, path)

@@ -462,11 +462,15 @@ def process_group_as(world_size: int | None, rank: int | None) -> Iterator[None]
 
 
 _DTYPE_CALL = re.compile(r"torch\.set_default_dtype\(\s*torch\.(\w+)\s*\)")
+# `torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)` (meta-llama's generation.py): its first, the preferred
+_TENSOR_TYPE_CALL = re.compile(r"torch\.set_default_tensor_type\(\s*torch\.(?:cuda\.)?(\w+)Tensor\s*\)")
+_TENSOR_TYPES = {"BFloat16": "bfloat16", "Half": "float16", "Float": "float32", "Double": "float64"}
 
 
 def launcher_dtype(path: str) -> tuple[str, str] | None:
     """The default dtype a reference's launcher sets before building the model: `torch.set_default_dtype(...)` under
-    `if __name__ == "__main__":` in model.py, or in a sibling generate.py. Returns (dtype, where)."""
+    `if __name__ == "__main__":` in model.py, or in a sibling generate.py or generation.py (also
+    `torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)`, meta-llama's). Returns (dtype, where)."""
     folder = os.path.dirname(path)
     try:
         with open(path, encoding="utf-8") as f:
@@ -478,13 +482,18 @@ def launcher_dtype(path: str) -> tuple[str, str] | None:
         m = _DTYPE_CALL.search(text, main)
         if m:
             return m.group(1), f"{os.path.basename(path)}:{text.count(chr(10), 0, m.start()) + 1}"
-    gen = os.path.join(folder, "generate.py")
-    if os.path.isfile(gen):
+    for name in ("generate.py", "generation.py"):  # DeepSeek's launcher; meta-llama's Llama.build
+        gen = os.path.join(folder, name)
+        if not os.path.isfile(gen):
+            continue
         with open(gen, encoding="utf-8") as f:
             g = f.read()
         m = _DTYPE_CALL.search(g)
         if m:
-            return m.group(1), f"generate.py:{g.count(chr(10), 0, m.start()) + 1}"
+            return m.group(1), f"{name}:{g.count(chr(10), 0, m.start()) + 1}"
+        m = _TENSOR_TYPE_CALL.search(g)
+        if m and m.group(1) in _TENSOR_TYPES:
+            return _TENSOR_TYPES[m.group(1)], f"{name}:{g.count(chr(10), 0, m.start()) + 1}"
     return None
 
 
@@ -523,6 +532,25 @@ def _constructor_extras(cls: type, args: Any, options: BuildOptions, notes: list
                           "supply (it passes the config and a tokenizer)",
                           hint="wrap the construction in a function and pass package.module:callable")
     return extra
+
+
+#: max_batch_size for a config class whose default is 0, "set by its loader" (mistral-inference's TransformerArgs;
+#: its from_folder takes max_batch_size=1): enough sequences for the pass's batch.
+PASS_BATCH_LIMIT = 64
+
+
+def unset_batch_limit(args: Any, config: dict[str, Any], notes: list[str]) -> None:
+    """A config whose `max_batch_size` is left at a default of 0 takes no sequence at all (`assert len(seqlens) <=
+    max_batch_size`): its loader sets it. Set here to PASS_BATCH_LIMIT, noted; a config or --set value stands."""
+    value = getattr(args, "max_batch_size", None)
+    if "max_batch_size" in config or value != 0 or isinstance(value, bool):
+        return
+    try:
+        args.max_batch_size = PASS_BATCH_LIMIT
+    except (AttributeError, TypeError):  # a frozen config: as it is
+        return
+    notes.append(f"max_batch_size: {type(args).__name__}'s default 0 (its loader sets it) taken as "
+                 f"{PASS_BATCH_LIMIT}; --set max_batch_size=N gives another")
 
 
 def build(spec: str, options: BuildOptions) -> Built:
@@ -571,6 +599,7 @@ def build(spec: str, options: BuildOptions) -> Built:
         except TypeError as e:
             raise SourceError(f"{config_path or path}: {args_cls.__name__} rejects this config: {e}",
                               hint="add the field it names to the config") from None
+        unset_batch_limit(args, config, notes)
     extra = _constructor_extras(cls, args, options, notes)
     config_path = config_path or path
 

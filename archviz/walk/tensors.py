@@ -47,10 +47,6 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _nbytes(t: Any) -> int:
-    return t.numel() * t.element_size()
-
-
 def _is_packed_int_fp4(module: Any, t: Any) -> bool:
     """An int8/uint8 weight holding fp4 pairs: the module declares a logical size twice the stored one."""
     inf, outf = getattr(module, "in_features", None), getattr(module, "out_features", None)

@@ -113,7 +113,7 @@ def test_names_shown_escaped_and_markup_literal(runs: dict, name: str) -> None:
     for form in ESCAPED:
         assert _unwrapped(form) in out, (name, form)
     assert "[boldred]fake[/]" in out  # rich markup in a name is text, not a style
-    assert "\\rok[boldred]fake[/]" in out  # every renderer escapes as archviz.sanitize.printable does
+    assert "\\rok[boldred]fake[/]" in out  # every renderer escapes as archviz.files.sanitize.printable does
 
 
 def _unwrapped(text: str) -> str:

@@ -139,3 +139,63 @@ def test_a_model_importing_the_packages_traces_and_costs_on_meta():
     kernel_flops = (2 * B * T * h * T * 2 * (d // h) + 2 * B * d * T * cfg["d_conv"] +
                     9 * B * d * T * cfg["d_state"] + 2 * B * T * d * d)
     assert prefill["flops"]["mixer"] == kernel_flops  # its own ops besides the kernels are element-wise
+
+
+def _mask_rule(name: str):
+    fn, _ = kernels.lookup(f"xformers.ops.fmha.attn_bias.{name}.from_seqlens")
+    return fn
+
+
+def test_xformers_block_diagonal_causal_local_mask_attends_within_each_sequence():
+    """Sequences of 3 and 5 packed along one axis: each query sees its own sequence's keys up to itself, and (local
+    attention, window 2) only the last 2 of them; computed here per sequence with an explicit mask."""
+    lengths, window = [3, 5], 2
+    q, k, v = _randn(1, 8, 4, 8), _randn(1, 8, 4, 8), _randn(1, 8, 4, 8)
+    mask = _mask_rule("BlockDiagonalCausalMask")(lengths).make_local_attention(window)
+    fn, _ = kernels.lookup("xformers.ops.fmha.memory_efficient_attention")
+    out = fn(q, k, v, mask)
+    parts, start = [], 0
+    for n in lengths:
+        i, j = torch.arange(n)[:, None], torch.arange(n)[None]
+        allowed = (j <= i) & (j > i - window)
+        qs, ks, vs = (x[:, start:start + n].transpose(1, 2) for x in (q, k, v))
+        parts.append(F.scaled_dot_product_attention(qs, ks, vs, attn_mask=allowed).transpose(1, 2))
+        start += n
+    assert torch.allclose(out, torch.cat(parts, dim=1), atol=1e-5)
+    assert _sig(_on_meta(fn, q, k, v, mask)) == _sig(out)
+    flops = kernels.flops_formula("xformers.ops.fmha.memory_efficient_attention")
+    assert flops(q, k, v, mask) == 2 * 1 * 4 * (3 * 3 + 5 * 5) * (8 + 8)  # each sequence's own block
+    assert kernels.flops_formula("xformers.ops.fmha.attn_bias.BlockDiagonalCausalMask.from_seqlens")(lengths) == 0
+
+
+def test_xformers_padded_keys_mask_of_a_decode_step():
+    """One new query per sequence against keys held in blocks of 6 slots, the first 4 and 2 of them filled: each
+    query sees its own block's filled keys (causal from the bottom right: the query is the last of them)."""
+    q, k, v = _randn(1, 2, 2, 8), _randn(1, 12, 2, 8), _randn(1, 12, 2, 8)
+    mask = _mask_rule("BlockDiagonalCausalWithOffsetPaddedKeysMask")(q_seqlen=[1, 1], kv_padding=6, kv_seqlen=[4, 2])
+    out = kp.memory_efficient_attention(q, k, v, mask)
+    want = torch.cat([_sdpa(q[:, :1], k[:, 0:4], v[:, 0:4], False), _sdpa(q[:, 1:], k[:, 6:8], v[:, 6:8], False)], 1)
+    assert torch.allclose(out, want, atol=1e-5)
+
+
+def test_mamba_inner_fn_is_the_whole_block():
+    """xz [b, 2d, l] -> conv (causal, SiLU), x_proj to dt/B/C, dt_proj, the scan gated by z, out_proj; with A = 0
+    the scan is a running sum, written here with plain torch ops."""
+    b, d, length, n, r, w, out_dim = 2, 6, 5, 3, 2, 4, 7
+    xz = _randn(b, 2 * d, length)
+    conv_w, conv_b = _randn(d, 1, w), _randn(d)
+    x_proj, dt_proj, out_proj, out_b = _randn(r + 2 * n, d), _randn(d, r), _randn(out_dim, d), _randn(out_dim)
+    A, D, dt_bias = torch.zeros(d, n), _randn(d), _randn(d)
+    got = kp.mamba_inner_fn(xz, conv_w, conv_b, x_proj, dt_proj, out_proj, out_b, A, D=D, delta_bias=dt_bias)
+    x, z = xz[:, :d], xz[:, d:]
+    u = F.silu(F.conv1d(F.pad(x, (w - 1, 0)), conv_w, conv_b, groups=d))  # [b, d, l]
+    dbl = torch.einsum("bdl,ed->ble", u, x_proj)
+    delta = F.softplus(torch.einsum("blr,dr->bdl", dbl[..., :r], dt_proj) + dt_bias[:, None])
+    Bm, Cm = dbl[..., r:r + n], dbl[..., r + n:]  # [b, l, n]
+    h = torch.cumsum(delta[:, :, :, None] * Bm[:, None] * u[..., None], dim=2)  # [b, d, l, n]
+    y = ((h * Cm[:, None]).sum(-1) + D[:, None] * u) * F.silu(z)
+    assert torch.allclose(got, y.transpose(1, 2) @ out_proj.t() + out_b, atol=1e-4)
+    assert _sig(_on_meta(kp.mamba_inner_fn, xz, conv_w, conv_b, x_proj, dt_proj, out_proj, out_b, A)) == _sig(got)
+    flops = kernels.flops_formula("mamba_ssm.ops.selective_scan_interface.mamba_inner_fn")
+    assert flops(xz, conv_w, conv_b, x_proj, dt_proj, out_proj) == \
+        2 * b * length * d * (w + (r + 2 * n) + r + out_dim) + 9 * b * d * length * n

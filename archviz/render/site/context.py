@@ -9,7 +9,7 @@ import re
 from typing import Any, Mapping
 
 from ... import format as fmt
-from ...dims import DimNames
+from ..dims import DimNames
 from ...errors import ArchvizError
 from ...records import (
     ALIAS,

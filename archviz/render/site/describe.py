@@ -7,7 +7,7 @@ import re
 from typing import Sequence
 
 from ... import format as fmt
-from ...dims import DimNames
+from ..dims import DimNames
 from ...records import (
     ALIAS,
     BIAS,

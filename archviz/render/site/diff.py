@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 from ... import format as fmt
 from ...diff.result import Folded, ModelDiff
 from ...records import ModelRecord
-from ...sanitize import printable
+from ...files.sanitize import printable
 from ..diff import signed
 
 # How a node reads, strongest first: what it is itself, else what it holds.

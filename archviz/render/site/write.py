@@ -1,4 +1,4 @@
-"""Which folder a site may replace; the writing itself is archviz.outputs.write_folder (files go to a temp folder
+"""Which folder a site may replace; the writing itself is archviz.files.outputs.write_folder (files go to a temp folder
 beside the output, which is swapped into place, and stale temp folders of killed builds are swept).
 
 Only a folder archviz made is ever replaced: its marker (`.archviz-site`) lists every file the build wrote with its
@@ -15,7 +15,7 @@ import re
 import stat
 from typing import Mapping
 
-from ...outputs import check_folder_target, write_folder
+from ...files.outputs import check_folder_target, write_folder
 
 MARKER = ".archviz-site"  # a file in every site's root: only folders holding it are ever replaced
 
@@ -88,5 +88,5 @@ def check_target(output: str) -> None:
 
 
 def write_site(files: Mapping[str, bytes], output: str) -> None:
-    """Write every file into a temp folder beside `output`, then swap it into place (archviz.outputs.write_folder)."""
+    """Write every file into a temp folder beside `output`, then swap it into place (files.outputs.write_folder)."""
     write_folder(files, output, _not_archviz_made)

@@ -15,10 +15,10 @@ The file: a first line of JSON (format, key, files, the size and sha256 of the r
 regular file, then ``archviz.records.loads``); an entry that cannot be read (truncated, corrupted, another format)
 is reported by :func:`lookup` as a note and rebuilt, never an error. An entry may hold a failure instead
 (:func:`store_failure`: a build that failed, its reasons in the first line, no records), keyed and vouched for the
-same way: `archviz gallery` does not try again what failed with nothing changed. Writes go to a temporary file in the cache
-folder, renamed into place: a killed write leaves no entry, and two runs writing the same entry both succeed (the
-last rename wins; both wrote the same records). The folder is bounded: at most :data:`MAX_ENTRIES` entries and
-:data:`MAX_BYTES` bytes, the least recently used removed first.
+same way: `archviz gallery` does not try again what failed with nothing changed. Writes go to a temporary file in
+the cache folder, renamed into place: a killed write leaves no entry, and two runs writing the same entry both
+succeed (the last rename wins; both wrote the same records). The folder is bounded: at most :data:`MAX_ENTRIES`
+entries and :data:`MAX_BYTES` bytes, the least recently used removed first.
 
 ``ARCHVIZ_NO_CACHE=1`` (or a command's ``--no-cache``) skips the cache: nothing is read or written.
 ``ARCHVIZ_CACHE_ENTRIES=N`` keeps N entries (bytes in proportion) where N is above the bound: `archviz gallery` sets
@@ -36,9 +36,9 @@ import stat
 import sys
 from typing import Any, Iterable, Mapping
 
-from .errors import ArchvizError
-from .gcpause import collector_paused
-from .outputs import write_file
+from ..errors import ArchvizError
+from ..gcpause import collector_paused
+from ..files.outputs import write_file
 
 __all__ = ["FORMAT", "MAX_BYTES", "MAX_ENTRIES", "Lookup", "cache_dir", "disabled", "entry_path", "key_id",
            "limits", "lookup", "make_key", "new_code_files", "record_files", "sha256_file", "source_files", "store",
@@ -64,9 +64,12 @@ def cache_dir() -> str:
     return os.path.join(base, "archviz")
 
 
+_ARCHVIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the archviz package, this file's parent's
+
+
 def _own_code_fingerprint() -> str:
     """Name, size and mtime of every module of archviz itself: an edited checkout is another archviz."""
-    root = os.path.dirname(os.path.abspath(__file__))
+    root = _ARCHVIZ
     h = hashlib.sha256()
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -85,7 +88,7 @@ def versions() -> dict[str, str]:
     """archviz (version and code fingerprint), torch, transformers and Python: read without importing the packages."""
     import importlib.metadata
 
-    from . import __version__
+    from .. import __version__
 
     out = {"archviz": __version__, "archviz_code": _own_code_fingerprint(),
            "python": ".".join(map(str, sys.version_info[:3])) + f" {sys.implementation.name}"}
@@ -182,7 +185,7 @@ def _installed_roots() -> tuple[str, ...]:
         p = sysconfig.get_paths().get(name)
         if p:
             roots.add(p)
-    roots.add(os.path.dirname(os.path.abspath(__file__)))  # archviz itself: its version and fingerprint cover it
+    roots.add(_ARCHVIZ)  # archviz itself: its version and fingerprint cover it
     return tuple(sorted(os.path.join(os.path.realpath(r), "") for r in roots))
 
 
@@ -251,8 +254,8 @@ def lookup(key: Mapping[str, Any]) -> Lookup:
     bad = Lookup(note=f"cache entry {path} unreadable; rebuilt", path=path)
     if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE_BYTES:
         return bad
-    from .records import loads
-    from .safeio import read_regular
+    from .types import loads
+    from ..files.safeio import read_regular
 
     try:
         data = read_regular(path, max_bytes=_MAX_FILE_BYTES, what="cache entry")
@@ -301,7 +304,7 @@ def _ensure_dir() -> str:
 def store(key: Mapping[str, Any], record: Any, files: Mapping[str, str]) -> str | None:
     """Write the entry of `key`: the records, vouched for by `files` (absolute path -> sha256). Returns a note when
     the cache could not be written (the command itself has its records either way), else None."""
-    from .records import dumps_compact
+    from .types import dumps_compact
 
     return _write(key, files, lambda: (dumps_compact(record).encode("utf-8"), {}))
 

@@ -1,5 +1,5 @@
-"""The compact records files (`archviz.records/3`, and `/2`): their modules, made only where a command reads them,
-and, for the writer, each field's distinct values.
+"""The compact records file (`archviz.records/3`): its modules, made only where a command reads them, and, for the
+writer, each field's distinct values.
 
 A model's 60,000 modules are a few dozen distinct field values told apart by path: `inspect layer 3` reads a few
 hundred of them, `summary` none. `CompactModules` is the tuple of `ModuleRecord`s that `ModelRecord.modules` holds,
@@ -8,7 +8,7 @@ values, the distinct rows once) and makes a record the first time it is asked fo
 scanned for (class names, tensors, attributes, kernels, the tree) is read as columns of shared values (`column`,
 `child_rows`, `row_ids`), without making a record.
 
-The whole file is checked when it is read (`from_columns`, `from_rows`): every module's parent, name and row, every
+The whole file is checked when it is read (`from_columns`): every module's parent, name and row, every
 index in range of its field's values, every child named a module below, so making a module later cannot fail.
 Equality, hashing and iteration are those of the tuple it stands for.
 """
@@ -16,10 +16,10 @@ Equality, hashing and iteration are those of the tuple it stands for.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .records import ModuleRecord
+Record = Any  # a ModuleRecord (records.types), made by the caller's `make`: this module imports no records, not even
+# for its annotations, so the two modules form no circle
 
 _item = list.__getitem__
 
@@ -32,7 +32,7 @@ class CompactModules(Sequence):
                  "_kids", "_make_record", "_fields", "_defaults", "_children")
 
     def __init__(self, parents: list[int], names: list[str], row: list[int], rows: list[list[int]],
-                 tables: list[list[Any]], paths: list[str], below: list[list[int]], make: Callable[..., ModuleRecord],
+                 tables: list[list[Any]], paths: list[str], below: list[list[int]], make: Callable[..., Record],
                  fields: tuple[str, ...], defaults: tuple[Any, ...]):
         self._parents = parents  # per module, checked by from_columns: its parent's position (-1: the root)
         self._names = names  # its name in its parent
@@ -41,7 +41,7 @@ class CompactModules(Sequence):
         self._tables = tables  # per field, its decoded distinct values
         self._paths = paths
         self._below = below  # each module's child positions, in position order
-        self._made: list[ModuleRecord | None] = [None] * len(parents)
+        self._made: list[Record | None] = [None] * len(parents)
         self._rowof: dict[str, int] | None = None
         self._columns: dict[str, list[Any]] = {}
         self._kids: list[list[int]] | None = None
@@ -65,7 +65,7 @@ class CompactModules(Sequence):
             m = self._made[i] = self._make(i)
         return m
 
-    def _make(self, i: int) -> ModuleRecord:
+    def _make(self, i: int) -> Record:
         vals = list(map(_item, self._tables, self._rows[self._row[i]]))
         path = self._paths[i]
         k = self._children
@@ -75,12 +75,12 @@ class CompactModules(Sequence):
             vals[k] = tuple([prefix + c for c in children])
         return self._make_record(path, *vals)
 
-    def __iter__(self) -> Iterator[ModuleRecord]:
+    def __iter__(self) -> Iterator[Record]:
         made = self._made
         for i in range(len(made)):
             yield made[i] or self[i]
 
-    def __reversed__(self) -> Iterator[ModuleRecord]:
+    def __reversed__(self) -> Iterator[Record]:
         for i in range(len(self._made) - 1, -1, -1):
             yield self[i]
 
@@ -181,7 +181,7 @@ class LazyIndex(Mapping):
     def __init__(self, modules: CompactModules):
         self._modules = modules
 
-    def __getitem__(self, path: str) -> ModuleRecord:
+    def __getitem__(self, path: str) -> Record:
         i = self._modules.row_of(path) if type(path) is str else None
         if i is None:
             raise KeyError(path)
@@ -197,27 +197,21 @@ class LazyIndex(Mapping):
         return len(self._modules)
 
 
-class _BadRow(ValueError):
-    def __init__(self, row: int, what: str):
-        super().__init__(f"row {row}: {what}")
-        self.row, self.what = row, what
-
-
 def _check_rows(rows: list, tables: list[list[Any]], fields: tuple[str, ...]) -> None:
     n = len(tables)
     for j, r in enumerate(rows):
         if type(r) is not list or len(r) != n:
-            raise _BadRow(j, f"not a list of {n} value indices")
+            raise ValueError(f"row {j}: not a list of {n} value indices")
         for k, (x, table) in enumerate(zip(r, tables)):
             if type(x) is not int or not 0 <= x < len(table):
-                raise _BadRow(j, f"{fields[k]} index {x!r} is not one of its {len(table)} values")
+                raise ValueError(f"row {j}: {fields[k]} index {x!r} is not one of its {len(table)} values")
     for v in tables[fields.index("children")]:
         if not (isinstance(v, tuple) and all(type(c) is str and c for c in v)):
             raise ValueError(f"children value {v!r} is not a list of names")
 
 
 def from_columns(parents: Any, names: Any, row: Any, rows: Any, tables: list[list[Any]],
-                 make: Callable[..., ModuleRecord], fields: tuple[str, ...], defaults: tuple[Any, ...]
+                 make: Callable[..., Record], fields: tuple[str, ...], defaults: tuple[Any, ...]
                  ) -> CompactModules:
     """The modules of a version 3 file: `parents`, `names` and `row` per module in pre-order, `rows` the distinct rows
     of value indices into `tables` (the decoded values of the first len(tables) of `fields`). Checked whole:
@@ -243,36 +237,6 @@ def from_columns(parents: Any, names: Any, row: Any, rows: Any, tables: list[lis
     modules = CompactModules(parents, names, row, rows, tables, paths, below, make, fields, defaults)
     modules.child_rows()  # every child named is a module below its own
     return modules
-
-
-def from_rows(modules: Any, tables: list[list[Any]], make: Callable[..., ModuleRecord], fields: tuple[str, ...],
-              defaults: tuple[Any, ...]) -> CompactModules:
-    """The modules of a version 2 file: a row [parent, name, value index per field] per module; the same checks."""
-    if not isinstance(modules, list) or not modules:
-        raise ValueError("`modules` is not a non-empty list of rows")
-    n = len(tables) + 2
-    if any(type(r) is not list for r in modules) or set(map(len, modules)) != {n}:
-        bad = next(i for i, r in enumerate(modules) if type(r) is not list or len(r) != n)
-        raise ValueError(f"module row {bad}: not a list of {n} cells")
-    columns = list(zip(*modules))
-    for k, col in enumerate(columns[2:]):
-        if set(map(type, col)) != {int}:  # (before rows are told apart by value, where 1.0 == 1)
-            bad = next(i for i, x in enumerate(col) if type(x) is not int)
-            raise ValueError(f"module row {bad}: {fields[k]} index {col[bad]!r} is not an index")
-    distinct: dict[tuple, int] = {}
-    rows: list[list[Any]] = []
-    row = []
-    for key in zip(*columns[2:]):
-        j = distinct.get(key)
-        if j is None:
-            j = distinct[key] = len(rows)
-            rows.append(list(key))
-        row.append(j)
-    try:
-        _check_rows(rows, tables, fields)
-    except _BadRow as e:
-        raise ValueError(f"module row {row.index(e.row)}: {e.what}") from None
-    return from_columns(list(columns[0]), list(columns[1]), row, rows, tables, make, fields, defaults)
 
 
 def rows_once(indices: tuple[list[int], ...]) -> tuple[list[list[int]], list[int]]:
@@ -322,4 +286,4 @@ def column_values(column: list[Any], by_id: Callable[[Any], Any] | None, enc: Ca
     return values, list(map(at.__getitem__, keys))
 
 
-__all__ = ["BY_ID", "CompactModules", "LazyIndex", "column_values", "from_columns", "from_rows", "rows_once"]
+__all__ = ["BY_ID", "CompactModules", "LazyIndex", "column_values", "from_columns", "rows_once"]

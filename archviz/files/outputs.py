@@ -22,7 +22,7 @@ import stat
 import sys
 from typing import Callable, Mapping
 
-from .errors import ArchvizError
+from ..errors import ArchvizError
 
 _TMP = re.compile(r"^\.archviz-(\d+)-[0-9a-f]{8}\.tmp$")
 

@@ -15,8 +15,8 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
-from .gcpause import collector_paused
-from .compactfile import BY_ID, column_values, from_columns, from_rows, rows_once
+from ..gcpause import collector_paused
+from .compactfile import BY_ID, column_values, from_columns, rows_once
 from .recordcheck import check as check_value
 from .recordcheck import check_head
 
@@ -250,7 +250,7 @@ class ModelRecord:
     extras: tuple[tuple[str, Any], ...] = ()  # later stages (grouping, checkpoint) attach JSON-able data here
 
     def module(self, path: str) -> ModuleRecord:
-        if hasattr(self.modules, "row_of"):  # a compact file's modules (archviz.compactfile): no scan
+        if hasattr(self.modules, "row_of"):  # a compact file's modules (archviz.records.compactfile): no scan
             return self.index()[path]
         for m in self.modules:
             if m.path == path:
@@ -505,7 +505,7 @@ def _decode_module(d: dict) -> ModuleRecord:
 
 def from_json_dict(d: dict[str, Any]) -> ModelRecord:
     if d.get("schema") != SCHEMA:
-        raise ValueError(f"unsupported records schema {d.get('schema')!r}; this archviz reads {SCHEMA}")
+        raise ValueError(f"unsupported records schema {d.get('schema')!r}; this archviz reads {SCHEMA} and {SCHEMA_V3}")
     s = d["source"]
     source = SourceInfo(
         spec=s["spec"], kind=s["kind"], name=s["name"], model_class=s["model_class"],
@@ -545,9 +545,9 @@ def from_json_dict(d: dict[str, Any]) -> ModelRecord:
 
 
 def loads(text: str) -> ModelRecord:
-    """A records file of any version: archviz.records/1, or the compact /2 and /3 (below)."""
+    """A records file of either version: archviz.records/1, or the compact /3 (below)."""
     d = json.loads(text)
-    if isinstance(d, dict) and d.get("schema") in (SCHEMA_V2, SCHEMA_V3):
+    if isinstance(d, dict) and d.get("schema") == SCHEMA_V3:
         return from_compact_dict(d)
     try:
         return from_json_dict(d)
@@ -556,16 +556,15 @@ def loads(text: str) -> ModelRecord:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The compact records files, archviz.records/2 and /3 (docs/records-schema.md)
+# The compact records file, archviz.records/3 (docs/records-schema.md)
 #
 # A model's modules repeat: 61 layers of one kind, 256 experts of one shape, the same call sites and spans in every
-# layer. Both versions keep `source`, `summary` and `extras` as version 1 writes them, and store each distinct field
-# value once ("fields", "values"); a module is its parent, its name and an index into each field's values (version 2:
-# a row per module; version 3, which `dumps_compact` writes: the distinct rows once, and three lists). Reading
+# layer. Version 3 keeps `source`, `summary` and `extras` as version 1 writes them, and stores each distinct field
+# value once ("fields", "values"); a module is its parent, its name and a row of indices into each field's values
+# (the distinct rows once, and three lists: parent, name, row). Reading
 # decodes each distinct value once and shares it between the modules that hold it (records are immutable), and makes
-# a module only when it is read (archviz.compactfile). `archviz.records.loads` reads every version.
+# a module only when it is read (archviz.records.compactfile). `archviz.records.loads` reads both versions.
 
-SCHEMA_V2 = "archviz.records/2"
 SCHEMA_V3 = "archviz.records/3"
 
 # ModuleRecord's fields after `path`, in its order (rows are built positionally)
@@ -602,9 +601,8 @@ _DECODE: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def to_compact_dict(record: ModelRecord, version: int = 2) -> dict[str, Any] | None:
-    """Version 2 (or 3) as a dict, or None when the modules do not form a tree of dotted names (then write version
-    1)."""
+def to_compact_dict(record: ModelRecord) -> dict[str, Any] | None:
+    """Version 3 as a dict, or None when the modules do not form a tree of dotted names (then write version 1)."""
     parents, names, rels, index, modules = [], [], [], {}, record.modules
     with collector_paused():
         for i, m in enumerate(modules):
@@ -637,9 +635,6 @@ def to_compact_dict(record: ModelRecord, version: int = 2) -> dict[str, Any] | N
                                         extras=record.extras))
     head.pop("modules", None)
     head.pop("schema", None)
-    if version == 2:
-        return {"schema": SCHEMA_V2, **head, "fields": list(FIELDS), "values": list(values),
-                "modules": [[*r] for r in zip(parents, names, *indices)]}
     rows, row = rows_once(indices)
     return {"schema": SCHEMA_V3, **head, "fields": list(FIELDS), "values": list(values), "rows": rows,
             "modules": {"parent": parents, "name": names, "row": row}}
@@ -647,14 +642,14 @@ def to_compact_dict(record: ModelRecord, version: int = 2) -> dict[str, Any] | N
 
 def dumps_compact(record: ModelRecord) -> str:
     """The records as version 3 text (version 1 where the module paths do not form a tree)."""
-    d = to_compact_dict(record, 3)
+    d = to_compact_dict(record)
     if d is None:
         return dumps(record)
     return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
 
 
 def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
-    """A version 2 or 3 dict as a record whose modules are made when read (`archviz.compactfile`); malformed data
+    """A version 3 dict as a record whose modules are made when read (`archviz.records.compactfile`); malformed data
     raises ValueError (TypeError, KeyError, IndexError inside), all of it found here rather than when a module is
     read."""
     version = d.get("schema", "").rsplit("/", 1)[-1]
@@ -672,14 +667,10 @@ def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
             for v in table:  # each distinct value once
                 check_value(f, v)
             tables.append(table)
-        if version == "3":
-            m = d["modules"]
-            if not isinstance(m, dict):
-                raise ValueError("`modules` is not an object of three lists")
-            modules = from_columns(m["parent"], m["name"], m["row"], d["rows"], tables, ModuleRecord, FIELDS,
-                                   _DEFAULTS)
-        else:
-            modules = from_rows(d["modules"], tables, ModuleRecord, FIELDS, _DEFAULTS)
+        m = d["modules"]
+        if not isinstance(m, dict):
+            raise ValueError("`modules` is not an object of three lists")
+        modules = from_columns(m["parent"], m["name"], m["row"], d["rows"], tables, ModuleRecord, FIELDS, _DEFAULTS)
         # (a file written before the later fields (flow) were added: those keep their defaults)
         v1 = {k: v for k, v in d.items() if k not in ("fields", "values", "rows", "modules")}
         v1["schema"] = "archviz.records/1"
@@ -695,6 +686,6 @@ def from_compact_dict(d: dict[str, Any]) -> ModelRecord:
 __all__ = [
     "SCHEMA", "KINDS", "WEIGHT", "BIAS", "SCALE", "TABLE", "BUFFER", "ALIAS", "PARAMETER_KINDS",
     "TensorRecord", "SourceSpan", "CallSite", "Call", "FlowStep", "FlowFunction", "Flow", "Totals", "ModuleRecord", "MoELayer", "Summary",
-    "SourceInfo", "ModelRecord", "Alias", "to_json_dict", "dumps", "loads", "from_json_dict", "SCHEMA_V2", "SCHEMA_V3",
+    "SourceInfo", "ModelRecord", "Alias", "to_json_dict", "dumps", "loads", "from_json_dict", "SCHEMA_V3", "FIELDS",
     "dumps_compact", "to_compact_dict", "from_compact_dict",
 ]
