@@ -81,7 +81,7 @@ def _served(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool
 
 def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float) -> list[dict[str, Any]]:
     """Each (key, source, sets): its dtype and prefill length chosen (gallery_work.build_choice), read from the records cache here, else
-    counted by gallery_work.run_one: in this process for one job, else each in a process of its own, n at a time.
+    counted by gallery_work.run_one: in this process with n = 1, else each in a process of its own, n at a time.
     Each result has "dtype" and "sets" (as built), "failures", and "record" or "records" (JSON) unless it failed."""
     from ..records.cache import MAX_ENTRIES, versions
     from .gallery_work import SEQ, build_choice, failure, from_cache
@@ -99,7 +99,7 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
             chosen[i] = (list(sets), "—", SEQ)
             continue
         sets_, _, seq = chosen[i]
-        hit = from_cache(source, sets_, seq, known) if use_cache else None
+        hit = from_cache(source, sets_, seq, known, timeout if n > 1 else None) if use_cache else None
         if hit is not None:
             results[i] = {"record": hit[0], "failures": hit[1], "cached": True}
         else:
@@ -120,7 +120,7 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
 def _count(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool, timeout: float,
            results: dict[int, dict[str, Any]]) -> None:
     with progress_bar("counting models") as cb:
-        if n <= 1 or len(todo) <= 1:
+        if n <= 1:
             from .gallery_work import run_one
 
             for done, (i, source, sets, seq) in enumerate(todo, 1):

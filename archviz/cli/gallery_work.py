@@ -102,12 +102,13 @@ PARTIAL = "gallery-partial"  # the records-cache kind of a model whose cost run 
 FAILED = "gallery-failed"  # the records-cache kind of a model whose build or walk failed: the failure alone
 
 
-def from_cache(source: str, sets: list[str], seq: int, versions: dict[str, str] | None = None
-               ) -> tuple[Any, list[dict[str, str]]] | None:
+def from_cache(source: str, sets: list[str], seq: int, versions: dict[str, str] | None = None,
+               timeout: float | None = None) -> tuple[Any, list[dict[str, str]]] | None:
     """(records, failures) of run_one(source, sets) if the records cache holds them (nothing built, torch not
     imported): the cost run's records, or those of a run that failed after the build, with its failures, or None
-    and the failures of a build that failed; else None. `versions`: archviz.cache.versions(), read once by a caller
-    looking up many models (it hashes archviz's own files)."""
+    and the failures of a build that failed (one that timed out only if `timeout` is no longer); else None.
+    `versions`: archviz.cache.versions(), read once by a caller looking up many models (it hashes archviz's own
+    files)."""
     from ..records import cache as rc
     from .common import cache_key
 
@@ -118,24 +119,24 @@ def from_cache(source: str, sets: list[str], seq: int, versions: dict[str, str] 
         if found.record is not None:
             return found.record, list((found.record.extra("gallery") or {}).get("failures") or [])
         if found.failures is not None and kind == FAILED:
+            waited = (found.failures[0] if found.failures else {}).get("timeout")
+            if waited is not None and timeout is not None and timeout > waited:
+                return None
             return None, found.failures
     return None
 
 
-def _keep_failure(source: str, sets: list[str], seq: int, failures: list[dict[str, str]], error: BaseException,
-                  before: set[str]) -> None:
-    """A build that failed, kept in the records cache (kind FAILED) with the files of the model's code it read: the
-    source's own, the modules it imported and the frames of its error. A transformers type's code is the installed
-    transformers (its version is in the key); another source whose code no file vouches for (a factory's module
-    not found) is tried again next time."""
+def _keep_failure(source: str, sets: list[str], seq: int, failures: list[dict[str, Any]], files: list[str]) -> None:
+    """A build that failed, kept in the records cache (kind FAILED) with the files of the model's code it read
+    (`files`, beside the source's own). A transformers type's code is the installed transformers (its version is in
+    the key); another source whose code no file vouches for (a factory's module not found) is tried again next time."""
     from ..records import cache as rc
     from .common import cache_key
 
     if rc.disabled():
         return
     key, inputs = cache_key(FAILED, source, _options(sets, seq))
-    files = {*inputs, *rc.new_code_files(before), *rc.traceback_files(error)}
-    vouched = {p: d for p in files if (d := rc.sha256_file(p)) is not None}
+    vouched = {p: d for p in {*inputs, *files} if (d := rc.sha256_file(p)) is not None}
     if vouched or source.startswith("hf:"):
         rc.store_failure(key, failures, vouched)
 
@@ -168,7 +169,10 @@ def run_one(source: str, sets: list[str], seq: int = SEQ, use_cache: bool = True
             done = record.with_extra("gallery", {"failures": failures})
             record = cached(PARTIAL, source, _options(sets, seq), (None, None, None), lambda: done, use_cache)
         elif error is not None and use_cache:
-            _keep_failure(source, sets, seq, failures, error, before)
+            from ..records import cache as rc
+
+            # the modules it imported and the frames of its error: a module whose import failed is not imported
+            _keep_failure(source, sets, seq, failures, [*rc.new_code_files(before), *rc.traceback_files(error)])
     return {"source": source, "failures": failures, "records": dumps_compact(record) if record is not None else None}
 
 
@@ -184,6 +188,22 @@ def _warm() -> None:
     from ..shapes import trace_shapes  # noqa: F401
     from ..sources import hf  # noqa: F401
     from ..walk import walk  # noqa: F401
+
+
+def _module_file(source: str) -> list[str]:
+    """A `module:factory` source's module file, found without importing anything (a top-level module only: a
+    package's module would run the package's code here)."""
+    import importlib.util
+
+    module, sep, _ = source.partition(":")
+    if not sep or "." in module or not module.isidentifier() or os.path.exists(source):
+        return []
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return []
+    origin = getattr(spec, "origin", None)
+    return [origin] if isinstance(origin, str) and origin.endswith(".py") else []
 
 
 def _result_file(folder: str, i: int) -> str:
@@ -243,7 +263,7 @@ def serve(folder: str, n: int, timeout: float, use_cache: bool) -> None:
     _warm()
     with open(os.path.join(folder, "jobs.json"), encoding="utf-8") as f:
         pending = [tuple(j) for j in json.load(f)]
-    running: dict[int, tuple[int, str, float]] = {}
+    running: dict[int, tuple[int, str, float, list[str], int]] = {}
 
     def done(i: int) -> None:
         sys.stdout.write(f"{i}\n")
@@ -255,22 +275,26 @@ def serve(folder: str, n: int, timeout: float, use_cache: bool) -> None:
             pid = os.fork()
             if pid == 0:
                 _child(folder, i, source, list(sets), seq, use_cache)
-            running[pid] = (i, source, time.monotonic())
+            running[pid] = (i, source, time.monotonic(), list(sets), seq)
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == 0:
             now = time.monotonic()
-            for p, (i, source, started) in list(running.items()):
+            for p, (i, source, started, sets, seq) in list(running.items()):
                 if now - started > timeout:
                     os.kill(p, signal.SIGKILL)
                     os.waitpid(p, 0)
                     del running[p]
-                    _failed(folder, i, source, f"timed out after {timeout:.0f} s (--timeout)")
+                    why = f"timed out after {timeout:.0f} s (--timeout)"
+                    _failed(folder, i, source, why)
+                    if use_cache:  # kept: a second run waits for it again only with a longer --timeout
+                        _keep_failure(source, sets, seq, [{"stage": "build", "reason": why, "timeout": timeout}],
+                                      _module_file(source))
                     done(i)
             time.sleep(0.02)
             continue
         if pid not in running:
             continue
-        i, source, _ = running.pop(pid)
+        i, source = running.pop(pid)[:2]
         if not os.path.exists(_result_file(folder, i)):
             _failed(folder, i, source, f"the worker process ended with status {os.waitstatus_to_exitcode(status)}"
                     + _tail(os.path.join(folder, f"{i}.err")))

@@ -272,15 +272,20 @@ def killed():
 
 
 def hangs():
+    with open(os.environ["GALLERY_CALLS"], "a") as f:
+        f.write("hangs\\n")
     time.sleep(3600)
 '''
 
 
 def test_a_model_that_kills_or_hangs_its_process_costs_its_row(tmp_path, monkeypatch):
     """--jobs 2: each model in a process of its own; one whose code kills that process, and one that never returns
-    (--timeout), are on the coverage page with what happened, and the gallery of the others is written."""
+    (--timeout), are on the coverage page with what happened, and the gallery of the others is written. A second
+    run does not wait for the one that timed out again (the records cache keeps it), unless --timeout is longer."""
     from archviz.cli import app
 
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("GALLERY_CALLS", str(calls))
     (tmp_path / "gallery_models.py").write_text(MODEL_CODE)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -294,6 +299,15 @@ def test_a_model_that_kills_or_hangs_its_process_costs_its_row(tmp_path, monkeyp
     killed, hangs = cov["m-gallery_models-killed"], cov["m-gallery_models-hangs"]
     assert killed["status"][1] == "failed" and "ended with status -9" in killed["reason"][1]
     assert hangs["status"][1] == "failed" and "timed out after 45 s" in hangs["reason"][1]
+    assert calls.read_text().split() == ["hangs"]
+    for timeout, tried in (("45", False), ("46", True)):
+        r = CliRunner().invoke(app, ["gallery", "gallery_models:fine", "gallery_models:hangs", "--jobs", "2",
+                                     "--timeout", timeout, "-o", str(tmp_path / f"g{timeout}")],
+                               catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        _, cov = table(tmp_path / f"g{timeout}" / "coverage.html", "coverage")
+        assert f"timed out after {timeout} s" in cov["m-gallery_models-hangs"]["reason"][1]
+        assert calls.read_text().split() == ["hangs"] * (1 + tried)
 
 
 def test_a_failed_build_is_kept_until_its_code_changes(tmp_path, monkeypatch):
