@@ -50,39 +50,45 @@ def _pairs(texts: list[str] | None, keys: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _one_process(source: str, sets: list[str], seq: int, use_cache: bool, timeout: float) -> dict[str, Any]:
-    """gallery_work in a process of its own: a model whose code crashes, hangs or ends its process costs its row."""
+def _served(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool, timeout: float,
+            results: dict[int, dict[str, Any]], cb: Any) -> None:
+    """gallery_work.serve in a process of its own, which forks one process per model from itself (torch imported
+    once): a model whose code crashes, hangs or ends its process costs its row."""
     import subprocess
     import sys
     import tempfile
 
-    def failed(why: str) -> dict[str, Any]:
-        return {"source": source, "records": None, "failures": [{"stage": "build", "reason": why}]}
-
     with tempfile.TemporaryDirectory(prefix="archviz-gallery-") as tmp:
-        out = os.path.join(tmp, "result.json")
-        cmd = [sys.executable, "-m", "archviz.cli.gallery_work", out, str(seq), source, *sets,
+        with open(os.path.join(tmp, "jobs.json"), "w", encoding="utf-8") as f:
+            json.dump([list(j) for j in todo], f)
+        cmd = [sys.executable, "-m", "archviz.cli.gallery_work", tmp, str(n), str(timeout),
                *([] if use_cache else ["--no-cache"])]
-        try:
-            p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               timeout=timeout, text=True, errors="replace")
-        except subprocess.TimeoutExpired:
-            return failed(f"timed out after {timeout:.0f} s (--timeout)")
-        try:
-            with open(out, encoding="utf-8") as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            tail = (p.stderr or "").strip().splitlines()
-            return failed(f"the worker process ended with status {p.returncode}"
-                          + (f": {tail[-1][:300]}" if tail else ""))
+        with open(os.path.join(tmp, "server.err"), "w+b") as errors:
+            with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
+                                  text=True) as p:
+                assert p.stdout is not None
+                for done, _ in enumerate(p.stdout, 1):
+                    cb(done, len(todo))
+            errors.seek(0)
+            tail = errors.read()[-8192:].decode("utf-8", "replace").strip().splitlines()
+        for i, source, _, _ in todo:
+            try:
+                with open(os.path.join(tmp, f"{i}.json"), encoding="utf-8") as f:
+                    results[i] = json.load(f)
+            except (OSError, ValueError):
+                results[i] = {"source": source, "records": None, "failures": [{"stage": "build", "reason": (
+                    f"the gallery's worker process ended with status {p.returncode}"
+                    + (f": {tail[-1][:300]}" if tail else ""))}]}
 
 
 def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float) -> list[dict[str, Any]]:
     """Each (key, source, sets): its dtype and prefill length chosen (gallery_work.build_choice), read from the records cache here, else
-    counted by gallery_work.run_one: in this process for one job, else each in a process of its own, n at a time.
+    counted by gallery_work.run_one: in this process with n = 1, else each in a process of its own, n at a time.
     Each result has "dtype" and "sets" (as built), "failures", and "record" or "records" (JSON) unless it failed."""
-    from ..records.cache import MAX_ENTRIES
+    from ..records.cache import MAX_ENTRIES, versions
     from .gallery_work import SEQ, build_choice, failure, from_cache
+
+    known = versions() if use_cache else None
 
     results: dict[int, dict[str, Any]] = {}
     todo: list[tuple[int, str, list[str], int]] = []
@@ -95,9 +101,9 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
             chosen[i] = (list(sets), "—", SEQ)
             continue
         sets_, _, seq = chosen[i]
-        hit = from_cache(source, sets_, seq) if use_cache else None
+        hit = from_cache(source, sets_, seq, known, timeout if n > 1 else None) if use_cache else None
         if hit is not None:
-            results[i] = {"record": hit[0], "failures": hit[1]}
+            results[i] = {"record": hit[0], "failures": hit[1], "cached": True}
         else:
             todo.append((i, source, sets_, seq))
     kept = os.environ.get("ARCHVIZ_CACHE_ENTRIES")
@@ -116,21 +122,14 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
 def _count(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool, timeout: float,
            results: dict[int, dict[str, Any]]) -> None:
     with progress_bar("counting models") as cb:
-        if n <= 1 or len(todo) <= 1:
+        if n <= 1:
             from .gallery_work import run_one
 
             for done, (i, source, sets, seq) in enumerate(todo, 1):
                 results[i] = run_one(source, sets, seq, use_cache)
                 cb(done, len(todo))
         else:
-            import concurrent.futures as cf
-
-            with cf.ThreadPoolExecutor(n) as pool:
-                futures = {pool.submit(_one_process, source, sets, seq, use_cache, timeout): i
-                           for i, source, sets, seq in todo}
-                for done, fut in enumerate(cf.as_completed(futures), 1):
-                    results[futures[fut]] = fut.result()
-                    cb(done, len(todo))
+            _served(todo, n, use_cache, timeout, results, cb)
 
 
 def _derived(keys: list[str]) -> list[tuple[str, str]]:
@@ -205,9 +204,12 @@ def gallery(
             emit_json({"output": output, **counts, "pairs": len(made),
                        "failures": [{"model": e.key, **e.failures[0]} for e in entries if e.failures]})
         else:
+            kept = sum(1 for r in results if r.get("cached") and r["failures"])
             err.print(f"wrote the gallery of {counts['indexed']} of {counts['tried']} models ({counts['failed']} "
                       f"failed, {counts['partial']} with figures missing) to {output}/ — open "
-                      f"{os.path.join(output, 'index.html')}; coverage.html says why", highlight=False, markup=False)
+                      f"{os.path.join(output, 'index.html')}; coverage.html says why"
+                      + (f"; {kept} failures were read from the records cache, nothing having changed (--no-cache "
+                         "tries them again)" if kept else ""), highlight=False, markup=False)
         if not counts["indexed"]:
             raise typer.Exit(1)
 

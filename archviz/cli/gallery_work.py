@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -79,9 +80,10 @@ def failure(stage: str, e: BaseException) -> dict[str, str]:
     return {"stage": stage, "reason": line[:400]}
 
 
-def _partial(source: str, sets: list[str], failed: BaseException) -> tuple[Any, list[dict[str, str]]]:
-    """After the cost run failed: which stage it was, found by running them in turn (build, walk, shapes), and the
-    records of the last one that worked (None when the build failed)."""
+def _partial(source: str, sets: list[str], failed: BaseException
+             ) -> tuple[Any, list[dict[str, str]], BaseException | None]:
+    """After the cost run failed: which stage it was, found by running them in turn (build, walk, shapes), the
+    records of the last one that worked (None when the build failed), and the build's error where it failed."""
     from ..sources import build
     from ..sources.guard import model_code
     from ..walk import walk
@@ -90,41 +92,65 @@ def _partial(source: str, sets: list[str], failed: BaseException) -> tuple[Any, 
         with model_code():
             built = build(source, _options(sets, SEQ)[0])
     except Exception as e:  # noqa: BLE001 - the model's code may raise anything; it is reported, not ours
-        return None, [failure("build", e)]
+        return None, [failure("build", e)], e
     try:
         record = walk(built)
     except Exception as e:  # noqa: BLE001
-        return None, [failure("walk", e)]
+        return None, [failure("walk", e)], e
     from ..shapes import trace_shapes
 
     try:
         with model_code("running the model on meta"):
             record = trace_shapes(built, record)
     except Exception as e:  # noqa: BLE001
-        return record, [failure("shapes", e)]
-    return record, [failure("cost", failed)]
-
-
-class _Miss(Exception):
-    pass
+        return record, [failure("shapes", e)], None
+    return record, [failure("cost", failed)], None
 
 
 PARTIAL = "gallery-partial"  # the records-cache kind of a model whose cost run failed: what it got to, and why
+FAILED = "gallery-failed"  # the records-cache kind of a model whose build or walk failed: the failure alone
 
 
-def from_cache(source: str, sets: list[str], seq: int) -> tuple[Any, list[dict[str, str]]] | None:
+def from_cache(source: str, sets: list[str], seq: int, versions: dict[str, str] | None = None,
+               timeout: float | None = None) -> tuple[Any, list[dict[str, str]]] | None:
     """(records, failures) of run_one(source, sets) if the records cache holds them (nothing built, torch not
-    imported): the cost run's records, or those of a run that failed after the build, with its failures; else None."""
-    def miss() -> Any:
-        raise _Miss
+    imported): the cost run's records, or those of a run that failed after the build, with its failures, or None
+    and the failures of a build that failed (one that timed out only if `timeout` is no longer); else None.
+    `versions`: archviz.records.cache.versions(), read once by a caller looking up many models (it hashes archviz's own
+    files)."""
+    from ..pipeline.cached import cache_key
+    from ..pipeline.cost import cost_key
+    from ..records import cache as rc
 
-    for kind in ("cost", PARTIAL):
-        try:
-            record = _cached(kind, source, sets, seq, miss)
-        except _Miss:
-            continue
-        return record, list((record.extra("gallery") or {}).get("failures") or [])
+    if rc.disabled():
+        return None
+    key = cost_key(*_options(sets, seq))
+    for kind in ("cost", PARTIAL, FAILED):
+        found = rc.lookup(cache_key(kind, source, key, versions=versions)[0])
+        if found.record is not None:
+            return found.record, list((found.record.extra("gallery") or {}).get("failures") or [])
+        if found.failures is not None and kind == FAILED:
+            waited = (found.failures[0] if found.failures else {}).get("timeout")
+            if waited is not None and timeout is not None and timeout > waited:
+                return None
+            return None, found.failures
     return None
+
+
+def _keep_failure(source: str, sets: list[str], seq: int, failures: list[dict[str, Any]], files: list[str]) -> None:
+    """A build that failed, kept in the records cache (kind FAILED) with the files of the model's code it read
+    (`files`, beside the source's own). A transformers type's code is the installed transformers (its version is in
+    the key); another source whose code no file vouches for (a factory's module not found) is tried again next time."""
+    from ..pipeline.cached import cache_key
+    from ..pipeline.cost import cost_key
+    from ..records import cache as rc
+
+    if rc.disabled():
+        return
+    key, inputs = cache_key(FAILED, source, cost_key(*_options(sets, seq)))
+    vouched = {p: d for p in {*inputs, *files} if (d := rc.sha256_file(p)) is not None}
+    if vouched or source.startswith("hf:"):
+        rc.store_failure(key, failures, vouched)
 
 
 def run_one(source: str, sets: list[str], seq: int = SEQ, use_cache: bool = True) -> dict[str, Any]:
@@ -137,34 +163,160 @@ def run_one(source: str, sets: list[str], seq: int = SEQ, use_cache: bool = True
     from .common import NOTES
 
     failures: list[dict[str, str]] = []
+    before = set(sys.modules)
     try:
         record = cost_for(source, *_options(sets, seq), cache=use_cache, feedback=NOTES)
     except (ArchvizError, Exception) as e:  # noqa: BLE001
-        record, failures = _partial(source, sets, e)
+        record, failures, error = _partial(source, sets, e)
         if isinstance(e, ShapeError) and failures and failures[0]["stage"] == "cost":
             failures = [failure("shapes", e)]
-        if record is not None:  # kept, so that a second run does not fail it again
+        # kept, so that a second run with nothing changed does not fail it again
+        if record is not None:
             done = record.with_extra("gallery", {"failures": failures})
             record = _cached(PARTIAL, source, sets, seq, lambda: done, use_cache)
+        elif error is not None and use_cache:
+            from ..records import cache as rc
+
+            # the modules it imported and the frames of its error: a module whose import failed is not imported
+            _keep_failure(source, sets, seq, failures, [*rc.new_code_files(before), *rc.traceback_files(error)])
     return {"source": source, "failures": failures, "records": dumps_compact(record) if record is not None else None}
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`python -m archviz.cli.gallery_work OUT SEQ SOURCE [KEY=VALUE ...] [--no-cache]`: run_one in a process of its own
-    (what `archviz gallery --jobs N` starts for each model), its result written to the JSON file OUT."""
-    import sys
+def _warm() -> None:
+    """What every model's count imports, imported once in the server (each fork shares it): about 4 s of CPU a model
+    saved."""
+    import torch  # noqa: F401
+    import transformers.modeling_utils  # noqa: F401
+    from transformers import AutoConfig, DynamicCache  # noqa: F401
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    use_cache = "--no-cache" not in args
-    args = [a for a in args if a != "--no-cache"]
-    out, seq, source, sets = args[0], int(args[1]), args[2], args[3:]
-    result = run_one(source, sets, seq, use_cache)
+    from ..cost import measure  # noqa: F401
+    from ..group import group  # noqa: F401
+    from ..shapes import trace_shapes  # noqa: F401
+    from ..sources import hf  # noqa: F401
+    from ..walk import walk  # noqa: F401
+
+
+def _module_file(source: str) -> list[str]:
+    """A `module:factory` source's module file, found without importing anything (a top-level module only: a
+    package's module would run the package's code here)."""
+    import importlib.util
+
+    module, sep, _ = source.partition(":")
+    if not sep or "." in module or not module.isidentifier() or os.path.exists(source):
+        return []
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return []
+    origin = getattr(spec, "origin", None)
+    return [origin] if isinstance(origin, str) and origin.endswith(".py") else []
+
+
+def _result_file(folder: str, i: int) -> str:
+    return os.path.join(folder, f"{i}.json")
+
+
+def _failed(folder: str, i: int, source: str, why: str) -> None:
     from ..files.outputs import write_file
 
-    write_file(out, json.dumps(result).encode("utf-8"))
+    write_file(_result_file(folder, i), json.dumps(
+        {"source": source, "records": None, "failures": [{"stage": "build", "reason": why}]}).encode("utf-8"))
 
 
-__all__ = ["run_one", "from_cache", "build_choice", "failure", "CONTEXT", "main"]
+def _child(folder: str, i: int, source: str, sets: list[str], seq: int, use_cache: bool) -> None:
+    """In the forked process: run_one, its result written to FOLDER/I.json, stdout to nowhere, stderr to I.err."""
+    code = 1
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(os.open(os.path.join(folder, f"{i}.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+        result = run_one(source, sets, seq, use_cache)
+        from ..files.outputs import write_file
+
+        write_file(_result_file(folder, i), json.dumps(result).encode("utf-8"))
+        code = 0
+    except BaseException:  # noqa: BLE001 - the model's code ended this process: the server says how
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read()[-8192:].strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1][:300]}" if lines else ""
+
+
+def serve(folder: str, n: int, timeout: float, use_cache: bool) -> None:
+    """`archviz gallery --jobs N`'s counting: the jobs of FOLDER/jobs.json ([i, source, sets, seq] each), each run in
+    a process forked from this one (torch and transformers imported once, here), N at a time: a model whose code
+    crashes, hangs (past `timeout` seconds it is killed) or ends its process costs only its own result, FOLDER/I.json.
+    Prints each finished job's I on stdout."""
+    import signal
+    import time
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore")
+    _warm()
+    with open(os.path.join(folder, "jobs.json"), encoding="utf-8") as f:
+        pending = [tuple(j) for j in json.load(f)]
+    running: dict[int, tuple[int, str, float, list[str], int]] = {}
+
+    def done(i: int) -> None:
+        sys.stdout.write(f"{i}\n")
+        sys.stdout.flush()  # nothing buffered is copied into the next fork
+
+    while pending or running:
+        while pending and len(running) < n:
+            i, source, sets, seq = pending.pop(0)
+            pid = os.fork()
+            if pid == 0:
+                _child(folder, i, source, list(sets), seq, use_cache)
+            running[pid] = (i, source, time.monotonic(), list(sets), seq)
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            now = time.monotonic()
+            for p, (i, source, started, sets, seq) in list(running.items()):
+                if now - started > timeout:
+                    os.kill(p, signal.SIGKILL)
+                    os.waitpid(p, 0)
+                    del running[p]
+                    why = f"timed out after {timeout:.0f} s (--timeout)"
+                    _failed(folder, i, source, why)
+                    if use_cache:  # kept: a second run waits for it again only with a longer --timeout
+                        _keep_failure(source, sets, seq, [{"stage": "build", "reason": why, "timeout": timeout}],
+                                      _module_file(source))
+                    done(i)
+            time.sleep(0.02)
+            continue
+        if pid not in running:
+            continue
+        i, source = running.pop(pid)[:2]
+        if not os.path.exists(_result_file(folder, i)):
+            _failed(folder, i, source, f"the worker process ended with status {os.waitstatus_to_exitcode(status)}"
+                    + _tail(os.path.join(folder, f"{i}.err")))
+        done(i)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m archviz.cli.gallery_work FOLDER N TIMEOUT [--no-cache]`: serve (what `archviz gallery --jobs N`
+    starts once)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    use_cache = "--no-cache" not in args
+    folder, n, timeout = [a for a in args if a != "--no-cache"]
+    serve(folder, int(n), float(timeout), use_cache)
+
+
+__all__ = ["run_one", "from_cache", "build_choice", "failure", "serve", "CONTEXT", "main"]
 
 
 if __name__ == "__main__":

@@ -17,8 +17,7 @@ def cached(kind: str, source: str, key: dict[str, Any], files: tuple[str | None,
 
     if not use or rc.disabled():
         return build()
-    inputs = rc.source_files(source, *files)
-    entry = rc.make_key(kind, source, {**key, "_inputs": inputs})
+    entry, inputs = cache_key(kind, source, key, files)
     found = rc.lookup(entry)
     if found.note:
         feedback.note(found.note)
@@ -33,6 +32,16 @@ def cached(kind: str, source: str, key: dict[str, Any], files: tuple[str | None,
     if note:
         feedback.note(note)
     return record
+
+
+def cache_key(kind: str, source: str, key: dict[str, Any], files: tuple[str | None, ...] = (),
+              versions: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The records-cache key of `cached`'s arguments, and the files known before the build that it hashes
+    (`versions`: archviz.records.cache.versions(), read once by a caller looking up many keys)."""
+    from ..records import cache as rc
+
+    inputs = rc.source_files(source, *files)
+    return rc.make_key(kind, source, {**key, "_inputs": inputs}, versions), inputs
 
 
 def build_key(build: Any) -> dict[str, Any]:

@@ -13,10 +13,12 @@ hashes them again: any difference, a missing file, or any other key, and the ent
 The file: a first line of JSON (format, key, files, the size and sha256 of the records), then the records as
 `archviz walk -o` writes them (``archviz.records/3``). It is data, read as a records file is (a bounded read of a
 regular file, then ``archviz.records.loads``); an entry that cannot be read (truncated, corrupted, another format)
-is reported by :func:`lookup` as a note and rebuilt, never an error. Writes go to a temporary file in the cache
-folder, renamed into place: a killed write leaves no entry, and two runs writing the same entry both succeed (the
-last rename wins; both wrote the same records). The folder is bounded: at most :data:`MAX_ENTRIES` entries and
-:data:`MAX_BYTES` bytes, the least recently used removed first.
+is reported by :func:`lookup` as a note and rebuilt, never an error. An entry may hold a failure instead
+(:func:`store_failure`: a build that failed, its reasons in the first line, no records), keyed and vouched for the
+same way: `archviz gallery` does not try again what failed with nothing changed. Writes go to a temporary file in
+the cache folder, renamed into place: a killed write leaves no entry, and two runs writing the same entry both
+succeed (the last rename wins; both wrote the same records). The folder is bounded: at most :data:`MAX_ENTRIES`
+entries and :data:`MAX_BYTES` bytes, the least recently used removed first.
 
 ``ARCHVIZ_NO_CACHE=1`` (or a command's ``--no-cache``) skips the cache: nothing is read or written.
 ``ARCHVIZ_CACHE_ENTRIES=N`` keeps N entries (bytes in proportion) where N is above the bound: `archviz gallery` sets
@@ -40,7 +42,7 @@ from ..files.outputs import write_file
 
 __all__ = ["FORMAT", "MAX_BYTES", "MAX_ENTRIES", "Lookup", "cache_dir", "disabled", "entry_path", "key_id",
            "limits", "lookup", "make_key", "new_code_files", "record_files", "sha256_file", "source_files", "store",
-           "versions"]
+           "store_failure", "traceback_files", "versions"]
 
 FORMAT = "archviz.cache/1"
 MAX_ENTRIES = 32  # entries kept; the least recently used go first
@@ -62,9 +64,12 @@ def cache_dir() -> str:
     return os.path.join(base, "archviz")
 
 
+_ARCHVIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the archviz package, this file's parent's
+
+
 def _own_code_fingerprint() -> str:
     """Name, size and mtime of every module of archviz itself: an edited checkout is another archviz."""
-    root = os.path.dirname(os.path.abspath(__file__))
+    root = _ARCHVIZ
     h = hashlib.sha256()
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -180,20 +185,15 @@ def _installed_roots() -> tuple[str, ...]:
         p = sysconfig.get_paths().get(name)
         if p:
             roots.add(p)
-    roots.add(os.path.dirname(os.path.abspath(__file__)))  # archviz itself: its version and fingerprint cover it
+    roots.add(_ARCHVIZ)  # archviz itself: its version and fingerprint cover it
     return tuple(sorted(os.path.join(os.path.realpath(r), "") for r in roots))
 
 
-def new_code_files(before: Iterable[str]) -> list[str]:
-    """The source files of the modules imported since `before` (a snapshot of `sys.modules`' names) that are the
-    model's own code: not installed packages, the standard library or archviz."""
-    seen = set(before)
+def _own_code(paths: Iterable[str]) -> list[str]:
+    """Of `paths`, the .py files of the model's own code: not installed packages, the standard library or archviz."""
     roots = _installed_roots()
     out = set()
-    for name, module in list(sys.modules.items()):
-        if name in seen:
-            continue
-        f = getattr(module, "__file__", None)
+    for f in paths:
         if not isinstance(f, str) or not f.endswith(".py"):
             continue
         real = os.path.realpath(f)
@@ -203,13 +203,38 @@ def new_code_files(before: Iterable[str]) -> list[str]:
     return sorted(out)
 
 
+def new_code_files(before: Iterable[str]) -> list[str]:
+    """The source files of the modules imported since `before` (a snapshot of `sys.modules`' names) that are the
+    model's own code: not installed packages, the standard library or archviz."""
+    seen = set(before)
+    return _own_code(getattr(module, "__file__", None) for name, module in list(sys.modules.items())
+                     if name not in seen)
+
+
+def traceback_files(error: BaseException) -> list[str]:
+    """The model's own code files an exception's traceback (and the exceptions it was raised from) passed through:
+    a module whose import failed is not in `sys.modules`, but its frames name it."""
+    import traceback
+
+    files: list[str] = []
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        files += [f.filename for f in traceback.extract_tb(e.__traceback__)]
+        e = e.__cause__ or e.__context__
+    return _own_code(files)
+
+
 class Lookup:
-    """What a lookup found: `record` (None on a miss) and `note` (an entry there but unreadable: say it once)."""
+    """What a lookup found: `record` (None on a miss), `failures` (an entry of store_failure's: the build failed
+    with nothing since changed), and `note` (an entry there but unreadable: say it once)."""
 
-    __slots__ = ("record", "note", "path")
+    __slots__ = ("record", "note", "path", "failures")
 
-    def __init__(self, record: Any = None, note: str | None = None, path: str | None = None) -> None:
-        self.record, self.note, self.path = record, note, path
+    def __init__(self, record: Any = None, note: str | None = None, path: str | None = None,
+                 failures: list[Any] | None = None) -> None:
+        self.record, self.note, self.path, self.failures = record, note, path, failures
 
 
 def _remove(path: str) -> None:
@@ -249,6 +274,9 @@ def lookup(key: Mapping[str, Any]) -> Lookup:
         for file, digest in files.items():
             if sha256_file(file) != digest:
                 return Lookup(path=path)  # an input changed: rebuilt, and this entry replaced
+        failures = header.get("failures")
+        if failures is not None:
+            return Lookup(failures=list(failures), path=path) if isinstance(failures, list) and not body else bad
         with collector_paused():  # a million small acyclic objects: the cyclic collector would only rescan them
             record = loads(body.decode("utf-8"))
     except (ArchvizError, OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
@@ -277,11 +305,21 @@ def store(key: Mapping[str, Any], record: Any, files: Mapping[str, str]) -> str 
     the cache could not be written (the command itself has its records either way), else None."""
     from .types import dumps_compact
 
+    return _write(key, files, lambda: (dumps_compact(record).encode("utf-8"), {}))
+
+
+def store_failure(key: Mapping[str, Any], failures: list[Any], files: Mapping[str, str]) -> str | None:
+    """Write the entry of `key` for a build that failed: its `failures` (JSON-able), vouched for by `files` as
+    records are; lookup returns them while nothing changed. Returns a note when it could not be written."""
+    return _write(key, files, lambda: (b"", {"failures": list(failures)}))
+
+
+def _write(key: Mapping[str, Any], files: Mapping[str, str], content: Any) -> str | None:
     try:
         folder = _ensure_dir()
-        body = dumps_compact(record).encode("utf-8")
+        body, more = content()
         header = {"format": FORMAT, "key": key, "files": dict(sorted(files.items())), "records_bytes": len(body),
-                  "records_sha256": hashlib.sha256(body).hexdigest()}
+                  "records_sha256": hashlib.sha256(body).hexdigest(), **more}
         data = json.dumps(header, sort_keys=True, separators=(",", ":")).encode() + b"\n" + body
         if len(data) > _MAX_FILE_BYTES:
             return None  # too big to be read back: not cached

@@ -142,12 +142,15 @@ def _remote_model_class(config: Any, path: str) -> Any:
     return remote_class(ref, path) if ref else None
 
 
-def _fields(config_class: Any) -> tuple[Any, str]:
+def _source(cls: Any) -> str:
     try:
-        source = inspect.getsource(config_class)
+        return inspect.getsource(cls)
     except (OSError, TypeError):
-        source = ""
-    return config_class(), source
+        return ""
+
+
+def _fields(config_class: Any) -> tuple[Any, str]:
+    return config_class(), _source(config_class)
 
 
 def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -159,7 +162,12 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
     text_class = (getattr(config_class, "sub_configs", None) or {}).get("text_config")
     try:
         default, source = _fields(config_class)
-        text_default, text_source = _fields(text_class) if text_class is not None else (None, "")
+        # the text config the default holds (a sub_configs entry of AutoConfig cannot be made by itself: fuyu's)
+        text_default = getattr(default, "text_config", None) if text_class is not None else None
+        if text_class is not None and text_default is None:
+            text_default, text_source = _fields(text_class)
+        else:
+            text_source = _source(type(text_default)) if text_default is not None else ""
     except Exception as e:  # noqa: BLE001 - transformers' own default fails its validators (gemma4_assistant)
         raise SourceError(f"--set: transformers cannot build a default {config_class.__name__} to check the keys "
                           f"against: {e}", hint="write the fields into a config.json and give its path as the source, "

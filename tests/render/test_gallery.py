@@ -176,7 +176,8 @@ def test_pairs_and_diff_pages(gallery_site):
 
 
 def test_a_second_run_reuses_the_records_cache(gallery_site, monkeypatch, tmp_path):
-    """Nothing changed: no model is counted again (no new cache entry), and the pages are the same bytes."""
+    """Nothing changed: no model is counted again (no new cache entry), not even one whose build failed, and the
+    pages are the same bytes."""
     from archviz.cli import app
 
     monkeypatch.setenv("XDG_CACHE_HOME", gallery_site.cache)
@@ -185,9 +186,10 @@ def test_a_second_run_reuses_the_records_cache(gallery_site, monkeypatch, tmp_pa
     kinds = sorted((k["kind"], k["spec"]) for k in (json.loads(p.read_bytes().split(b"\n", 1)[0])["key"]
                                                     for p in folder.glob("*.records"))
                    if k["kind"] != "records" and k["spec"].startswith("hf:"))  # not another test's models
-    # one entry a model counted (the entry `archviz cost` reads too), and deepseek_v2's, whose meta pass failed
+    # one entry a model counted (the entry `archviz cost` reads too), deepseek_v2's, whose meta pass failed, and
+    # gemma4_assistant's failed build
     assert kinds == sorted([("cost", f"hf:{t}") for t in ("llama", "mistral", "gemma2", "deepseek_v3")] +
-                           [("gallery-partial", "hf:deepseek_v2")])
+                           [("gallery-partial", "hf:deepseek_v2"), ("gallery-failed", "hf:gemma4_assistant")])
     args = list(gallery_site.args)
     args[args.index("--jobs") + 1] = "1"
     args[-1] = str(tmp_path / "again")
@@ -270,15 +272,20 @@ def killed():
 
 
 def hangs():
+    with open(os.environ["GALLERY_CALLS"], "a") as f:
+        f.write("hangs\\n")
     time.sleep(3600)
 '''
 
 
 def test_a_model_that_kills_or_hangs_its_process_costs_its_row(tmp_path, monkeypatch):
     """--jobs 2: each model in a process of its own; one whose code kills that process, and one that never returns
-    (--timeout), are on the coverage page with what happened, and the gallery of the others is written."""
+    (--timeout), are on the coverage page with what happened, and the gallery of the others is written. A second
+    run does not wait for the one that timed out again (the records cache keeps it), unless --timeout is longer."""
     from archviz.cli import app
 
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("GALLERY_CALLS", str(calls))
     (tmp_path / "gallery_models.py").write_text(MODEL_CODE)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -292,3 +299,55 @@ def test_a_model_that_kills_or_hangs_its_process_costs_its_row(tmp_path, monkeyp
     killed, hangs = cov["m-gallery_models-killed"], cov["m-gallery_models-hangs"]
     assert killed["status"][1] == "failed" and "ended with status -9" in killed["reason"][1]
     assert hangs["status"][1] == "failed" and "timed out after 45 s" in hangs["reason"][1]
+    assert calls.read_text().split() == ["hangs"]
+    for timeout, tried in (("45", False), ("46", True)):
+        r = CliRunner().invoke(app, ["gallery", "gallery_models:fine", "gallery_models:hangs", "--jobs", "2",
+                                     "--timeout", timeout, "-o", str(tmp_path / f"g{timeout}")],
+                               catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        _, cov = table(tmp_path / f"g{timeout}" / "coverage.html", "coverage")
+        assert f"timed out after {timeout} s" in cov["m-gallery_models-hangs"]["reason"][1]
+        assert calls.read_text().split() == ["hangs"] * (1 + tried)
+
+
+def test_a_failed_build_is_kept_until_its_code_changes(tmp_path, monkeypatch):
+    """A gallery of a model that builds and one whose build fails (tests/fixtures/gallerycache: each build appends
+    its name to a file): the second run with nothing changed builds neither, the failure read from the records
+    cache; after the failing model's code changes, it alone is tried again."""
+    import shutil
+    import sys
+
+    from archviz.cli import app
+
+    code = tmp_path / "code"
+    shutil.copytree(Path(__file__).parent.parent / "fixtures" / "gallerycache", code)
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("GALLERY_CALLS", str(calls))
+    monkeypatch.setenv("PYTHONPATH", str(code))
+    monkeypatch.syspath_prepend(str(code))
+    for name in ("fine_model", "broken_model"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+    def run(out: str) -> tuple[list[str], dict]:
+        before = calls.read_text().split() if calls.exists() else []
+        r = CliRunner().invoke(app, ["gallery", "fine_model:fine", "broken_model:broken", "--jobs", "1", "-o",
+                                     str(tmp_path / out)], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        _, cov = table(tmp_path / out / "coverage.html", "coverage")
+        broken = cov["m-broken_model-broken"]
+        assert broken["status"][1] == "failed" and broken["stage"][1] == "build"
+        assert "hidden_size 10 is not a multiple of num_attention_heads 3" in broken["reason"][1]
+        assert cov["m-fine_model-fine"]["status"][1] == "in the index"
+        return calls.read_text().split()[len(before):], r
+
+    built, _ = run("first")
+    assert "fine" in built and "broken" in built
+    built, r = run("second")
+    assert built == []  # neither model built: the one from its records, the other's failure as it was
+    assert "1 failures were read from the records cache" in " ".join(r.output.split())
+    assert (tmp_path / "second" / "coverage.html").read_bytes() == (tmp_path / "first" / "coverage.html").read_bytes()
+    broken = code / "broken_model.py"
+    broken.write_text(broken.read_text().replace("hidden, heads = 10, 3", "hidden, heads = 10, 3  # still 3"))
+    monkeypatch.delitem(sys.modules, "broken_model", raising=False)
+    built, _ = run("third")
+    assert "broken" in built and "fine" not in built
