@@ -215,9 +215,12 @@ def _site(spec: str, config: str | None, cost: bool = False) -> dict:
     cost_s = None
     if cost:  # what `archviz build --cost` adds: the cost extra at 1K .. 1M (or the config's max positions)
         from archviz.cost.measure import measure
+        from archviz.cost.options import CostOptions
+        from archviz.sources.options import BuildOptions
 
         t1 = time.perf_counter()
-        rec = rec.with_extra("cost", measure(spec, config=config, context=None, contexts="auto").extra("cost"))
+        rec = rec.with_extra("cost", measure(spec, BuildOptions(config=config),
+                                             CostOptions(context=None, contexts="auto")).extra("cost"))
         cost_s = time.perf_counter() - t1
     records_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as d:
@@ -395,11 +398,14 @@ def _cost(spec: str, config: str | None) -> dict:
     import archviz.shapes  # noqa: F401   case above imports walk and trace_shapes before it (measure imports them
     import archviz.walk  # noqa: F401     lazily: 40-80 ms of module imports the baseline's timing does not hold)
     from archviz.cost.measure import measure
+    from archviz.cost.options import CostOptions
     from archviz.cost.report import cost_report
+    from archviz.sources.options import BuildOptions
 
     if spec.startswith("hf:"):
         archviz_build_warm()
-    seconds, rec = _timed(lambda: measure(spec, config=config, batch=1, seq=128, context=1 << 20))
+    build, options = BuildOptions(config=config), CostOptions(batch=1, seq=128, context=1 << 20)
+    seconds, rec = _timed(lambda: measure(spec, build, options))
     r = cost_report(rec)
     return {"seconds": seconds, "prefill_tflop": r.prefill.flops / 1e12,
             "decode_tflop": r.decode.flops / 1e12 if r.decode else None, "kv_bytes_per_token": r.kv.per_token,
@@ -428,7 +434,7 @@ def _flopcounter(spec: str, config: str | None) -> dict:
     has no values), so it runs around archviz's meta pass, whose policy answers them, with every block run (it
     cannot see blocks answered from the memo)."""
     import archviz
-    from archviz.shapes import trace_shapes
+    from archviz.shapes import PassRun, trace_shapes
     from archviz.walk import walk
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -439,7 +445,7 @@ def _flopcounter(spec: str, config: str | None) -> dict:
         built = archviz.build(spec, config=config)
         record = walk(built)
         with FlopCounterMode(display=False) as counter:
-            trace_shapes(built, record, batch=1, seq=128, memo=False)
+            trace_shapes(built, record, batch=1, seq=128, run=PassRun(memo=False))
         return counter.get_total_flops()
     seconds, total = _timed(run)
     return {"seconds": seconds, "prefill_tflop": total / 1e12}
