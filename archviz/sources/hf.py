@@ -384,9 +384,11 @@ def build(spec: str, options: BuildOptions) -> Built:
             raise SourceError(f"{spec}: {cls.__name__} insists on CUDA: {e}",
                               hint="archviz builds on the meta device") from None
         fields = {k: v for k, v in config.to_dict().items() if isinstance(k, str)}
+        aliases = {k: v for k, v in (getattr(config, "attribute_map", None) or {}).items()
+                   if isinstance(k, str) and isinstance(v, str)}
         raise SourceError(f"{spec}: building {cls.__name__} raised {type(e).__name__}: {e}",
-                          hint=unset_field_hint(e, fields) or "check the config fields; run with --debug for the "
-                          "traceback") from e
+                          hint=unset_field_hint(e, fields, aliases) or "check the config fields; run with --debug "
+                          "for the traceback") from e
     model.eval()
     unquantized = _quantize(model, config, spec, kwargs.get("dtype")) if options.quantized else None
     transformers = _import_transformers()

@@ -330,17 +330,22 @@ def user_frame(exc: BaseException, roots: tuple[str, ...]) -> str | None:
 _CONFIG_NAMES = "config|args|params"
 
 
-def unset_field_hint(error: BaseException, config: dict[str, Any]) -> str | None:
+def unset_field_hint(error: BaseException, config: dict[str, Any],
+                     aliases: dict[str, str] | None = None) -> str | None:
     """For code that died on a None (`topk(): argument 'k' must be int, not NoneType`, `'NoneType' object is not
-    subscriptable`): the config field left unset it comes from, found in the failing line of the model's code
-    (`self.top_k`, `config.x`) and, for an attribute, in the __init__ that set it (`self.top_k =
-    config.num_experts_per_tok`). None when the error is not about a None or no unset field explains it."""
+    subscriptable`, or a TypeError that does not say so: `torch.empty(None, 64)` raises "empty() takes 1 positional
+    argument but 2 were given"): the config field left unset it comes from, found in the failing line of the model's
+    code (`self.top_k`, `config.x`) and, for an attribute, in the __init__ that set it (`self.top_k =
+    config.num_experts_per_tok`). `aliases`: the config class's attribute_map (`num_local_experts` read as
+    `n_routed_experts`), so a field read by its alias is named by both. None when the error is not about a None or
+    no unset field explains it."""
     import inspect
     import linecache
     import re
 
-    if not isinstance(error, (TypeError, AttributeError)) or "NoneType" not in str(error):
+    if not (isinstance(error, TypeError) or isinstance(error, AttributeError) and "NoneType" in str(error)):
         return None
+    aliases = aliases or {}
     skip = (os.path.dirname(torch.__file__), ARCHVIZ_DIR)
     frame = lineno = None
     for f, n in traceback.walk_tb(error.__traceback__):
@@ -350,7 +355,11 @@ def unset_field_hint(error: BaseException, config: dict[str, Any]) -> str | None
         return None
 
     def unset(field: str) -> bool:
+        field = aliases.get(field, field)
         return field in config and config[field] is None
+
+    def named(field: str) -> str:  # the field as read, and as the config stores it where that differs
+        return f"{field} ({aliases[field]})" if aliases.get(field, field) != field else field
 
     text = linecache.getline(frame.f_code.co_filename, lineno or 0)
     owner = frame.f_locals.get("self")
@@ -364,11 +373,12 @@ def unset_field_hint(error: BaseException, config: dict[str, Any]) -> str | None
         m = re.search(rf"self\.{attr}\s*=\s*(?:self\.)?({_CONFIG_NAMES})\.(\w+)\s*$", init, re.M) or \
             re.search(rf"self\.{attr}\s*=\s*getattr\(\s*(?:self\.)?({_CONFIG_NAMES}),\s*[\"'](\w+)[\"']", init)
         if m and unset(m.group(2)):
-            return (f"self.{attr} is None: {type(owner).__name__}.__init__ takes it from {m.group(1)}.{m.group(2)}, "
-                    f"which this config leaves unset; give it with --set {m.group(2)}=VALUE")
+            field = m.group(2)
+            return (f"self.{attr} is None: {type(owner).__name__}.__init__ takes it from {m.group(1)}.{named(field)}, "
+                    f"which this config leaves unset; give it with --set {aliases.get(field, field)}=VALUE")
     for name, field in dict.fromkeys(re.findall(rf"\b({_CONFIG_NAMES})\.(\w+)", text)):
         if unset(field):
-            return f"{name}.{field} is None in this config; give it with --set {field}=VALUE"
+            return f"{name}.{named(field)} is None in this config; give it with --set {aliases.get(field, field)}=VALUE"
     return None
 
 

@@ -33,3 +33,25 @@ def test_set_on_a_config_whose_text_config_is_an_auto_config():
     head = h // text.num_attention_heads
     layer = (h * 3 * h + 3 * h) + (h * h + h) + 2 * (2 * head) + 2 * (2 * h) + (h * inter + inter) + (inter * h + h)
     assert three["parameters"] - two["parameters"] == layer
+
+
+def test_a_field_unset_in_the_default_config_is_named_by_the_name_it_is_stored_under():
+    """dots1's default config leaves n_routed_experts None; its experts read it by the alias num_local_experts
+    (the config's attribute_map) into `torch.empty(num_experts, ...)`, whose TypeError says nothing of a None
+    ("empty() takes 1 positional argument but 3 were given"). The build's line names the field to set, by both names.
+    """
+    from archviz.errors import SourceError
+    from archviz.sources import BuildOptions, build
+    from transformers import Dots1Config
+
+    config = Dots1Config()
+    assert config.n_routed_experts is None and Dots1Config.attribute_map["num_local_experts"] == "n_routed_experts"
+    try:
+        build("hf:dots1", BuildOptions())
+    except SourceError as e:
+        line = e.line()
+    else:
+        raise AssertionError("hf:dots1 built from a default config that leaves n_routed_experts None")
+    assert "TypeError: empty() takes 1 positional argument" in line, line
+    assert ("takes it from config.num_local_experts (n_routed_experts), which this config leaves unset; give it with "
+            "--set n_routed_experts=VALUE") in line, line
