@@ -187,12 +187,20 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
 
 def _config_for(cls: Any, config: Any) -> Any:
     """The config `cls` is built from. A causal LM of a composite model (Qwen3.5, Llama 4) takes the text config, as
-    transformers' AutoModelForCausalLM.from_config does; the parent's quantization_config goes with it."""
+    transformers' AutoModelForCausalLM.from_config does; one whose config class is another sub-config of the
+    composite takes that one (MusicgenForCausalLM: the `decoder` of a MusicgenConfig, where from_config gives it the
+    whole and dies on a missing field). The parent's quantization_config goes with it."""
     want = getattr(cls, "config_class", None)
-    text_class = (getattr(config, "sub_configs", None) or {}).get("text_config")
-    if want is None or text_class is None or want is not text_class or isinstance(config, want):
+    subs = getattr(config, "sub_configs", None) or {}
+    if want is None or isinstance(config, want):
         return config
-    text = config.get_text_config()
+    if subs.get("text_config") is want:
+        text = config.get_text_config()
+    else:
+        names = [k for k, v in subs.items() if v is want and isinstance(getattr(config, k, None), want)]
+        if len(names) != 1:
+            return config
+        text = getattr(config, names[0])
     quant = getattr(config, "quantization_config", None)
     if quant is not None:
         text.quantization_config = quant

@@ -9,10 +9,10 @@ import json
 from typer.testing import CliRunner
 
 
-def _summary(*args: str) -> dict:
+def _summary(*args: str, source: str = "hf:fuyu") -> dict:
     from archviz.cli import app
 
-    r = CliRunner().invoke(app, ["summary", "hf:fuyu", *args, "--json"], catch_exceptions=False)
+    r = CliRunner().invoke(app, ["summary", source, *args, "--json"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)
 
@@ -55,3 +55,20 @@ def test_a_field_unset_in_the_default_config_is_named_by_the_name_it_is_stored_u
     assert "TypeError: empty() takes 1 positional argument" in line, line
     assert ("takes it from config.num_local_experts (n_routed_experts), which this config leaves unset; give it with "
             "--set n_routed_experts=VALUE") in line, line
+
+
+def test_a_causal_lm_whose_config_is_a_sub_config_of_the_default_is_built_from_it():
+    """musicgen's default config is the composite MusicgenConfig (text encoder, audio encoder, decoder); its causal
+    LM, MusicgenForCausalLM, takes the `decoder` sub-config (transformers' AutoModelForCausalLM.from_config hands it
+    the whole and dies on `config.dropout`). Built from the decoder, its count is the decoder's, from its fields:
+    one embedding of V + 1 rows per codebook, per layer self- and cross-attention (4 h² each, no biases), fc1 and
+    fc2 (no biases) and three LayerNorms, a final LayerNorm, one LM head per codebook."""
+    from transformers import MusicgenConfig, MusicgenForCausalLM
+
+    assert MusicgenForCausalLM.config_class is MusicgenConfig.sub_configs["decoder"]
+    d = MusicgenConfig().decoder
+    h, V, F, C, L = d.hidden_size, d.vocab_size, d.ffn_dim, d.num_codebooks, d.num_hidden_layers
+    layer = 2 * 4 * h * h + 2 * h * F + 3 * 2 * h
+    got = _summary(source="hf:musicgen")
+    assert got["model_class"].endswith(".MusicgenForCausalLM")
+    assert got["parameters"] == C * (V + 1) * h + L * layer + 2 * h + C * h * V
