@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 
@@ -46,12 +47,9 @@ def test_a_field_unset_in_the_default_config_is_named_by_the_name_it_is_stored_u
 
     config = Dots1Config()
     assert config.n_routed_experts is None and Dots1Config.attribute_map["num_local_experts"] == "n_routed_experts"
-    try:
+    with pytest.raises(SourceError) as e:
         build("hf:dots1", BuildOptions())
-    except SourceError as e:
-        line = e.line()
-    else:
-        raise AssertionError("hf:dots1 built from a default config that leaves n_routed_experts None")
+    line = e.value.line()
     assert "TypeError: empty() takes 1 positional argument" in line, line
     assert ("takes it from config.num_local_experts (n_routed_experts), which this config leaves unset; give it with "
             "--set n_routed_experts=VALUE") in line, line
@@ -72,3 +70,19 @@ def test_a_causal_lm_whose_config_is_a_sub_config_of_the_default_is_built_from_i
     got = _summary(source="hf:musicgen")
     assert got["model_class"].endswith(".MusicgenForCausalLM")
     assert got["parameters"] == C * (V + 1) * h + L * layer + 2 * h + C * h * V
+
+
+def test_a_table_the_default_config_leaves_empty_is_named():
+    """cohere_compass_text's default config has an empty rope_parameters, which its rotary embedding looks up by
+    layer type: the KeyError's line names the field and what it lacks."""
+    from archviz.errors import SourceError
+    from archviz.sources import BuildOptions, build
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model("cohere_compass_text")
+    assert config.rope_parameters == {} and "full_attention" in config.layer_types
+    with pytest.raises(SourceError) as e:
+        build("hf:cohere_compass_text", BuildOptions())
+    assert e.value.line().endswith("KeyError: 'full_attention' — config.rope_parameters has no 'full_attention' entry "
+                                   "in this config (it is empty); give it with --set rope_parameters=VALUE"), \
+        e.value.line()
