@@ -11,7 +11,7 @@ import sys
 import warnings
 from typing import Any, Callable, Iterator
 
-from ..errors import SourceError
+from ..errors import SourceError, one_line
 from ..records.recordcheck import refused_as, want_str
 from .options import BuildOptions, Built, _versions, read_json_config, shown, suggest
 
@@ -169,9 +169,10 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
         else:
             text_source = _source(type(text_default)) if text_default is not None else ""
     except Exception as e:  # noqa: BLE001 - transformers' own default fails its validators (gemma4_assistant)
-        raise SourceError(f"--set: transformers cannot build a default {config_class.__name__} to check the keys "
-                          f"against: {e}", hint="write the fields into a config.json and give its path as the source, "
-                          "instead of hf:<type> with --set") from None
+        raise SourceError(f"--set: transformers' own default {config_class.__name__} fails its validation, so no "
+                          f"key can be checked against it (transformers': {one_line(str(e))})",
+                          hint="write the fields into a config.json, the ones it names fixed, and give its path as the "
+                          "source instead of hf:<type> with --set") from None
     for key, value in overrides.items():
         # A field, or a legacy key the config's constructor reads (deepseek_v4: compress_ratios).
         if hasattr(default, key) or f'"{key}"' in source:  # `config` took any key

@@ -86,3 +86,20 @@ def test_a_table_the_default_config_leaves_empty_is_named():
     assert e.value.line().endswith("KeyError: 'full_attention' — config.rope_parameters has no 'full_attention' entry "
                                    "in this config (it is empty); give it with --set rope_parameters=VALUE"), \
         e.value.line()
+
+
+def test_set_on_a_type_whose_default_config_fails_its_own_validation_says_it_is_transformers():
+    """gemma4_assistant's default config fails transformers' own validator, so the gallery's dtype=bfloat16 (or
+    any --set) cannot be checked against it: the line says so and quotes transformers."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from archviz.errors import SourceError, one_line
+    from archviz.sources import BuildOptions, build
+
+    with pytest.raises(Exception) as own:
+        CONFIG_MAPPING["gemma4_assistant"]()
+    with pytest.raises(SourceError) as e:
+        build("hf:gemma4_assistant", BuildOptions(overrides=(("dtype", "bfloat16"),)))
+    line = e.value.line()
+    assert "transformers' own default Gemma4AssistantConfig fails its validation" in line, line
+    assert one_line(str(own.value)) in line
