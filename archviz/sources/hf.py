@@ -357,6 +357,19 @@ def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], An
     return unquantized
 
 
+def _sub_config_hint(e: BaseException, config: Any) -> str | None:
+    """For code that reads a field a sub-config lacks (dbrx: `attn_config.rope_theta`, which transformers 5's
+    DbrxAttentionConfig does not have): the --set that gives it, the sub-config as a JSON object."""
+    obj, name = getattr(e, "obj", None), getattr(e, "name", None)
+    if not isinstance(e, AttributeError) or obj is None or obj is config or not isinstance(name, str):
+        return None
+    field = next((k for k, v in vars(config).items() if v is obj), None)
+    if field is None:
+        return None
+    return (f"config.{field} ({type(obj).__name__}) has no field {name!r} in this config; give it with --set "
+            f"'{field}={{\"{name}\": VALUE}}'")
+
+
 def build(spec: str, options: BuildOptions) -> Built:
     import torch
 
@@ -396,8 +409,8 @@ def build(spec: str, options: BuildOptions) -> Built:
         aliases = {k: v for k, v in (getattr(config, "attribute_map", None) or {}).items()
                    if isinstance(k, str) and isinstance(v, str)}
         raise SourceError(f"{spec}: building {cls.__name__} raised {type(e).__name__}: {e}",
-                          hint=unset_field_hint(e, fields, aliases) or "check the config fields; run with --debug "
-                          "for the traceback") from e
+                          hint=unset_field_hint(e, fields, aliases) or _sub_config_hint(e, config) or
+                          "check the config fields; run with --debug for the traceback") from e
     model.eval()
     unquantized = _quantize(model, config, spec, kwargs.get("dtype")) if options.quantized else None
     transformers = _import_transformers()

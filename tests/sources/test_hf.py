@@ -103,3 +103,21 @@ def test_set_on_a_type_whose_default_config_fails_its_own_validation_says_it_is_
     line = e.value.line()
     assert "transformers' own default Gemma4AssistantConfig fails its validation" in line, line
     assert one_line(str(own.value)) in line
+
+
+def test_a_field_a_sub_config_lacks_is_named_with_the_set_that_gives_it():
+    """dbrx's attention reads `attn_config.rope_theta`, which transformers' own DbrxAttentionConfig does not have:
+    the line names the sub-config and the field, and the --set it says builds the model."""
+    from transformers import DbrxConfig
+
+    from archviz.errors import SourceError
+    from archviz.sources import BuildOptions, build
+
+    assert not hasattr(DbrxConfig().attn_config, "rope_theta")
+    with pytest.raises(SourceError) as e:
+        build("hf:dbrx", BuildOptions())
+    line = e.value.line()
+    assert line.endswith("config.attn_config (DbrxAttentionConfig) has no field 'rope_theta' in this config; give it "
+                         "with --set 'attn_config={\"rope_theta\": VALUE}'"), line
+    built = build("hf:dbrx", BuildOptions(overrides=(("attn_config", {"rope_theta": 500000}),)))
+    assert built.model.config.attn_config.rope_theta == 500000
