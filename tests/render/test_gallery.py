@@ -200,6 +200,24 @@ def test_a_second_run_reuses_the_records_cache(gallery_site, monkeypatch, tmp_pa
         assert (tmp_path / "again" / name).read_bytes() == (gallery_site.out / name).read_bytes(), name
 
 
+def test_a_second_run_on_its_output_renders_nothing_again(gallery_site, monkeypatch):
+    """The same gallery written again over its own output: every explorer and the diff page are the previous run's
+    (none rendered), and the site is byte for byte what it was."""
+    from archviz.cli import app
+
+    monkeypatch.setenv("XDG_CACHE_HOME", gallery_site.cache)
+    before = {p: p.read_bytes() for p in sorted(gallery_site.out.rglob("*")) if p.is_file()}
+    r = CliRunner().invoke(app, [*gallery_site.args, "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    built = ["deepseek_v2", "deepseek_v3", "gemma2", "llama", "mistral"]
+    assert (out["rendered"], out["reused"]) == (0, len(built))
+    diffs = sorted(gallery_site.out.glob("diff-*.html"))
+    assert "diff-llama--mistral.html" in [p.name for p in diffs]  # a pair transformers derives
+    assert (out["diffs_rendered"], out["diffs_reused"]) == (0, len(diffs))
+    assert {p: p.read_bytes() for p in sorted(gallery_site.out.rglob("*")) if p.is_file()} == before
+
+
 @pytest.mark.parametrize("args, says", [
     (["--transformers", "llama,nosuchtype"], "nosuchtype is not a model type"),
     ([], "no models"),
