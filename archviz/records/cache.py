@@ -20,6 +20,10 @@ the cache folder, renamed into place: a killed write leaves no entry, and two ru
 succeed (the last rename wins; both wrote the same records). The folder is bounded: at most :data:`MAX_ENTRIES`
 entries and :data:`MAX_BYTES` bytes, the least recently used removed first.
 
+Beside the entries, a command may keep one *side file* per purpose (:func:`write_side`, :func:`read_side`; the
+:data:`MAX_SIDE` newest kept): `archviz gallery` keeps there, per output folder, which pages it wrote from which
+records, so that its next run renders only what changed (archviz.render.site.gallery_reuse).
+
 ``ARCHVIZ_NO_CACHE=1`` (or a command's ``--no-cache``) skips the cache: nothing is read or written.
 ``ARCHVIZ_CACHE_ENTRIES=N`` keeps N entries (bytes in proportion) where N is above the bound: `archviz gallery` sets
 it to hold every model it counts.
