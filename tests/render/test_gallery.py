@@ -218,6 +218,36 @@ def test_a_second_run_on_its_output_renders_nothing_again(gallery_site, monkeypa
     assert {p: p.read_bytes() for p in sorted(gallery_site.out.rglob("*")) if p.is_file()} == before
 
 
+def test_a_changed_model_renders_its_pages_and_its_diff_again(gallery_site, monkeypatch, tmp_path):
+    """llama and mistral (records from the gallery's cache), then mistral with a third layer: mistral's explorer and
+    the llama → mistral diff page are rendered again, llama's explorer is kept as it was."""
+    from archviz.cli import app
+
+    monkeypatch.setenv("XDG_CACHE_HOME", gallery_site.cache)
+    out = tmp_path / "site"
+
+    def run(sets: dict) -> dict:
+        path = tmp_path / "sets.json"
+        path.write_text(json.dumps(sets))
+        r = CliRunner().invoke(app, ["gallery", "--transformers", "llama,mistral", "--sets", str(path), "--jobs", "1",
+                                     "--json", "-o", str(out)], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    def files(slug: str) -> dict:
+        return {p.relative_to(out): p.read_bytes() for p in sorted((out / slug).rglob("*")) if p.is_file()}
+
+    first = run({t: SETS[t] for t in ("llama", "mistral")})
+    assert (first["rendered"], first["diffs_rendered"]) == (2, 1)
+    llama, diff = files("llama"), (out / "diff-llama--mistral.html").read_bytes()
+    again = run({"llama": SETS["llama"], "mistral": {**SETS["mistral"], "num_hidden_layers": 3}})
+    assert (again["rendered"], again["reused"], again["diffs_rendered"], again["diffs_reused"]) == (1, 1, 1, 0)
+    assert files("llama") == llama
+    assert (out / "diff-llama--mistral.html").read_bytes() != diff
+    _, rows = table(out / "index.html", "gallery")
+    assert _value(rows["mistral"]["layers"]) == 3
+
+
 @pytest.mark.parametrize("args, says", [
     (["--transformers", "llama,nosuchtype"], "nosuchtype is not a model type"),
     ([], "no models"),
