@@ -103,7 +103,7 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
         sets_, _, seq = chosen[i]
         hit = from_cache(source, sets_, seq, known, timeout if n > 1 else None) if use_cache else None
         if hit is not None:
-            results[i] = {"record": hit[0], "failures": hit[1], "cached": True}
+            results[i] = {"record": hit[0], "failures": hit[1], "digest": hit[2], "cached": True}
         else:
             todo.append((i, source, sets_, seq))
     kept = os.environ.get("ARCHVIZ_CACHE_ENTRIES")
@@ -121,6 +121,8 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
 
 def _count(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool, timeout: float,
            results: dict[int, dict[str, Any]]) -> None:
+    if not todo:
+        return  # every model read from the records cache: no worker started (torch is not imported)
     with progress_bar("counting models") as cb:
         if n <= 1:
             from .gallery_work import run_one
@@ -180,28 +182,29 @@ def gallery(
         check_target(output)  # a folder that is not a site fails before an hour of builds
         n = jobs or os.cpu_count() or 1
         results = _run([(k, s, per_model.get(k, [])) for k, s in models], n, not no_cache, timeout)
-        from ..records import loads
-        from ..render.site.gallery import Entry, render_gallery
-
-        entries = []
-        for (key, _), res in zip(models, results):
-            record = res.get("record") or (loads(res["records"]) if res.get("records") else None)
-            e = Entry(key, record, res["dtype"], res["sets"], list(res["failures"]))
-            if record is not None:
-                e.record = _finish(e, checkpoints.get(key))
-            entries.append(e)
+        entries = _entries(models, results, checkpoints)
         made = _compared(entries, named, bool(derived and transformers))
         what = "transformers' default configs" if transformers else "their configs"
+        from ..render.site.gallery import render_gallery
+        from ..render.site.gallery_reuse import Reuse, basis
+        from ..render.site.templates import templates_folder
+
+        reuse = Reuse(output, basis(templates_folder())) if not no_cache else None
         with progress_bar("rendering pages"):
-            files = render_gallery(entries, made, defaults=what)
+            files = render_gallery(entries, made, defaults=what, reuse=reuse)
         from ..render.site import write_site
 
         write_site(files, output)
+        if reuse is not None:
+            reuse.save()  # after the site is in place: the next run reuses only what this one wrote
         from ..render.site.gallery import coverage_counts
 
         counts = coverage_counts(entries)
+        pages = {"rendered": reuse.rendered if reuse else counts["indexed"], "reused": reuse.reused if reuse else 0,
+                 "diffs_rendered": reuse.pages_rendered if reuse else sum(1 for k in files if k.startswith("diff-")),
+                 "diffs_reused": reuse.pages_reused if reuse else 0}
         if json_:
-            emit_json({"output": output, **counts, "pairs": len(made),
+            emit_json({"output": output, **counts, "pairs": len(made), **pages,
                        "failures": [{"model": e.key, **e.failures[0]} for e in entries if e.failures]})
         else:
             kept = sum(1 for r in results if r.get("cached") and r["failures"])
@@ -209,7 +212,10 @@ def gallery(
                       f"failed, {counts['partial']} with figures missing) to {output}/ — open "
                       f"{os.path.join(output, 'index.html')}; coverage.html says why"
                       + (f"; {kept} failures were read from the records cache, nothing having changed (--no-cache "
-                         "tries them again)" if kept else ""), highlight=False, markup=False)
+                         "tries them again)" if kept else "")
+                      + (f"; the pages of {pages['reused']} models and {pages['diffs_reused']} diffs were unchanged "
+                         "since the last run, and kept" if pages["reused"] or pages["diffs_reused"] else ""),
+                      highlight=False, markup=False)
         if not counts["indexed"]:
             raise typer.Exit(1)
 
@@ -245,6 +251,28 @@ def _models(sources: list[str] | None, transformers: str | None, named: list[str
     return models
 
 
+def _entries(models: list[tuple[str, str]], results: list[dict[str, Any]], checkpoints: dict[str, str]
+             ) -> list[Any]:
+    """Each model's gallery entry: its records (read, grouped, compared with its checkpoint) and the sha256 of its
+    records as cached, by which its pages are kept (none with a checkpoint: its verdict is not in the records)."""
+    import hashlib
+
+    from ..records import loads
+    from ..render.site.gallery import Entry
+
+    entries = []
+    for (key, _), res in zip(models, results):
+        record = res.get("record") or (loads(res["records"]) if res.get("records") else None)
+        digest = res.get("digest") or (hashlib.sha256(res["records"].encode()).hexdigest()
+                                       if res.get("records") else None)
+        e = Entry(key, record, res["dtype"], res["sets"], list(res["failures"]),
+                  digest=None if key in checkpoints else digest)
+        if record is not None:
+            e.record = _finish(e, checkpoints.get(key))
+        entries.append(e)
+    return entries
+
+
 def _compared(entries: list[Any], named: list[tuple[str, str]], derived: bool) -> list[Any]:
     """The compare pages: the --pairs, and (`derived`) each transformers type beside the one it derives from; of
     models that were built."""
@@ -255,7 +283,7 @@ def _compared(entries: list[Any], named: list[tuple[str, str]], derived: bool) -
     if derived:
         want += [(a, b, f"transformers derives {b} from {a}")
                  for a, b in _derived([e.key for e in entries if e.key in built]) if (a, b) not in named]
-    return [Pair(a, b, why, _diff(built[a], built[b], a, b)) for a, b, why in want if a in built and b in built]
+    return [Pair(a, b, why, _diff_of(built[a], built[b], a, b)) for a, b, why in want if a in built and b in built]
 
 
 def _finish(e: Any, checkpoint: str | None) -> Any:
@@ -276,11 +304,15 @@ def _finish(e: Any, checkpoint: str | None) -> Any:
     return record
 
 
-def _diff(a: Any, b: Any, spec_a: str, spec_b: str) -> Any:
-    from ..diff import diff as diff_records
-    from .diff import _live_renames
+def _diff_of(a: Any, b: Any, spec_a: str, spec_b: str) -> Any:
+    """A function making the diff of two records (called only where the gallery does not reuse the diff page)."""
 
-    return diff_records(a, b, renames=_live_renames(a, b), spec_a=spec_a, spec_b=spec_b)
+    def made() -> Any:
+        from ..diff import diff as diff_records
+        from .diff import _live_renames
+
+        return diff_records(a, b, renames=_live_renames(a, b), spec_a=spec_a, spec_b=spec_b)
+    return made
 
 
 __all__ = ["gallery"]

@@ -112,10 +112,11 @@ FAILED = "gallery-failed"  # the records-cache kind of a model whose build or wa
 
 
 def from_cache(source: str, sets: list[str], seq: int, versions: dict[str, str] | None = None,
-               timeout: float | None = None) -> tuple[Any, list[dict[str, str]]] | None:
-    """(records, failures) of run_one(source, sets) if the records cache holds them (nothing built, torch not
-    imported): the cost run's records, or those of a run that failed after the build, with its failures, or None
-    and the failures of a build that failed (one that timed out only if `timeout` is no longer); else None.
+               timeout: float | None = None) -> tuple[Any, list[dict[str, str]], str | None] | None:
+    """(records, failures, digest) of run_one(source, sets) if the records cache holds them (nothing built, torch
+    not imported): the cost run's records, or those of a run that failed after the build, with its failures and
+    the sha256 of the records as cached, or None, the failures of a build that failed (one that timed out only if
+    `timeout` is no longer) and None; else None.
     `versions`: archviz.records.cache.versions(), read once by a caller looking up many models (it hashes archviz's own
     files)."""
     from ..pipeline.cached import cache_key
@@ -128,12 +129,12 @@ def from_cache(source: str, sets: list[str], seq: int, versions: dict[str, str] 
     for kind in ("cost", PARTIAL, FAILED):
         found = rc.lookup(cache_key(kind, source, key, versions=versions)[0])
         if found.record is not None:
-            return found.record, list((found.record.extra("gallery") or {}).get("failures") or [])
+            return found.record, list((found.record.extra("gallery") or {}).get("failures") or []), found.digest
         if found.failures is not None and kind == FAILED:
             waited = (found.failures[0] if found.failures else {}).get("timeout")
             if waited is not None and timeout is not None and timeout > waited:
                 return None
-            return None, found.failures
+            return None, found.failures, None
     return None
 
 

@@ -20,6 +20,10 @@ the cache folder, renamed into place: a killed write leaves no entry, and two ru
 succeed (the last rename wins; both wrote the same records). The folder is bounded: at most :data:`MAX_ENTRIES`
 entries and :data:`MAX_BYTES` bytes, the least recently used removed first.
 
+Beside the entries, a command may keep one *side file* per purpose (:func:`write_side`, :func:`read_side`; the
+:data:`MAX_SIDE` newest kept): `archviz gallery` keeps there, per output folder, which pages it wrote from which
+records, so that its next run renders only what changed (archviz.render.site.gallery_reuse).
+
 ``ARCHVIZ_NO_CACHE=1`` (or a command's ``--no-cache``) skips the cache: nothing is read or written.
 ``ARCHVIZ_CACHE_ENTRIES=N`` keeps N entries (bytes in proportion) where N is above the bound: `archviz gallery` sets
 it to hold every model it counts.
@@ -41,8 +45,8 @@ from ..gcpause import collector_paused
 from ..files.outputs import write_file
 
 __all__ = ["FORMAT", "MAX_BYTES", "MAX_ENTRIES", "Lookup", "cache_dir", "disabled", "entry_path", "key_id",
-           "limits", "lookup", "make_key", "new_code_files", "record_files", "sha256_file", "source_files", "store",
-           "store_failure", "traceback_files", "versions"]
+           "limits", "lookup", "make_key", "new_code_files", "read_side", "record_files", "sha256_file", "source_files",
+           "store", "store_failure", "traceback_files", "versions", "write_side"]
 
 FORMAT = "archviz.cache/1"
 MAX_ENTRIES = 32  # entries kept; the least recently used go first
@@ -228,13 +232,15 @@ def traceback_files(error: BaseException) -> list[str]:
 
 class Lookup:
     """What a lookup found: `record` (None on a miss), `failures` (an entry of store_failure's: the build failed
-    with nothing since changed), and `note` (an entry there but unreadable: say it once)."""
+    with nothing since changed), `note` (an entry there but unreadable: say it once), and `digest` (with a record:
+    the sha256 of the records as the entry holds them, which identifies them to a caller keeping what it made of
+    them, as `archviz gallery` keeps its pages)."""
 
-    __slots__ = ("record", "note", "path", "failures")
+    __slots__ = ("record", "note", "path", "failures", "digest")
 
     def __init__(self, record: Any = None, note: str | None = None, path: str | None = None,
-                 failures: list[Any] | None = None) -> None:
-        self.record, self.note, self.path, self.failures = record, note, path, failures
+                 failures: list[Any] | None = None, digest: str | None = None) -> None:
+        self.record, self.note, self.path, self.failures, self.digest = record, note, path, failures, digest
 
 
 def _remove(path: str) -> None:
@@ -285,7 +291,7 @@ def lookup(key: Mapping[str, Any]) -> Lookup:
         os.utime(path)  # least recently used goes first
     except OSError:
         pass
-    return Lookup(record=record, path=path)
+    return Lookup(record=record, path=path, digest=header["records_sha256"])
 
 
 def _ensure_dir() -> str:
@@ -344,15 +350,15 @@ def limits() -> tuple[int, int]:
     return n, MAX_BYTES // MAX_ENTRIES * n
 
 
-def evict(folder: str, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
-    """Keep the newest entries within both bounds; remove the rest."""
+def evict(folder: str, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES, suffix: str = _SUFFIX) -> None:
+    """Keep the newest entries (files ending in `suffix`) within both bounds; remove the rest."""
     entries = []
     try:
         names = os.listdir(folder)
     except OSError:
         return
     for name in names:
-        if name.endswith(_SUFFIX):
+        if name.endswith(suffix):
             try:
                 st = os.lstat(os.path.join(folder, name))
             except OSError:
@@ -364,3 +370,42 @@ def evict(folder: str, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTE
         total += size
         if i >= max_entries or total > max_bytes:
             _remove(os.path.join(folder, name))
+
+
+_SIDE = ".state"
+MAX_SIDE = 8  # side files kept, the least recently written removed first
+_MAX_SIDE_BYTES = 64 << 20
+
+
+def _side_path(name: str) -> str:
+    return os.path.join(cache_dir(), hashlib.sha256(name.encode()).hexdigest()[:40] + _SIDE)
+
+
+def read_side(name: str) -> bytes | None:
+    """The side file `name` of the cache folder, or None (none, unreadable, not a regular file, too big): the state
+    a command keeps beside the entries, such as what `archviz gallery` wrote to an output folder. None while the
+    cache is disabled."""
+    if disabled():
+        return None
+    from ..files.safeio import read_regular
+
+    try:
+        return read_regular(_side_path(name), max_bytes=_MAX_SIDE_BYTES, what="cache side file")
+    except (ArchvizError, OSError):
+        return None
+
+
+def write_side(name: str, data: bytes) -> str | None:
+    """Write the side file `name` (atomically, mode 0600; the :data:`MAX_SIDE` newest kept). Returns a note when it
+    could not be written, else None; nothing while the cache is disabled."""
+    if disabled() or len(data) > _MAX_SIDE_BYTES:
+        return None
+    try:
+        folder = _ensure_dir()
+        write_file(_side_path(name), data, flag="records cache", mode=0o600)
+        evict(folder, MAX_SIDE, MAX_SIDE * _MAX_SIDE_BYTES, suffix=_SIDE)
+    except ArchvizError as e:
+        return f"records cache not written ({e.message})"
+    except OSError as e:
+        return f"records cache not written ({e.strerror or e})"
+    return None

@@ -5,6 +5,7 @@ its modular source files (parsed, never imported); builds nothing."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from collections import Counter
 from typing import Any
@@ -33,6 +34,7 @@ def model_types(which: str) -> list[str]:
     return list(dict.fromkeys(asked))
 
 
+@functools.lru_cache(maxsize=1)
 def _module_dirs() -> dict[str, str]:
     """transformers' models/ folder name -> model type."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name

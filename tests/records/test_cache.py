@@ -357,3 +357,21 @@ def test_archviz_own_code_is_the_whole_package():
     gallery = os.path.join(package, "cli", "gallery.py")
     assert os.path.isfile(gallery) and cache._own_code([gallery]) == []
     assert cache._own_code([str(Path(__file__).parent / "fixtures" / "gallerycache" / "fine_model.py")])
+
+
+def test_side_files_are_private_bounded_and_not_entries(monkeypatch):
+    """A side file (the gallery's state per output folder) is read back as written, mode 0600, is no entry (the
+    entries' bound does not count it), the MAX_SIDE newest are kept, and none is read or written with the cache off."""
+    for i in range(cache.MAX_SIDE + 2):
+        assert cache.write_side(f"side {i}", f"state {i}".encode()) is None
+        side = [p for p in Path(cache.cache_dir()).iterdir() if p.name.endswith(".state")]
+        newest = max(side, key=lambda p: p.stat().st_mtime_ns)
+        os.utime(newest, ns=(i * 10**9, i * 10**9))  # written at time i
+    assert not entries()
+    side = [p for p in Path(cache.cache_dir()).iterdir() if p.name.endswith(".state")]
+    assert len(side) == cache.MAX_SIDE and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in side)
+    assert cache.read_side("side 0") is None and cache.read_side("side 1") is None  # the oldest went first
+    assert cache.read_side(f"side {cache.MAX_SIDE + 1}") == f"state {cache.MAX_SIDE + 1}".encode()
+    monkeypatch.setenv("ARCHVIZ_NO_CACHE", "1")
+    assert cache.read_side(f"side {cache.MAX_SIDE + 1}") is None
+    assert cache.write_side("side off", b"x") is None and cache.read_side("side off") is None

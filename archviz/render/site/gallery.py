@@ -25,7 +25,8 @@ from ...records import ModelRecord
 from ..cost import _ratio as ratio
 from .code import js_json
 from .gallery_rows import COLUMNS, model_row
-from .templates import environment, templates_folder
+from .gallery_reuse import Reuse
+from .templates import environment, static_files, templates_folder
 from .write import MARKER, marker_bytes
 
 @dataclass
@@ -39,6 +40,7 @@ class Entry:
     sets: Sequence[str] = ()
     failures: list[dict[str, str]] = field(default_factory=list)
     parent: str | None = None
+    digest: str | None = None  # the sha256 of its records as cached: its pages are kept for the next run by it
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Pair:
     a: str  # entry keys
     b: str
     why: str  # "--pairs", or "transformers derives b from a"
-    diff: Any = None  # the ModelDiff, for the full diff page
+    diff: Any = None  # the ModelDiff, or a function making it (called where the page is not reused): the diff page
 
 
 def _anchor(key: str) -> str:
@@ -55,21 +57,21 @@ def _anchor(key: str) -> str:
     return "m-" + SAFE_NAME.sub("-", key)
 
 
-def _render_explorers(entries: list[Entry]) -> dict[str, bytes]:
-    """The explorers of every built entry, in one site; an entry whose pages cannot be rendered is moved to the
-    coverage page (stage render) and the rest rendered again."""
+def _render_explorers(todo: list[tuple[Entry, str]], folder: str) -> dict[str, bytes]:
+    """The explorers of the (entry, slug) in `todo`, in one site; an entry whose pages cannot be rendered is moved to
+    the coverage page (stage render) and the rest rendered again."""
     from .pages import render_site
 
-    built = [e for e in entries if e.record is not None]
-    if not built:
+    todo = [(e, slug) for e, slug in todo if e.record is not None]
+    if not todo:
         return {}
     try:
-        return render_site([e.record for e in built])
+        return render_site([e.record for e, _ in todo], slugs=[slug for _, slug in todo], templates=folder)
     except Exception:  # noqa: BLE001 - find which model's pages fail, one at a time
         failed = 0
-        for e in built:
+        for e, slug in todo:
             try:
-                render_site([e.record])
+                render_site([e.record], slugs=[slug], templates=folder)
             except Exception as x:  # noqa: BLE001
                 why = x.line() if isinstance(x, ArchvizError) else f"{type(x).__name__}: {x}"
                 e.failures.append({"stage": "render", "reason": why.splitlines()[0][:400] if why else "failed"})
@@ -77,7 +79,46 @@ def _render_explorers(entries: list[Entry]) -> dict[str, bytes]:
                 failed += 1
         if not failed:  # no model fails alone: the failure is the site's, not a model's
             raise
-        return _render_explorers(entries)
+        return _render_explorers(todo, folder)
+
+
+_SEARCH = "window.ARCHVIZ_SEARCH="
+
+
+def _explorers(built: list[Entry], folder: str, reuse: Reuse | None) -> tuple[dict[str, bytes], list[Entry],
+                                                                             list[str]]:
+    """Every built entry's explorer pages (each model's folder, from the previous run where `reuse` holds them) and
+    the site's search.js; the entries still built after rendering, and their slugs."""
+    from .pages import slug_for
+
+    used: set[str] = set()
+    slugs = {e.key: slug_for(e.record.source.name, used) for e in built}
+    files: dict[str, bytes] = {}
+    search: dict[str, list[Any]] = {}
+    keys = {e.key: reuse.model_key(e, slugs[e.key]) if reuse else None for e in built}
+    todo = []
+    for e in built:
+        kept = reuse.model(keys[e.key]) if reuse else None
+        if kept is None:
+            todo.append((e, slugs[e.key]))
+        else:
+            files.update(kept[0])
+            search[e.key] = kept[1]
+    made = _render_explorers(todo, folder)
+    nodes = json.loads(made["search.js"].decode()[len(_SEARCH):].rstrip().rstrip(";"))["nodes"] if made else []
+    rendered = [e for e, _ in todo if e.record is not None]
+    for i, e in enumerate(rendered):
+        prefix = slugs[e.key] + "/"
+        mine = {rel: data for rel, data in made.items() if rel.startswith(prefix)}
+        search[e.key] = [n[1:] for n in nodes if n[0] == i]
+        files.update(mine)
+        if reuse:
+            reuse.rendered_model(keys[e.key], mine, search[e.key])
+    built = [e for e in built if e.record is not None]
+    files["search.js"] = (_SEARCH + js_json(
+        {"models": [[slugs[e.key], e.record.source.name] for e in built],
+         "nodes": [[i, *n] for i, e in enumerate(built) for n in search[e.key]]}) + ";\n").encode()
+    return files, built, [slugs[e.key] for e in built]
 
 
 def _figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -96,14 +137,13 @@ def coverage_counts(entries: Sequence[Entry]) -> dict[str, int]:
 
 
 def render_gallery(entries: list[Entry], pairs: Sequence[Pair] = (), *, defaults: str = "default configs",
-                   templates: str | None = None) -> dict[str, bytes]:
-    """Every file of the gallery (pure: reads the templates and source files, writes nothing)."""
-    files = _render_explorers(entries)
-    slugs: list[str] = json.loads(files[MARKER])["models"] if files else []
-    files.pop(MARKER, None)
-    files.pop("index.html", None)  # the explorers' own models index: the gallery's table is the index
-    env = environment(templates or templates_folder())
+                   templates: str | None = None, reuse: Reuse | None = None) -> dict[str, bytes]:
+    """Every file of the gallery (pure: reads the templates and source files, and with `reuse` the pages of the
+    previous run it keeps; writes nothing)."""
+    folder = templates or templates_folder()
     built = [e for e in entries if e.record is not None]
+    files, built, slugs = _explorers(built, folder, reuse) if built else ({}, [], [])
+    env = environment(folder)
     rows = []
     for e, slug in zip(built, slugs):
         row = model_row(e.record, key=e.key, slug=slug, dtype_note=e.dtype, failures=e.failures, parent=e.parent)
@@ -120,13 +160,9 @@ def render_gallery(entries: list[Entry], pairs: Sequence[Pair] = (), *, defaults
         if a is None or b is None:
             continue
         name = f"{a['slug']}--{b['slug']}.html"
-        diff = None
-        if p.diff is not None:
-            from .diff import diff_page
-
-            diff = f"diff-{name}"
-            ra, rb = (next(e.record for e in built if e.key == k) for k in (p.a, p.b))
-            files[diff] = diff_page(p.diff, ra, rb, files, [a["slug"], b["slug"]], env).encode()
+        diff = f"diff-{name}" if p.diff is not None else None
+        if diff is not None:
+            files[diff] = _diff_page(p, files, [a["slug"], b["slug"]], env, built, reuse)
         files[f"compare-{name}"] = compare_t.render(**common, page_kind="compare", a=a, b=b, figures=_figures(a, b),
                                                     choose=None, diff=diff, data=None).encode()
         pair_links.append({"a": a["name"], "b": b["name"], "href": f"compare-{name}", "diff": diff, "why": p.why})
@@ -152,12 +188,27 @@ def render_gallery(entries: list[Entry], pairs: Sequence[Pair] = (), *, defaults
         defaults=defaults, checkpoints=any(r["checkpoint"] for r in rows)).encode()
     if "search.js" not in files:  # no model built: the pages still load their script
         files["search.js"] = b'window.ARCHVIZ_SEARCH={"models":[],"nodes":[]};\n'
-    if not any(k.startswith("static/") for k in files):
-        from .templates import static_files
-
-        files.update(static_files(templates or templates_folder()))
+    files.update(static_files(folder))
     files[MARKER] = marker_bytes(files, slugs)
     return files
+
+
+def _diff_page(p: Pair, files: Mapping[str, bytes], slugs: list[str], env: Any, built: list[Entry],
+               reuse: Reuse | None) -> bytes:
+    """A pair's full diff page: the previous run's where `reuse` keeps it for the same two models' pages, else
+    rendered (its diff made now where `p.diff` is a function)."""
+    from .diff import diff_page
+
+    ra, rb = (next(e for e in built if e.key == k) for k in (p.a, p.b))
+    key = reuse.pair_key(reuse.model_key(ra, slugs[0]), reuse.model_key(rb, slugs[1]), slugs) if reuse else None
+    kept = reuse.page(key) if reuse else None
+    if kept is not None and kept[0] == f"diff-{slugs[0]}--{slugs[1]}.html":
+        return kept[1]
+    d = p.diff() if callable(p.diff) else p.diff
+    data = diff_page(d, ra.record, rb.record, files, slugs, env).encode()
+    if reuse:
+        reuse.rendered_page(key, f"diff-{slugs[0]}--{slugs[1]}.html", data)
+    return data
 
 
 __all__ = ["render_gallery", "Entry", "Pair", "coverage_counts"]

@@ -84,7 +84,8 @@ class SiteResult:
     files: int
 
 
-def _slug(name: str, used: set[str]) -> str:
+def slug_for(name: str, used: set[str]) -> str:
+    """A model's folder in a site: its name made safe, numbered where `used` (updated) holds it already."""
     base = SAFE_NAME.sub("-", name.lower()).strip("-.") or "model"
     base = base[:60]
     slug = base
@@ -97,8 +98,10 @@ def _slug(name: str, used: set[str]) -> str:
 
 
 def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, source_url: str | None = None,
-                templates: str | None = None, progress: Progress | None = None) -> dict[str, bytes]:
-    """Every file of the site, by relative path (pure: reads source files, writes nothing)."""
+                templates: str | None = None, progress: Progress | None = None,
+                slugs: Sequence[str] | None = None) -> dict[str, bytes]:
+    """Every file of the site, by relative path (pure: reads source files, writes nothing). `slugs`: each record's
+    folder, where the caller renders part of a larger site (the gallery); else made from the models' names."""
     if not records:
         raise ArchvizError("no models to render", hint="give at least one SOURCE")
     if source_url is not None and "{path}" not in source_url:
@@ -106,7 +109,7 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
                            hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
     env = environment(templates or templates_folder())
     code = CodeBank()
-    models = _model_sites(records, code, source_url, annotations)
+    models = _model_sites(records, code, source_url, annotations, slugs)
 
     files: dict[str, bytes] = {}
     total_pages = sum(len(ms.nodes) for ms in models) + 1
@@ -155,13 +158,13 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
 
 
 def _model_sites(records: Sequence[ModelRecord], code: CodeBank, source_url: str | None,
-                 annotations: Any) -> list[ModelSite]:
-    """One ModelSite per record, each under its own slug, with its annotations and a names file's [descriptions]
-    where no annotation gives one."""
+                 annotations: Any, slugs: Sequence[str] | None = None) -> list[ModelSite]:
+    """One ModelSite per record, each under its own slug (`slugs`, else made), with its annotations and a names
+    file's [descriptions] where no annotation gives one."""
     used: set[str] = set()
     models: list[ModelSite] = []
-    for r in records:
-        slug = _slug(r.source.name, used)
+    for i, r in enumerate(records):
+        slug = slugs[i] if slugs is not None else slug_for(r.source.name, used)
         ms = ModelSite(r, slug, code, source_url, None)
         models.append(ms)
     if annotations is not None:
@@ -218,4 +221,4 @@ def build_site(records: Sequence[ModelRecord], output: str, *, annotations: Any 
     return SiteResult(output=output, pages=pages, bytes=sum(len(v) for v in files.values()), files=len(files))
 
 
-__all__ = ["build_site", "render_site", "SiteResult"]
+__all__ = ["build_site", "render_site", "slug_for", "SiteResult"]
