@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..errors import ShapeError
+from ..errors import FLOAT32_FIX, ShapeError
 from ..gcpause import collector_paused
 from ..input_specs import check_input_specs
 from ..records import Call, CallSite, Flow, FlowFunction, FlowStep, ModelRecord, ModuleRecord
@@ -300,7 +300,7 @@ def _dtype_hint(built: Built, error: BaseException) -> str | None:
         return None
     name = str(dtype).removeprefix("torch.")
     return (f"the model's code mixes its own float32 tensors with the {name} it was built in, which torch refuses on "
-            f"any device: build it in float32 with --set dtype=float32")
+            f"any device: {FLOAT32_FIX}")
 
 
 class _CallNamer:
