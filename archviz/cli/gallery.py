@@ -86,7 +86,7 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
     counted by gallery_work.run_one: in this process with n = 1, else each in a process of its own, n at a time.
     Each result has "dtype" and "sets" (as built), "failures", and "record" or "records" (JSON) unless it failed."""
     from ..records.cache import MAX_ENTRIES, versions
-    from .gallery_work import SEQ, build_choice, failure, float32_instead, from_cache
+    from .gallery_work import SEQ, build_choice, failure, float32_instead, from_cache, shorter_prefill
 
     known = versions() if use_cache else None
 
@@ -115,13 +115,22 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
                                                   MAX_ENTRIES + 2 * len(jobs)))  # every model's entries are kept
     try:
         _count(todo, n, use_cache, timeout, results)
-        todo.clear()  # a second round: the models whose code refused the bfloat16 chosen for them, in float32
+        # a second round for the models whose code refused what was chosen for them: bfloat16 (counted in
+        # float32), or a prefill of the config's max positions (counted at half of it; `first`: their first try)
+        todo.clear()
+        first: dict[int, tuple[tuple[list[str], str, int], dict[str, Any]]] = {}
         for i, (_, source, _) in enumerate(jobs):
-            instead = float32_instead(chosen[i], list(results[i].get("failures") or ()))
+            failed = list(results[i].get("failures") or ())
+            instead = float32_instead(chosen[i], failed)
+            if instead is None and (instead := shorter_prefill(chosen[i], failed)) is not None:
+                first[i] = (chosen[i], results[i])
             if instead is not None:
                 chosen[i] = instead
                 looked_up(i, source)
         _count(todo, n, use_cache, timeout, results)
+        for i, (choice, result) in first.items():
+            if results[i].get("failures"):  # it fails at half the tokens too: the failure at the config's length
+                chosen[i], results[i] = choice, result
     finally:
         if kept is None:
             os.environ.pop("ARCHVIZ_CACHE_ENTRIES", None)

@@ -74,6 +74,17 @@ def float32_instead(chosen: tuple[list[str], str, int], failures: list[dict[str,
             seq)
 
 
+def shorter_prefill(chosen: tuple[list[str], str, int], failures: list[dict[str, str]]
+                    ) -> tuple[list[str], str, int] | None:
+    """The build choice to count a model again with, where its prefill was the config's max positions (fewer than
+    SEQ tokens) and the meta pass died on it: half as many tokens (transformers' ProphetNet takes at most
+    max_position_embeddings - 2; a real run at its max fails too). None otherwise."""
+    sets, said, seq = chosen
+    if seq >= SEQ or seq < 2 or not failures or failures[0].get("stage") != "shapes":
+        return None
+    return sets, said, seq // 2
+
+
 def _options(sets: list[str], seq: int) -> tuple[Any, Any]:
     """The build and cost options of `archviz cost SOURCE --context 32K --seq T --set ...` (archviz/cli/cost.py), so
     one records-cache entry serves both commands."""
@@ -334,7 +345,7 @@ def main(argv: list[str] | None = None) -> None:
     serve(folder, int(n), float(timeout), use_cache)
 
 
-__all__ = ["run_one", "from_cache", "build_choice", "float32_instead", "failure", "serve", "CONTEXT", "main"]
+__all__ = ["run_one", "from_cache", "build_choice", "float32_instead", "shorter_prefill", "failure", "serve", "CONTEXT", "main"]
 
 
 if __name__ == "__main__":

@@ -186,10 +186,10 @@ def test_a_second_run_reuses_the_records_cache(gallery_site, monkeypatch, tmp_pa
     kinds = sorted((k["kind"], k["spec"]) for k in (json.loads(p.read_bytes().split(b"\n", 1)[0])["key"]
                                                     for p in folder.glob("*.records"))
                    if k["kind"] != "records" and k["spec"].startswith("hf:"))  # not another test's models
-    # one entry a model counted (the entry `archviz cost` reads too), deepseek_v2's, whose meta pass failed, and
-    # gemma4_assistant's failed build
+    # one entry a model counted (the entry `archviz cost` reads too), deepseek_v2's two, whose meta pass failed at
+    # its config's 2,048 tokens and again at half of them, and gemma4_assistant's failed build
     assert kinds == sorted([("cost", f"hf:{t}") for t in ("llama", "mistral", "gemma2", "deepseek_v3")] +
-                           [("gallery-partial", "hf:deepseek_v2"), ("gallery-failed", "hf:gemma4_assistant")])
+                           [("gallery-partial", "hf:deepseek_v2")] * 2 + [("gallery-failed", "hf:gemma4_assistant")])
     args = list(gallery_site.args)
     args[args.index("--jobs") + 1] = "1"
     args[-1] = str(tmp_path / "again")
@@ -313,6 +313,43 @@ def test_a_model_whose_code_refuses_bfloat16_is_counted_in_float32(tmp_path, mon
                               for p in folder.glob("*.records")))
     # the bfloat16 try (its failure) and the float32 count, each kept; nothing counted again the second time
     assert entries[0] == entries[1] == ["cost", "gallery-partial"]
+
+
+PROPHETNET_TINY = dict(hidden_size=32, encoder_ffn_dim=64, decoder_ffn_dim=64, num_encoder_layers=1,
+                       num_decoder_layers=1, num_encoder_attention_heads=2, num_decoder_attention_heads=2,
+                       vocab_size=100, max_position_embeddings=64, ngram=2, num_buckets=8, relative_max_distance=16)
+
+
+def test_a_model_that_refuses_its_max_positions_is_counted_at_half(tmp_path, monkeypatch):
+    """The gallery's prefill is the config's max positions where fewer than 4096; transformers' ProphetNet takes at
+    most max_position_embeddings - 2 tokens (a real CPU run at its max raises), so its meta pass dies there: the
+    gallery counts it again at half as many tokens, and its row has the parameters of a real CPU build."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from archviz.cli import app
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    real = AutoModelForCausalLM.from_config(AutoConfig.for_model("prophetnet", **PROPHETNET_TINY))
+    with pytest.raises(IndexError):
+        real(torch.zeros(1, 64, dtype=torch.long))
+    assert real(torch.zeros(1, 32, dtype=torch.long)).logits.shape == (1, 32, 100)
+    sets = tmp_path / "sets.json"
+    sets.write_text(json.dumps({"prophetnet": PROPHETNET_TINY}))
+    r = CliRunner().invoke(app, ["gallery", "--transformers", "prophetnet", "--sets", str(sets), "--jobs", "1", "-o",
+                                 str(tmp_path / "g")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    _, rows = table(tmp_path / "g" / "index.html", "gallery")
+    _, cov = table(tmp_path / "g" / "coverage.html", "coverage")
+    assert cov["m-prophetnet"]["status"][1] == "in the index", cov["m-prophetnet"]
+    assert _value(rows["prophetnet"]["parameters"]) == sum(p.numel() for p in real.parameters())
+    # the first try (at 64 tokens) kept as a failure in the pass, the count at 32 as archviz cost's entry
+    kinds = {}
+    for p in (tmp_path / "cache" / "archviz").glob("*.records"):
+        key = json.loads(p.read_bytes().split(b"\n", 1)[0])["key"]
+        kinds[key["kind"]] = key
+    assert sorted(kinds) == ["cost", "gallery-partial"]
+    assert '"seq": 32' in json.dumps(kinds["cost"]) and '"seq": 64' in json.dumps(kinds["gallery-partial"])
 
 
 def test_checkpoint_verdict_is_checks(tmp_path):
