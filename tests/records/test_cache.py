@@ -5,7 +5,8 @@ rebuilt with one note; concurrent runs both succeed.
 Evidence of a hit is not a timing: the command runs with ``python -X importtime``, which lists every module the
 process imported, and a hit imports neither torch nor transformers (a build cannot happen without them). A run whose
 outcome the cache folder shows runs in this process (`here`): a miss writes its entry (new bytes), a hit only
-refreshes the entry's time, and a run with the cache off neither reads nor writes it.
+refreshes the entry's time, and a run with the cache off neither reads nor writes it but imports the model's code,
+which a hit never does.
 """
 
 from __future__ import annotations
@@ -103,14 +104,20 @@ def here(archviz_cli, monkeypatch):
         for name in [n for n in sys.modules if n.split(".")[0] == "cachedpkg"]:
             del sys.modules[name]
 
-    def here(*args: object, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    def here(*args: object, pythonpath: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+        """The run, and whether it imported the model's code (`built`: a build must, a hit does not)."""
         forget()
         # PYTHONPATH as `run` gives it: the key holds it (what a process can import)
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join(str(x) for x in (pythonpath, REPO) if x))
         if pythonpath is not None:
             monkeypatch.syspath_prepend(str(pythonpath))
         try:
-            return archviz_cli(*args)
+            with monkeypatch.context() as m:
+                for k, v in (env or {}).items():
+                    m.setenv(k, v)
+                p = archviz_cli(*args)
+            p.built = any(n.split(".")[0] == "cachedpkg" for n in sys.modules)
+            return p
         finally:
             forget()
     return here
@@ -217,10 +224,10 @@ def test_every_change_misses(pkg, change, here):
     else:
         env = {"ARCHVIZ_NO_CACHE": "1"}
     before, stored = times(), contents()
-    # with the cache off, only the process's imports tell a build; with it on, the entry the build writes does
+    second = here(*args, pythonpath=pkg, env=env)
+    # with the cache off, the model's code imported tells a build; with it on, the entry the build writes does
     off = change.startswith("no-cache")
-    second = run(*args, pythonpath=pkg, env=env) if off else here(*args, pythonpath=pkg)
-    assert built(second) if off else contents() != stored, f"{change}: the cache answered"
+    assert second.built if off else contents() != stored, f"{change}: the cache answered"
     assert summary(second)["parameters"] == _params(width, layers)
     if off:  # skipped: nothing read, nothing written
         assert {p.name: p.stat().st_mtime_ns for p in entries()} == before
