@@ -30,6 +30,11 @@ class ArchvizError(Exception):
         return one_line(f"{self.message} — {self.hint}" if self.hint else self.message)
 
 
+# The end of the line of a meta pass that died on the model's own float32 tensors meeting the 16-bit dtype it was
+# built in (archviz.shapes.trace): `archviz gallery` reads it to count such a model again in float32.
+FLOAT32_FIX = "build it in float32 with --set dtype=float32"
+
+
 def one_line(text: str) -> str:
     """`text` with its line breaks folded: a message may quote a multi-line exception (transformers' config
     validators), and the CLI promises one line; any other control character (an escape sequence in a tensor name

@@ -86,13 +86,22 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
     counted by gallery_work.run_one: in this process with n = 1, else each in a process of its own, n at a time.
     Each result has "dtype" and "sets" (as built), "failures", and "record" or "records" (JSON) unless it failed."""
     from ..records.cache import MAX_ENTRIES, versions
-    from .gallery_work import SEQ, build_choice, failure, from_cache
+    from .gallery_work import SEQ, build_choice, failure, float32_instead, from_cache
 
     known = versions() if use_cache else None
 
     results: dict[int, dict[str, Any]] = {}
     todo: list[tuple[int, str, list[str], int]] = []
     chosen: dict[int, tuple[list[str], str, int]] = {}
+
+    def looked_up(i: int, source: str) -> None:  # the records cache's answer for chosen[i], else counted in `todo`
+        sets_, _, seq = chosen[i]
+        hit = from_cache(source, sets_, seq, known, timeout if n > 1 else None) if use_cache else None
+        if hit is not None:
+            results[i] = {"record": hit[0], "failures": hit[1], "digest": hit[2], "cached": True}
+        else:
+            todo.append((i, source, sets_, seq))
+
     for i, (_, source, sets) in enumerate(jobs):
         try:
             chosen[i] = build_choice(source, list(sets))
@@ -100,16 +109,18 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
             results[i] = {"records": None, "failures": [failure("build", e)]}
             chosen[i] = (list(sets), "—", SEQ)
             continue
-        sets_, _, seq = chosen[i]
-        hit = from_cache(source, sets_, seq, known, timeout if n > 1 else None) if use_cache else None
-        if hit is not None:
-            results[i] = {"record": hit[0], "failures": hit[1], "digest": hit[2], "cached": True}
-        else:
-            todo.append((i, source, sets_, seq))
+        looked_up(i, source)
     kept = os.environ.get("ARCHVIZ_CACHE_ENTRIES")
     os.environ["ARCHVIZ_CACHE_ENTRIES"] = str(max(int(kept or 0) if (kept or "").isdigit() else 0,
-                                                  MAX_ENTRIES + len(jobs)))  # every model's entry is kept
+                                                  MAX_ENTRIES + 2 * len(jobs)))  # every model's entries are kept
     try:
+        _count(todo, n, use_cache, timeout, results)
+        todo.clear()  # a second round: the models whose code refused the bfloat16 chosen for them, in float32
+        for i, (_, source, _) in enumerate(jobs):
+            instead = float32_instead(chosen[i], list(results[i].get("failures") or ()))
+            if instead is not None:
+                chosen[i] = instead
+                looked_up(i, source)
         _count(todo, n, use_cache, timeout, results)
     finally:
         if kept is None:

@@ -26,6 +26,7 @@ from typing import Any, Callable
 import torch
 from torch.utils import flop_counter
 
+from ..shapes.memo import unnumbered
 from .masks import Masks, is_product, is_sdpa
 
 aten = torch.ops.aten
@@ -164,7 +165,8 @@ def module_paths(model: torch.nn.Module) -> dict[int, str]:
 
 
 def _sig(obj: Any, depth: int = 0) -> Any:
-    """The shapes, dtypes and scalars of a call's positional inputs (what the block memo keys on, less kwargs)."""
+    """The shapes, dtypes and scalars of a call's positional inputs (what the block memo keys on, less kwargs and
+    the layer numbers: `unnumbered`)."""
     if isinstance(obj, torch.Tensor):
         return (tuple(obj.shape), obj.dtype)
     if isinstance(obj, (tuple, list)) and depth < 4:
@@ -246,7 +248,8 @@ class FlopCounter:
         first = next((a for a in args if isinstance(a, torch.Tensor)), None) if isinstance(args, tuple) else None
         rows = first.numel() // first.shape[-1] if first is not None and first.dim() and first.shape[-1] else 0
         self.events.append((path, 0, None, rows, 0))
-        self._open.append((path, _sig(args), len(self.events)))
+        keyed = unnumbered(module, args)[0] if isinstance(args, tuple) else args  # as the block memo keys it
+        self._open.append((path, _sig(keyed), len(self.events)))
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
         path = self.paths.get(id(module))

@@ -351,7 +351,13 @@ def _hf_decode(run: _Prefilled, batch: int, lengths: tuple[int, ...],
                 if isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 4096 and step % x:
                     step = step * x // math.gcd(step, x)
     t1 = t0 + step
-    caches = [DynamicCache(config=cfg), DynamicCache(config=cfg)]
+    try:
+        caches = [DynamicCache(config=cfg), DynamicCache(config=cfg)]
+    except Exception as e:  # noqa: BLE001 - transformers' own cache code, on the model's config
+        raise ShapeError(f"transformers cannot make {type(model).__name__}'s cache: DynamicCache(config="
+                         f"{type(cfg).__name__}) raised {type(e).__name__}: {str(e)[:200]}",
+                         hint="the model's forward makes its cache so when use_cache is on, and fails the same: "
+                         "no decode or KV cache figures (archviz walk --shapes traces the prefill)") from e
     say(f"filling the model's cache on meta ({t0} and {t1} tokens)")
 
     def fill(cache: Any, n: int) -> Callable[[], tuple[tuple, dict]]:

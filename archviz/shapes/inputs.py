@@ -97,7 +97,8 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
                 return (), {"pixel_values": torch.zeros((B, *image[0]), dtype=torch.float32, device="meta")}
             raise ShapeError(f"{type(model).__name__}.forward takes no token ids (its first input is {first})",
                              hint=f"give its inputs with --input, e.g. --input {first}={_input_example(built, first)}")
-        kwargs: dict[str, Any] = {"input_ids": ids}
+        rows = _ids_rows_per_sequence(model)
+        kwargs: dict[str, Any] = {"input_ids": ids if rows == 1 else ids.new_zeros((B * rows, T))}
         if "use_cache" in names:
             kwargs["use_cache"] = False
         return (), kwargs
@@ -113,6 +114,17 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
         kwargs["start_pos"] = 0
     kwargs.update(sequence_lengths(model, B, T, built.tokens_1d))
     return tuple(args), kwargs
+
+
+_IDS_SHAPE = re.compile(r"\binput_ids \(`[^`]*` of shape `\(batch_size \* (\w+), sequence_length\)`")
+
+
+def _ids_rows_per_sequence(model: Any) -> int:
+    """Rows of token ids a sequence takes, as the forward's docstring gives input_ids' shape: `(batch_size *
+    num_codebooks, sequence_length)` (MusicgenForCausalLM: one row per codebook, from the config), else 1."""
+    m = _IDS_SHAPE.search(getattr(model.forward, "__doc__", None) or "")
+    n = getattr(getattr(model, "config", None), m.group(1), None) if m else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
 
 
 def sequence_lengths(model: Any, B: int, T: int, tokens_1d: bool) -> dict[str, list[int]]:

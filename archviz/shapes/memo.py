@@ -4,6 +4,7 @@ shapes (pure functions of their input shapes), and their records copied with the
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import linecache
 import operator
 from typing import Any, Callable
@@ -95,6 +96,44 @@ def _kinds(record: ModelRecord) -> dict[str, int]:
     return {t: tree[t] for t in targets}
 
 
+# Parameters of a block's forward that pass it the layer number (zamba's `layer(h, original, layer_idx, ...)`);
+# the bare "idx" / "index" are not among them, being as often a position or a tensor of ids as a layer's number.
+_NUMBER_ARGS = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "layer_num", "block_idx",
+                          "block_id", "block_index"})
+_NUMBERED: dict[type, tuple[frozenset[int], frozenset[str]]] = {}
+
+
+def _number_arguments(cls: type) -> tuple[frozenset[int], frozenset[str]]:
+    """(positions after self, names) of `cls.forward`'s parameters named as a layer number (`_NUMBER_ARGS`: zamba's
+    layers take `layer_idx` as an argument): the number a layer is called with is no more part of its kind than the
+    one it holds, so two layers alike but for it are answered from one. Empty where the signature is unknown."""
+    found = _NUMBERED.get(cls)
+    if found is None:
+        try:
+            params = list(inspect.signature(cls.forward).parameters.values())[1:]  # type: ignore[attr-defined]
+        except (TypeError, ValueError, AttributeError):
+            params = []
+        named = [p for p in params if p.name in _NUMBER_ARGS and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        found = _NUMBERED[cls] = (frozenset(params.index(p) for p in named if p.kind is p.POSITIONAL_OR_KEYWORD),
+                                  frozenset(p.name for p in named))
+    return found
+
+
+def unnumbered(module: Any, args: tuple, kwargs: dict | None = None) -> tuple[tuple, dict | None]:
+    """A block's call (args, kwargs) as the memo keys it: the layer numbers among them (ints passed to a parameter
+    `_number_arguments` names) left out; anything else there is kept. archviz.cost keys its FLOPs runs the same."""
+    positions, names = _number_arguments(type(module))
+    if positions:
+        args = tuple(None if i in positions and _is_number(v) else v for i, v in enumerate(args))
+    if names and kwargs:
+        kwargs = {k: v for k, v in kwargs.items() if not (k in names and _is_number(v))}
+    return args, kwargs
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 class BlockMemo:
     """Repeated blocks (decoder layers, MoE blocks, routed experts) are taken as pure functions of their inputs'
     shapes: once one has run for given input shapes, every other of the same kind -- same classes, tensors and
@@ -139,9 +178,10 @@ class BlockMemo:
     def _shim(self, path: str, forward: Callable[..., Any], caches: CacheMemo) -> Callable[..., Any]:
         def memoized(*args: Any, **kwargs: Any) -> Any:
             try:
+                bare, bare_kw = unnumbered(caches.module, args, kwargs)
                 # a transformers cache in the kwargs is keyed by the state of the block's own cache layer
-                kw, cache = caches.key(kwargs)
-                key = (self.kind[path], memo_key(args), kw)
+                kw, cache = caches.key(bare_kw or {})
+                key = (self.kind[path], memo_key(bare), kw)
             except Uncacheable:
                 return forward(*args, **kwargs)
             hit = self.memo.get(key)

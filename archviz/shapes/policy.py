@@ -96,6 +96,8 @@ def output_spec(out: Any) -> Any:
         parts = [output_spec(o) for o in out]
         if any(p is None for p in parts):
             return None
+        if isinstance(out, tuple) and type(out) is not tuple:  # a namedtuple (reformer's ReformerOutput): read by name
+            return ("named", type(out), tuple(parts)) if hasattr(type(out), "_fields") else None
         return ("tuple" if isinstance(out, tuple) else "list", tuple(parts))
     return None
 
@@ -105,6 +107,8 @@ def rebuild_output(spec: Any) -> Any:
         return torch.empty_strided(spec[1], spec[2], dtype=spec[3], device="meta")
     if spec[0] == "none":
         return None
+    if spec[0] == "named":
+        return spec[1](*(rebuild_output(p) for p in spec[2]))
     parts = [rebuild_output(p) for p in spec[1]]
     return tuple(parts) if spec[0] == "tuple" else parts
 

@@ -32,12 +32,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 import os
+import re
 from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 import torch
 
-from ..errors import ShapeError
+from ..errors import FLOAT32_FIX, ShapeError
 from ..gcpause import collector_paused
 from ..input_specs import check_input_specs
 from ..records import Call, CallSite, Flow, FlowFunction, FlowStep, ModelRecord, ModuleRecord
@@ -276,8 +277,30 @@ def _pass_error(built: Built, tracer: Tracer, error: BaseException, kwargs: dict
                             "the pass ran in training mode (--train): drop --train to trace eval mode, or give "
                             "inputs whose batch statistics exist (a batch above 1)") or
                       missing_input_hint(built, kwargs, error) or none_hint(error, built) or
+                      _dtype_hint(built, error) or
                       "give a missing forward input with --input name=B,T (repeatable)" +
                       (_arguments_hint(built, input_specs) or "") + ", run with --debug for the traceback")
+
+
+# What torch says when two operands of one op differ in dtype (matmul, addmm, index_put, sdpa...).
+_MIXED_DTYPES = re.compile(r"expected scalar type \S+ but found|to have the same dtype|same dtype, but got|"
+                           r"dtype mismatch|must have the same dtype")
+
+
+def _dtype_hint(built: Built, error: BaseException) -> str | None:
+    """For a pass that died on two dtypes meeting in one op, in a model built in a 16-bit dtype (some of its weights
+    at least): its code makes tensors of its own in float32 (states, positions, `torch.FloatTensor` weights) and
+    multiplies them with the 16-bit ones, which torch refuses
+    on any device (transformers' xLSTM without its cache, XLNet's relative positions): the fix is to build it in
+    float32."""
+    if not isinstance(error, RuntimeError) or not _MIXED_DTYPES.search(str(error)):
+        return None
+    dtype = next((p.dtype for p in built.model.parameters() if p.dtype in (torch.bfloat16, torch.float16)), None)
+    if dtype is None:
+        return None
+    name = str(dtype).removeprefix("torch.")
+    return (f"the model's code mixes its own float32 tensors with the {name} it was built in, which torch refuses on "
+            f"any device: {FLOAT32_FIX}")
 
 
 class _CallNamer:

@@ -11,7 +11,7 @@ import sys
 import warnings
 from typing import Any, Callable, Iterator
 
-from ..errors import SourceError
+from ..errors import SourceError, one_line
 from ..records.recordcheck import refused_as, want_str
 from .options import BuildOptions, Built, _versions, read_json_config, shown, suggest
 
@@ -169,9 +169,10 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
         else:
             text_source = _source(type(text_default)) if text_default is not None else ""
     except Exception as e:  # noqa: BLE001 - transformers' own default fails its validators (gemma4_assistant)
-        raise SourceError(f"--set: transformers cannot build a default {config_class.__name__} to check the keys "
-                          f"against: {e}", hint="write the fields into a config.json and give its path as the source, "
-                          "instead of hf:<type> with --set") from None
+        raise SourceError(f"--set: transformers' own default {config_class.__name__} fails its validation, so no "
+                          f"key can be checked against it (transformers': {one_line(str(e))})",
+                          hint="write the fields into a config.json, the ones it names fixed, and give its path as the "
+                          "source instead of hf:<type> with --set") from None
     for key, value in overrides.items():
         # A field, or a legacy key the config's constructor reads (deepseek_v4: compress_ratios).
         if hasattr(default, key) or f'"{key}"' in source:  # `config` took any key
@@ -187,12 +188,20 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
 
 def _config_for(cls: Any, config: Any) -> Any:
     """The config `cls` is built from. A causal LM of a composite model (Qwen3.5, Llama 4) takes the text config, as
-    transformers' AutoModelForCausalLM.from_config does; the parent's quantization_config goes with it."""
+    transformers' AutoModelForCausalLM.from_config does; one whose config class is another sub-config of the
+    composite takes that one (MusicgenForCausalLM: the `decoder` of a MusicgenConfig, where from_config gives it the
+    whole and dies on a missing field). The parent's quantization_config goes with it."""
     want = getattr(cls, "config_class", None)
-    text_class = (getattr(config, "sub_configs", None) or {}).get("text_config")
-    if want is None or text_class is None or want is not text_class or isinstance(config, want):
+    subs = getattr(config, "sub_configs", None) or {}
+    if want is None or isinstance(config, want):
         return config
-    text = config.get_text_config()
+    if subs.get("text_config") is want:
+        text = config.get_text_config()
+    else:
+        names = [k for k, v in subs.items() if v is want and isinstance(getattr(config, k, None), want)]
+        if len(names) != 1:
+            return config
+        text = getattr(config, names[0])
     quant = getattr(config, "quantization_config", None)
     if quant is not None:
         text.quantization_config = quant
@@ -348,6 +357,19 @@ def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], An
     return unquantized
 
 
+def _sub_config_hint(e: BaseException, config: Any) -> str | None:
+    """For code that reads a field a sub-config lacks (dbrx: `attn_config.rope_theta`, which transformers 5's
+    DbrxAttentionConfig does not have): the --set that gives it, the sub-config as a JSON object."""
+    obj, name = getattr(e, "obj", None), getattr(e, "name", None)
+    if not isinstance(e, AttributeError) or obj is None or obj is config or not isinstance(name, str):
+        return None
+    field = next((k for k, v in vars(config).items() if v is obj), None)
+    if field is None:
+        return None
+    return (f"config.{field} ({type(obj).__name__}) has no field {name!r} in this config; give it with --set "
+            f"'{field}={{\"{name}\": VALUE}}'")
+
+
 def build(spec: str, options: BuildOptions) -> Built:
     import torch
 
@@ -384,9 +406,11 @@ def build(spec: str, options: BuildOptions) -> Built:
             raise SourceError(f"{spec}: {cls.__name__} insists on CUDA: {e}",
                               hint="archviz builds on the meta device") from None
         fields = {k: v for k, v in config.to_dict().items() if isinstance(k, str)}
+        aliases = {k: v for k, v in (getattr(config, "attribute_map", None) or {}).items()
+                   if isinstance(k, str) and isinstance(v, str)}
         raise SourceError(f"{spec}: building {cls.__name__} raised {type(e).__name__}: {e}",
-                          hint=unset_field_hint(e, fields) or "check the config fields; run with --debug for the "
-                          "traceback") from e
+                          hint=unset_field_hint(e, fields, aliases) or _sub_config_hint(e, config) or
+                          "check the config fields; run with --debug for the traceback") from e
     model.eval()
     unquantized = _quantize(model, config, spec, kwargs.get("dtype")) if options.quantized else None
     transformers = _import_transformers()

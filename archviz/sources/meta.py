@@ -330,17 +330,24 @@ def user_frame(exc: BaseException, roots: tuple[str, ...]) -> str | None:
 _CONFIG_NAMES = "config|args|params"
 
 
-def unset_field_hint(error: BaseException, config: dict[str, Any]) -> str | None:
+def unset_field_hint(error: BaseException, config: dict[str, Any],
+                     aliases: dict[str, str] | None = None) -> str | None:
     """For code that died on a None (`topk(): argument 'k' must be int, not NoneType`, `'NoneType' object is not
-    subscriptable`): the config field left unset it comes from, found in the failing line of the model's code
-    (`self.top_k`, `config.x`) and, for an attribute, in the __init__ that set it (`self.top_k =
-    config.num_experts_per_tok`). None when the error is not about a None or no unset field explains it."""
+    subscriptable`, or a TypeError that does not say so: `torch.empty(None, 64)` raises "empty() takes 1 positional
+    argument but 2 were given"): the config field left unset it comes from, found in the failing line of the model's
+    code (`self.top_k`, `config.x`) and, for an attribute, in the __init__ that set it (`self.top_k =
+    config.num_experts_per_tok`); for a KeyError, the config's table without the entry looked up
+    (`config.rope_parameters[layer_type]`). `aliases`: the config class's attribute_map (`num_local_experts` read as
+    `n_routed_experts`), so a field read by its alias is named by both. None when the error is not about a None or
+    no unset field explains it."""
     import inspect
     import linecache
     import re
 
-    if not isinstance(error, (TypeError, AttributeError)) or "NoneType" not in str(error):
+    if not (isinstance(error, (TypeError, KeyError)) or isinstance(error, AttributeError) and
+            "NoneType" in str(error)):
         return None
+    aliases = aliases or {}
     skip = (os.path.dirname(torch.__file__), ARCHVIZ_DIR)
     frame = lineno = None
     for f, n in traceback.walk_tb(error.__traceback__):
@@ -350,9 +357,21 @@ def unset_field_hint(error: BaseException, config: dict[str, Any]) -> str | None
         return None
 
     def unset(field: str) -> bool:
+        field = aliases.get(field, field)
         return field in config and config[field] is None
 
+    def named(field: str) -> str:  # the field as read, and as the config stores it where that differs
+        return f"{field} ({aliases[field]})" if aliases.get(field, field) != field else field
+
     text = linecache.getline(frame.f_code.co_filename, lineno or 0)
+    if isinstance(error, KeyError):  # a table the config leaves without the entry the code looks up
+        key = error.args[0] if error.args else None
+        for name, field in dict.fromkeys(re.findall(rf"\b({_CONFIG_NAMES})\.(\w+)\[", text)):
+            table = config.get(aliases.get(field, field))
+            if isinstance(table, dict) and key not in table:
+                return (f"{name}.{named(field)} has no {key!r} entry in this config ({_shown_keys(table)}); give it "
+                        f"with --set {aliases.get(field, field)}=VALUE")
+        return None
     owner = frame.f_locals.get("self")
     for attr in dict.fromkeys(re.findall(r"\bself\.(\w+)", text)):
         if owner is None or getattr(owner, attr, 0) is not None:
@@ -364,12 +383,18 @@ def unset_field_hint(error: BaseException, config: dict[str, Any]) -> str | None
         m = re.search(rf"self\.{attr}\s*=\s*(?:self\.)?({_CONFIG_NAMES})\.(\w+)\s*$", init, re.M) or \
             re.search(rf"self\.{attr}\s*=\s*getattr\(\s*(?:self\.)?({_CONFIG_NAMES}),\s*[\"'](\w+)[\"']", init)
         if m and unset(m.group(2)):
-            return (f"self.{attr} is None: {type(owner).__name__}.__init__ takes it from {m.group(1)}.{m.group(2)}, "
-                    f"which this config leaves unset; give it with --set {m.group(2)}=VALUE")
+            field = m.group(2)
+            return (f"self.{attr} is None: {type(owner).__name__}.__init__ takes it from {m.group(1)}.{named(field)}, "
+                    f"which this config leaves unset; give it with --set {aliases.get(field, field)}=VALUE")
     for name, field in dict.fromkeys(re.findall(rf"\b({_CONFIG_NAMES})\.(\w+)", text)):
         if unset(field):
-            return f"{name}.{field} is None in this config; give it with --set {field}=VALUE"
+            return f"{name}.{named(field)} is None in this config; give it with --set {aliases.get(field, field)}=VALUE"
     return None
+
+
+def _shown_keys(table: dict) -> str:
+    keys = [repr(k) for k in list(table)[:4]]
+    return f"its keys: {', '.join(keys)}{', ...' if len(table) > 4 else ''}" if keys else "it is empty"
 
 
 def is_cuda_insistence(exc: BaseException) -> bool:

@@ -485,3 +485,22 @@ def test_terminal_text_from_the_model_is_escaped():
 
     assert safe("layers.0\x1b[31m") == "layers.0\\x1b[31m"
     assert safe("a\u202eb") == "a\\u202eb"
+
+
+def test_a_cache_transformers_cannot_make_leaves_the_prefill_and_says_why():
+    """BLT's forward makes its cache as DynamicCache(config=self.config), which transformers cannot do for a
+    BltConfig (no num_hidden_layers): the decode step is left out with transformers' own error, and the prefill's
+    figures are kept (the gallery's blt failed in its cost stage with the bare AttributeError)."""
+    from transformers import BltConfig, DynamicCache
+
+    from archviz.cost.measure import measure
+    from archviz.cost.options import CostOptions
+    from archviz.sources import BuildOptions
+
+    with pytest.raises(AttributeError) as e:
+        DynamicCache(config=BltConfig())
+    c = measure("hf:blt", BuildOptions(), CostOptions(seq=16, context=32)).extra("cost")
+    assert c["decode"] is None and c["kv"]["entries"] == []
+    assert sum(c["prefill"]["flops"].values()) > 0
+    said = [n for n in c["notes"] if n.startswith("no decode step: transformers cannot make BltForCausalLM's cache")]
+    assert len(said) == 1 and str(e.value) in said[0], c["notes"]

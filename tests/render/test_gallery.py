@@ -274,6 +274,47 @@ def test_bad_sets_file(tmp_path):
     assert r.exit_code == 2 and f"--sets {bad}: llama: an object of config fields, not 3" in r.output
 
 
+# chunk_size 256: the prefill of 4096 tokens (the gallery's) is 16 chunks of the kernel's Python loop
+XLSTM_TINY = dict(hidden_size=64, embedding_dim=64, num_hidden_layers=1, num_blocks=1, num_heads=2, vocab_size=128,
+                  qk_dim_factor=1.0, chunk_size=256)
+
+
+def test_a_model_whose_code_refuses_bfloat16_is_counted_in_float32(tmp_path, monkeypatch):
+    """xlstm's config names no dtype, so the gallery builds it in bfloat16; transformers' xLSTM then mixes its own
+    float32 states with bfloat16 keys, which a real run refuses too. The gallery counts it again in float32 and says
+    so; its weights are 4 bytes each of the parameters a real CPU build of the same config has. A second run reads
+    both tries from the records cache."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from archviz.cli import app
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    real = AutoModelForCausalLM.from_config(AutoConfig.for_model("xlstm", **XLSTM_TINY))
+    with pytest.raises(RuntimeError):
+        real.to(torch.bfloat16)(torch.zeros(1, 512, dtype=torch.long), use_cache=False)
+    sets = tmp_path / "sets.json"
+    sets.write_text(json.dumps({"xlstm": XLSTM_TINY}))
+    folder = tmp_path / "cache" / "archviz"
+    entries = []
+    for out in ("g", "again"):
+        r = CliRunner().invoke(app, ["gallery", "--transformers", "xlstm", "--sets", str(sets), "--jobs", "1", "-o",
+                                     str(tmp_path / out)], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        _, rows = table(tmp_path / out / "index.html", "gallery")
+        _, cov = table(tmp_path / out / "coverage.html", "coverage")
+        assert cov["m-xlstm"]["status"][1] == "in the index", cov["m-xlstm"]
+        params = sum(p.numel() for p in real.parameters())
+        assert _value(rows["xlstm"]["parameters"]) == params
+        assert _value(rows["xlstm"]["weight bytes"]) == 4 * params
+        assert rows["xlstm"]["dtype"][1].startswith("float32 (the config names none, and the model's code refuses "
+                                                     "bfloat16")
+        entries.append(sorted(json.loads(p.read_bytes().split(b"\n", 1)[0])["key"]["kind"]
+                              for p in folder.glob("*.records")))
+    # the bfloat16 try (its failure) and the float32 count, each kept; nothing counted again the second time
+    assert entries[0] == entries[1] == ["cost", "gallery-partial"]
+
+
 def test_checkpoint_verdict_is_checks(tmp_path):
     """A model saved by transformers itself (real safetensors, written here on CPU), given as a SOURCE with its
     checkpoint: the index says the verdict `archviz check` gives."""

@@ -91,3 +91,28 @@ def test_an_encoder_decoder_without_decoder_ids_names_them(archviz_cli):
     assert "also takes decoder_input_ids" in p.stderr and "--input decoder_input_ids=B,T" in p.stderr
     p = archviz_cli("inspect", "hf:t5", *sets, "--input", "decoder_input_ids=B,T", "--json")
     assert p.returncode == 0, p.stderr
+
+
+def test_token_ids_take_the_rows_a_sequence_has_as_the_forward_documents_them(archviz_cli):
+    """MusicgenForCausalLM documents input_ids as `(batch_size * num_codebooks, sequence_length)` and reshapes them
+    to (-1, num_codebooks, T): the pass feeds B·C rows (the gallery's musicgen died on token ids [B, T]). The logits
+    come out [B·C, T, V], as a small copy run for real on CPU gives them; each codebook's embedding and head sees
+    [B, T]."""
+    import torch
+    from transformers import MusicgenConfig, MusicgenForCausalLM
+
+    from archviz.records import loads, to_json_dict
+
+    small = type(MusicgenConfig().decoder)(hidden_size=16, ffn_dim=32, num_hidden_layers=1, num_attention_heads=2,
+                                           vocab_size=24, num_codebooks=3)
+    B, T = 2, 5
+    real = MusicgenForCausalLM(small)(torch.zeros(B * small.num_codebooks, T, dtype=torch.long)).logits
+    assert tuple(real.shape) == (B * small.num_codebooks, T, small.vocab_size)
+    d = MusicgenConfig().decoder
+    p = archviz_cli("walk", "hf:musicgen", "--shapes", "-o", "-")
+    assert p.returncode == 0, p.stderr
+    calls = {m["path"]: m["calls"][0] for m in to_json_dict(loads(p.stdout))["modules"] if m.get("calls")}
+    rows = f"B·{d.num_codebooks}"
+    assert calls[""]["inputs"] == [[rows, "T"]] and calls[""]["outputs"] == [[rows, "T", d.vocab_size]]
+    assert calls["model.decoder.embed_tokens.0"]["inputs"] == [["B", "T"]]
+    assert calls["lm_heads.0"]["outputs"] == [["B", "T", d.vocab_size]]

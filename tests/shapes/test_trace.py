@@ -458,3 +458,25 @@ def test_a_length_regulator_gets_one_consistent_answer():
     line = start + next(i for i, text in enumerate(lines) if "if duration_labels.sum() == 0" in text)
     assert f"integers of unknown value summed as ones (transformers/models/fastspeech2_conformer/" \
            f"modeling_fastspeech2_conformer.py:{line})" in record.module("").assumptions
+
+
+XLSTM_TINY = dict(hidden_size=64, embedding_dim=64, num_hidden_layers=1, num_blocks=1, num_heads=2, vocab_size=128,
+                  qk_dim_factor=1.0, chunk_size=16)
+
+
+def test_a_model_whose_code_mixes_dtypes_in_bfloat16_is_told_to_build_in_float32():
+    """transformers' xLSTM without its cache starts its states in float32 and multiplies them with the bfloat16
+    keys: a real run on CPU refuses it as the meta pass does. The line says to build in float32, and that pass runs
+    (the gallery builds a type whose config names no dtype in bfloat16: xlstm failed there with a hint to give a
+    forward input)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    real = AutoModelForCausalLM.from_config(AutoConfig.for_model("xlstm", **XLSTM_TINY), dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="dtype|scalar type"):
+        real(torch.zeros(1, 32, dtype=torch.long), use_cache=False)
+    built = build("hf:xlstm", BuildOptions(overrides=(*XLSTM_TINY.items(), ("dtype", "bfloat16"))))
+    with pytest.raises(ShapeError) as e:
+        trace_shapes(built, walk(built), seq=32)
+    assert e.value.line().endswith("build it in float32 with --set dtype=float32"), e.value.line()
+    built = build("hf:xlstm", BuildOptions(overrides=(*XLSTM_TINY.items(), ("dtype", "float32"))))
+    assert trace_shapes(built, walk(built), seq=32).extra("shapes")["T"] == 32

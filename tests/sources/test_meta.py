@@ -50,3 +50,21 @@ def test_big_tensors_get_no_twin():
 
     with pytest.raises(SourceError, match="meta"):
         archviz.build("tvstyle:regnet_tiny", overrides={"depth": TWIN_NUMEL + 1})
+
+
+def test_a_none_passed_as_a_size_is_named_though_the_error_does_not_say_none(archviz_cli, tmp_path):
+    """`torch.empty(None, dim)` raises "empty() takes 1 positional argument but 2 were given", not a NoneType
+    error: the build's line still names the config field its __init__ read the None from."""
+    (tmp_path / "model.py").write_text(
+        "from dataclasses import dataclass\nfrom typing import Optional\n\nimport torch\nfrom torch import nn\n\n\n"
+        "@dataclass\nclass ModelArgs:\n    dim: int = 8\n    n_experts: Optional[int] = 4\n\n\n"
+        "class Experts(nn.Module):\n    def __init__(self, args: ModelArgs):\n        super().__init__()\n"
+        "        self.n_experts = args.n_experts\n"
+        "        self.w = nn.Parameter(torch.empty(self.n_experts, args.dim))\n\n"
+        "    def forward(self, x):\n        return x @ self.w.t()\n")
+    (tmp_path / "config.json").write_text('{"dim": 8, "n_experts": null}')
+    r = archviz_cli("summary", str(tmp_path / "model.py"), "--config", str(tmp_path / "config.json"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "empty() takes 1 positional argument" in r.stderr, r.stderr
+    assert ("self.n_experts is None: Experts.__init__ takes it from args.n_experts, which this config leaves unset; "
+            "give it with --set n_experts=VALUE") in " ".join(r.stderr.split()), r.stderr
