@@ -6,6 +6,7 @@ Read from the source with `ast` (nothing imported), so a new import that points 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import subprocess
 import sys
@@ -43,12 +44,19 @@ def _stage(module: str) -> str:
     return parts[1]
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A file's syntax tree, parsed once per run: every rule reads the same files, and none writes them."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
 def _imports(path: Path, module: str | None = None) -> list[tuple[str, int, bool]]:
     """(imported archviz module, line, at module level) for every import in the file, lazy ones and those under
     `if TYPE_CHECKING:` included; `module` is the file's module name (default: from its place under archviz/)."""
     module = module or _module_name(path)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    tree = ast.parse(path.read_text())
+    tree = _tree(path)
     top = {id(n) for n in tree.body}
     out = []
     for node in ast.walk(tree):  # `if TYPE_CHECKING:` imports included: a circle for the type checker is one too
@@ -165,7 +173,7 @@ def test_no_file_passes_700_lines_without_a_reason():
     long = []
     for path in FILES:
         lines = path.read_text().count("\n")
-        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        doc = ast.get_docstring(_tree(path)) or ""
         if lines > MAX_LINES and "Why one file" not in doc:
             long.append(f"{path.relative_to(ROOT)}: {lines} lines")
     assert long == []
@@ -173,7 +181,7 @@ def test_no_file_passes_700_lines_without_a_reason():
 
 def test_every_module_says_its_job():
     missing = [str(p.relative_to(ROOT)) for p in FILES if p.name != "__main__.py"
-               and not (ast.get_docstring(ast.parse(p.read_text())) or "").strip()]
+               and not (ast.get_docstring(_tree(p)) or "").strip()]
     assert missing == []
 
 
@@ -208,7 +216,7 @@ LONG_REASON = "Long because:"  # a docstring line starting so states why a funct
 
 def _functions():
     for path in FILES:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 yield path, node
 

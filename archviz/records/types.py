@@ -550,9 +550,12 @@ def loads(text: str) -> ModelRecord:
     if isinstance(d, dict) and d.get("schema") == SCHEMA_V3:
         return from_compact_dict(d)
     try:
-        return from_json_dict(d)
+        record = from_json_dict(d)
     except (TypeError, KeyError, IndexError, AttributeError) as e:
         raise ValueError(f"not a valid {SCHEMA} file ({type(e).__name__}: {e})") from None
+    if not record.modules:  # as the compact file's reader: every reader of records starts at the root module
+        raise ValueError(f"not a valid {SCHEMA} file: `modules` is empty, where the model's root module at least is")
+    return record
 
 
 # ---------------------------------------------------------------------------------------------------------------------

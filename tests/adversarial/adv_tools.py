@@ -161,6 +161,14 @@ def cli(*args: object, timeout: float = 60, env: dict[str, str] | None = None, c
     return Run(tuple(map(str, args)), p.returncode, p.stdout, p.stderr, seconds, rss)
 
 
+def cli_here(archviz_cli, *args: object) -> Run:
+    """``archviz ARGS`` in this process (tests/conftest.py's `archviz_cli`), timed: where what is tested is the
+    command's answer (exit code, output, files), not the process."""
+    t = time.monotonic()
+    p = archviz_cli(*args)
+    return Run(tuple(map(str, args)), p.returncode, p.stdout, p.stderr, time.monotonic() - t, 0.0)
+
+
 def refused(r: Run, *fragments: str) -> str:
     """Exit 2, one line on stderr naming ``fragments``, no traceback, nothing on stdout, within the bound."""
     assert r.returncode == 2, (r.args, r.returncode, r.stdout[-500:], r.stderr[-2000:])

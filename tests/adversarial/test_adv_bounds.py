@@ -1,6 +1,7 @@
 """Bounded work on hostile but well-formed files: gzip bombs, oversized indexes, deep nesting, 5,000-digit ints,
 lone surrogates, shapes with huge element counts, very long tensor names. Each is refused (exit 2, one line)
-within the bound, or read in time and memory proportional to its size."""
+within the bound, or read in time and memory proportional to its size. A run whose memory is measured is a process
+of its own; a refusal whose one line is what is tested runs in-process."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from adv_tools import LINEAR, LINEAR_TENSORS, cli, gzip_bomb, listing, refused, shard_bytes, write_shard
+from adv_tools import LINEAR, LINEAR_TENSORS, cli, cli_here, gzip_bomb, listing, refused, shard_bytes, write_shard
 
 from archviz.checkpoint import open_checkpoint
 from archviz.checkpoint.assemble import MAX_INDEX_BYTES
@@ -46,12 +47,13 @@ def test_gzip_bomb_under_the_cap_is_still_not_a_manifest(tmp_path: Path) -> None
         open_checkpoint(bomb)
 
 
-def test_index_over_the_size_cap_is_refused_unread(tmp_path: Path) -> None:
+def test_index_over_the_size_cap_is_refused_unread(tmp_path: Path, archviz_cli) -> None:
     index = tmp_path / "model.safetensors.index.json"
     with open(index, "wb") as f:  # sparse: the size is what is checked, before a byte is read
         f.truncate(MAX_INDEX_BYTES + 1)
     t = time.monotonic()
-    refused(cli("manifest", index, "-o", tmp_path / "m.json"), str(index), f"over the {MAX_INDEX_BYTES:,}-byte limit")
+    refused(cli_here(archviz_cli, "manifest", index, "-o", tmp_path / "m.json"), str(index),
+            f"over the {MAX_INDEX_BYTES:,}-byte limit")
     assert time.monotonic() - t < 10
 
 
@@ -90,24 +92,24 @@ def test_hostile_values_in_every_json_parser(tmp_path: Path, payload: str, words
 
 
 @pytest.mark.parametrize("payload", [DEEP, "9" * 5000, '"\\ud800"'])
-def test_hostile_values_in_rules_and_config_via_the_cli(tmp_path: Path, payload: str) -> None:
+def test_hostile_values_in_rules_and_config_via_the_cli(tmp_path: Path, payload: str, archviz_cli) -> None:
     ck = write_shard(tmp_path / "lin.safetensors", LINEAR_TENSORS)
     rules = tmp_path / "rules.json"
     rules.write_text('{"about": %s}' % payload)
-    refused(cli("check", *LINEAR, "-k", ck, "--rules", rules), str(rules))
+    refused(cli_here(archviz_cli, "check", *LINEAR, "-k", ck, "--rules", rules), str(rules))
     cfg = tmp_path / "config.json"
     cfg.write_text('{"model_type": "bert", "x": %s}' % payload)
-    refused(cli("check", cfg, "-k", ck), str(cfg), "not a readable JSON config")
+    refused(cli_here(archviz_cli, "check", cfg, "-k", ck), str(cfg), "not a readable JSON config")
 
 
-def test_lone_surrogate_tensor_name_is_exit_2_not_3(tmp_path: Path) -> None:
+def test_lone_surrogate_tensor_name_is_exit_2_not_3(tmp_path: Path, archviz_cli) -> None:
     """A name the safetensors library refuses (and that no terminal or UTF-8 file can hold)."""
     ck = tmp_path / "s.safetensors"
     ck.write_bytes(shard_bytes('{"weight\\udc00":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}', b"ab"))
-    refused(cli("check", *LINEAR, "-k", ck), str(ck), "surrogate")
+    refused(cli_here(archviz_cli, "check", *LINEAR, "-k", ck), str(ck), "surrogate")
     m = tmp_path / "m.json"
     m.write_text(json.dumps(_manifest([["w\udc00", "U8", [2], 0]], 2), ensure_ascii=True))
-    refused(cli("check", *LINEAR, "-k", m), str(m), "surrogate")
+    refused(cli_here(archviz_cli, "check", *LINEAR, "-k", m), str(m), "surrogate")
 
 
 def test_manifest_shapes_with_huge_element_counts_cost_little(tmp_path: Path) -> None:
@@ -153,14 +155,21 @@ def test_tensor_name_over_the_cap_is_refused(tmp_path: Path) -> None:
     assert len(r.stderr) < 1000  # the name is quoted cut short
 
 
+@pytest.fixture(scope="module")
+def plain_check(tmp_path_factory: pytest.TempPathFactory):
+    """The same check of a plain checkpoint of the model (its peak memory: the baseline), once for both cases."""
+    folder = tmp_path_factory.mktemp("plain")
+    return cli("check", *LINEAR, "-k", write_shard(folder / "plain.safetensors", LINEAR_TENSORS), measure=True)
+
+
 @pytest.mark.parametrize("sep", [".", "0."])
-def test_long_name_under_the_cap_costs_linear_work(tmp_path: Path, sep: str) -> None:
+def test_long_name_under_the_cap_costs_linear_work(tmp_path: Path, sep: str, plain_check) -> None:
     """A checkpoint-only tensor whose name has 32,000 dots: every ancestor path of it would be 1 GB of strings;
     archviz keeps the model's modules and 8 levels below them."""
     name = (("a" + sep) * MAX_NAME_CHARS)[: MAX_NAME_CHARS - 1] + "w"
     ck = tmp_path / "long.safetensors"
     write_shard(ck, {**LINEAR_TENSORS, name: ("U8", [1])})
-    base = cli("check", *LINEAR, "-k", write_shard(tmp_path / "plain.safetensors", LINEAR_TENSORS), measure=True)
+    base = plain_check
     assert base.returncode == 0, base.stderr
     for fmt in ("table", "github", "json"):
         r = cli("check", *LINEAR, "-k", ck, "--format", fmt, measure=True)
@@ -173,4 +182,4 @@ def test_long_name_under_the_cap_costs_linear_work(tmp_path: Path, sep: str) -> 
             assert deepest.count(".") + 1 == EXTRA_DEPTH and name.startswith(deepest + ".")  # 8 levels below root
             assert mods[deepest]["verdict"] == "mismatch" and mods[deepest]["in_model"] is False
             assert len(r.stdout) < 10 * MAX_NAME_CHARS
-    assert listing(tmp_path) == {"long.safetensors", "plain.safetensors"}
+    assert listing(tmp_path) == {"long.safetensors"}

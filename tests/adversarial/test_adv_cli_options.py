@@ -3,7 +3,8 @@ before anything is built or written; with ``--json`` the same error is a JSON ob
 errors (unknown option, missing argument, a value of the wrong type) are that JSON object too under ``--json``,
 and keep click's text without it.
 
-Each case runs the real command line, timed; sources are tiny (``torch.nn:Linear`` or a 1-layer llama config).
+Each case runs the real command line in-process (what is tested is its answer, not the process), timed; sources are
+tiny (``torch.nn:Linear`` or a 1-layer llama config).
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import resource
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from adv_tools import LINEAR, REFUSE_WITHIN_S, cli, refused
+from adv_tools import LINEAR, REFUSE_WITHIN_S, cli_here, refused
 
 LLAMA = ("hf:llama", "--set", "num_hidden_layers=1", "--set", "hidden_size=64", "--set", "intermediate_size=128",
          "--set", "num_attention_heads=4", "--set", "num_key_value_heads=2", "--set", "vocab_size=256")
@@ -81,17 +81,16 @@ CASES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def results(tmp_path_factory: pytest.TempPathFactory, archviz_cli) -> dict:
     base = tmp_path_factory.mktemp("options")
 
     def one(name: str):
         args, _ = CASES[name]
         out = base / name / "out.json"
         out.parent.mkdir()
-        return cli(*(str(out) if a == "{out}" else a for a in args)), out.parent
+        return cli_here(archviz_cli, *(str(out) if a == "{out}" else a for a in args)), out.parent
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(CASES, pool.map(one, CASES)))
+    return {name: one(name) for name in CASES}
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -101,7 +100,7 @@ def test_refused_in_one_line(results: dict, name: str) -> None:
     assert list(folder.iterdir()) == []  # nothing written, not even a temp file
 
 
-def test_bogus_architectures_entry(tmp_path: Path) -> None:
+def test_bogus_architectures_entry(tmp_path: Path, archviz_cli) -> None:
     """config.json's architectures names a class transformers has not: refused, not silently replaced by the
     model type's default class; a name transformers has that is not a model class (LlamaConfig) too."""
     base = dict(model_type="llama", num_hidden_layers=1, hidden_size=64, intermediate_size=128,
@@ -109,17 +108,17 @@ def test_bogus_architectures_entry(tmp_path: Path) -> None:
     for arch, fragment in (("LlamaForCausalLMX", "did you mean LlamaForCausalLM"), ("LlamaConfig", "LlamaConfig")):
         path = tmp_path / f"{arch}.json"
         path.write_text(json.dumps({**base, "architectures": [arch]}))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        r = cli("summary", path, timeout=60)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        r = cli_here(archviz_cli, "summary", path)
+        after = resource.getrusage(resource.RUSAGE_SELF)
         # transformers must be imported to know its classes: on a loaded machine that alone can pass 10 s of wall
-        # time, so the bound is on the CPU time the refusal costs (a hang shows as the 60 s timeout)
+        # time, so the bound is on the CPU time the refusal costs
         assert after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime < REFUSE_WITHIN_S
         line = refused(dataclasses.replace(r, seconds=0.0), str(path), f"architectures names '{arch}'", fragment)
         assert "remove \"architectures\"" in line
     good = tmp_path / "good.json"
     good.write_text(json.dumps({**base, "architectures": ["LlamaForCausalLM"]}))
-    r = cli("summary", good, "--json")
+    r = cli_here(archviz_cli, "summary", good, "--json")
     assert r.returncode == 0, r.stderr
     # the class named is the one built: a 1-layer llama's parameters from its config
     h, i, v, heads, kv = 64, 128, 256, 4, 2
@@ -149,9 +148,8 @@ JSON_CASES = {
 
 
 @pytest.fixture(scope="module")
-def json_results() -> dict:
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(JSON_CASES, pool.map(lambda k: cli(*JSON_CASES[k]), JSON_CASES)))
+def json_results(archviz_cli) -> dict:
+    return {name: cli_here(archviz_cli, *args) for name, args in JSON_CASES.items()}
 
 
 @pytest.mark.parametrize("name", list(JSON_CASES))
@@ -167,16 +165,16 @@ def test_json_error_object(json_results: dict, name: str) -> None:
     assert lines[0] == "error: " + data["error"] + (f" — {data['hint']}" if data["hint"] else "")
 
 
-def test_json_usage_errors_name_the_option() -> None:
-    r = cli("summary", *LINEAR, "--bogus", "--json")
+def test_json_usage_errors_name_the_option(archviz_cli) -> None:
+    r = cli_here(archviz_cli, "summary", *LINEAR, "--bogus", "--json")
     data = json.loads(r.stdout)
     assert "No such option: --bogus" in data["error"] and "summary --help" in data["hint"]
-    r = cli("inspect", *LINEAR, "--depth", "x", "--json")
+    r = cli_here(archviz_cli, "inspect", *LINEAR, "--depth", "x", "--json")
     assert "'--depth'" in json.loads(r.stdout)["error"]
 
 
-def test_usage_errors_keep_click_text_without_json() -> None:
-    r = cli("summary", *LINEAR, "--bogus")
+def test_usage_errors_keep_click_text_without_json(archviz_cli) -> None:
+    r = cli_here(archviz_cli, "summary", *LINEAR, "--bogus")
     assert r.returncode == 2 and r.stdout == ""
     assert "No such option: --bogus" in r.stderr and "Usage:" in r.stderr
     assert "Traceback" not in r.stderr

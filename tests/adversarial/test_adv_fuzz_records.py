@@ -22,6 +22,9 @@ from archviz.render.terminal import summary_table
 from archviz.render.views import summary_json
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+# dsv3like with 2 of its 4 layers: its dense layer and a MoE layer, every kind of module it has, in a file half as
+# long (each example writes, reads and renders it whole)
+SMALL = {"n_layers": 2}
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 10**6) | st.floats(allow_nan=False) |
                     st.text(max_size=6), lambda kids: st.lists(kids, max_size=4) |
@@ -30,7 +33,8 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 10**6) | st.floa
 
 @pytest.fixture(scope="module")
 def docs() -> dict[int, dict]:
-    built = archviz.build(str(FIXTURES / "dsv3like" / "model.py"), config=str(FIXTURES / "dsv3like" / "config.json"))
+    built = archviz.build(str(FIXTURES / "dsv3like" / "model.py"), config=str(FIXTURES / "dsv3like" / "config.json"),
+                          overrides=SMALL)
     from archviz.shapes import trace_shapes
     from archviz.walk import walk
 
@@ -53,14 +57,12 @@ def _places(d: object, path: tuple = ()) -> list[tuple]:
 
 
 def _put(d: object, path: tuple, value: object) -> object:
+    """`d` with `value` at `path`: the containers on the path copied, `d` itself unchanged."""
     if not path:
         return value
-    d = json.loads(json.dumps(d))
-    at = d
-    for k in path[:-1]:
-        at = at[k]
-    at[path[-1]] = value
-    return d
+    copy = dict(d) if isinstance(d, dict) else list(d)  # type: ignore[call-overload]
+    copy[path[0]] = _put(copy[path[0]], path[1:], value)
+    return copy
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -122,7 +124,8 @@ def cost_doc() -> dict:
     from archviz.sources import BuildOptions
 
     return json.loads(dumps_compact(measure(str(FIXTURES / "dsv3like" / "model.py"),
-                                            BuildOptions(config=str(FIXTURES / "dsv3like" / "config.json")))))
+                                            BuildOptions(config=str(FIXTURES / "dsv3like" / "config.json"),
+                                                         overrides=tuple(SMALL.items())))))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -2,7 +2,9 @@
 
 Each case runs the real command line and asserts: exit 2 (or the verdict), one line on stderr, no traceback, within
 10 s where the command builds nothing heavy, nothing written outside -o, no marker file from executed code, and no
-secret text in a published site.
+secret text in a published site. A command over a records file runs in-process (`here`); model code that ends the
+process or writes to its file descriptors, the umask and the walk that makes the records run in a process of their
+own (`run`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,16 @@ def run(*args, cwd=REPO, env_extra=None, timeout=120, pythonpath=()):
     p = subprocess.run([sys.executable, "-m", "archviz.cli", *map(str, args)], cwd=cwd, env=env,
                        capture_output=True, text=True, timeout=timeout)
     p.elapsed = time.monotonic() - t0
+    return p
+
+
+def here(archviz_cli, *args, within=None):
+    """`archviz ARGS` in this process (tests/conftest.py's `archviz_cli`), timed; `within`: the seconds it must end in."""
+    t0 = time.monotonic()
+    p = archviz_cli(*args)
+    p.elapsed = time.monotonic() - t0
+    if within is not None:
+        assert p.elapsed < within, (args, p.elapsed)
     return p
 
 
@@ -82,10 +94,10 @@ def test_records_vouch_for_the_files_they_cite(tiny_records):
     assert facts["tiny_model.py"]["sha256"] == hashlib.sha256((d / "tiny_model.py").read_bytes()).hexdigest()
 
 
-def test_a_site_from_records_shows_only_vouched_unchanged_files(tiny_records, tmp_path):
+def test_a_site_from_records_shows_only_vouched_unchanged_files(tiny_records, tmp_path, archviz_cli):
     d, out = tiny_records
     site = tmp_path / "site"
-    p = run("build", out, "-o", site)
+    p = here(archviz_cli, "build", out, "-o", site)
     assert p.returncode == 0, p.stderr
     # a line only the file holds (the records cite its docstring and call lines, never this): the cited file is read
     # because its hash matches; the pages carry their code excerpts
@@ -101,12 +113,12 @@ def test_a_site_from_records_shows_only_vouched_unchanged_files(tiny_records, tm
                                for k, v in data["source"]["files"].items()}
     rec2 = changed / "records.json"
     rec2.write_text(json.dumps(data))
-    p = run("build", rec2, "-o", changed / "site")
+    p = here(archviz_cli, "build", rec2, "-o", changed / "site")
     assert p.returncode == 0, p.stderr
     assert "nn.ModuleList(Block(dim, hidden) for _ in range(layers))" not in site_text(changed / "site")
 
 
-def test_a_records_file_naming_a_secret_file_publishes_nothing_of_it(tiny_records, tmp_path):
+def test_a_records_file_naming_a_secret_file_publishes_nothing_of_it(tiny_records, tmp_path, archviz_cli):
     d, out = tiny_records
     secret = tmp_path / "credentials"
     secret.write_text(f"token = {SECRET}\n" * 40)
@@ -120,12 +132,12 @@ def test_a_records_file_naming_a_secret_file_publishes_nothing_of_it(tiny_record
     evil = tmp_path / "evil.json"
     evil.write_text(json.dumps(data))
     site = tmp_path / "site"
-    p = run("build", evil, "-o", site)
+    p = here(archviz_cli, "build", evil, "-o", site)
     assert p.returncode == 0, p.stderr
     assert SECRET not in site_text(site)
 
 
-def test_a_records_file_runs_no_program(tiny_records, tmp_path):
+def test_a_records_file_runs_no_program(tiny_records, tmp_path, archviz_cli):
     """A folder whose .git/config runs a command on `git status` (core.fsmonitor): building the site of records that
     name files there must run nothing."""
     d, out = tiny_records
@@ -144,12 +156,12 @@ def test_a_records_file_runs_no_program(tiny_records, tmp_path):
     data["source"]["file_facts"] = {}
     evil = tmp_path / "evil.json"
     evil.write_text(json.dumps(data))
-    p = run("build", evil, "-o", tmp_path / "site")
+    p = here(archviz_cli, "build", evil, "-o", tmp_path / "site")
     assert p.returncode == 0, p.stderr
     assert not marker.exists(), "a program ran while building a site from a records file"
 
 
-def test_forged_git_facts_cannot_inject_a_link(tiny_records, tmp_path):
+def test_forged_git_facts_cannot_inject_a_link(tiny_records, tmp_path, archviz_cli):
     d, out = tiny_records
     data = json.loads(out.read_text())
     data["source"]["file_facts"]["tiny_model.py"]["git"] = {
@@ -157,7 +169,7 @@ def test_forged_git_facts_cannot_inject_a_link(tiny_records, tmp_path):
     evil = tmp_path / "evil.json"
     evil.write_text(json.dumps(data))
     site = tmp_path / "site"
-    p = run("build", evil, "-o", site)
+    p = here(archviz_cli, "build", evil, "-o", site)
     assert p.returncode == 0, p.stderr
     text = site_text(site)
     assert "javascript:alert" not in text and "etc/passwd" not in text
@@ -167,7 +179,7 @@ def test_forged_git_facts_cannot_inject_a_link(tiny_records, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "symlink", "folder", "chardev"])
-def test_dash_o_replaces_only_a_regular_file(tiny_records, tmp_path, kind):
+def test_dash_o_replaces_only_a_regular_file(tiny_records, tmp_path, kind, archviz_cli):
     _, out = tiny_records
     target = tmp_path / "out.json"
     victim = tmp_path / "victim.txt"
@@ -183,7 +195,7 @@ def test_dash_o_replaces_only_a_regular_file(tiny_records, tmp_path, kind):
             pytest.skip("making a device node needs root")
         os.mknod(target, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # like /dev/null
     before = os.lstat(target)
-    p = run("walk", out, "-o", target, timeout=10)
+    p = here(archviz_cli, "walk", out, "-o", target, within=10)
     one_line_exit_2(p, str(target))
     after = os.lstat(target)
     assert (before.st_mode, before.st_ino, before.st_rdev) == (after.st_mode, after.st_ino, after.st_rdev)
@@ -191,16 +203,16 @@ def test_dash_o_replaces_only_a_regular_file(tiny_records, tmp_path, kind):
     assert sorted(x.name for x in tmp_path.iterdir()) == sorted(["out.json", "victim.txt"])  # no temp file left
 
 
-def test_dash_o_into_a_missing_or_unwritable_folder_is_one_line(tiny_records, tmp_path):
+def test_dash_o_into_a_missing_or_unwritable_folder_is_one_line(tiny_records, tmp_path, archviz_cli):
     _, out = tiny_records
-    one_line_exit_2(run("walk", out, "-o", tmp_path / "nope" / "r.json", timeout=10), "does not exist")
+    one_line_exit_2(here(archviz_cli, "walk", out, "-o", tmp_path / "nope" / "r.json", within=10), "does not exist")
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o555)
     try:
         if os.geteuid() == 0:
             pytest.skip("root writes into a read-only folder")
-        one_line_exit_2(run("walk", out, "-o", ro / "r.json", timeout=10), "cannot write")
+        one_line_exit_2(here(archviz_cli, "walk", out, "-o", ro / "r.json", within=10), "cannot write")
     finally:
         ro.chmod(0o755)
 
@@ -219,20 +231,20 @@ def test_outputs_follow_the_umask_and_killed_writes_are_swept(tiny_records, tmp_
     assert json.loads(target.read_text())["schema"] == "archviz.records/3"  # walk writes the compact file
 
 
-def test_build_replaces_only_a_site_it_made(tiny_records, tmp_path):
+def test_build_replaces_only_a_site_it_made(tiny_records, tmp_path, archviz_cli):
     _, out = tiny_records
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work")
     (mine / ".archviz-site").write_text("{}")  # merely named like the marker
-    one_line_exit_2(run("build", out, "-o", mine, timeout=30), "not an archviz site")
+    one_line_exit_2(here(archviz_cli, "build", out, "-o", mine, within=30), "not an archviz site")
     assert (mine / "thesis.tex").read_text() == "years of work"
     # a real site is replaced; the same site with a file of the user's added is not
     site = tmp_path / "site"
-    assert run("build", out, "-o", site).returncode == 0
-    assert run("build", out, "-o", site).returncode == 0
+    assert here(archviz_cli, "build", out, "-o", site).returncode == 0
+    assert here(archviz_cli, "build", out, "-o", site).returncode == 0
     (site / "notes.md").write_text("mine")
-    one_line_exit_2(run("build", out, "-o", site, timeout=30), "notes.md")
+    one_line_exit_2(here(archviz_cli, "build", out, "-o", site, within=30), "notes.md")
     assert (site / "notes.md").read_text() == "mine"
 
 

@@ -32,6 +32,18 @@ T = "tokens"
 
 
 @pytest.fixture(scope="module")
+def _file_records_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
+@pytest.fixture(autouse=True)
+def _own_records_cache(_file_records_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One records cache for this file's commands (tests/conftest.py gives each test an empty one): they all inspect
+    the same fixture, whose records are built once and read back; a names file is applied after the cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_file_records_cache))
+
+
+@pytest.fixture(scope="module")
 def widths() -> tuple[int, int]:
     """wo_b's input and output widths, from the fixture's config: o_groups × o_lora_rank in, dim out."""
     cfg = json.loads((FIXTURE / "config.json").read_text())

@@ -3,7 +3,10 @@ to an input (a source file, a helper it imports, the config, an option, a packag
 rebuilt with one note; concurrent runs both succeed.
 
 Evidence of a hit is not a timing: the command runs with ``python -X importtime``, which lists every module the
-process imported, and a hit imports neither torch nor transformers (a build cannot happen without them).
+process imported, and a hit imports neither torch nor transformers (a build cannot happen without them). A run whose
+outcome the cache folder shows runs in this process (`here`): a miss writes its entry (new bytes), a hit only
+refreshes the entry's time, and a run with the cache off neither reads nor writes it but imports the model's code,
+which a hit never does.
 """
 
 from __future__ import annotations
@@ -89,6 +92,46 @@ def run(*args: object, pythonpath: Path | None = None, env: dict | None = None, 
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.fixture()
+def here(archviz_cli, monkeypatch):
+    """`archviz ARGS` in this process, `pythonpath` importable and `cachedpkg` imported afresh (as a new process
+    imports it, and as the cache's list of the code imported during a build needs)."""
+    monkeypatch.delenv("ARCHVIZ_NO_CACHE", raising=False)
+    # no .pyc: a test edits model.py within the second it was imported, to a text of the same size
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+
+    def forget() -> None:
+        for name in [n for n in sys.modules if n.split(".")[0] == "cachedpkg"]:
+            del sys.modules[name]
+
+    def here(*args: object, pythonpath: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+        """The run, and whether it imported the model's code (`built`: a build must, a hit does not)."""
+        forget()
+        # PYTHONPATH as `run` gives it: the key holds it (what a process can import)
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(str(x) for x in (pythonpath, REPO) if x))
+        if pythonpath is not None:
+            monkeypatch.syspath_prepend(str(pythonpath))
+        try:
+            with monkeypatch.context() as m:
+                for k, v in (env or {}).items():
+                    m.setenv(k, v)
+                p = archviz_cli(*args)
+            p.built = any(n.split(".")[0] == "cachedpkg" for n in sys.modules)
+            return p
+        finally:
+            forget()
+    return here
+
+
+def contents() -> dict[str, bytes]:
+    """Each cache entry's bytes: a miss writes new ones, a hit leaves them (and refreshes the entry's time)."""
+    return {p.name: p.read_bytes() for p in entries()}
+
+
+def times() -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in entries()}
+
+
 def imported(p: subprocess.CompletedProcess) -> set[str]:
     """Module names `-X importtime` listed on stderr."""
     names = set()
@@ -121,18 +164,19 @@ def test_tests_never_write_the_real_cache():
     assert not str(Path(cache.cache_dir())).startswith(str(Path.home() / ".cache"))
 
 
-def test_a_hit_gives_the_records_of_a_fresh_walk_without_importing_torch(pkg, tmp_path):
+def test_a_hit_gives_the_records_of_a_fresh_walk_without_importing_torch(pkg, tmp_path, here):
     spec = "cachedpkg.model:build"
-    first = run("walk", spec, "--shapes", "-o", tmp_path / "a.json", pythonpath=pkg)
+    first = here("walk", spec, "--shapes", "-o", tmp_path / "a.json", pythonpath=pkg)
     assert first.returncode == 0, first.stderr[-2000:]
-    assert built(first) and len(entries()) == 1
+    assert len(written := contents()) == 1 and all(written.values())  # the miss stored its entry
     second = run("walk", spec, "--shapes", "-o", tmp_path / "b.json", pythonpath=pkg)
     assert second.returncode == 0, second.stderr[-2000:]
     assert not built(second), "a hit imported torch"
     # archviz.sources' package and its options (BuildOptions, the command's input) load; none of the build's code
     assert not {"transformers", "archviz.sources.dispatch", "archviz.walk", "archviz.shapes"} & imported(second)
-    fresh = run("walk", spec, "--shapes", "-o", tmp_path / "c.json", "--no-cache", pythonpath=pkg)
-    assert fresh.returncode == 0 and built(fresh)
+    hit = times()
+    fresh = here("walk", spec, "--shapes", "-o", tmp_path / "c.json", "--no-cache", pythonpath=pkg)
+    assert fresh.returncode == 0 and times() == hit and contents() == written  # built: the entry not read, not written
     a, b, c = (to_json_dict(loads((tmp_path / f"{n}.json").read_text())) for n in "abc")
     assert b == a == c
     assert b["summary"]["parameters"] == _params(8, 2)
@@ -141,25 +185,27 @@ def test_a_hit_gives_the_records_of_a_fresh_walk_without_importing_torch(pkg, tm
     assert rec.module("blocks.0.proj").calls[0].outputs[0][-1] == 8
 
 
-def test_one_entry_serves_every_command_and_grouping_runs_after(pkg):
+def test_one_entry_serves_every_command_and_grouping_runs_after(pkg, here):
     spec = "cachedpkg.model:build"
-    first = run("summary", spec, "--json", pythonpath=pkg)
+    first = here("summary", spec, "--json", pythonpath=pkg)
+    stored = contents()
     again = run("summary", spec, "--json", pythonpath=pkg)
-    assert built(first) and not built(again)
+    assert len(stored) == 1 and not built(again)
     assert summary(again) == summary(first)
     assert summary(again)["parameters"] == _params(8, 2)
     # check reads the same entry (same records options: no meta pass)
-    inspect1 = run("inspect", spec, "--json", pythonpath=pkg)
+    inspect1 = here("inspect", spec, "--json", pythonpath=pkg)
+    stored_inspect = contents()
     inspect2 = run("inspect", spec, "--json", pythonpath=pkg)
-    assert built(inspect1) and not built(inspect2)
+    assert stored_inspect != stored and not built(inspect2)
     assert summary(inspect2) == summary(inspect1)
 
 
 @pytest.mark.parametrize("change", ["model file", "imported helper", "option", "no-cache flag", "no-cache env"])
-def test_every_change_misses(pkg, change):
+def test_every_change_misses(pkg, change, here):
     spec = "cachedpkg.model:build"
-    assert built(first := run("summary", spec, "--json", pythonpath=pkg)) and summary(first)["parameters"] == \
-        _params(8, 2)
+    assert len(contents()) == 0 and summary(here("summary", spec, "--json", pythonpath=pkg))["parameters"] \
+        == _params(8, 2) and len(contents()) == 1
     args: list[object] = ["summary", spec, "--json"]
     env = None
     width, layers = 8, 2
@@ -177,18 +223,20 @@ def test_every_change_misses(pkg, change):
         args.append("--no-cache")
     else:
         env = {"ARCHVIZ_NO_CACHE": "1"}
-    before = {p.name: p.stat().st_mtime_ns for p in entries()}
-    second = run(*args, pythonpath=pkg, env=env)
-    assert built(second), f"{change}: the cache answered"
+    before, stored = times(), contents()
+    second = here(*args, pythonpath=pkg, env=env)
+    # with the cache off, the model's code imported tells a build; with it on, the entry the build writes does
+    off = change.startswith("no-cache")
+    assert second.built if off else contents() != stored, f"{change}: the cache answered"
     assert summary(second)["parameters"] == _params(width, layers)
-    if change.startswith("no-cache"):  # skipped: nothing read, nothing written
+    if off:  # skipped: nothing read, nothing written
         assert {p.name: p.stat().st_mtime_ns for p in entries()} == before
     else:  # and the rebuilt records are what the next run gets
         third = run(*args, pythonpath=pkg, env=env)
         assert not built(third) and summary(third)["parameters"] == _params(width, layers)
 
 
-def test_an_edited_config_misses(tmp_path):
+def test_an_edited_config_misses(tmp_path, here):
     folder = tmp_path / "dsv3"
     folder.mkdir()
     (folder / "model.py").write_text((DSV3 / "model.py").read_text())
@@ -200,14 +248,14 @@ def test_an_edited_config_misses(tmp_path):
     def layers() -> int:
         return sum(1 for m in loads(out.read_text()).modules if re.fullmatch(r"layers\.\d+", m.path))
 
-    first = run(*args)
-    assert first.returncode == 0 and built(first), first.stderr[-2000:]
+    first = here(*args)
+    assert first.returncode == 0 and len(stored := contents()) == 1, first.stderr[-2000:]
     assert layers() == config["n_layers"]
     assert not built(run(*args)) and layers() == config["n_layers"]
     config["n_layers"] += 1
     (folder / "config.json").write_text(json.dumps(config))
-    second = run(*args)
-    assert second.returncode == 0 and built(second)
+    second = here(*args)
+    assert second.returncode == 0 and contents() != stored
     assert layers() == config["n_layers"]
 
 
@@ -249,11 +297,11 @@ def test_a_package_version_change_misses(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("damage", ["corrupted", "truncated", "garbage header", "empty"])
-def test_a_damaged_entry_is_rebuilt_with_a_note(pkg, damage):
+def test_a_damaged_entry_is_rebuilt_with_a_note(pkg, damage, here):
     spec = "cachedpkg.model:build"
-    assert built(run("summary", spec, "--json", pythonpath=pkg))
+    assert here("summary", spec, "--json", pythonpath=pkg).returncode == 0
     (entry,) = entries()
-    data = entry.read_bytes()
+    data = written = entry.read_bytes()
     if damage == "corrupted":  # a byte of the records flipped: still JSON, not what was written
         i = data.index(b'"parameters":') + len(b'"parameters":')
         data = data[:i] + (b"7" if data[i:i + 1] != b"7" else b"6") + data[i + 1:]
@@ -264,10 +312,10 @@ def test_a_damaged_entry_is_rebuilt_with_a_note(pkg, damage):
     else:
         data = b""
     entry.write_bytes(data)
-    p = run("summary", spec, "--json", pythonpath=pkg)
+    p = here("summary", spec, "--json", pythonpath=pkg)
     assert p.returncode == 0, p.stderr[-2000:]
     assert summary(p)["parameters"] == _params(8, 2)
-    assert built(p)
+    assert entry.read_bytes() == written  # built, and written over the damaged entry as it was
     said = [n for n in notes(p) if "cache entry" in n]
     assert len(said) == 1 and "unreadable; rebuilt" in said[0] and str(entry) in said[0]
     assert "Traceback" not in p.stderr

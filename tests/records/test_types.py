@@ -70,6 +70,19 @@ def test_json_shape_and_schema(v41_record):
         loads(json.dumps(d))
 
 
+@pytest.mark.parametrize("empty", [[], {}, ""])
+def test_a_file_without_modules_is_refused_when_read(v41_record, empty):
+    """No module, not even the root (which every reader starts at): refused when read, in both versions, as
+    test_adv_fuzz_records found of version 1 (it grouped, and the grouping died on its first module)."""
+    v1 = dict(json.loads(dumps(v41_record)), modules=empty)
+    with pytest.raises(ValueError, match="modules"):
+        loads(json.dumps(v1))
+    v3 = json.loads(dumps_compact(v41_record))
+    v3["modules"] = {k: [] for k in v3["modules"]}
+    with pytest.raises(ValueError, match="modules"):
+        loads(json.dumps(v3))
+
+
 def test_two_walks_give_identical_text():
     first = archviz.load(str(DSV41))
     again = archviz.load(str(DSV41))

@@ -53,9 +53,17 @@ CASES = [("hf:" + k, None, v) for k, v in {**TINY, **MORE}.items()] + [(p, c, {}
 IDS = list(TINY) + list(MORE) + list(REFERENCES)
 
 
+_TRACED: dict[str, tuple] = {}
+
+
 def _meta(spec, config, overrides):
-    built = archviz.build(spec, config=config, overrides=overrides)
-    return built, trace_shapes(built, walk(built))
+    """The model built on meta and its shapes pass (the default run: the block memo on), once per file: several
+    tests read the same model's records, and none changes them or the built model."""
+    key = json.dumps([spec, config, overrides], sort_keys=True)
+    if key not in _TRACED:
+        built = archviz.build(spec, config=config, overrides=overrides)
+        _TRACED[key] = built, trace_shapes(built, walk(built))
+    return _TRACED[key]
 
 
 def _container(m) -> bool:
@@ -245,11 +253,9 @@ _SHAPE_FIELDS = ("calls", "call_sites", "called", "assumptions", "kernels")
 def test_the_block_memo_changes_no_record(spec, config, overrides):
     """Every module's calls, call sites, assumptions and kernels are the same whether repeated blocks run or are
     answered from the memo (the full-size upstream DeepSeek references were checked the same way by hand)."""
-    traced = []
-    for memo in (True, False):
-        built = archviz.build(spec, config=config, overrides=overrides)
-        traced.append(trace_shapes(built, walk(built), run=PassRun(memo=memo)))
-    with_memo, without = traced
+    _, with_memo = _meta(spec, config, overrides)  # the default run: the memo on
+    built = archviz.build(spec, config=config, overrides=overrides)
+    without = trace_shapes(built, walk(built), run=PassRun(memo=False))
     assert any("answered from an identical" in n for n in with_memo.extra("shapes")["notes"])
     assert not any("answered from an identical" in n for n in without.extra("shapes")["notes"])
     diff = [m.path for m, n in zip(with_memo.modules, without.modules, strict=True)
@@ -381,12 +387,17 @@ def test_a_mask_padded_with_its_negation_selects_one_row_per_position(tmp_path, 
     assert any("negation of a mask" in a for a in record.module("select").assumptions)
 
 
-def test_a_size_one_dim_is_not_read_as_the_routed_count():
+def test_a_size_one_dim_is_not_read_as_the_routed_count(tmp_path):
     """With 384 experts and few tokens each expert would get ceil(B·T·k/E) = 1 token, and every size-1 dim (the
     `weights[idx, top, None]` the experts take) would read as R. B and T are chosen so that R is at least 2 and
-    equal to no width; R here is derived from the config and the chosen B, T."""
+    equal to no width; R here is derived from the config and the chosen B, T. The flash config's widths and experts,
+    with 4 of its 40 layers and 1 of its 3 MTP layers (the per-layer lists cut to match; kv and index sources kept
+    on a compressing layer, an engram and both hash-routed layers kept): the pass picks the same B and T for it."""
     cfg = json.loads((FIX / "dsv41like" / "config_flash.json").read_text())
-    built = archviz.build(str(FIX / "dsv41like" / "model.py"), config=str(FIX / "dsv41like" / "config_flash.json"))
+    cut = tmp_path / "config_flash_4_layers.json"
+    cut.write_text(json.dumps(dict(cfg, n_layers=4, n_mtp_layers=1, compress_ratios=[0, 0, 2, 2, 0],
+                                   kv_source_layers=[2], index_source_layers=[2], engram_layer_ids=[1])))
+    built = archviz.build(str(FIX / "dsv41like" / "model.py"), config=str(cut))
     record = trace_shapes(built, walk(built))
     shapes = record.extra("shapes")
     B, T = shapes["B"], shapes["T"]
