@@ -186,10 +186,12 @@ def archviz_cli() -> Cli:
 _SHARED_SESSION_FIXTURES = ("gallery_site", "toplevel_sites")
 # The files (or groups) that took longest in a run of the whole suite (--durations), handed out first, longest first,
 # so that none starts last and leaves the other worker idle; then the files with `slow` tests, then the rest.
-_LONGEST_FIRST = ("gallery_site", "records/test_cache.py",
-                  "adversarial/test_adv_trust_edges.py", "sources/test_remote_code.py", "cli/test_ci_integrations.py",
-                  "toplevel_sites", "adversarial/test_adv_terminal_more.py",
-                  "shapes/test_trace.py", "render/site/test_pages.py", "probe/test_tensor_parallel.py")
+# Ranked from `make test` on a fresh clone, PYTEST_ADDOPTS=--durations=0 (seconds, 2 workers): 124, 68, 58, 34, 29,
+# then 10-13 each.
+_LONGEST_FIRST = ("render/site/test_annotations.py", "gallery_site", "toplevel_sites", "cli/test_ci_integrations.py",
+                  "probe/test_tensor_parallel.py", "adversarial/test_records_outputs_exits.py",
+                  "adversarial/test_adv_remote.py", "checkpoint/test_checkpoint_fuzz.py", "render/site/test_browser.py",
+                  "adversarial/test_adv_special_files.py", "render/site/test_pages.py", "probe/test_run.py")
 _GROUPS: dict[Path, str] = {}
 
 
