@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # The CPU build of torch lies on this machine's disk; an unpinned torch would fetch a multi-GB CUDA build.
 TORCH  := torch==2.13.0
+# pip compiles what it installs one file at a time; compileall does it on every core afterwards (the same .pyc files)
+PIP     := $(BIN)/pip install -q --no-compile
+COMPILE := $(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 
 .PHONY: install install-test site test bench sweep sweep-shapes gallery clean
 
@@ -11,15 +14,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[hf]'
+	$(PIP) $(TORCH)
+	$(PIP) -e '.[hf]'
+	$(COMPILE)
 	touch $@
 
 # the test extras (which hold hf's) and the package in one pip call after torch: one resolve and one editable build
 # fewer than `install` then `.[test]`, ~20 s of a fresh clone's `make test`
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[hf,test]'
+	$(PIP) $(TORCH)
+	$(PIP) -e '.[hf,test]'
+	$(COMPILE)
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
@@ -36,7 +41,8 @@ site: install
 # built once, and files that share a session fixture (the small gallery) go to one worker (tests/conftest.py's groups)
 test: install-test
 	$(BIN)/python -m pytest -n auto --dist loadfile -m "not serial"
-	$(BIN)/python -m pytest -m serial
+	# the serial tests after, alone; only the files that mark one are collected (the whole suite's collection is ~5 s)
+	$(BIN)/python -m pytest -m serial $$(grep -rl --include='*.py' 'mark.serial' tests)
 
 bench: install-test
 	$(BIN)/python bench/run.py
