@@ -19,8 +19,9 @@ PKG = ROOT / "archviz"
 
 # The pipeline, in order: a module may import from its own stage or any stage before it, never after.
 STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "pipeline", "render", "cli"]
-# The vocabulary every stage may use: root modules and the packages of shared concerns (the records, the safe files).
-VOCABULARY = {"errors", "format", "gcpause", "input_specs", "paths", "records", "files"}
+# The vocabulary every stage may use: root modules and the packages of shared concerns (the records, the safe files,
+# the processes archviz starts).
+VOCABULARY = {"errors", "format", "gcpause", "input_specs", "paths", "records", "files", "processes"}
 # A root module that is another stage's module under a public name: `archviz.kernels` is `archviz.shapes.kernels`.
 PUBLIC_ALIASES = {"archviz.kernels": "shapes"}
 MAX_ROOT_MODULES = 8

@@ -16,6 +16,7 @@ from rich.text import Text
 from ..errors import ArchvizError, ShapeError, one_line
 from ..pipeline import Feedback, PassOptions, records_for
 from ..files.sanitize import json_text, printable
+from ..processes.owner import Signalled
 from ..sources.options import BuildOptions
 
 
@@ -132,6 +133,11 @@ def handled(debug: bool, json_: bool = False) -> Iterator[None]:
         if json_:
             emit_json({"error": one_line(e.message), "hint": one_line(e.hint) if e.hint else None,
                        "exit_code": e.exit_code})
+        raise typer.Exit(e.exit_code) from None
+    except Signalled as e:  # SIGTERM or SIGHUP while archviz owned processes: every one of them ended
+        err.print(e.line())
+        if json_:
+            emit_json({"error": "terminated", "hint": None, "exit_code": e.exit_code})
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..errors import ArchvizError
+from ..processes.owner import MAX_CHILDREN, check_count
 from ..records.recordcheck import refused_as, want_table
 from .app import app
 from .common import DebugOpt, JsonOpt, NoCacheOpt, emit_json, err, flag, handled, progress_bar
@@ -55,20 +56,25 @@ def _served(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool
     """gallery_work.serve in a process of its own, which forks one process per model from itself (torch imported
     once): a model whose code crashes, hangs or ends its process costs its row."""
     import subprocess
-    import sys
     import tempfile
+
+    from ..processes.environment import child_command
+    from ..processes.owner import owned
 
     with tempfile.TemporaryDirectory(prefix="archviz-gallery-") as tmp:
         with open(os.path.join(tmp, "jobs.json"), "w", encoding="utf-8") as f:
             json.dump([list(j) for j in todo], f)
-        cmd = [sys.executable, "-m", "archviz.cli.gallery_work", tmp, str(n), str(timeout),
-               *([] if use_cache else ["--no-cache"])]
-        with open(os.path.join(tmp, "server.err"), "w+b") as errors:
-            with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-                                  text=True) as p:
-                assert p.stdout is not None
+        # archviz's import path, never the current folder's (processes.environment); the server and every process it
+        # forks in one group that ends with this block, whatever ends it (processes.owner)
+        cmd = child_command("archviz.cli.gallery_work", tmp, str(n), str(timeout),
+                            *([] if use_cache else ["--no-cache"]))
+        with open(os.path.join(tmp, "server.err"), "w+b") as errors, owned() as children:
+            p = children.start(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True)
+            assert p.stdout is not None
+            with p.stdout:
                 for done, _ in enumerate(p.stdout, 1):
                     cb(done, len(todo))
+            p.wait()
             errors.seek(0)
             tail = errors.read()[-8192:].decode("utf-8", "replace").strip().splitlines()
         for i, source, _, _ in todo:
@@ -200,7 +206,8 @@ def gallery(
         from ..render.site.write import check_target
 
         check_target(output)  # a folder that is not a site fails before an hour of builds
-        n = jobs or os.cpu_count() or 1
+        check_count(jobs or 0, "worker processes (--jobs)")
+        n = jobs or min(os.cpu_count() or 1, MAX_CHILDREN)
         results = _run([(k, s, per_model.get(k, [])) for k, s in models], n, not no_cache, timeout)
         entries = _entries(models, results, checkpoints)
         made = _compared(entries, named, bool(derived and transformers))

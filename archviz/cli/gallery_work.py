@@ -11,6 +11,7 @@ import warnings
 from typing import Any
 
 from ..errors import FLOAT32_FIX, ArchvizError, ShapeError, one_line
+from ..processes.owner import die_with_parent
 
 CONTEXT = 32 << 10  # the decode step's context: the index's "decode FLOPs per token at 32K"
 SEQ = 4096  # as `archviz cost` defaults
@@ -256,6 +257,7 @@ def _child(folder: str, i: int, source: str, sets: list[str], seq: int, use_cach
     """In the forked process: run_one, its result written to FOLDER/I.json, stdout to nowhere, stderr to I.err."""
     code = 1
     try:
+        die_with_parent(os.getppid())  # the server: killed outright, it takes its models with it
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
@@ -339,6 +341,7 @@ def serve(folder: str, n: int, timeout: float, use_cache: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     """`python -m archviz.cli.gallery_work FOLDER N TIMEOUT [--no-cache]`: serve (what `archviz gallery --jobs N`
     starts once)."""
+    die_with_parent()  # archviz killed outright: this server (and each model it forked) ends too
     args = list(sys.argv[1:] if argv is None else argv)
     use_cache = "--no-cache" not in args
     folder, n, timeout = [a for a in args if a != "--no-cache"]

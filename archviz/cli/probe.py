@@ -11,6 +11,7 @@ import typer
 from rich.text import Text
 
 from ..format import ranges_text
+from ..processes.owner import check_count
 from .app import app
 from .validate import check_options
 from .common import (
@@ -102,6 +103,8 @@ def probe(
     with handled(debug, json_):  # before the imports below: a typo costs no torch import
         check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
                       world_size=world_size, rank=rank)
+        if world_size is not None and rank is None:  # one process per rank: the cap, before anything is built
+            check_count(world_size, "ranks (--world-size)")
     from ..probe import ProbeOptions, parse_size, run_probe
     from ..sources import BuildOptions
     from ..sources.guard import model_code

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +21,9 @@ import traceback
 from typing import Any, Callable
 
 from ..errors import EXIT_USAGE, ArchvizError
+from ..processes.environment import child_command, child_env
+from ..processes.loopback import GLOO_IFNAME, loopback_interface
+from ..processes.owner import check_count, die_with_parent, owned
 
 
 @dataclasses.dataclass
@@ -60,25 +64,25 @@ def run_ranks(fn: Callable[..., Any], args: tuple, world_size: int, *, timeout: 
     """Run `fn(rank, world_size, *args)` in `world_size` spawned processes joined in one process group; return each
     rank's result, in rank order. Raises `RanksFailed` when a rank raises, dies or the run outlives `timeout`
     seconds; every process has ended by the time this returns or raises."""
-    import subprocess
-
+    check_count(world_size, "ranks")
     with tempfile.TemporaryDirectory(prefix="archviz-ranks-", ignore_cleanup_errors=True) as tmp:
         with open(os.path.join(tmp, "job.pickle"), "wb") as f:
             pickle.dump((fn, args, world_size, backend, device, timeout), f)
         procs: list[Any] = []
         timed_out = False
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # the caller's imports
-        try:
+        # the ranks' groups listen on the loopback interface alone, whatever the user's environment names
+        env = child_env({GLOO_IFNAME: loopback_interface()})
+        with owned() as children:
             for rank in range(world_size):
                 # the rank's temporary files (its probe's work folder) inside this folder, removed with it whatever
                 # becomes of the rank: a killed one never runs its own clean-up
                 rank_tmp = os.path.join(tmp, f"rank{rank}.tmp")
                 os.mkdir(rank_tmp, 0o700)
-                # a fresh interpreter per rank (not multiprocessing's spawn, which re-imports the caller's __main__)
-                procs.append(subprocess.Popen([sys.executable, "-m", __name__, tmp, str(rank)],
-                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.DEVNULL, close_fds=True,
-                                              env=dict(env, TMPDIR=rank_tmp, TEMP=rank_tmp, TMP=rank_tmp)))
+                # a fresh interpreter per rank (not multiprocessing's spawn, which re-imports the caller's __main__),
+                # with archviz's import path (processes.environment: never the current folder first)
+                procs.append(children.start(child_command(__name__, tmp, str(rank)), stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                            env=dict(env, TMPDIR=rank_tmp, TEMP=rank_tmp, TMP=rank_tmp)))
             deadline = time.monotonic() + timeout
             while any(p.poll() is None for p in procs):
                 if any(p.poll() not in (None, 0) for p in procs):
@@ -87,12 +91,8 @@ def run_ranks(fn: Callable[..., Any], args: tuple, world_size: int, *, timeout: 
                     timed_out = True
                     break
                 time.sleep(0.05)
-        finally:
             killed = {r for r, p in enumerate(procs) if p.poll() is None}
-            for r in killed:
-                procs[r].kill()
-            for p in procs:
-                p.wait()
+        # leaving `owned()` killed every rank still running (and anything a rank started) and waited for it
         results: list[Any] = []
         failures: list[RankFailure] = []
         logs = [_tail(os.path.join(tmp, f"rank{rank}.log")) for rank in range(world_size)]
@@ -138,10 +138,11 @@ def _tail(path: str, limit: int = 4000) -> str:
 
 def _rank_main(tmp: str, rank: int) -> None:
     """One rank: its output to its log, the process group joined, `fn` run, its result or error pickled."""
+    die_with_parent()
     log = os.open(os.path.join(tmp, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's pairs on the loopback interface only
+    os.environ[GLOO_IFNAME] = loopback_interface()  # gloo's pairs on the loopback interface only (processes/loopback)
     code = 0
     outcome: dict[str, Any]
     try:

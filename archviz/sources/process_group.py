@@ -3,7 +3,7 @@
 Code written for a launcher (torchrun) asks the group it expects: fairscale's model-parallel layers assert "model
 parallel group is not initialized", `dist.get_world_size()` raises "Default process group has not been initialized".
 archviz answers such code as its launcher would at world size 1: a gloo group of one process over an in-memory store
-(no network, no port, no file), and, where fairscale is installed, its model-parallel groups of size 1. The group
+(no rendezvous port, no file; gloo's own socket on the loopback interface only, processes/loopback), and, where fairscale is installed, its model-parallel groups of size 1. The group
 stays for the rest of the process (the forward pass asks it again); the build notes it.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 from typing import Callable, TypeVar
+
+from ..processes.loopback import on_loopback
 
 T = TypeVar("T")
 
@@ -30,8 +32,9 @@ def start_process_group() -> str:
 
     started = []
     if not dist.is_initialized():
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-        started.append("a one-process gloo group (in-memory store, no network)")
+        with on_loopback():  # gloo listens for its pairs even in a group of one: on loopback alone
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        started.append("a one-process gloo group (in-memory store, listening on loopback only)")
     fs = sys.modules.get("fairscale.nn.model_parallel.initialize")
     if fs is not None and not getattr(fs, "__archviz_stub__", False) and not fs.model_parallel_is_initialized():
         fs.initialize_model_parallel(1)
