@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import string
 from typing import Any, Callable, Sequence
 
 from archviz.errors import CheckpointError
@@ -23,16 +25,48 @@ DEFAULT_PATTERN = "model{rank}-mp{world_size}.safetensors"
 RANKS_FORMAT = "archviz-ranks/1"
 
 
+_FIELDS = ("rank", "world_size")
+_WIDTH = re.compile(r"0?[1-9]?[0-9]?d?")  # a zero-padded width of at most 99, as in {rank:02d}
+
+
 def rank_file(pattern: str, rank: int, world_size: int) -> str:
-    """The file name of `rank`'s shard; CheckpointError (exit 2) for a pattern without {rank} or with other fields."""
-    if "{rank}" not in pattern:
-        raise CheckpointError(f"--rank-pattern {pattern!r}: has no {{rank}}",
-                              hint=f"e.g. --rank-pattern {DEFAULT_PATTERN!r}")
+    """The file name of `rank`'s shard. The pattern is a template: `{rank}` (required) and `{world_size}`, each with
+    at most a zero-padded width (`{rank:02d}`), nothing else: no attribute or index access, no other format spec,
+    and the name it gives is a file name in the folder (no separator, not `..`). Else CheckpointError (exit 2)."""
+    hint = f"e.g. --rank-pattern {DEFAULT_PATTERN!r} or 'tp{{rank:02d}}.safetensors'"
     try:
-        return pattern.format(rank=rank, world_size=world_size)
-    except (KeyError, IndexError, ValueError) as e:
-        raise CheckpointError(f"--rank-pattern {pattern!r}: only {{rank}} and {{world_size}} are filled in ({e})",
-                              hint=f"e.g. --rank-pattern {DEFAULT_PATTERN!r}") from None
+        fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(pattern) if name is not None]
+    except ValueError as e:
+        raise CheckpointError(f"rank pattern {pattern!r}: not a template ({e})", hint=hint) from None
+    for name, spec, conv in fields:
+        if name not in _FIELDS or conv is not None or not _WIDTH.fullmatch(spec or ""):
+            raise CheckpointError(f"rank pattern {pattern!r}: {{{name}{'!' + conv if conv else ''}"
+                                  f"{':' + spec if spec else ''}}} is not allowed: only {{rank}} and {{world_size}}, "
+                                  "each with at most a zero-padded width, are filled in", hint=hint)
+    if "rank" not in {name for name, _, _ in fields}:
+        raise CheckpointError(f"rank pattern {pattern!r}: has no {{rank}}", hint=hint)
+    name = pattern.format(rank=rank, world_size=world_size)
+    if os.sep in name or (os.altsep and os.altsep in name) or name in (".", "..") or "\0" in name:
+        raise CheckpointError(f"rank pattern {pattern!r}: names {name!r}, not a file in the checkpoint's folder",
+                              hint=hint)
+    return name
+
+
+def _rank_path(folder: str, name: str) -> str:
+    """`folder/name`, refused unless it is a regular file inside the folder once links are resolved, owned by this
+    user (or root) and not writable by others: a rank file is read from its folder alone."""
+    import stat
+
+    path = os.path.join(folder, name)
+    real, inside = os.path.realpath(path), os.path.realpath(folder)
+    if os.path.dirname(real) != inside:
+        raise CheckpointError(f"{path}: a link to {real}, outside the checkpoint's folder",
+                              hint="copy the rank files into the folder itself")
+    st = os.stat(real)
+    if st.st_uid not in (os.getuid(), 0) or st.st_mode & stat.S_IWOTH:
+        raise CheckpointError(f"{path}: owned by another user or writable by others, so anyone could have "
+                              "replaced it", hint="copy it into a folder of your own, or chmod o-w it")
+    return real
 
 
 def rank_inventories(spec: str, world_size: int, pattern: str | None = None
@@ -51,7 +85,7 @@ def rank_inventories(spec: str, world_size: int, pattern: str | None = None
                 raise CheckpointError(f"{spec}: no shard for rank {rank} of {world_size} (expected {name})",
                                       hint="give the file names with --rank-pattern (e.g. 'tp{rank}.safetensors')"
                                       + (f"; the folder holds {', '.join(found)}" if found else ""))
-            out.append((rank, name, open_safetensors(path)))
+            out.append((rank, name, open_safetensors(_rank_path(spec, name))))
         return out
     if os.path.isfile(spec) and (spec.endswith(".json") or spec.endswith(".json.gz")):
         obj = load_json_file(spec)

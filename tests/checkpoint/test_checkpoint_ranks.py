@@ -128,3 +128,40 @@ def test_bad_rank_input_is_one_line_and_exit_2(tmp_path, shards, rules):
     assert "Traceback" not in result.output
     result = _check(rules, "--checkpoint", str(tmp_path / "ckpt"), "--rank-pattern", "tp.safetensors")
     assert result.exit_code == 2 and "has no {rank}" in result.output
+
+
+@pytest.mark.parametrize("pattern, words", [
+    ("{rank.__class__.__init__.__globals__}", "{rank.__class__.__init__.__globals__} is not allowed"),
+    ("{rank:>999999999}", "{rank:>999999999} is not allowed"),
+    ("{rank!r}.safetensors", "{rank!r} is not allowed"),
+    ("{0}{rank}", "{0} is not allowed"),
+    ("../x{rank}.safetensors", "not a file in the checkpoint's folder"),
+    ("{rank", "not a template"),
+])
+def test_a_rank_pattern_is_a_template_of_rank_and_nothing_else(pattern, words):
+    """Issue 46: the pattern is never a Python format string (attribute access on archviz's objects, a width that
+    exhausts memory) and never names a file outside the folder."""
+    from archviz.checkpoint.ranks import rank_file
+    from archviz.errors import CheckpointError
+
+    with pytest.raises(CheckpointError) as e:
+        rank_file(pattern, 1, 2)
+    assert words in e.value.line() and e.value.exit_code == 2
+    assert rank_file("tp{rank:02d}-of-{world_size}.safetensors", 3, 8) == "tp03-of-8.safetensors"
+
+
+def test_a_rank_file_linked_from_outside_its_folder_is_refused(tmp_path, shards, rules):
+    """A rank file that is a link to a file elsewhere (or that others may write) is not read, though its tensors
+    would match: exit 2, one line naming where it leads."""
+    _write(tmp_path / "ckpt", shards, "model{rank}-mp2.safetensors")
+    elsewhere = tmp_path / "elsewhere.safetensors"
+    (tmp_path / "ckpt" / "model1-mp2.safetensors").rename(elsewhere)
+    (tmp_path / "ckpt" / "model1-mp2.safetensors").symlink_to(elsewhere)
+    result = _check(rules, "--checkpoint", str(tmp_path / "ckpt"))
+    assert result.exit_code == 2, result.output
+    assert f"a link to {elsewhere}, outside the checkpoint's folder" in result.output
+    (tmp_path / "ckpt" / "model1-mp2.safetensors").unlink()
+    elsewhere.rename(tmp_path / "ckpt" / "model1-mp2.safetensors")
+    (tmp_path / "ckpt" / "model1-mp2.safetensors").chmod(0o666)
+    result = _check(rules, "--checkpoint", str(tmp_path / "ckpt"))
+    assert result.exit_code == 2 and "writable by others" in result.output, result.output
