@@ -40,6 +40,7 @@ from ..records import dumps_compact
 from ..sources.options import BuildOptions
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+MAX_TOKENS = 1 << 30  # the largest --seq/--context: a 10**12-token pass is refused, not run
 
 
 def parse_tokens(text: str, flag_name: str) -> int:
@@ -52,6 +53,9 @@ def parse_tokens(text: str, flag_name: str) -> int:
     if n < 1:
         raise ArchvizError(f"{flag_name} {text!r}: must be at least 1 token",
                            hint=f"write e.g. {flag_name} 1M, 128K or 4096 (K = 1024, M = 1024²)")
+    if n > MAX_TOKENS:
+        raise ArchvizError(f"{flag_name} {text.strip()}: {n:,} tokens, over the {MAX_TOKENS:,} (1G) archviz counts at",
+                           hint=f"write at most {flag_name} 1G (no model holds more context)")
     return n
 
 

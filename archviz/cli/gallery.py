@@ -22,13 +22,12 @@ def _sets_file(path: str | None) -> dict[str, list[str]]:
     """--sets FILE: JSON mapping a model (its type or source as given) to the config fields it is built with."""
     if not path:
         return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ArchvizError(f"--sets {path}: not a readable JSON file ({e})",
-                           hint='write e.g. {"llama": {"num_key_value_heads": 8}}') from None
+    from ..files.safejson import load_file
+
     hint = 'write e.g. {"llama": {"num_key_value_heads": 8}}'
+    # a regular file of at most 16 MiB, bounded JSON (nesting, integer digits): never a FIFO's hang, /dev/zero's
+    # MemoryError or a RecursionError
+    data = load_file(path, what="--sets JSON", max_bytes=16 << 20)
     with refused_as(lambda m: ArchvizError(f"--sets {path}: {m}", hint=hint)):
         for k, v in want_table("", data, what="an object mapping each model to its config fields").items():
             want_table(k, v, what="an object of config fields")

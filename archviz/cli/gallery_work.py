@@ -27,11 +27,12 @@ def _config_of(source: str) -> dict[str, Any] | None:
     path = os.path.join(source, "config.json") if os.path.isdir(source) else source
     if not (path.endswith(".json") and os.path.isfile(path)):
         return None
+    from ..files.safejson import load_config_file
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
+        data = load_config_file(path)
+    except ArchvizError:
+        return None  # the build says what is wrong with it
     if not isinstance(data, dict) or "model_type" not in data:
         return None
     return {**data, "dtype": data.get("dtype") or data.get("torch_dtype")}

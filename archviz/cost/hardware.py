@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArchvizError
+from ..files.safeio import read_regular
 from ..records.recordcheck import fail, refused_as, want_number, want_str, want_table
 
 # dtype names the peaks are keyed by, and the torch dtypes of weights that compute at each
@@ -24,6 +25,12 @@ _OF_TORCH = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float8_e
 _WIDER = {"fp4": "fp8", "fp8": "bf16", "int8": "bf16", "fp16": "bf16", "bf16": "fp32", "tf32": "fp32"}
 FIELDS = {"name": str, "source": str, "memory_gb": float, "memory_bandwidth_gb_s": float,
           "interconnect_gb_s": float, "peak_tflops": dict}
+
+
+# The largest figure a device file may give, far beyond any device (a 400-digit memory_gb, or 1e308 GB/s, would
+# overflow the bounds' arithmetic into inf): 1 PB of memory, 1 PB/s of bandwidth, 1e9 TFLOP/s
+MAXIMA = {"memory_gb": 1e6, "memory_bandwidth_gb_s": 1e6, "interconnect_gb_s": 1e6, "peak_tflops": 1e9}
+MAX_FILE_BYTES = 1 << 20  # a device file is a few lines of TOML
 
 
 def hw_dtype(dtype: str) -> str:
@@ -79,14 +86,14 @@ def _parse(key: str, table: Any) -> Hardware:
     name, source = (want_str(f"{at}.{f}", table[f], nonempty=True) for f in ("name", "source"))
     peaks = want_table(f"{at}.peak_tflops", table["peak_tflops"], PEAK_DTYPES,
                        what="a table of dtype = TFLOP/s, e.g. { bf16 = 989.5, fp8 = 1979 }")
-    memory, bandwidth = (want_number(f"{at}.{f}", table[f], minimum=0)
-                         for f in ("memory_gb", "memory_bandwidth_gb_s"))
+    memory, bandwidth, interconnect = (want_number(f"{at}.{f}", table[f], minimum=0, maximum=MAXIMA[f])
+                                       for f in ("memory_gb", "memory_bandwidth_gb_s", "interconnect_gb_s"))
     if not memory or not bandwidth:
         fail(at, "memory_gb and memory_bandwidth_gb_s must be more than 0")
     return Hardware(key=key, name=name, source=source, memory=memory * 1e9, bandwidth=bandwidth * 1e9,
-                    interconnect=want_number(f"{at}.interconnect_gb_s", table["interconnect_gb_s"], minimum=0) * 1e9,
-                    peaks=tuple((d, want_number(f"{at}.peak_tflops.{d}", v, minimum=0) * 1e12)
-                                for d, v in peaks.items()))
+                    interconnect=interconnect * 1e9,
+                    peaks=tuple((d, want_number(f"{at}.peak_tflops.{d}", v, minimum=0,
+                                                maximum=MAXIMA["peak_tflops"]) * 1e12) for d, v in peaks.items()))
 
 
 def presets() -> dict[str, Hardware]:
@@ -97,11 +104,12 @@ def presets() -> dict[str, Hardware]:
 
 
 def _file(path: str) -> list[Hardware]:
+    raw = read_regular(path, max_bytes=MAX_FILE_BYTES, what="hardware TOML")  # a FIFO, a device: refused, unread
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ArchvizError(f"--hardware {path}: cannot read it ({e.strerror or e})",
-                           hint="give a preset name or a readable TOML file") from e
+        data = tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ArchvizError(f"--hardware {path}: nested too deeply", hint="see archviz/cost/hardware.toml for the "
+                           "fields") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ArchvizError(f"--hardware {path}: not TOML ({e})", hint="see archviz/cost/hardware.toml for the "
                            "fields") from e

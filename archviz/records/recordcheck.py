@@ -56,11 +56,18 @@ def want_int(path: str, v: Any, optional: bool = False, minimum: int | None = No
     return v
 
 
-def want_number(path: str, v: Any, minimum: float | None = None) -> float:
-    """A finite int or float (never a bool), at least `minimum`: as a float."""
-    if type(v) not in (int, float) or not math.isfinite(v) or (minimum is not None and v < minimum):
-        fail(path, "a number" if minimum is None else "a non-negative number" if minimum == 0 else
-             f"a number of at least {minimum}", v)
+def want_number(path: str, v: Any, minimum: float | None = None, maximum: float | None = None) -> float:
+    """A finite int or float (never a bool), at least `minimum` and at most `maximum`: as a float (an integer too
+    large for a float, 400 digits, is refused like any other number out of range)."""
+    try:
+        ok = type(v) in (int, float) and math.isfinite(v) and (minimum is None or v >= minimum) and \
+            (maximum is None or v <= maximum)
+    except OverflowError:
+        ok = False
+    if not ok:
+        what = "a number" if minimum is None else "a non-negative number" if minimum == 0 else \
+            f"a number of at least {minimum}"
+        fail(path, what if maximum is None else f"{what} up to {maximum:g}", v)
     return float(v)
 
 

@@ -62,8 +62,8 @@ def test_annotations_with_claim_lines_of_the_wrong_type(archviz_cli, tmp_path: P
 
 
 @pytest.mark.parametrize("memory, peaks, message", [
-    ('"80"', "bf16 = 989.5", "[mygpu].memory_gb: a non-negative number, not '80'"),
-    ("80", "bf16 = true", "[mygpu].peak_tflops.bf16: a non-negative number, not True"),
+    ('"80"', "bf16 = 989.5", "[mygpu].memory_gb: a non-negative number up to 1e+06, not '80'"),
+    ("80", "bf16 = true", "[mygpu].peak_tflops.bf16: a non-negative number up to 1e+09, not True"),
 ])
 def test_a_hardware_file_with_a_number_of_the_wrong_type(archviz_cli, tmp_path: Path, memory: str, peaks: str,
                                                          message: str) -> None:

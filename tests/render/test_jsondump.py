@@ -1,9 +1,11 @@
-"""`archviz.render.jsondump.dumps_indented` writes what `json.dumps(obj, indent=n, ensure_ascii=False)` writes."""
+"""`archviz.render.jsondump.dumps_indented` writes what `json.dumps(obj, indent=n, ensure_ascii=False)` writes, except
+that a non-finite float is written null: `--json` is strict JSON always (issue 46)."""
 
 from __future__ import annotations
 
 import enum
 import json
+import math
 import random
 from collections import OrderedDict
 
@@ -12,8 +14,19 @@ import pytest
 from archviz.render.jsondump import dumps_indented
 
 
+def _finite(obj):
+    """`obj` with every non-finite float value (not key) made None, as json sees the containers."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def _std(obj, indent=1):
-    return json.dumps(obj, indent=indent, ensure_ascii=False)
+    return json.dumps(_finite(obj), indent=indent, ensure_ascii=False)
 
 
 class Name(str):
@@ -77,3 +90,11 @@ def test_what_json_refuses_it_refuses_alike() -> None:
     loop.append(loop)
     with pytest.raises(ValueError, match="Circular"):
         dumps_indented({"loop": loop})
+
+
+def test_non_finite_floats_are_null_and_the_text_is_strict_json() -> None:
+    def refuse(name):
+        raise ValueError(name)
+
+    text = dumps_indented({"bandwidth": float("inf"), "x": [float("nan"), -float("inf"), 1e308]})
+    assert json.loads(text, parse_constant=refuse) == {"bandwidth": None, "x": [None, None, 1e308]}
