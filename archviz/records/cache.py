@@ -46,7 +46,7 @@ from ..files.outputs import write_file
 
 __all__ = ["FORMAT", "MAX_BYTES", "MAX_ENTRIES", "Lookup", "cache_dir", "disabled", "entry_path", "key_id",
            "limits", "lookup", "make_key", "new_code_files", "read_side", "record_files", "sha256_file", "source_files",
-           "store", "store_failure", "traceback_files", "versions", "write_side"]
+           "store", "store_failure", "traceback_files", "untrusted", "versions", "write_side"]
 
 FORMAT = "archviz.cache/1"
 MAX_ENTRIES = 32  # entries kept; the least recently used go first
@@ -250,15 +250,35 @@ def _remove(path: str) -> None:
         pass
 
 
+def untrusted(folder: str) -> str | None:
+    """Why the cache folder cannot be trusted (another user owns it, or others may write in it: anyone could plant
+    an entry there that archviz would serve as its own), or None."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None  # none yet: made mode 0700 when first written
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{folder} is not a folder"
+    if st.st_uid != os.getuid():
+        return f"{folder} belongs to another user"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"others may write in {folder}"
+    return None
+
+
 def lookup(key: Mapping[str, Any]) -> Lookup:
-    """The records of `key` if an entry holds them and every file it vouches for still hashes the same."""
+    """The records of `key` if an entry holds them and every file it vouches for still hashes the same; never from
+    a folder or an entry that another user could have written."""
     path = entry_path(key)
+    why = untrusted(os.path.dirname(path))
+    if why:
+        return Lookup(note=f"the records cache is not used: {why}", path=path)
     try:
         st = os.lstat(path)
     except OSError:
         return Lookup(path=path)
     bad = Lookup(note=f"cache entry {path} unreadable; rebuilt", path=path)
-    if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE_BYTES:
+    if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE_BYTES or st.st_uid != os.getuid():
         return bad
     from .types import loads
     from .recordcheck import want_table
@@ -301,7 +321,9 @@ def _ensure_dir() -> str:
     st = os.lstat(folder)
     if not stat.S_ISDIR(st.st_mode):
         raise OSError(f"{folder} is not a folder")
-    if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) != 0o700:
+    if st.st_uid != os.getuid():
+        raise OSError(f"{folder} belongs to another user")
+    if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(folder, 0o700)
     return folder
 
@@ -389,6 +411,8 @@ def read_side(name: str) -> bytes | None:
         return None
     from ..files.safeio import read_regular
 
+    if untrusted(cache_dir()):
+        return None
     try:
         return read_regular(_side_path(name), max_bytes=_MAX_SIDE_BYTES, what="cache side file")
     except (ArchvizError, OSError):

@@ -423,3 +423,29 @@ def test_side_files_are_private_bounded_and_not_entries(monkeypatch):
     monkeypatch.setenv("ARCHVIZ_NO_CACHE", "1")
     assert cache.read_side(f"side {cache.MAX_SIDE + 1}") is None
     assert cache.write_side("side off", b"x") is None and cache.read_side("side off") is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_an_entry_another_user_could_have_written_is_never_served():
+    """Issue 46: an entry planted in a cache folder that others may write, or that belongs to another user, or an
+    entry file of another user's, is not served as archviz's own (a miss with a note), and nothing is written
+    into a folder of another user's."""
+    from helpers import hand_record  # noqa: E402
+
+    rec = hand_record([("", "Root", {}, [("w", (2, 3))])])
+    key = cache.make_key("records", "planted", {})
+    assert cache.store(key, rec, {}) is None and cache.lookup(key).record == rec
+    folder, entry = cache.cache_dir(), cache.entry_path(key)
+    os.chmod(folder, 0o777)
+    found = cache.lookup(key)
+    assert found.record is None and f"others may write in {folder}" in found.note
+    os.chmod(folder, 0o700)
+    os.chown(entry, 54321, 54321)
+    assert cache.lookup(key).record is None
+    os.chown(entry, 0, 0)
+    os.chown(folder, 54321, 54321)
+    found = cache.lookup(key)
+    assert found.record is None and "belongs to another user" in found.note
+    other = cache.make_key("records", "other", {})
+    assert "belongs to another user" in cache.store(other, rec, {})
+    assert not os.path.exists(cache.entry_path(other))
