@@ -10,10 +10,50 @@ import sys
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from .common import flag, out
 
+class _Commands(TyperGroup):
+    """archviz's commands, whose options that take one value may be given once: click keeps the last of two
+    silently, and `diff a/model.py b/model.py --config a.json --config b.json` compared both sides under b.json."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        _refuse_repeats(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+def _refuse_repeats(group: TyperGroup, ctx: typer.Context, args: list[str]) -> None:
+    """A usage error (exit 2) for a single-valued option of the command in `args` given twice."""
+    name = next((a for a in args if not a.startswith("-")), None)
+    command = group.get_command(ctx, name) if name else None
+    if command is None:
+        return
+    options = [p for p in command.params if p.param_type_name == "option"]
+    single = {o: p for p in options if not p.multiple and not p.count and not p.is_flag
+              for o in p.opts + p.secondary_opts}
+    seen: dict[str, str] = {}
+    rest = iter(args[args.index(name) + 1:])
+    for arg in rest:
+        if arg == "--":
+            break
+        opt = arg.split("=", 1)[0] if arg.startswith("--") else arg[:2] if arg[:1] == "-" else None
+        param = single.get(opt or "")
+        if param is None:
+            continue
+        if opt == arg:  # the value is the next argument
+            next(rest, None)
+        if param.name in seen:
+            fix = " (for two models: --config-a A.json --config-b B.json)" if opt == "--config" and \
+                any("--config-a" in p.opts for p in options) else ""
+            named = max(param.opts, key=len)
+            forms = f" (as {seen[param.name]} and {opt})" if {seen[param.name], opt} != {named} else ""
+            raise _USAGE_ERROR(f"{named} is given twice{forms}: it takes one value{fix}", ctx)
+        seen[param.name] = opt
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="archviz",
     help="Model-architecture introspection and exact parameter accounting for PyTorch models, built on meta.\n\n"
          "SOURCE is hf:<model_type>, a config.json or Hugging Face model folder, a reference model.py (with "
@@ -112,6 +152,7 @@ def _exit(code: object) -> None:
 
 # click's base of usage errors (typer may bundle its own click: found through the class typer exports)
 _CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_USAGE_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
 def wants_json(argv: list[str]) -> bool:

@@ -5,6 +5,7 @@ each refused at once with exit 2 and one line, never a hang, a MemoryError, a Re
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -52,3 +53,20 @@ def test_a_gallery_sets_file_out_of_bounds_is_one_line(archviz_cli, tmp_path: Pa
 @pytest.mark.parametrize("flag", ["--seq", "--context"])
 def test_a_token_count_past_any_model_is_refused(archviz_cli, flag: str) -> None:
     refused(cli_here(archviz_cli, *COST, flag, str(10**12)), f"{flag} {10**12}", "over the 1,073,741,824")
+
+
+@pytest.mark.parametrize("args, words", [
+    (("diff", "a/model.py", "b/model.py", "--config", "a.json", "--config", "b.json"),
+     "--config is given twice: it takes one value (for two models: --config-a A.json --config-b B.json)"),
+    (("cost", "hf:llama", "-L", "4K", "--context=8K"), "--context is given twice (as -L and --context)"),
+])
+def test_an_option_of_one_value_given_twice_is_refused(archviz_cli, args, words) -> None:
+    """Issue 46: click keeps the last of two values silently; `diff` then compared both sides under B's config."""
+    r = cli_here(archviz_cli, *args, "--json")
+    assert r.returncode == 2 and words in json.loads(r.stdout)["error"], (r.stdout, r.stderr)
+
+
+def test_repeatable_options_and_flags_stay_repeatable(archviz_cli) -> None:
+    r = cli_here(archviz_cli, "summary", "hf:llama", "--set", "num_hidden_layers=1", "--set", "vocab_size=64",
+                 "--json", "--json")
+    assert r.returncode == 0, r.stderr
