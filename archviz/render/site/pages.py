@@ -19,6 +19,8 @@ structurally identical list items folded into one node (one page per kind of ite
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -84,13 +86,21 @@ class SiteResult:
     files: int
 
 
+# A model's folder never takes a name the site's own files have: its folders, and no name of a page or script (a
+# model named compare.html, a folder of that name, would have been written over the gallery's compare page; `a--b.html`
+# over a pair's diff page)
+_RESERVED = ("static", "code", ".archviz-site")
+_FILE_LIKE = re.compile(r"\.(html?|js|json|css|svg|png|txt)$")
+
+
 def slug_for(name: str, used: set[str]) -> str:
-    """A model's folder in a site: its name made safe, numbered where `used` (updated) holds it already."""
+    """A model's folder in a site: its name made safe (never a name of the site's own files), numbered where `used`
+    (updated) holds it already."""
     base = SAFE_NAME.sub("-", name.lower()).strip("-.") or "model"
-    base = base[:60]
+    base = _FILE_LIKE.sub(lambda m: "-" + m.group(1), base[:60])
     slug = base
     i = 2
-    while slug in used or slug in ("static", "code", "index.html", "search.js"):
+    while slug in used or slug in _RESERVED:
         slug = f"{base}-{i}"
         i += 1
     used.add(slug)
