@@ -261,7 +261,8 @@ def _signature_kinds(record: ModelRecord) -> tuple[str | None, list[list[int]]]:
     return path, list(sigs.values())
 
 
-def _experts(config: dict[str, Any], limits: Limits) -> tuple[dict[str, Any], list[Reduction], list[str]]:
+def _experts(config: dict[str, Any], limits: Limits, world_size: int = 1
+             ) -> tuple[dict[str, Any], list[Reduction], list[str]]:
     out: dict[str, Any] = {}
     reds: list[Reduction] = []
     notes: list[str] = []
@@ -288,6 +289,9 @@ def _experts(config: dict[str, Any], limits: Limits) -> tuple[dict[str, Any], li
             target = math.ceil(target / groups) * groups
             while limited * (target // groups) < k:
                 target += groups
+        if world_size > 1 and value % world_size == 0:  # every rank holds a whole share of the kept experts
+            step = math.lcm(groups, world_size)
+            target = math.ceil(target / step) * step
         if target >= value:
             continue
         out[key] = target
@@ -298,7 +302,8 @@ def _experts(config: dict[str, Any], limits: Limits) -> tuple[dict[str, Any], li
     return out, reds, notes
 
 
-def _vocab(config: dict[str, Any], limits: Limits, taken: set[int]) -> tuple[dict[str, Any], list[Reduction]]:
+def _vocab(config: dict[str, Any], limits: Limits, taken: set[int], world_size: int = 1
+           ) -> tuple[dict[str, Any], list[Reduction]]:
     out: dict[str, Any] = {}
     reds: list[Reduction] = []
     for key in _VOCAB_FIELDS:
@@ -307,7 +312,9 @@ def _vocab(config: dict[str, Any], limits: Limits, taken: set[int]) -> tuple[dic
             continue
         t0 = limits.vocab_target
         cands = [t0] + [t0 - 24 + 8 * i for i in range(64) if t0 - 24 + 8 * i != t0]
-        target = next((c for c in cands if c not in taken), t0)
+        if world_size > 1 and v % world_size == 0:  # sharded by rows: each rank's share whole, and unmistakable
+            cands = [c for c in cands if c % world_size == 0 and c // world_size not in taken] or [t0 * world_size]
+        target = next((c for c in cands if c not in taken), cands[0])
         out[key] = target
         reds.append(Reduction(key, v, target, "vocabulary cut (token ids drawn below it)"))
         # Companions: a compressed vocabulary no larger than the vocabulary, token ids inside it.
@@ -365,11 +372,15 @@ def _seq(config: dict[str, Any], limits: Limits) -> tuple[dict[str, Any], list[R
     return out, reds
 
 
-def _pairs(reductions: Iterable[Reduction]) -> frozenset:
+def _pairs(reductions: Iterable[Reduction], world_size: int = 1) -> frozenset:
+    """(full dim, reduced dim) of every reduction; under `world_size` N, a rank's share of each too (a vocabulary of
+    129,280 rows cut to 1,000 is 64,640 and 500 rows at N = 2)."""
     pairs = set()
     for r in reductions:
         if _is_int(r.full) and _is_int(r.reduced):
             pairs.add((r.full, r.reduced))
+            if world_size > 1 and r.full % world_size == 0 and r.reduced % world_size == 0:
+                pairs.add((r.full // world_size, r.reduced // world_size))
         elif _int_list(r.full) and _int_list(r.reduced) and len(r.full) == len(r.reduced):
             pairs.update(zip(r.full, r.reduced))
     return frozenset(pairs)
@@ -391,22 +402,26 @@ def _mtp(config: dict[str, Any], record: ModelRecord) -> tuple[str | None, int, 
 
 
 def plans(record: ModelRecord, config: dict[str, Any], *, limits: Limits = Limits(),
-          kinds: tuple[str | None, list[list[int]]] | None = None) -> list[Plan]:
-    """Candidate reduced configs, most reduced first (see the module docstring); the last plan reduces nothing."""
+          kinds: tuple[str | None, list[list[int]]] | None = None, world_size: int = 1) -> list[Plan]:
+    """Candidate reduced configs, most reduced first (see the module docstring); the last plan reduces nothing.
+    `world_size` N (a rank's records): every sharded count it cuts stays divisible by N (vocabulary rows, routed
+    experts), and a rank's share of each maps back to the full model's share."""
     config = dict(config)
     taken = _taken(record, config)
     base: dict[str, Any] = {}
     reds: list[Reduction] = []
     notes: list[str] = []
-    ov, rs, ns = _experts(config, limits)
+    ov, rs, ns = _experts(config, limits, world_size)
     base.update(ov)
     reds += rs
     notes += ns
-    for fn in (lambda c: _vocab(c, limits, taken), lambda c: _tables(c, limits), lambda c: _seq(c, limits)):
+    for fn in (lambda c: _vocab(c, limits, taken, world_size), lambda c: _tables(c, limits),
+               lambda c: _seq(c, limits)):
         ov, rs = fn(config)
         base.update(ov)
         reds += rs
-    pairs = _pairs(r for r in reds if not r.why.startswith("a token id") and not r.why.startswith("token ids"))
+    pairs = _pairs((r for r in reds if not r.why.startswith("a token id") and not r.why.startswith("token ids")),
+                   world_size)
     mtp_key, mtp_full, mtp_keep, dropped = _mtp(config, record)
     if mtp_key is not None and mtp_keep != mtp_full:
         base[mtp_key] = mtp_keep

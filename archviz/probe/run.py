@@ -214,7 +214,7 @@ def _choose_plan(spec: str, built: Built, record: ModelRecord, opts: Any, limits
     from . import reduce
 
     kinds = reduce.layer_kinds(record)
-    for plan in reduce.plans(record, built.config, limits=limits, kinds=kinds):
+    for plan in reduce.plans(record, built.config, limits=limits, kinds=kinds, world_size=built.world_size or 1):
         if plan.method == "none":
             return plan, record
         try:

@@ -19,8 +19,13 @@ from archviz.cli import app
 FIX = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "dsv3like"
 # The fixture's shared-expert width (moe_inter_dim 32) splits into 16 per rank at N = 2, below the fp8 activation
 # block (32): its act_quant cannot run, as DeepSeek's kernel asserts; 64 splits into whole blocks.
-SETS = ["--set", "moe_inter_dim=64"]
-CONFIG = {**json.loads((FIX / "config.json").read_text()), "moe_inter_dim": 64}
+# A vocabulary above the reduction's bound (cut, and sharded by rows per rank: issue 46, the DeepSeek-V3 reference at
+# N = 2 was refused as a 325 GB copy) and a top-k of 5 without expert groups (the reduction kept max(top-k, 4) = 5
+# experts, which two ranks cannot share)
+WIDER = {"moe_inter_dim": 64, "vocab_size": 129280, "n_routed_experts": 16, "n_activated_experts": 5,
+         "n_expert_groups": 1, "n_limited_groups": 1}
+SETS = [x for k, v in WIDER.items() for x in ("--set", f"{k}={v}")]
+CONFIG = {**json.loads((FIX / "config.json").read_text()), **WIDER}
 
 
 def _probe(model: pathlib.Path, *extra: str):
