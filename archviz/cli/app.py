@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
+from . import interrupts
 from .common import flag, out
 
 class _Commands(TyperGroup):
@@ -85,7 +86,7 @@ def _version(value: bool) -> None:
 def _root(version: Annotated[bool, flag("--version", help="print the versions of archviz, torch, "
                                                                   "transformers and safetensors, and exit",
                                                 callback=_version, is_eager=True)] = False) -> None:
-    pass  # the help text is the app's
+    interrupts.install()  # a Ctrl-C from now on is told apart from a KeyboardInterrupt the model's code raises
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from ..errors import ArchvizError, ShapeError, one_line
 from ..pipeline import Feedback, PassOptions, records_for
 from ..files.sanitize import json_text, printable
 from ..processes.owner import Signalled
+from . import interrupts
 from ..sources.options import BuildOptions
 
 
@@ -140,6 +141,14 @@ def handled(debug: bool, json_: bool = False) -> Iterator[None]:
             emit_json({"error": "terminated", "hint": None, "exit_code": e.exit_code})
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
+        if interrupts.from_code() and not debug:  # raised by the model's code (no Ctrl-C came): its failure
+            err.print(Text.assemble(("error:", "bold red"), " the model's code raised KeyboardInterrupt (not a "
+                                    "Ctrl-C) — archviz cannot count past it; rerun with --debug to see where"),
+                      highlight=False, soft_wrap=True)
+            if json_:
+                emit_json({"error": "the model's code raised KeyboardInterrupt (not a Ctrl-C)",
+                           "hint": "rerun with --debug to see where", "exit_code": 2})
+            raise typer.Exit(2) from None
         err.print("interrupted")
         if json_:
             emit_json({"error": "interrupted", "hint": None, "exit_code": 130})
