@@ -1,6 +1,6 @@
-"""Issue 34 — the probe on torch.distributed: `archviz probe --world-size 2` beside the single-process probe of the
-same reduced copy, on the DeepSeek-V3-style fixture (tests/fixtures/dsv3like, with `moe_inter_dim=64` so the shared
-expert's width splits into whole activation blocks on 2 ranks).
+"""Issues 34 and 46 — the probe on torch.distributed: `archviz probe --world-size 2` and `4` beside the single-process
+probe of the same reduced copy, on the DeepSeek-V3-style fixture (tests/fixtures/dsv3like, with `moe_inter_dim=128`
+so the shared expert's width splits into whole activation blocks on 4 ranks).
 
 Each case runs in its own process. The N = 2 case's peak RSS is the largest rank's (the ranks are that process's
 children: RUSAGE_CHILDREN's maximum), beside the launcher's own.
@@ -17,11 +17,11 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures", "dsv3like")
 MODEL, CONFIG = os.path.join(FIX, "model.py"), os.path.join(FIX, "config.json")
-OVERRIDES = {"moe_inter_dim": 64}
+OVERRIDES = {"moe_inter_dim": 128}
 
-TITLE = "Issue 34 — the probe on torch.distributed (gloo, CPU)"
-GOAL = ("the probe at N = 2 ranks beside the single-process probe of the same reduced copy (the ratio is against "
-        "it); peak RSS per rank")
+TITLE = "Issues 34, 46 — the probe on torch.distributed (gloo, CPU)"
+GOAL = ("the probe at N = 2 and 4 ranks beside the single-process probe of the same reduced copy (the ratio is "
+        "against it); peak RSS per rank")
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -57,15 +57,16 @@ def measure(world: int) -> dict[str, Any]:
 
 def run() -> list[dict[str, Any]]:
     one = measure(1)
-    two = measure(2)
-    return [
-        {"name": f"archviz probe: dsv3like fixture, one process ({one['agreement']:.0%} of {one['compared']} calls "
-                 "agree)", "seconds": one["seconds"], "peak_rss_mb": one["peak_rss_mb"], "peer": None, "ratio": 1.0},
-        {"name": f"archviz probe --world-size 2: same, 2 ranks on gloo (ok={two['ok']}; launcher "
-                 f"{two['launcher_rss_mb']:.0f} MB; RSS column: the largest rank)",
-         "seconds": two["seconds"], "peak_rss_mb": two["peak_rss_mb"], "peer": "one process",
-         "ratio": two["seconds"] / one["seconds"]},
-    ]
+    rows = [{"name": f"archviz probe: dsv3like fixture, one process ({one['agreement']:.0%} of {one['compared']} "
+                     "calls agree)", "seconds": one["seconds"], "peak_rss_mb": one["peak_rss_mb"], "peer": None,
+             "ratio": 1.0}]
+    for n in (2, 4):
+        r = measure(n)
+        rows.append({"name": f"archviz probe --world-size {n}: same, {n} ranks on gloo (ok={r['ok']}; launcher "
+                             f"{r['launcher_rss_mb']:.0f} MB; RSS column: the largest rank)",
+                     "seconds": r["seconds"], "peak_rss_mb": r["peak_rss_mb"], "peer": "one process",
+                     "ratio": r["seconds"] / one["seconds"]})
+    return rows
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ class ValueMismatch:
     single_shape: tuple  # the single-process run's output (whole)
     error: float  # ‖rank's − single's‖ / ‖single's‖
     part: str = ""  # "" (whole), or which part of the single output the rank's is ("dim 1, part 0 of 2")
+    leaf: int = 0  # which tensor of the module's output
 
     def line(self) -> str:
         part = f" ({self.part})" if self.part else ""
@@ -54,15 +55,42 @@ class ValueMismatch:
 
 
 class OutputCapture:
-    """Every module's outputs (tensor leaves) by path, in the order the calls finished."""
+    """Every module's outputs (tensor leaves) by path, in the order the calls finished; and the modules whose own
+    forward (not a submodule's) called `torch.distributed.all_reduce` or `reduce_scatter` (`reducers`)."""
+
+    _SUMMING = ("all_reduce", "reduce_scatter", "reduce_scatter_tensor")
 
     def __init__(self, model: torch.nn.Module) -> None:
+        import torch.distributed as dist
+
         self.calls: dict[str, list[list[torch.Tensor]]] = {}
         self.order: list[tuple[str, int]] = []
+        self.stack: list[str] = []
+        self.reducers: set[str] = set()
         self.handles = [m.register_forward_hook(self._hook(path)) for path, m in model.named_modules()]
+        self.handles += [m.register_forward_pre_hook(self._enter(path)) for path, m in model.named_modules()]
+        self.saved = {name: getattr(dist, name) for name in self._SUMMING if hasattr(dist, name)}
+        for name, fn in self.saved.items():
+            setattr(dist, name, self._noting(fn))
+
+    def _noting(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def summing(*args: Any, **kwargs: Any) -> Any:
+            if self.stack:
+                self.reducers.add(self.stack[-1])
+            return fn(*args, **kwargs)
+
+        return summing
+
+    def _enter(self, path: str) -> Callable[..., None]:
+        def pre(module: Any, args: Any) -> None:
+            self.stack.append(path)
+
+        return pre
 
     def _hook(self, path: str) -> Callable[..., None]:
         def hook(module: Any, args: Any, output: Any) -> None:
+            if self.stack and self.stack[-1] == path:
+                self.stack.pop()
             leaves = [(t.to_local() if hasattr(t, "to_local") else t).detach().clone() for t in tensor_leaves(output)]
             calls = self.calls.setdefault(path, [])
             self.order.append((path, len(calls)))
@@ -71,9 +99,14 @@ class OutputCapture:
         return hook
 
     def remove(self) -> None:
+        import torch.distributed as dist
+
         for h in self.handles:
             h.remove()
         self.handles = []
+        for name, fn in self.saved.items():
+            setattr(dist, name, fn)
+        self.saved = {}
 
 
 def shard_of(full: torch.Tensor, shape: tuple, rank: int, world_size: int) -> tuple[torch.Tensor, str] | None:
@@ -104,6 +137,7 @@ class Sharded:
         self.uncut: list[str] = []
         self.seconds = 0.0
         self.worst = 0.0  # the largest error among the outputs that agree
+        self.partial: list[str] = []  # outputs that are partial sums a caller reduces (see _partial_sums)
 
     def prepare(self, real: Built, single: Callable[[], Built], run: Callable[[Built], Any], plan: Any,
                 record: ModelRecord, init: Callable[[Built], None]) -> None:
@@ -196,19 +230,68 @@ class Sharded:
                     final = {"shape": list(a.shape), "single_shape": list(b.shape), "error": err,
                              "ok": err <= self.tolerance}
                 if err > self.tolerance:
-                    mismatches.append(ValueMismatch(self.rank, path, i, tuple(a.shape), tuple(b.shape), err, cut[1]))
+                    mismatches.append(ValueMismatch(self.rank, path, i, tuple(a.shape), tuple(b.shape), err, cut[1],
+                                                    leaf))
                     break
-        return mismatches, compared, final
+        return self._partial_sums(mismatches), compared, final
+
+    def _partial_sums(self, mismatches: list[ValueMismatch]) -> list[ValueMismatch]:
+        """`mismatches` less the outputs that are partial sums which a caller reduces: a row-parallel layer whose
+        all-reduce its caller does once for several (a shared expert built with `reduce_output=False`, summed with
+        the routed experts' output in one all-reduce) differs on every rank, by design. Such an output is the
+        single run's where the N ranks' outputs add up to it and a module it was called from itself calls
+        all-reduce (`OutputCapture.reducers`). A row-parallel layer whose all-reduce is missing adds up the same,
+        but none of its callers reduces: it stays a mismatch. Every rank takes part (two all_gather_object calls),
+        whatever its own mismatches."""
+        import torch.distributed as dist
+
+        every: list[Any] = [None] * self.world_size
+        dist.all_gather_object(every, [(m.path, m.call, m.leaf) for m in mismatches])
+        union = sorted({tuple(k) for keys in every for k in keys})
+        assert self.sharded is not None and self.single is not None
+        mine = []
+        for path, call, leaf in union:
+            calls = self.sharded.calls.get(path, [])
+            mine.append(calls[call][leaf] if call < len(calls) and leaf < len(calls[call]) else None)
+        parts: list[Any] = [None] * self.world_size
+        dist.all_gather_object(parts, mine)
+        adds_up = set()
+        for m in mismatches:
+            j = union.index((m.path, m.call, m.leaf))
+            whole, each = self.single.calls[m.path][m.call][m.leaf], [p[j] for p in parts]
+            if all(t is not None and t.shape == whole.shape for t in each) and \
+                    _relative_error(sum(each[1:], each[0]), whole) <= self.tolerance:
+                adds_up.add(m.path)
+
+        def reduced_by_caller(path: str) -> bool:
+            callers = [path.rsplit(".", k)[0] for k in range(1, path.count(".") + 1)] + ([""] if path else [])
+            return any(c in self.sharded.reducers for c in callers)  # type: ignore[union-attr]
+
+        kept = [m for m in mismatches if not (m.path in adds_up and reduced_by_caller(m.path))]
+        self.partial = sorted({m.path for m in mismatches} - {m.path for m in kept})
+        return kept
 
 
 def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     """‖a − b‖ / ‖b‖ (Frobenius): rounding that flips a few quantized elements stays small, a missing or
-    doubled sum does not. Integer outputs (routing indices) must be equal."""
+    doubled sum does not. Integer outputs (routing indices, top-k positions) must be equal, or the same indices in
+    another order along the last dim (top-k among tied scores: a causal mask's -inf ties order as they fall)."""
     if not (a.dtype.is_floating_point or a.dtype.is_complex):
-        return 0.0 if torch.equal(a, b.to(a.dtype)) else math.inf
+        b = b.to(a.dtype)
+        same = torch.equal(a, b) or (a.shape == b.shape and a.dim() > 0 and
+                                     torch.equal(a.sort(-1).values, b.sort(-1).values))
+        return 0.0 if same else math.inf
     if not b.numel():
         return 0.0
     a64, b64 = a.double(), b.double()
+    # -inf where a mask hides a score (top-k selection scores, masked logits): the same positions and signs agree,
+    # and the error is of the finite values; a non-finite value where the other run has a finite one does not
+    fa, fb = torch.isfinite(a64), torch.isfinite(b64)
+    if not bool(fa.all() and fb.all()):
+        if not torch.equal(fa, fb) or not torch.equal(a64[~fa].nan_to_num(0.0, 1.0, -1.0),
+                                                      b64[~fb].nan_to_num(0.0, 1.0, -1.0)):
+            return math.inf
+        a64, b64 = a64[fa], b64[fb]
     diff, scale = float(torch.linalg.vector_norm(a64 - b64)), float(torch.linalg.vector_norm(b64))
     if not math.isfinite(diff):
         return math.inf
@@ -246,6 +329,7 @@ def rank_probe(rank: int, world_size: int, spec: str, build_options: Any, option
         "weights_not_cut": tp.uncut,
         "outputs_compared": compared,
         "largest_agreeing_error": tp.worst,
+        "partial_sums": tp.partial,  # outputs each rank holds a part of the sum of, reduced by their caller
         "value_mismatches": [v.as_json() for v in values],
         "value_lines": [v.line() for v in values],
         "output": final,

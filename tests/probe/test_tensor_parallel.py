@@ -142,3 +142,36 @@ def test_a_transformers_model_through_its_tp_plan_on_gloo():
         assert s["model.layers.0.mlp.down_proj.weight"] == [c["hidden_size"], c["intermediate_size"] // n]
         assert s["model.layers.0.input_layernorm.weight"] == [c["hidden_size"]]
         assert r["output"]["shape"] == [r["B"], r["T"], c["vocab_size"]] and r["output"]["error"] < 1e-4
+
+
+def test_masked_scores_agree_where_both_runs_mask_the_same_places():
+    """A top-k indexer's scores hold -inf where the causal mask hides a key (DeepSeek-V3.2's lightning indexer): the
+    two runs agree when the same places are -inf and the finite scores agree; -inf against a finite score is a
+    mismatch (issue 46: V3.2-Exp at N = 2 reported its indexer off "by inf of its norm")."""
+    import math
+
+    import torch
+
+    from archviz.probe.tensor_parallel import _relative_error
+
+    single = torch.tensor([[1.0, -math.inf, -math.inf], [2.0, 3.0, -math.inf]])
+    ranks = single.clone()
+    ranks[1, 0] += 0.002
+    assert 0 < _relative_error(ranks, single) < 1e-3
+    ranks[0, 1] = 0.5  # unmasked in one run only
+    assert _relative_error(ranks, single) == math.inf
+    ranks = single.clone()
+    ranks[0, 1] = math.inf  # the wrong sign of infinity
+    assert _relative_error(ranks, single) == math.inf
+
+
+def test_top_k_positions_agree_in_any_order_of_ties():
+    import math
+
+    import torch
+
+    from archviz.probe.tensor_parallel import _relative_error
+
+    single = torch.tensor([[0, 3, 1, 2], [1, 0, 2, 3]])
+    assert _relative_error(torch.tensor([[0, 3, 2, 1], [1, 0, 2, 3]]), single) == 0.0  # the -inf ties reordered
+    assert _relative_error(torch.tensor([[0, 3, 2, 2], [1, 0, 2, 3]]), single) == math.inf  # another set
