@@ -11,6 +11,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .ggml_types import block_of
+
 __all__ = [
     "DTYPE_BITS",
     "CheckpointInventory",
@@ -48,8 +50,15 @@ DTYPE_BITS: Mapping[str, int] = {
 
 
 def dtype_nbytes(dtype: str, numel: int) -> int:
-    """Bytes that ``numel`` elements of ``dtype`` occupy on disk (packed for sub-byte dtypes, rounded up)."""
-    return (numel * DTYPE_BITS[dtype] + 7) // 8
+    """Bytes that ``numel`` elements of ``dtype`` occupy on disk (packed for sub-byte dtypes, rounded up; a GGML
+    block-quantized type such as ``Q4_K`` takes whole blocks of its size, ``ggml_types.py``)."""
+    bits = DTYPE_BITS.get(dtype)
+    if bits is not None:
+        return (numel * bits + 7) // 8
+    block = block_of(dtype)
+    if block is None:
+        raise KeyError(dtype)
+    return -(-numel // block[0]) * block[1]
 
 
 class TensorInfo(NamedTuple):

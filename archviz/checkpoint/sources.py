@@ -8,7 +8,8 @@ Accepted specs:
    every ``*.safetensors`` in it, in natural order;
 4. a header-only manifest (``.json`` or ``.json.gz``; archviz-manifest/1 or header-audit, see ``FORMATS.md``);
 5. ``hf://owner/name[@revision]``: a Hugging Face repository, read with HTTP range requests;
-6. a pickle checkpoint (``.bin``, ``.pt``, ``.pth``, ``.ckpt``, ``.pkl``): refused, never opened.
+6. a GGUF file (``.gguf``, or any file that begins with ``GGUF``), or one file of a split GGUF (``gguf_header.py``);
+7. a pickle checkpoint (``.bin``, ``.pt``, ``.pth``, ``.ckpt``, ``.pkl``): refused, never opened.
 
 Only the 8-byte length prefix and the JSON header of each shard are read; tensor data never is.
 """
@@ -25,6 +26,7 @@ from archviz.errors import CheckpointError
 from archviz.files.safeio import read_regular
 
 from .assemble import INDEX_SUFFIX, MAX_INDEX_BYTES, Progress, assemble, index_shards, natural_key, parse_index
+from .gguf_header import GGUF_MAGIC, open_gguf
 from .header import ParsedShard, read_local_shard
 from .manifest import IndexNotManifest, manifest_from_bytes, read_json_bytes
 from .records import CheckpointInventory
@@ -222,4 +224,17 @@ def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: floa
         raise CheckpointError(f"{text}: no such file or folder", hint=hint)
     if lower.endswith((".json", ".json.gz", ".gz")):
         return _open_json(text, progress)
+    if lower.endswith(".gguf") or _magic(text) == GGUF_MAGIC:
+        return open_gguf(text, progress=progress)
     return open_safetensors(text, progress=progress)
+
+
+def _magic(path: str) -> bytes:
+    """The first 4 bytes of a regular file (b"" for anything else: the reader that follows says what it is)."""
+    try:
+        if not os.path.isfile(path):
+            return b""
+        with open(path, "rb") as f:
+            return f.read(4)
+    except OSError:
+        return b""
