@@ -18,6 +18,7 @@ __all__ = [
     "CheckpointInventory",
     "ShardInfo",
     "TensorInfo",
+    "TypeTotal",
     "dtype_nbytes",
 ]
 
@@ -85,6 +86,20 @@ class TensorInfo(NamedTuple):
     def nbytes(self) -> int:
         """Bytes the tensor's data occupies in its shard."""
         return dtype_nbytes(self.dtype, math.prod(self.shape))
+
+
+class TypeTotal(NamedTuple):
+    """One stored type's share of a checkpoint: its tensors, their logical elements and their bytes."""
+
+    dtype: str
+    tensors: int
+    elements: int
+    bytes: int
+
+    @property
+    def bits_per_weight(self) -> float:
+        """Stored bits per logical element (Q4_0: 4.5, Q8_0: 8.5, F16: 16)."""
+        return 8 * self.bytes / self.elements if self.elements else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +178,17 @@ class CheckpointInventory:
         for t in self.tensors.values():
             out[t.dtype] = out.get(t.dtype, 0) + math.prod(t.shape)
         return out
+
+    def type_totals(self) -> list[TypeTotal]:
+        """Tensors, logical elements and bytes per stored type (a GGUF's quant mix), in order of first appearance."""
+        acc: dict[str, list[int]] = {}
+        for t in self.tensors.values():
+            n = math.prod(t.shape)
+            row = acc.setdefault(t.dtype, [0, 0, 0])
+            row[0] += 1
+            row[1] += n
+            row[2] += dtype_nbytes(t.dtype, n)
+        return [TypeTotal(d, *row) for d, row in acc.items()]
 
     def tensors_in(self, shard: str) -> list[TensorInfo]:
         """Tensors of one shard, in header order."""

@@ -231,13 +231,19 @@ def manifest(
         data = manifest_bytes(inventory, gz=output.endswith(".gz"))
         write_output(output, data)
         size = len(data)
+        types = inventory.type_totals()
         info = {"output": output, "source": inventory.source, "revision": inventory.revision,
-                "shards": len(inventory.shards), "tensors": len(inventory.tensors), "bytes": size}
+                "shards": len(inventory.shards), "tensors": len(inventory.tensors), "bytes": size,
+                "types": [{"type": t.dtype, "tensors": t.tensors, "elements": t.elements, "bytes": t.bytes,
+                           "bits_per_weight": round(t.bits_per_weight, 4)} for t in types]}
         if json_:
             emit_json(info)
         elif output != "-":
             err.print(f"wrote {len(inventory.tensors):,} tensors of {len(inventory.shards):,} shards to {output} "
                       f"({size:,} bytes)")
+            for t in types:
+                err.print(f"  {t.dtype:>8} {t.tensors:>6,} tensors {t.elements:>15,} weights {t.bytes:>15,} bytes "
+                          f"{t.bits_per_weight:5.2f} bpw", markup=False, highlight=False, soft_wrap=True)
 
 
 
