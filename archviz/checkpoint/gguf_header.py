@@ -34,7 +34,8 @@ from .assemble import assemble
 from .header import ParsedShard
 from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo
 
-__all__ = ["GGUF_MAGIC", "KEEP_ARRAY", "MAX_ARRAY_DEPTH", "MAX_HEADER_BYTES", "open_gguf", "parse_gguf", "read_local_gguf"]
+__all__ = ["GGUF_MAGIC", "KEEP_ARRAY", "MAX_ARRAY_DEPTH", "MAX_HEADER_BYTES", "gguf_inventory", "open_gguf", "parse_gguf",
+           "read_local_gguf"]
 
 GGUF_MAGIC = b"GGUF"
 #: Largest header read (key-values and tensor table): real ones are a few MiB (a 150k-token vocabulary and merges).
@@ -52,6 +53,9 @@ MAX_TENSORS = 1_000_000
 MAX_ARRAY_ITEMS = 4_000_000
 #: ggml's GGML_MAX_DIMS.
 MAX_DIMS = 4
+#: The first read; each next one is twice the last, up to the reader's chunk: a header of H bytes costs about
+#: log2(H / 64 KiB) reads and at most H + 64 KiB bytes past its end.
+_FIRST_CHUNK = 64 << 10
 _MAX_NUMEL = 2**63 - 1  # ggml counts elements in int64
 _HINT = "the file is damaged or not a GGUF file; download it again"
 
@@ -70,11 +74,12 @@ def _bad(where: str, what: str) -> CheckpointError:
 
 
 class _Cursor:
-    """Reads the header front to back through ``read_at(offset, n)`` in chunks; refuses any read that would run
+    """Reads the header front to back through ``read_at(offset, n)`` in growing chunks; refuses any read that would run
     past the end of the file or past :data:`MAX_HEADER_BYTES` before asking for its bytes."""
 
     def __init__(self, read_at: ReadAt, file_bytes: int, where: str, chunk: int) -> None:
-        self.read_at, self.file_bytes, self.where, self.chunk = read_at, file_bytes, where, chunk
+        self.read_at, self.file_bytes, self.where = read_at, file_bytes, where
+        self.chunk, self.max_chunk = min(chunk, _FIRST_CHUNK), chunk
         self.pos = 0
         self.buf = b""
         self.buf_at = 0
@@ -94,6 +99,7 @@ class _Cursor:
         if start + n > len(self.buf):
             want = min(max(n, self.chunk), self.file_bytes - self.pos)
             got = self.read_at(self.pos, want)
+            self.chunk = min(2 * self.chunk, self.max_chunk)  # reads past the header's end: at most what came before
             if len(got) < n:
                 raise _bad(self.where, f"{what} at byte {self.pos:,}: the file ended early (it changed while read?)")
             self.buf, self.buf_at, start = got, self.pos, 0
@@ -273,40 +279,55 @@ def _split_int(kv: dict[str, Any], key: str, where: str) -> int | None:
     return v
 
 
+Reader = Callable[[str], tuple[ParsedShard, dict[str, Any]]]
+
+
 def open_gguf(path: str | os.PathLike[str], *, progress: Any = None) -> CheckpointInventory:
-    """Inventory of a GGUF file, or of all the files of a split GGUF (``name-00001-of-00003.gguf`` ... as
-    llama.cpp's ``gguf-split`` writes them, with ``split.no``, ``split.count`` and ``split.tensors.count``) when
-    ``path`` is one of them. Tensors carry GGML type names (``Q4_K``, ``F16``, ...) and logical shapes in PyTorch's
-    order; ``metadata["gguf"]`` holds the first file's key-values."""
+    """Inventory of a local GGUF file, or of all the files of a split GGUF when ``path`` is one of them."""
     where = os.fspath(path)
-    first, kv = read_local_gguf(where)
+    folder, name = os.path.split(where)
+
+    def read(n: str) -> tuple[ParsedShard, dict[str, Any]]:
+        return read_local_gguf(os.path.join(folder, n), shard=n)
+
+    return gguf_inventory(name, read, lambda n: os.path.lexists(os.path.join(folder, n)), where=where,
+                          source=where, progress=progress)
+
+
+def gguf_inventory(name: str, read: Reader, exists: Callable[[str], bool], *, where: str, source: str,
+                   progress: Any = None, revision: str | None = None, metadata: dict[str, Any] | None = None
+                   ) -> CheckpointInventory:
+    """Inventory of the GGUF file ``name`` (``read(name)`` gives its header), or of every file of its split when it
+    is one (``name-00001-of-00003.gguf`` ... as llama.cpp's ``gguf-split`` writes them, each with ``split.no``,
+    ``split.count``, the first with ``split.tensors.count``; ``exists(name)`` says whether a sibling is there).
+    Tensors carry GGML type names (``Q4_K``, ``F16``, ...) and logical shapes in PyTorch's order;
+    ``metadata["gguf"]`` holds the first file's key-values."""
+    first, kv = read(name)
     count = _split_int(kv, "split.count", where) or 1
-    m = _SPLIT.match(os.path.basename(where))
+    m = _SPLIT.match(name)
     if count <= 1:
-        parsed = [first]
+        parsed, kvs = [first], [kv]
     else:
-        if m is None:
+        if m is None or int(m["count"]) != count:
             raise CheckpointError(f"{where}: split.count is {count} but the file is not named "
-                                  "<name>-0000N-of-0000M.gguf", hint="pass the split files under their own names")
-        folder = os.path.dirname(where)
+                                  f"<name>-0000N-of-{count:05d}.gguf", hint="pass the split files under their own names")
         parsed, kvs = [], []
         for i in range(1, count + 1):
-            name = f"{m['stem']}-{i:05d}-of-{count:05d}.gguf"
-            p = os.path.join(folder, name)
-            if not os.path.lexists(p):
-                raise CheckpointError(f"{where}: split file {name!r} is missing (expected at {p})",
+            part = f"{m['stem']}-{i:05d}-of-{count:05d}.gguf"
+            if not exists(part):
+                raise CheckpointError(f"{where}: split file {part!r} is missing",
                                       hint="download every split file into one folder")
-            shard, part_kv = (first, kv) if p == where else read_local_gguf(p)
-            if _split_int(part_kv, "split.no", p) != i - 1 or _split_int(part_kv, "split.count", p) != count:
-                raise _bad(p, f"split.no/split.count say {part_kv.get('split.no')!r}/{part_kv.get('split.count')!r}"
-                              f", not {i - 1}/{count} as its name does")
+            shard, part_kv = (first, kv) if part == name else read(part)
+            if _split_int(part_kv, "split.no", part) != i - 1 or _split_int(part_kv, "split.count", part) != count:
+                raise _bad(f"{where}: {part}", f"split.no/split.count say {part_kv.get('split.no')!r}/"
+                                               f"{part_kv.get('split.count')!r}, not {i - 1}/{count} as its name does")
             parsed.append(shard)
             kvs.append(part_kv)
             if progress is not None:
-                progress(i, count, name)
-        kv = kvs[0]
-    inv = assemble(parsed, source=where, metadata={"format": "gguf", "gguf": kv})
-    want = _split_int(kv, "split.tensors.count", where)
+                progress(i, count, part)
+    inv = assemble(parsed, source=source, revision=revision,
+                   metadata={**(metadata or {}), "format": "gguf", "gguf": kvs[0]})
+    want = _split_int(kvs[0], "split.tensors.count", where)
     if want is not None and want != len(inv.tensors):
         raise _bad(where, f"split.tensors.count is {want:,} but the files hold {len(inv.tensors):,} tensors")
     return inv

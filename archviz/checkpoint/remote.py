@@ -29,6 +29,7 @@ from archviz.errors import CheckpointError
 
 from .assemble import INDEX_SUFFIX, MAX_INDEX_BYTES, Progress, assemble, index_shards, natural_key, parse_index
 from .deadline import Watch, run_all
+from .gguf_header import gguf_inventory, parse_gguf
 from .header import PREFIX_BYTES, ParsedShard, check_header_length, parse_shard_bytes
 from .records import CheckpointInventory
 
@@ -55,7 +56,13 @@ __all__ = ["MAX_WORKERS", "open_hf", "parse_hf_spec"]
 
 #: Shards fetched concurrently.
 MAX_WORKERS = 8
+_GGUF_SPEC = re.compile(r"^hf://(?P<repo>[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*)(?:@(?P<rev>[^\s@/]+))?"
+                        r"/(?P<file>[^\s@]+\.gguf)$")
+#: The first range read of a GGUF file: magic, version and the two counts (it gives the file's size).
+_GGUF_PROBE = 24
 _SPEC = re.compile(r"^hf://(?P<repo>[A-Za-z0-9][\w.\-]*(?:/[A-Za-z0-9][\w.\-]*)?)(?:@(?P<rev>[^\s@]+))?/?$")
+#: Range reads of a GGUF header after the first (a 150k-token vocabulary is a few MiB: a few requests).
+_GGUF_CHUNK = 4 << 20
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 _INDEX = f"model{INDEX_SUFFIX}"
 _AUTH_HINT = "log in with `hf auth login` or set HF_TOKEN, and accept the model's terms if it is gated"
@@ -187,6 +194,24 @@ class _Client:
             raise _transport_error(e, where, self.timeout) from None
         return b"".join(chunks), int(m.group(3))
 
+    def gguf(self, filename: str) -> tuple[ParsedShard, dict[str, Any]]:
+        """One GGUF file's header, by range requests from its start (``gguf_header.parse_gguf``); a file whose size
+        changes between two of them is refused."""
+        where = self.where(filename)
+        head, total = self.range(filename, 0, _GGUF_PROBE - 1)
+
+        def read_at(at: int, n: int) -> bytes:
+            if at + n <= len(head):
+                return head[at:at + n]
+            data, again = self.range(filename, at, at + n - 1)
+            if again != total:
+                raise CheckpointError(f"{where}: the file changed while archviz read it (its size was {total:,} "
+                                      f"bytes, then {again:,})", hint="retry when the repository is not being "
+                                      "written to, or pin a revision: hf://owner/name@commit/file.gguf")
+            return data
+
+        return parse_gguf(read_at, total, shard=filename, where=where, chunk=_GGUF_CHUNK)
+
     def shard(self, filename: str) -> ParsedShard:
         where = self.where(filename)
         prefix, total = self.range(filename, 0, PREFIX_BYTES - 1)
@@ -236,7 +261,11 @@ def open_hf(
 
     Each request must be answered in full within ``timeout`` seconds, the whole read within ``deadline`` (default
     30 × ``timeout``)."""
-    repo_id, revision = parse_hf_spec(spec)
+    gguf_file = _GGUF_SPEC.match(spec)
+    if gguf_file is not None:
+        repo_id, revision = gguf_file["repo"], gguf_file["rev"]
+    else:
+        repo_id, revision = parse_hf_spec(spec)
     endpoint = _endpoint()
     requested = revision or "main"
     watch = Watch(timeout, deadline if deadline is not None else 30 * timeout, f"hf://{repo_id}")
@@ -251,6 +280,8 @@ def open_hf(
     files = [s.rfilename for s in siblings if isinstance(getattr(s, "rfilename", None), str)]
     client = _Client(repo_id, commit, endpoint, timeout, token, watch)
 
+    if gguf_file is not None:
+        return _open_gguf(client, gguf_file["file"], files, watch, progress, revision)
     weight_map = None
     index_meta: dict[str, Any] = {}
     if _INDEX in files:
@@ -266,6 +297,11 @@ def open_hf(
     else:
         names = sorted((f for f in files if f.endswith(".safetensors") and "/" not in f), key=natural_key)
     if not names:
+        ggufs = sorted(f for f in files if f.endswith(".gguf"))
+        if ggufs:
+            raise CheckpointError(f"hf://{repo_id}@{commit}: holds GGUF files ({', '.join(ggufs[:3])}"
+                                  f"{', ...' if len(ggufs) > 3 else ''}) and no .safetensors",
+                                  hint=f"name one: hf://{repo_id}/{ggufs[0]}")
         pickles = [f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt"))]
         if pickles:
             raise CheckpointError(
@@ -300,3 +336,22 @@ def open_hf(
         index_where=client.where(_INDEX),
         metadata=meta,
     )
+
+
+def _open_gguf(client: _Client, filename: str, files: list[str], watch: Watch, progress: Progress | None,
+               revision: str | None) -> CheckpointInventory:
+    """A GGUF file of the repository (every file of its split when it is one), read by range requests."""
+    if filename not in files:
+        raise CheckpointError(f"{client.where(filename)}: the repository holds no such file",
+                              hint="check the file name against the repository's files")
+    listed = set(files)
+    meta: dict[str, Any] = {"model": client.repo_id}
+    if revision is not None and revision != client.commit:
+        meta["requested_revision"] = revision
+
+    def read(name: str) -> tuple[ParsedShard, dict[str, Any]]:
+        return run_all([(name, lambda: client.gguf(name))], watch, workers=1)[name]
+
+    return gguf_inventory(filename, read, listed.__contains__, where=client.where(filename),
+                          source=f"hf://{client.repo_id}@{client.commit}/{filename}", progress=progress,
+                          revision=client.commit, metadata=meta)

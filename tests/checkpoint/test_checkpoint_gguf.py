@@ -264,3 +264,37 @@ def test_a_40_gb_sparse_file_costs_what_a_40_mb_one_does(tmp_path) -> None:
         reads[name] = (log, sum(n for _, n in log), shard.tensors["blk.0.attn_q.weight"].nbytes)
     assert reads["small"][2] == 4096 * 1024 // 32 * 34
     assert reads["big"][0] == reads["small"][0] and reads["big"][1] < 2 * 2**20
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# remote, by range requests (tests/checkpoint/conftest.py's Hub-like server on 127.0.0.1)
+
+
+class _Shrinking(dict):
+    """A repository's files whose GGUF is replaced by a shorter one after it was first served."""
+
+    def __getitem__(self, key: str) -> bytes:
+        data = dict.__getitem__(self, key)
+        if key.endswith(".gguf"):
+            dict.__setitem__(self, key, data[: len(data) // 2])
+        return data
+
+
+def test_remote_gguf_by_range_requests(models, tmp_path, hub_server, archviz_cli) -> None:
+    config, tensors = models["llama"]
+    parts = write_gguf(tmp_path / "m.gguf", "llama", 2, tensors, "Q8_0", split=len(tensors) // 2 + 1)
+    files = {p.name: p.read_bytes() for p in parts}
+    hub_server.add_repo("o/m", files)
+    spec = "hf://o/m/m-00001-of-00002.gguf"
+    inv = open_checkpoint(spec)
+    assert list(inv.tensors) == list(tensors)
+    (tmp_path / "big").mkdir()
+    big = write_gguf(tmp_path / "big" / "big.gguf", "llama", 0, {"w": np.zeros((1024, 1024), np.float32)}, "F16")
+    hub_server.add_repo("o/big", {"big.gguf": big[0].read_bytes()})
+    shard = open_checkpoint("hf://o/big/big.gguf").shards[0]
+    # the header, read ahead by at most the first chunk (64 KiB), not the 2 MiB of data
+    assert sum(r.body_bytes for r in hub_server.file_requests("big.gguf")) <= shard.header_bytes + 65_536 + 24
+    assert cli_here(archviz_cli, "check", config, "--checkpoint", spec).returncode == 0
+    refused(cli_here(archviz_cli, "manifest", "hf://o/m", "-o", tmp_path / "x.json"), "hf://o/m/m-00001-of-00002.gguf")
+    hub_server.repos["o/m"].files = _Shrinking(files)
+    refused(cli_here(archviz_cli, "manifest", spec, "-o", tmp_path / "x.json"), "changed while archviz read it")
