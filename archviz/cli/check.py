@@ -247,6 +247,37 @@ def manifest(
 
 
 
+def gguf_summary(source: str, json_: bool, limit: int = 40) -> None:
+    """`summary FILE.gguf`: the model its key-values describe (transformers' GGUF config table), built on meta, its
+    totals, and the same file checked against it; exits 0 when they match, 1 when not."""
+    import json
+    import tempfile
+
+    from ..checkpoint import open_checkpoint
+    from ..checkpoint.compare import EXTRA_KEY, compare
+    from ..checkpoint.gguf_config import config_from_gguf
+    from ..render.terminal import summary_table
+    from ..render.views import summary_json
+
+    inventory = open_checkpoint(source)
+    config = config_from_gguf(inventory)
+    with tempfile.TemporaryDirectory(prefix="archviz-gguf-") as folder:
+        named = os.path.join(folder, os.path.basename(source))  # the model is named after the file
+        os.mkdir(named)
+        path = os.path.join(named, "config.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        record = load_record(path, BuildOptions(), group=False, cache=False)
+    record = compare(record, inventory)
+    result = record.extra(EXTRA_KEY)
+    if json_:
+        emit_json({"config": config, "summary": summary_json(record), "checkpoint": result})
+    else:
+        out.print(summary_table(record))
+        _print_result(result, "table", source, limit)
+    raise typer.Exit(EXIT_OK if result["verdict"] == "match" else EXIT_MISMATCH)
+
+
 def _rank_manifest(checkpoint: str, output: str, world_size: int, pattern: str | None, json_: bool) -> None:
     from ..checkpoint.ranks import rank_inventories, rank_manifest_bytes
 
@@ -263,4 +294,4 @@ def _rank_manifest(checkpoint: str, output: str, world_size: int, pattern: str |
                   f"to {output} ({info['bytes']:,} bytes)")
 
 
-__all__ = ["check", "manifest"]
+__all__ = ["check", "gguf_summary", "manifest"]

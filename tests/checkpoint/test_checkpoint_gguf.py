@@ -298,3 +298,38 @@ def test_remote_gguf_by_range_requests(models, tmp_path, hub_server, archviz_cli
     refused(cli_here(archviz_cli, "manifest", "hf://o/m", "-o", tmp_path / "x.json"), "hf://o/m/m-00001-of-00002.gguf")
     hub_server.repos["o/m"].files = _Shrinking(files)
     refused(cli_here(archviz_cli, "manifest", spec, "-o", tmp_path / "x.json"), "changed while archviz read it")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# summary FILE.gguf: the model the key-values describe, built, and the file checked against it
+
+
+def test_summary_of_a_gguf_alone(models, tmp_path, archviz_cli) -> None:
+    import json
+
+    config, tensors = models["mixtral"]
+    cfg = json.loads(config.read_text())
+    path = tmp_path / "mx.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_expert_count(cfg["num_local_experts"])
+    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    for name, a in tensors.items():
+        w.add_tensor(name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = cli_here(archviz_cli, "summary", path, "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout)
+    assert res["config"]["model_type"] == "mixtral" and res["config"]["num_local_experts"] == 4
+    total = sum(a.size for a in tensors.values())
+    assert res["checkpoint"]["summary"]["model_parameters"] == total
+    assert res["checkpoint"]["verdict"] == "match"
