@@ -1,0 +1,113 @@
+"""PyTorch's own checkpoints: zips written by torch.save in the test, read without running their pickle.
+
+Hostile ones are real torch.save zips whose data.pkl is replaced by a pickle that would run a command, import a
+module a state dict does not, or nest past the bound: each is refused in one line and the command never runs (its
+marker file stays absent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from archviz.checkpoint import open_checkpoint
+from tests.adversarial.adv_tools import cli_here, refused
+
+
+class _Model(torch.nn.Module):
+    """A small model with a parameter, a buffer, a bf16 weight and a strided (transposed) view saved as itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(16, 8)
+        self.proj = torch.nn.Linear(8, 4).to(torch.bfloat16)
+        self.norm = torch.nn.BatchNorm1d(4)
+
+
+SOURCE = ("tests.checkpoint.test_checkpoint_torch_zip:_Model",)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, torch.Tensor]]:
+    folder = tmp_path_factory.mktemp("pt")
+    state = _Model().state_dict()
+    torch.save(state, folder / "model.pt")
+    return folder / "model.pt", state
+
+
+def test_torch_save_zip_read_without_its_data(saved) -> None:
+    path, state = saved
+    inv = open_checkpoint(path)
+    assert {n: t.shape for n, t in inv.tensors.items()} == {n: tuple(t.shape) for n, t in state.items()}
+    dtypes = {torch.float32: "F32", torch.bfloat16: "BF16", torch.int64: "I64"}
+    assert {n: t.dtype for n, t in inv.tensors.items()} == {n: dtypes[t.dtype] for n, t in state.items()}
+
+
+def test_check_passes_and_names_a_dropped_tensor(saved, tmp_path, archviz_cli) -> None:
+    path, state = saved
+    assert cli_here(archviz_cli, "check", *SOURCE, "--checkpoint", path).returncode == 0
+    dropped = dict(state)
+    del dropped["proj.bias"]
+    torch.save(dropped, tmp_path / "dropped.bin")
+    r = cli_here(archviz_cli, "check", *SOURCE, "--checkpoint", tmp_path / "dropped.bin", "--json")
+    assert r.returncode == 1
+    missing = {e["model"] for e in json.loads(r.stdout)["tensors"] if e["verdict"] == "missing"}
+    assert missing == {"proj.bias"}
+
+
+def test_sharded_by_index(saved, tmp_path, archviz_cli) -> None:
+    _, state = saved
+    names = list(state)
+    shards = {"pytorch_model-00001-of-00002.bin": names[:3], "pytorch_model-00002-of-00002.bin": names[3:]}
+    for shard, keys in shards.items():
+        torch.save({k: state[k] for k in keys}, tmp_path / shard)
+    index = {"metadata": {}, "weight_map": {k: s for s, keys in shards.items() for k in keys}}
+    (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    inv = open_checkpoint(tmp_path)
+    assert list(inv.tensors) == names and len(inv.shards) == 2
+    assert cli_here(archviz_cli, "check", *SOURCE, "--checkpoint", tmp_path).returncode == 0
+
+
+class _RunsCommand:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # what a malicious checkpoint does: os.system on load
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _nested(depth: int) -> tuple:
+    t: tuple = (1, 2, 3, 4)
+    for _ in range(depth):
+        t = (t, 1, 2, 3)
+    return t
+
+
+def _with_pickle(src: Path, dst: Path, payload: bytes) -> Path:
+    """``src`` (a real torch.save zip) with its data.pkl replaced by ``payload``."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data = payload if info.filename.endswith("/data.pkl") else zin.read(info)
+            zout.writestr(info, data)
+    return dst
+
+
+@pytest.mark.parametrize("case", ["os.system", "other import", "nesting"])
+def test_malicious_pickles_are_refused_and_nothing_runs(saved, tmp_path, archviz_cli, case) -> None:
+    path, state = saved
+    marker = tmp_path / "ran"
+    payload = {
+        "os.system": lambda: pickle.dumps({"w": _RunsCommand(marker)}, protocol=2),
+        "other import": lambda: pickle.dumps({"w": Path("x")}, protocol=2),
+        "nesting": lambda: pickle.dumps({"w": _nested(100)}, protocol=2),
+    }[case]()
+    bad = _with_pickle(path, tmp_path / "bad.pt", payload)
+    line = refused(cli_here(archviz_cli, "check", *SOURCE, "--checkpoint", bad))
+    assert ("nests more than" if case == "nesting" else "imports") in line, line
+    assert not marker.exists()
