@@ -39,6 +39,7 @@ MAX_PICKLE_BYTES = 64 * MiB
 MAX_NESTING = 32
 _HINT_UNSAFE = "archviz reads only the tensors of a state dict and runs nothing; this pickle asks for more, so it " \
                "may be malicious: do not torch.load it either; ask its publisher for .safetensors"
+_HINT_PLAIN = "archviz never unpickles checkpoints (unpickling can run arbitrary code); convert it to .safetensors"
 _HINT_BAD = "the file is damaged or not a torch.save checkpoint; download it again"
 
 # storage type name -> safetensors dtype code
@@ -207,8 +208,8 @@ def read_torch_zip(path: str | os.PathLike[str], *, shard: str | None = None) ->
     with open_regular(where, what="PyTorch checkpoint", error=CheckpointError) as f:
         size = os.fstat(f.fileno()).st_size
         if not zipfile.is_zipfile(f):
-            raise CheckpointError(f"{where}: not a zip: a checkpoint saved before torch 1.6 (or not torch.save's)",
-                                  hint="load it once with torch.load(weights_only=True) and save it as .safetensors")
+            raise CheckpointError(f"{where}: not a torch.save zip (a plain pickle, or saved before torch 1.6): "
+                                  "pickle checkpoints are not read", hint=_HINT_PLAIN)
         try:
             with zipfile.ZipFile(f) as z:
                 archive, data = _data_pkl(z, where)
