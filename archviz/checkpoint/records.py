@@ -20,6 +20,8 @@ __all__ = [
     "TensorInfo",
     "TypeTotal",
     "dtype_nbytes",
+    "known_dtype",
+    "stored_problem",
 ]
 
 #: Bits per element of every dtype code the safetensors format defines (safetensors 0.8: 22 codes).
@@ -60,6 +62,21 @@ def dtype_nbytes(dtype: str, numel: int) -> int:
     if block is None:
         raise KeyError(dtype)
     return -(-numel // block[0]) * block[1]
+
+
+def known_dtype(dtype: str) -> bool:
+    """Whether ``dtype`` is a safetensors code or a GGML type name."""
+    return dtype in DTYPE_BITS or block_of(dtype) is not None
+
+
+def stored_problem(dtype: str, shape: tuple[int, ...] | list[int]) -> str | None:
+    """Why ``shape`` cannot be stored in ``dtype`` (sub-byte values not filling whole bytes, rows that are not whole
+    blocks of a GGML type), or ``None``."""
+    block = None if dtype in DTYPE_BITS else block_of(dtype)
+    if block is not None:
+        return f"rows of {shape[-1]} are not whole {dtype} blocks of {block[0]}" if shape and shape[-1] % block[0] \
+            else None
+    return f"{dtype}{list(shape)!r} does not fill whole bytes" if (math.prod(shape) * DTYPE_BITS[dtype]) & 7 else None
 
 
 class TensorInfo(NamedTuple):

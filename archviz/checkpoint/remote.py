@@ -297,21 +297,7 @@ def open_hf(
     else:
         names = sorted((f for f in files if f.endswith(".safetensors") and "/" not in f), key=natural_key)
     if not names:
-        ggufs = sorted(f for f in files if f.endswith(".gguf"))
-        if ggufs:
-            raise CheckpointError(f"hf://{repo_id}@{commit}: holds GGUF files ({', '.join(ggufs[:3])}"
-                                  f"{', ...' if len(ggufs) > 3 else ''}) and no .safetensors",
-                                  hint=f"name one: hf://{repo_id}/{ggufs[0]}")
-        pickles = [f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt"))]
-        if pickles:
-            raise CheckpointError(
-                f"hf://{repo_id}@{commit}: only pickle checkpoints ({pickles[0]}, ...), which archviz never reads",
-                hint="pick a revision or a repository with .safetensors weights",
-            )
-        raise CheckpointError(
-            f"hf://{repo_id}@{commit}: no .safetensors files at the top level",
-            hint="check the repository name and revision",
-        )
+        raise _no_safetensors(f"hf://{repo_id}@{commit}", repo_id, files)
 
     total = len(names)
     count = [0]
@@ -336,6 +322,20 @@ def open_hf(
         index_where=client.where(_INDEX),
         metadata=meta,
     )
+
+
+def _no_safetensors(where: str, repo_id: str, files: list[str]) -> CheckpointError:
+    """What to say of a repository with no top-level .safetensors: name its GGUF files, or its pickles."""
+    ggufs = sorted(f for f in files if f.endswith(".gguf"))
+    if ggufs:
+        return CheckpointError(f"{where}: holds GGUF files ({', '.join(ggufs[:3])}{', ...' if len(ggufs) > 3 else ''})"
+                               " and no .safetensors", hint=f"name one: hf://{repo_id}/{ggufs[0]}")
+    pickles = [f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt"))]
+    if pickles:
+        return CheckpointError(f"{where}: only pickle checkpoints ({pickles[0]}, ...), which archviz never reads",
+                               hint="pick a revision or a repository with .safetensors weights")
+    return CheckpointError(f"{where}: no .safetensors files at the top level",
+                           hint="check the repository name and revision")
 
 
 def _open_gguf(client: _Client, filename: str, files: list[str], watch: Watch, progress: Progress | None,
