@@ -97,8 +97,9 @@ def gguf_ruleset(inventory: CheckpointInventory, model_shapes: Mapping[str, tupl
     blocks = kv.get(f"{arch}.block_count")
     n = blocks if type(blocks) is int and 0 <= blocks <= 100_000 else 0
     for name in model_shapes:  # a model with more layers than the file: its extra layers' names map too
-        for i in _INDEX.findall(name):
-            n = max(n, min(int(i) + 1, 100_000))
+        m = _INDEX.search(name)  # the first index is the layer's (an expert's comes after it)
+        if m is not None:
+            n = max(n, min(int(m[1]) + 1, 100_000))
     tnm = gguf.get_tensor_name_map(arch_enum, n)
     mapper = GgufMapper(_table(tnm, model_shapes, inventory))
     about = (f"llama.cpp's tensor names for {arch} (gguf {getattr(gguf, '__version__', '')} TensorNameMap), "
