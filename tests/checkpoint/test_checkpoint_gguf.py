@@ -152,6 +152,21 @@ def test_split_files_and_big_endian_read_as_one(models, tmp_path, archviz_cli) -
     assert {n: t.shape for n, t in open_checkpoint(big[0]).tensors.items()} == {n: a.shape for n, a in tensors.items()}
 
 
+@pytest.mark.parametrize("big", [False, True])
+def test_table_agrees_with_gguf_reader(models, tmp_path, big) -> None:
+    """On a trusted file, llama.cpp's own GGUFReader (which maps the whole file) lists the same tensors: name, type,
+    dims (innermost first: reversed), absolute data offset and bytes; and the same key-values."""
+    _, tensors = models["mixtral"]
+    path = write_gguf(tmp_path / "m.gguf", "llama", 2, tensors, "Q4_0", big=big)[0]
+    inv = open_checkpoint(path)
+    reader = gguf.GGUFReader(str(path), "r")
+    data_at = inv.shards[0].header_bytes
+    assert [(t.name, t.dtype, t.shape[::-1], data_at + t.data_offsets[0], t.nbytes) for t in inv] == [
+        (t.name, t.tensor_type.name, tuple(int(d) for d in t.shape), int(t.data_offset), int(t.n_bytes))
+        for t in reader.tensors]
+    assert inv.metadata["gguf"]["llama.block_count"] == reader.fields["llama.block_count"].contents()
+
+
 def _bad(tensors: dict[str, np.ndarray], change: str) -> tuple[dict[str, np.ndarray], str]:
     t = dict(tensors)
     if change == "layer":
