@@ -46,8 +46,9 @@ MAX_STRING_BYTES = 16 * MiB
 MAX_ARRAY_DEPTH = 3
 #: Arrays with more elements are kept as ``{"type", "length"}`` only.
 KEEP_ARRAY = 64
-#: Most key-values, tensors and elements of a string or array array read (real files: ~50 key-values, < 5,000
-#: tensors, vocabularies of < 300,000 tokens); each costs a few microseconds, so no header can take minutes.
+#: Most key-values, tensors, and strings or arrays in arrays (over the whole header) read (real files: ~50
+#: key-values, < 5,000 tensors, a vocabulary and its merges < 1,000,000 strings); each costs a microsecond or a few,
+#: so no header takes more than seconds.
 MAX_KEY_VALUES = 100_000
 MAX_TENSORS = 1_000_000
 MAX_ARRAY_ITEMS = 4_000_000
@@ -81,6 +82,7 @@ class _Cursor:
         self.read_at, self.file_bytes, self.where = read_at, file_bytes, where
         self.chunk, self.max_chunk = min(chunk, _FIRST_CHUNK), chunk
         self.pos = 0
+        self.items = 0  # strings and arrays read in arrays so far
         self.buf = b""
         self.buf_at = 0
         self.order = "<"
@@ -115,6 +117,21 @@ class _Cursor:
     def u64(self, what: str) -> int:
         return self.unpack("Q", 8, what)
 
+    def skip_strings(self, count: int, what: str) -> None:
+        """Step over ``count`` strings (a vocabulary): in the buffer without a call each where they lie in it whole,
+        else one by one through :meth:`string`; the same checks either way."""
+        length = struct.Struct(self.order + "Q").unpack_from
+        end = min(self.file_bytes, MAX_HEADER_BYTES)
+        for i in range(count):
+            off = self.pos - self.buf_at
+            buf = self.buf
+            if off + 8 <= len(buf):
+                n = length(buf, off)[0]
+                if n <= MAX_STRING_BYTES and off + 8 + n <= len(buf) and self.pos + 8 + n <= end:
+                    self.pos += 8 + n
+                    continue
+            self.string(f"{what}[{i}]")
+
     def string(self, what: str, limit: int = MAX_STRING_BYTES) -> bytes:
         n = self.u64(f"{what}'s length")
         if n > limit:
@@ -147,14 +164,19 @@ def _value(cur: _Cursor, vtype: int, what: str, depth: int) -> Any:
         raise _bad(cur.where, f"{what}: unknown array element type {etype}")
     if count * least > cur.left():
         raise _bad(cur.where, f"{what}: an array of {count:,} {_TYPE_WORDS[etype]}s runs past the end of the header")
-    if etype not in _SCALARS and count > MAX_ARRAY_ITEMS:
-        raise _bad(cur.where, f"{what}: an array of {count:,} {_TYPE_WORDS[etype]}s (archviz reads at most "
-                              f"{MAX_ARRAY_ITEMS:,})")
+    if etype not in _SCALARS:
+        cur.items += count
+        if cur.items > MAX_ARRAY_ITEMS:
+            raise _bad(cur.where, f"{what}: an array of {count:,} {_TYPE_WORDS[etype]}s takes the header past "
+                                  f"{MAX_ARRAY_ITEMS:,} strings and arrays in arrays (archviz's limit)")
     if etype in _SCALARS:
         raw = cur.take(count * least, what)
         if count > KEEP_ARRAY:
             return {"type": _TYPE_WORDS[etype], "length": count}
         return list(struct.unpack(f"{cur.order}{count}{_SCALARS[etype][0]}", raw))
+    if count > KEEP_ARRAY and etype == _STRING:
+        cur.skip_strings(count, what)
+        return {"type": "string", "length": count}
     items = [_value(cur, etype, f"{what}[{i}]", depth + 1) for i in range(count)]
     if count > KEEP_ARRAY:
         return {"type": _TYPE_WORDS[etype], "length": count}
