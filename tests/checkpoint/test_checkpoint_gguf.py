@@ -348,3 +348,6 @@ def test_summary_of_a_gguf_alone(models, tmp_path, archviz_cli) -> None:
     total = sum(a.size for a in tensors.values())
     assert res["checkpoint"]["summary"]["model_parameters"] == total
     assert res["checkpoint"]["verdict"] == "match"
+    other = tmp_path / "other.gguf"
+    write_gguf(other, "no-such-arch", 1, {"w": np.zeros((4, 32), np.float32)}, "F32")
+    refused(cli_here(archviz_cli, "summary", other), "no GGUF config table", "'no-such-arch'")
