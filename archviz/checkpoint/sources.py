@@ -183,7 +183,8 @@ def open_checkpoint(
     """Read a checkpoint's headers and return its :class:`CheckpointInventory`; never reads tensor data.
 
     ``spec`` is a ``.safetensors`` file, a ``*.safetensors.index.json``, a folder, a header-only manifest
-    (``.json``/``.json.gz``) or ``hf://owner/name[@revision]``. ``progress(done, total, label)`` is called after
+    (``.json``/``.json.gz``), a ``.gguf`` (or one of a split GGUF's files), a ``torch.save`` zip (``.bin``, ``.pt``,
+    ``.pth``, ``.ckpt``, or a ``pytorch_model.bin.index.json``) or ``hf://owner/name[@revision][/file.gguf]``. ``progress(done, total, label)`` is called after
     each shard. ``timeout`` (seconds each request may take, answer included), ``deadline`` (seconds for the whole
     read; default 30 × ``timeout``) and ``token`` apply to ``hf://`` only (``token=None`` uses the
     logged-in Hugging Face token if any; ``HF_ENDPOINT`` selects the server).
