@@ -20,6 +20,7 @@ type id, a rank or an element count ggml would refuse. Every failure is one :cla
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import struct
@@ -147,10 +148,15 @@ def _text(raw: bytes, where: str, what: str) -> str:
         raise _bad(where, f"{what} is not UTF-8 (byte {e.start})") from None
 
 
+def _json_safe(v: Any) -> Any:
+    """A NaN or infinite float as its name (``"nan"``, ``"inf"``): the key-values go into JSON (a manifest, --json)."""
+    return v if type(v) is not float or math.isfinite(v) else str(v)
+
+
 def _value(cur: _Cursor, vtype: int, what: str, depth: int) -> Any:
     scalar = _SCALARS.get(vtype)
     if scalar is not None:
-        return cur.unpack(scalar[0], scalar[1], what)
+        return _json_safe(cur.unpack(scalar[0], scalar[1], what))
     if vtype == _STRING:
         return cur.string(what).decode("utf-8", errors="replace")
     if vtype != _ARRAY:
@@ -173,7 +179,7 @@ def _value(cur: _Cursor, vtype: int, what: str, depth: int) -> Any:
         raw = cur.take(count * least, what)
         if count > KEEP_ARRAY:
             return {"type": _TYPE_WORDS[etype], "length": count}
-        return list(struct.unpack(f"{cur.order}{count}{_SCALARS[etype][0]}", raw))
+        return list(map(_json_safe, struct.unpack(f"{cur.order}{count}{_SCALARS[etype][0]}", raw)))
     if count > KEEP_ARRAY and etype == _STRING:
         cur.skip_strings(count, what)
         return {"type": "string", "length": count}

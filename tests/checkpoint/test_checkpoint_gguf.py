@@ -351,3 +351,20 @@ def test_summary_of_a_gguf_alone(models, tmp_path, archviz_cli) -> None:
     other = tmp_path / "other.gguf"
     write_gguf(other, "no-such-arch", 1, {"w": np.zeros((4, 32), np.float32)}, "F32")
     refused(cli_here(archviz_cli, "summary", other), "no GGUF config table", "'no-such-arch'")
+
+
+def test_key_values_stay_json(tmp_path, archviz_cli) -> None:
+    """A NaN float and a string with terminal escapes in the key-values: the manifest is JSON archviz reads back."""
+    path = tmp_path / "nan.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(1)
+    w.add_float32("llama.rope.freq_base", float("nan"))
+    w.add_string("general.name", "a\x1b[31mred\u202e")
+    w.add_tensor("token_embd.weight", np.zeros((4, 32), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    assert cli_here(archviz_cli, "manifest", path, "-o", tmp_path / "m.json").returncode == 0
+    kv = open_checkpoint(tmp_path / "m.json").metadata["gguf"]
+    assert kv["llama.rope.freq_base"] == "nan" and kv["general.name"] == "a\x1b[31mred\u202e"
