@@ -21,6 +21,7 @@ import io
 import os
 import pickle
 import pickletools
+import struct
 import zipfile
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +32,14 @@ from archviz.files.safeio import MiB, open_regular
 from .header import ParsedShard
 from .records import ShardInfo, TensorInfo
 
-__all__ = ["MAX_NESTING", "MAX_PICKLE_BYTES", "read_torch_zip"]
+__all__ = ["MAX_NESTING", "MAX_OPCODES", "MAX_PICKLE_BYTES", "MAX_ZIP_ENTRIES", "read_torch_zip"]
 
 #: Largest ``data.pkl`` read (a state dict's pickle is ~100 bytes a tensor: 100,000 tensors are 10 MB).
 MAX_PICKLE_BYTES = 64 * MiB
+#: Most opcodes scanned (a state dict's pickle takes ~25 a tensor) and most zip entries (one a storage): past them a
+#: file would cost seconds or hundreds of MB before it said anything.
+MAX_OPCODES = 5_000_000
+MAX_ZIP_ENTRIES = 500_000
 #: Deepest nesting of marks (tuples, lists, dicts being built) accepted; a state dict nests 3 or 4 deep.
 MAX_NESTING = 32
 _HINT_UNSAFE = "archviz reads only the tensors of a state dict and runs nothing; this pickle asks for more, so it " \
@@ -124,8 +129,11 @@ def _scan(data: bytes, where: str) -> None:
     depth = 0
     recent: list[tuple[str, Any]] = []  # the last two pushes (memo stores skipped): STACK_GLOBAL's module and name
     try:
-        for op, arg, pos in pickletools.genops(data):
+        for count, (op, arg, pos) in enumerate(pickletools.genops(data)):
             name = op.name
+            if count >= MAX_OPCODES:
+                raise CheckpointError(f"{where}: data.pkl holds over {MAX_OPCODES:,} opcodes (archviz's limit)",
+                                      hint=_HINT_BAD)
             if name not in _OPCODES:
                 raise CheckpointError(f"{where}: data.pkl uses the pickle opcode {name} at byte {pos}, which a "
                                       "state dict does not", hint=_HINT_UNSAFE)
@@ -200,6 +208,20 @@ def _data_pkl(z: zipfile.ZipFile, where: str) -> tuple[str, bytes]:
     return names[0].split("/")[0], data[:MAX_PICKLE_BYTES + 1]
 
 
+def _check_entries(f: Any, where: str) -> None:
+    """The zip's entry count and central directory size, from its end record, before ``ZipFile`` reads every entry."""
+    try:
+        end = zipfile._EndRecData(f)  # type: ignore[attr-defined]  # the end record ZipFile itself reads first
+    except (OSError, struct.error):
+        end = None
+    if not end:
+        raise CheckpointError(f"{where}: damaged zip (no end of central directory)", hint=_HINT_BAD)
+    entries, size = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]  # type: ignore[attr-defined]
+    if entries > MAX_ZIP_ENTRIES or size > 64 * MAX_ZIP_ENTRIES * 2:
+        raise CheckpointError(f"{where}: the zip lists {entries:,} entries in {size:,} bytes (archviz reads at most "
+                              f"{MAX_ZIP_ENTRIES:,})", hint=_HINT_BAD)
+
+
 def read_torch_zip(path: str | os.PathLike[str], *, shard: str | None = None) -> ParsedShard:
     """The tensor table of one ``torch.save`` zip: names, dtypes, shapes, from ``data.pkl`` and the central directory
     (each storage must be there and hold the elements its tensors reach); no storage is read."""
@@ -210,6 +232,7 @@ def read_torch_zip(path: str | os.PathLike[str], *, shard: str | None = None) ->
         if not zipfile.is_zipfile(f):
             raise CheckpointError(f"{where}: not a torch.save zip (a plain pickle, or saved before torch 1.6): "
                                   "pickle checkpoints are not read", hint=_HINT_PLAIN)
+        _check_entries(f, where)
         try:
             with zipfile.ZipFile(f) as z:
                 archive, data = _data_pkl(z, where)

@@ -111,3 +111,15 @@ def test_malicious_pickles_are_refused_and_nothing_runs(saved, tmp_path, archviz
     line = refused(cli_here(archviz_cli, "check", *SOURCE, "--checkpoint", bad))
     assert ("nests more than" if case == "nesting" else "imports") in line, line
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("bound,fragment", [("MAX_ZIP_ENTRIES", "entries"), ("MAX_OPCODES", "opcodes"),
+                                            ("MAX_PICKLE_BYTES", "data.pkl is")])
+def test_bounds_refuse_before_the_work(saved, monkeypatch, bound, fragment) -> None:
+    """Each bound (set low here: real ones hold 500,000 entries, 5,000,000 opcodes, 64 MiB) refuses in one error."""
+    from archviz.checkpoint import torch_zip
+    from archviz.errors import CheckpointError
+
+    monkeypatch.setattr(torch_zip, bound, 3)
+    with pytest.raises(CheckpointError, match=fragment):
+        torch_zip.read_torch_zip(saved[0])
