@@ -32,7 +32,7 @@ from archviz.files.safeio import MiB, open_regular
 from .header import ParsedShard
 from .records import ShardInfo, TensorInfo
 
-__all__ = ["MAX_NESTING", "MAX_OPCODES", "MAX_PICKLE_BYTES", "MAX_ZIP_ENTRIES", "read_torch_zip"]
+__all__ = ["MAX_NESTING", "MAX_OPCODES", "MAX_PICKLE_BYTES", "MAX_ZIP_ENTRIES", "parse_torch_zip", "read_torch_zip"]
 
 #: Largest ``data.pkl`` read (a state dict's pickle is ~100 bytes a tensor: 100,000 tensors are 10 MB).
 MAX_PICKLE_BYTES = 64 * MiB
@@ -223,22 +223,26 @@ def _check_entries(f: Any, where: str) -> None:
 
 
 def read_torch_zip(path: str | os.PathLike[str], *, shard: str | None = None) -> ParsedShard:
-    """The tensor table of one ``torch.save`` zip: names, dtypes, shapes, from ``data.pkl`` and the central directory
-    (each storage must be there and hold the elements its tensors reach); no storage is read."""
+    """The tensor table of one local ``torch.save`` zip (:func:`parse_torch_zip`)."""
     where = os.fspath(path)
-    name = shard or os.path.basename(where)
     with open_regular(where, what="PyTorch checkpoint", error=CheckpointError) as f:
-        size = os.fstat(f.fileno()).st_size
+        return parse_torch_zip(f, os.fstat(f.fileno()).st_size, shard=shard or os.path.basename(where), where=where)
+
+
+def parse_torch_zip(f: Any, size: int, *, shard: str, where: str) -> ParsedShard:
+    """The tensor table of a ``torch.save`` zip read through the seekable binary file ``f`` of ``size`` bytes: names,
+    dtypes, shapes, from ``data.pkl`` and the central directory (each storage must be there and hold the elements its
+    tensors reach); no storage is read."""
+    try:
         if not zipfile.is_zipfile(f):
             raise CheckpointError(f"{where}: not a torch.save zip (a plain pickle, or saved before torch 1.6): "
                                   "pickle checkpoints are not read", hint=_HINT_PLAIN)
         _check_entries(f, where)
-        try:
-            with zipfile.ZipFile(f) as z:
-                archive, data = _data_pkl(z, where)
-                sizes = {i.filename: i.file_size for i in z.infolist()}
-        except (zipfile.BadZipFile, OSError, EOFError) as e:
-            raise CheckpointError(f"{where}: damaged zip ({e})", hint=_HINT_BAD) from None
+        with zipfile.ZipFile(f) as z:
+            archive, data = _data_pkl(z, where)
+            sizes = {i.filename: i.file_size for i in z.infolist()}
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise CheckpointError(f"{where}: damaged zip ({e})", hint=_HINT_BAD) from None
     _scan(data, where)
     try:
         obj = _Unpickler(io.BytesIO(data)).load()
@@ -254,5 +258,5 @@ def read_torch_zip(path: str | os.PathLike[str], *, shard: str | None = None) ->
                                   f"{'missing' if stored is None else f'{stored:,} bytes'}, not the "
                                   f"{t.storage.numel * _BYTES[t.storage.dtype]:,} bytes its pickle says",
                                   hint=_HINT_BAD)
-        tensors[key] = TensorInfo(key, t.storage.dtype, t.size, name, None)
-    return ParsedShard(ShardInfo(name, size, 0), tensors)
+        tensors[key] = TensorInfo(key, t.storage.dtype, t.size, shard, None)
+    return ParsedShard(ShardInfo(shard, size, 0), tensors)

@@ -123,3 +123,21 @@ def test_bounds_refuse_before_the_work(saved, monkeypatch, bound, fragment) -> N
     monkeypatch.setattr(torch_zip, bound, 3)
     with pytest.raises(CheckpointError, match=fragment):
         torch_zip.read_torch_zip(saved[0])
+
+
+def test_remote_by_range_requests(saved, tmp_path, hub_server, archviz_cli) -> None:
+    """hf://owner/name with only pytorch_model.bin (or its index): the zip's end record, central directory and
+    data.pkl by range requests; a 4 MB storage is not asked for."""
+    path, state = saved
+    hub_server.add_repo("o/pt", {"pytorch_model.bin": path.read_bytes(), "config.json": b"{}"})
+    assert {n: t.shape for n, t in open_checkpoint("hf://o/pt").tensors.items()} == {
+        n: tuple(t.shape) for n, t in state.items()}
+    assert cli_here(archviz_cli, "check", *SOURCE, "--checkpoint", "hf://o/pt").returncode == 0
+    torch.save({"w": torch.zeros(1024, 1024)}, tmp_path / "big.bin")
+    big = (tmp_path / "big.bin").read_bytes()
+    index = {"metadata": {}, "weight_map": {"w": "pytorch_model-00001-of-00001.bin"}}
+    hub_server.add_repo("o/big", {"pytorch_model-00001-of-00001.bin": big,
+                                  "pytorch_model.bin.index.json": json.dumps(index).encode()})
+    assert open_checkpoint("hf://o/big").tensors["w"].shape == (1024, 1024)
+    asked = sum(r.body_bytes for r in hub_server.file_requests("pytorch_model-00001-of-00001.bin"))
+    assert asked < 300_000 < len(big)
