@@ -461,6 +461,76 @@ def flopcounter_hf_v3() -> dict:
     return _flopcounter("hf:deepseek_v3", None)
 
 
+# -- issue 45: a GGUF header read by archviz beside gguf's own GGUFReader ----------------------------------------------
+
+_GGUF_LAYERS = 111  # 9 tensors a layer + embedding, norm and output: 1,002 tensors
+
+
+def _gguf_1000() -> tuple[str, str]:
+    """A llama GGUF of 1,002 tensors (Q8_0 matrices, F32 norms) and its config.json, written once per bench run in
+    the temp folder: the header by gguf's GGUFWriter, the data region left sparse (os.truncate)."""
+    folder = os.path.join(tempfile.gettempdir(), "archviz-bench-gguf")
+    path, config = os.path.join(folder, "m.gguf"), os.path.join(folder, "config.json")
+    if os.path.exists(path) and os.path.exists(config):
+        return path, config
+    import gguf
+    import numpy as np
+
+    os.makedirs(folder, exist_ok=True)
+    h, ff, vocab = 64, 128, 256
+    with open(config, "w") as f:
+        json.dump({"model_type": "llama", "hidden_size": h, "intermediate_size": ff, "vocab_size": vocab,
+                   "num_hidden_layers": _GGUF_LAYERS, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "tie_word_embeddings": False}, f)
+    shapes = {"token_embd.weight": (vocab, h), "output_norm.weight": (h,), "output.weight": (vocab, h)}
+    for i in range(_GGUF_LAYERS):
+        shapes.update({f"blk.{i}.attn_q.weight": (h, h), f"blk.{i}.attn_k.weight": (h // 2, h),
+                       f"blk.{i}.attn_v.weight": (h // 2, h), f"blk.{i}.attn_output.weight": (h, h),
+                       f"blk.{i}.ffn_gate.weight": (ff, h), f"blk.{i}.ffn_up.weight": (ff, h),
+                       f"blk.{i}.ffn_down.weight": (h, ff), f"blk.{i}.attn_norm.weight": (h,),
+                       f"blk.{i}.ffn_norm.weight": (h,)})
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(_GGUF_LAYERS)
+    total = 0
+    for name, shape in shapes.items():
+        n = int(np.prod(shape))
+        q = gguf.GGMLQuantizationType.Q8_0 if len(shape) == 2 else gguf.GGMLQuantizationType.F32
+        nbytes = n // 32 * 34 if len(shape) == 2 else 4 * n
+        stored = (shape[0], shape[1] // 32 * 34) if len(shape) == 2 else shape  # a quant type's shape is in bytes
+        w.add_tensor_info(name, stored, np.dtype(np.uint8) if len(shape) == 2 else np.dtype(np.float32), nbytes,
+                          raw_dtype=q)
+        total += -(-nbytes // 32) * 32
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    os.truncate(path, -(-os.path.getsize(path) // 32) * 32 + total)  # the data region begins aligned
+    return path, config
+
+
+@case("archviz check: a 1,000-tensor GGUF (whole command)")
+def check_gguf_1000() -> dict:
+    path, config = _gguf_1000()
+    seconds, peak, rc, text, err = _command(["check", config, "-k", path, "--json"])
+    assert rc == 0, err[-500:]
+    from archviz.checkpoint import open_checkpoint
+    from archviz.checkpoint.ggml_types import type_names
+
+    type_names()  # gguf imported outside the timing, as the GGUFReader case imports it
+    header_seconds, inv = _timed(lambda: open_checkpoint(path))
+    return {"seconds": seconds, "peak_rss_mb": peak, "header_seconds": header_seconds, "tensors": len(inv.tensors),
+            "verdict": json.loads(text)["verdict"]}
+
+
+@case("gguf.GGUFReader opening the same 1,000-tensor GGUF")
+def gguf_reader_1000() -> dict:
+    path, _ = _gguf_1000()
+    import gguf
+
+    seconds, reader = _timed(lambda: gguf.GGUFReader(path))
+    return {"seconds": seconds, "tensors": len(reader.tensors)}
+
+
 def run_case(name: str) -> dict:
     out = CASES[name]()
     out.setdefault("peak_rss_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # or the command's
@@ -496,6 +566,10 @@ GROUPS = [
       "archviz check records.json (whole command): V3-size fixture vs the V3 manifest"],
      "goal: summary/inspect from the records file ≤ 0.5 s and ≤ 150 MB; the cache hit ≤ 0.5 s; check records.json "
      "≤ 1 s"),
+    ("Issue 45 — a GGUF's header: archviz check (whole command: the model built on meta, the header read, the "
+     "comparison; header_seconds: the header alone, in the library) beside gguf's GGUFReader opening the file",
+     ["gguf.GGUFReader opening the same 1,000-tensor GGUF", "archviz check: a 1,000-tensor GGUF (whole command)"],
+     "goal: the header read ≤ GGUFReader's open"),
     ("Issue 20 — cost (prefill at T=128, decode and KV cache at L=1M) vs the meta pass at T=128 (walk --shapes) and "
      "FlopCounterMode", [
          "archviz walk --shapes: V3-size fixture", "archviz cost at L=1M: V3-size fixture",

@@ -5,8 +5,10 @@
 (1, 512)
 
 Sources: a ``.safetensors`` file, a ``*.safetensors.index.json``, a folder of shards, a header-only manifest
-(archviz-manifest/1 or header-audit, see ``FORMATS.md``), or ``hf://owner/name[@revision]`` (HTTP range
-requests). Pickle checkpoints are refused. Every bad input raises :class:`archviz.errors.CheckpointError`.
+(archviz-manifest/1 or header-audit, see ``FORMATS.md``), a GGUF file (or one of a split GGUF's files), a
+``torch.save`` zip (read by a restricted unpickler that runs nothing), or ``hf://owner/name[@revision][/file.gguf]``
+(HTTP range requests). Plain pickles are refused. Every bad input raises :class:`archviz.errors.CheckpointError`.
+``config_from_gguf(inventory)`` gives the transformers config a GGUF's key-values describe.
 
 ``compare(record, inventory, rules=None)`` checks a model's records against those headers (``compare.py``; name
 mapping rules as data in ``rules/*.json``, see ``rules.py``) and returns the record with the ``checkpoint`` extra.
@@ -17,9 +19,10 @@ from __future__ import annotations
 from .assemble import Progress
 from . import compare  # the module, callable as compare.compare
 from .compare import check
+from .gguf_config import config_from_gguf
 from .header import MAX_HEADER_BYTES, parse_header, read_local_shard
 from .manifest import ARCHVIZ_MANIFEST_FORMAT, read_manifest, write_manifest
-from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, dtype_nbytes
+from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, TypeTotal, dtype_nbytes
 from .rules import Rules, load_rules
 from .sources import open_checkpoint
 
@@ -32,7 +35,9 @@ __all__ = [
     "Rules",
     "ShardInfo",
     "TensorInfo",
+    "TypeTotal",
     "check",
+    "config_from_gguf",
     "compare",
     "dtype_nbytes",
     "load_rules",

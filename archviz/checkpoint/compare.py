@@ -41,6 +41,7 @@ from archviz.records import ModelRecord
 
 from .records import CheckpointInventory
 from .hf_live import FACTS_KEY, live_ruleset
+from .gguf_names import gguf_ruleset
 from .rules import Rules, Ruleset, load_rules
 from .entries import Entry, block_size, check_scales, checkpoint_only_label, ck_desc
 from .compact import compact_checkpoint_only, compact_entries, compact_entry_list  # noqa: F401
@@ -131,6 +132,11 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
     if record.source.kind == "hf":
         live, live_note = live_ruleset(record.extra(FACTS_KEY), config.get("model_type"), all_names,
                                        (u.name for u in units))
+    extra = (live,) if live is not None else ()
+    formatted, format_note = gguf_ruleset(inventory, _shapes(targets, aliases))
+    if formatted is not None:
+        extra += (formatted,)
+    live_note = live_note or format_note
     plain = _plain_names(all_names, inventory)
     names = None
     if plain:  # the names' splits stand for their templates (families.py)
@@ -142,7 +148,7 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
     if plain:
         names = ModelNames(targets, aliases, others)
     scorer = (lambda sample, rs: family_score(sample, rs, rules.user, names, resolver)) if names else None
-    ruleset, scores = choose_ruleset(units, rules, record, resolver, (live,) if live is not None else (), scorer)
+    ruleset, scores = choose_ruleset(units, rules, record, resolver, extra, scorer)
     resolver = Resolver(all_names, rules.prefixes)
     model = ModelSide(targets, aliases, others, names, filed[0] == len(all_names))
     found = tensor_verdicts(units, model, ruleset, rules, block, resolver, path=path,
@@ -263,6 +269,13 @@ def _result(record: ModelRecord, inv: CheckpointInventory, found: _Found, used: 
         "modules": module_verdicts(record, entries, positions),
         "checkpoint_only": ck_list,
     }
+
+
+def _shapes(targets: Mapping[str, Any], aliases: Mapping[str, str]) -> dict[str, tuple[int, ...]]:
+    """Each model tensor's shape by name, aliases (a tied output) with their target's."""
+    out = {n: tuple(mt.rec.shape) for n, mt in targets.items()}
+    out.update((a, out[t]) for a, t in aliases.items() if t in out)
+    return out
 
 
 def _plain_names(model_names: Iterable[str], inv: CheckpointInventory) -> bool:

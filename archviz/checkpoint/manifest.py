@@ -55,7 +55,7 @@ from archviz.files.safeio import MiB, gunzip_bounded, read_regular
 from archviz.files.safejson import check_text, loads as bounded_loads
 
 from .header import JSON_SPACE, column_kinds, split_entries
-from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, dtype_nbytes
+from .records import DTYPE_BITS, CheckpointInventory, ShardInfo, TensorInfo, dtype_nbytes, known_dtype, stored_problem
 
 __all__ = [
     "ARCHVIZ_MANIFEST_FORMAT",
@@ -118,16 +118,16 @@ def _int(v: Any) -> bool:
 
 
 def _check_shape(where: str, name: str, dtype: Any, shape: Any) -> tuple[int, ...]:
-    if type(dtype) is not str or dtype not in DTYPE_BITS:
+    if type(dtype) is not str or not known_dtype(dtype):
         raise CheckpointError(
-            f"{where}: tensor {name!r}: unknown dtype {dtype!r}", hint=f"known dtypes: {', '.join(DTYPE_BITS)}"
+            f"{where}: tensor {name!r}: unknown dtype {dtype!r}", hint=f"known dtypes: {', '.join(DTYPE_BITS)}, GGML's"
         )
     if type(shape) is not list or not all(_int(d) and d <= _MAX_NUMEL for d in shape):
         raise _bad(where, f"tensor {name!r}: shape {_short(shape)} must be a list of non-negative ints below 2**64")
     if _numel_over(shape):
         raise _bad(where, f"tensor {name!r}: shape {_short(shape)} has more than 2**64 elements")
-    if (math.prod(shape) * DTYPE_BITS[dtype]) & 7:
-        raise _bad(where, f"tensor {name!r}: {dtype}{shape!r} does not fill whole bytes")
+    if (problem := stored_problem(dtype, shape)) is not None:
+        raise _bad(where, f"tensor {name!r}: {problem}")
     return tuple(shape)
 
 

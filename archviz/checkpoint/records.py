@@ -11,12 +11,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .ggml_types import block_of
+
 __all__ = [
     "DTYPE_BITS",
     "CheckpointInventory",
     "ShardInfo",
     "TensorInfo",
+    "TypeTotal",
     "dtype_nbytes",
+    "known_dtype",
+    "stored_problem",
 ]
 
 #: Bits per element of every dtype code the safetensors format defines (safetensors 0.8: 22 codes).
@@ -48,8 +53,30 @@ DTYPE_BITS: Mapping[str, int] = {
 
 
 def dtype_nbytes(dtype: str, numel: int) -> int:
-    """Bytes that ``numel`` elements of ``dtype`` occupy on disk (packed for sub-byte dtypes, rounded up)."""
-    return (numel * DTYPE_BITS[dtype] + 7) // 8
+    """Bytes that ``numel`` elements of ``dtype`` occupy on disk (packed for sub-byte dtypes, rounded up; a GGML
+    block-quantized type such as ``Q4_K`` takes whole blocks of its size, ``ggml_types.py``)."""
+    bits = DTYPE_BITS.get(dtype)
+    if bits is not None:
+        return (numel * bits + 7) // 8
+    block = block_of(dtype)
+    if block is None:
+        raise KeyError(dtype)
+    return -(-numel // block[0]) * block[1]
+
+
+def known_dtype(dtype: str) -> bool:
+    """Whether ``dtype`` is a safetensors code or a GGML type name."""
+    return dtype in DTYPE_BITS or block_of(dtype) is not None
+
+
+def stored_problem(dtype: str, shape: tuple[int, ...] | list[int]) -> str | None:
+    """Why ``shape`` cannot be stored in ``dtype`` (sub-byte values not filling whole bytes, rows that are not whole
+    blocks of a GGML type), or ``None``."""
+    block = None if dtype in DTYPE_BITS else block_of(dtype)
+    if block is not None:
+        return f"rows of {shape[-1]} are not whole {dtype} blocks of {block[0]}" if shape and shape[-1] % block[0] \
+            else None
+    return f"{dtype}{list(shape)!r} does not fill whole bytes" if (math.prod(shape) * DTYPE_BITS[dtype]) & 7 else None
 
 
 class TensorInfo(NamedTuple):
@@ -76,6 +103,20 @@ class TensorInfo(NamedTuple):
     def nbytes(self) -> int:
         """Bytes the tensor's data occupies in its shard."""
         return dtype_nbytes(self.dtype, math.prod(self.shape))
+
+
+class TypeTotal(NamedTuple):
+    """One stored type's share of a checkpoint: its tensors, their logical elements and their bytes."""
+
+    dtype: str
+    tensors: int
+    elements: int
+    bytes: int
+
+    @property
+    def bits_per_weight(self) -> float:
+        """Stored bits per logical element (Q4_0: 4.5, Q8_0: 8.5, F16: 16)."""
+        return 8 * self.bytes / self.elements if self.elements else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +195,17 @@ class CheckpointInventory:
         for t in self.tensors.values():
             out[t.dtype] = out.get(t.dtype, 0) + math.prod(t.shape)
         return out
+
+    def type_totals(self) -> list[TypeTotal]:
+        """Tensors, logical elements and bytes per stored type (a GGUF's quant mix), in order of first appearance."""
+        acc: dict[str, list[int]] = {}
+        for t in self.tensors.values():
+            n = math.prod(t.shape)
+            row = acc.setdefault(t.dtype, [0, 0, 0])
+            row[0] += 1
+            row[1] += n
+            row[2] += dtype_nbytes(t.dtype, n)
+        return [TypeTotal(d, *row) for d, row in acc.items()]
 
     def tensors_in(self, shard: str) -> list[TensorInfo]:
         """Tensors of one shard, in header order."""

@@ -21,6 +21,7 @@ The index is read only up to ``MAX_INDEX_BYTES``.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from typing import Any
@@ -29,8 +30,10 @@ from archviz.errors import CheckpointError
 
 from .assemble import INDEX_SUFFIX, MAX_INDEX_BYTES, Progress, assemble, index_shards, natural_key, parse_index
 from .deadline import Watch, run_all
+from .gguf_header import gguf_inventory, parse_gguf
 from .header import PREFIX_BYTES, ParsedShard, check_header_length, parse_shard_bytes
 from .records import CheckpointInventory
+from .torch_zip import parse_torch_zip
 
 try:  # huggingface_hub >= 1.0 ships its HTTP client as httpx (renamed httpx2 in 2.x)
     import httpx2 as _httpx
@@ -55,9 +58,18 @@ __all__ = ["MAX_WORKERS", "open_hf", "parse_hf_spec"]
 
 #: Shards fetched concurrently.
 MAX_WORKERS = 8
+_GGUF_SPEC = re.compile(r"^hf://(?P<repo>[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*)(?:@(?P<rev>[^\s@/]+))?"
+                        r"/(?P<file>[^\s@]+\.gguf)$")
+#: The first range read of a GGUF file: magic, version and the two counts (it gives the file's size).
+_GGUF_PROBE = 24
 _SPEC = re.compile(r"^hf://(?P<repo>[A-Za-z0-9][\w.\-]*(?:/[A-Za-z0-9][\w.\-]*)?)(?:@(?P<rev>[^\s@]+))?/?$")
+#: Range reads of a GGUF header after the first (a 150k-token vocabulary is a few MiB: a few requests).
+_GGUF_CHUNK = 4 << 20
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 _INDEX = f"model{INDEX_SUFFIX}"
+_TORCH_INDEX = "pytorch_model.bin.index.json"
+_TORCH_FILE = "pytorch_model.bin"
+_TORCH_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 _AUTH_HINT = "log in with `hf auth login` or set HF_TOKEN, and accept the model's terms if it is gated"
 
 
@@ -187,6 +199,31 @@ class _Client:
             raise _transport_error(e, where, self.timeout) from None
         return b"".join(chunks), int(m.group(3))
 
+    def gguf(self, filename: str) -> tuple[ParsedShard, dict[str, Any]]:
+        """One GGUF file's header, by range requests from its start (``gguf_header.parse_gguf``); a file whose size
+        changes between two of them is refused."""
+        where = self.where(filename)
+        head, total = self.range(filename, 0, _GGUF_PROBE - 1)
+
+        def read_at(at: int, n: int) -> bytes:
+            if at + n <= len(head):
+                return head[at:at + n]
+            data, again = self.range(filename, at, at + n - 1)
+            if again != total:
+                raise CheckpointError(f"{where}: the file changed while archviz read it (its size was {total:,} "
+                                      f"bytes, then {again:,})", hint="retry when the repository is not being "
+                                      "written to, or pin a revision: hf://owner/name@commit/file.gguf")
+            return data
+
+        return parse_gguf(read_at, total, shard=filename, where=where, chunk=_GGUF_CHUNK)
+
+    def torch_zip(self, filename: str) -> ParsedShard:
+        """One torch.save zip's tensor table: its end record, central directory and data.pkl, by range requests
+        (zipfile reading through :class:`_RangeFile`); no storage is asked for."""
+        _, total = self.range(filename, 0, 0)
+        with io.BufferedReader(_RangeFile(self, filename, total), buffer_size=64 << 10) as f:
+            return parse_torch_zip(f, total, shard=filename, where=self.where(filename))
+
     def shard(self, filename: str) -> ParsedShard:
         where = self.where(filename)
         prefix, total = self.range(filename, 0, PREFIX_BYTES - 1)
@@ -199,6 +236,38 @@ class _Client:
                                       f"bytes, then {again:,})", hint="retry when the repository is not being "
                                       "written to, or pin a revision: hf://owner/name@commit")
         return parse_shard_bytes(prefix, header, file_bytes=total, shard=filename, where=where)
+
+
+class _RangeFile(io.RawIOBase):
+    """A remote file as a seekable binary file: each read one range request (a size that changes is an error)."""
+
+    def __init__(self, client: _Client, filename: str, size: int) -> None:
+        self.client, self.filename, self.size, self.pos = client, filename, size, 0
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = max(0, offset if whence == 0 else self.pos + offset if whence == 1 else self.size + offset)
+        return self.pos
+
+    def readinto(self, b: Any) -> int:
+        n = min(len(b), self.size - self.pos)
+        if n <= 0:
+            return 0
+        data, again = self.client.range(self.filename, self.pos, self.pos + n - 1)
+        if again != self.size:
+            raise CheckpointError(f"{self.client.where(self.filename)}: the file changed while archviz read it (its "
+                                  f"size was {self.size:,} bytes, then {again:,})", hint="retry, or pin a revision")
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
 
 
 def _model_info(repo_id: str, revision: str, endpoint: str, timeout: float, token: str | bool | None) -> Any:
@@ -236,7 +305,11 @@ def open_hf(
 
     Each request must be answered in full within ``timeout`` seconds, the whole read within ``deadline`` (default
     30 × ``timeout``)."""
-    repo_id, revision = parse_hf_spec(spec)
+    gguf_file = _GGUF_SPEC.match(spec)
+    if gguf_file is not None:
+        repo_id, revision = gguf_file["repo"], gguf_file["rev"]
+    else:
+        repo_id, revision = parse_hf_spec(spec)
     endpoint = _endpoint()
     requested = revision or "main"
     watch = Watch(timeout, deadline if deadline is not None else 30 * timeout, f"hf://{repo_id}")
@@ -251,31 +324,27 @@ def open_hf(
     files = [s.rfilename for s in siblings if isinstance(getattr(s, "rfilename", None), str)]
     client = _Client(repo_id, commit, endpoint, timeout, token, watch)
 
+    if gguf_file is not None:
+        return _open_gguf(client, gguf_file["file"], files, watch, progress, revision)
     weight_map = None
     index_meta: dict[str, Any] = {}
-    if _INDEX in files:
-        raw_index = run_all([("index", lambda: client.get(_INDEX))], watch, workers=1)["index"]
-        weight_map, index_meta = parse_index(raw_index, client.where(_INDEX))
+    loose = any(f.endswith(".safetensors") and "/" not in f for f in files)  # preferred to a torch index
+    index = _TORCH_INDEX if _INDEX not in files and _TORCH_INDEX in files and not loose else _INDEX
+    if index in files:
+        raw_index = run_all([("index", lambda: client.get(index))], watch, workers=1)["index"]
+        weight_map, index_meta = parse_index(raw_index, client.where(index))
         names = index_shards(weight_map)
         for name in names:
             if name not in files:
                 raise CheckpointError(
-                    f"{client.where(_INDEX)}: index names shard {name!r}, which the repository does not hold",
+                    f"{client.where(index)}: index names shard {name!r}, which the repository does not hold",
                     hint="the repository is incomplete at this revision; try another revision",
                 )
     else:
         names = sorted((f for f in files if f.endswith(".safetensors") and "/" not in f), key=natural_key)
+        names = names or [f for f in files if f == _TORCH_FILE]
     if not names:
-        pickles = [f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt"))]
-        if pickles:
-            raise CheckpointError(
-                f"hf://{repo_id}@{commit}: only pickle checkpoints ({pickles[0]}, ...), which archviz never reads",
-                hint="pick a revision or a repository with .safetensors weights",
-            )
-        raise CheckpointError(
-            f"hf://{repo_id}@{commit}: no .safetensors files at the top level",
-            hint="check the repository name and revision",
-        )
+        raise _no_safetensors(f"hf://{repo_id}@{commit}", repo_id, files)
 
     total = len(names)
     count = [0]
@@ -286,7 +355,8 @@ def open_hf(
             progress(count[0], total, name)
 
     # daemon workers; the first failure, a late request or Ctrl-C ends the read at once (deadline.py)
-    parsed = run_all([(n, (lambda n=n: client.shard(n))) for n in names], watch, workers=max_workers, done=done)
+    read = {n: (client.torch_zip if n.endswith(_TORCH_SUFFIXES) else client.shard) for n in names}
+    parsed = run_all([(n, (lambda n=n: read[n](n))) for n in names], watch, workers=max_workers, done=done)
     meta: dict[str, Any] = {"model": repo_id}
     if index_meta:
         meta["index"] = index_meta
@@ -297,6 +367,41 @@ def open_hf(
         source=f"hf://{repo_id}@{commit}",
         revision=commit,
         weight_map=weight_map,
-        index_where=client.where(_INDEX),
+        index_where=client.where(index),
         metadata=meta,
     )
+
+
+def _no_safetensors(where: str, repo_id: str, files: list[str]) -> CheckpointError:
+    """What to say of a repository with no top-level .safetensors: name its GGUF files, or its pickles."""
+    ggufs = sorted(f for f in files if f.endswith(".gguf"))
+    if ggufs:
+        return CheckpointError(f"{where}: holds GGUF files ({', '.join(ggufs[:3])}{', ...' if len(ggufs) > 3 else ''})"
+                               " and no .safetensors", hint=f"name one: hf://{repo_id}/{ggufs[0]}")
+    pickles = [f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt"))]
+    if pickles:
+        return CheckpointError(f"{where}: only pickle checkpoints ({pickles[0]}, ...), none of them "
+                               f"{_TORCH_FILE} or named by {_TORCH_INDEX}",
+                               hint="download the file and pass it (archviz reads torch.save zips without running "
+                                    "them), or pick a revision with .safetensors weights")
+    return CheckpointError(f"{where}: no .safetensors files at the top level",
+                           hint="check the repository name and revision")
+
+
+def _open_gguf(client: _Client, filename: str, files: list[str], watch: Watch, progress: Progress | None,
+               revision: str | None) -> CheckpointInventory:
+    """A GGUF file of the repository (every file of its split when it is one), read by range requests."""
+    if filename not in files:
+        raise CheckpointError(f"{client.where(filename)}: the repository holds no such file",
+                              hint="check the file name against the repository's files")
+    listed = set(files)
+    meta: dict[str, Any] = {"model": client.repo_id}
+    if revision is not None and revision != client.commit:
+        meta["requested_revision"] = revision
+
+    def read(name: str) -> tuple[ParsedShard, dict[str, Any]]:
+        return run_all([(name, lambda: client.gguf(name))], watch, workers=1)[name]
+
+    return gguf_inventory(filename, read, listed.__contains__, where=client.where(filename),
+                          source=f"hf://{client.repo_id}@{client.commit}/{filename}", progress=progress,
+                          revision=client.commit, metadata=meta)

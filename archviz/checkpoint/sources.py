@@ -8,7 +8,10 @@ Accepted specs:
    every ``*.safetensors`` in it, in natural order;
 4. a header-only manifest (``.json`` or ``.json.gz``; archviz-manifest/1 or header-audit, see ``FORMATS.md``);
 5. ``hf://owner/name[@revision]``: a Hugging Face repository, read with HTTP range requests;
-6. a pickle checkpoint (``.bin``, ``.pt``, ``.pth``, ``.ckpt``, ``.pkl``): refused, never opened.
+6. a GGUF file (``.gguf``, or any file that begins with ``GGUF``), or one file of a split GGUF (``gguf_header.py``);
+7. a ``torch.save`` zip (``.bin``, ``.pt``, ``.pth``, ``.ckpt``; or a ``pytorch_model.bin.index.json`` naming several):
+   its tensor table, read by a restricted unpickler that runs nothing (``torch_zip.py``); a plain pickle
+   (``.pkl``, ``.pickle``): refused, never opened.
 
 Only the 8-byte length prefix and the JSON header of each shard are read; tensor data never is.
 """
@@ -25,19 +28,30 @@ from archviz.errors import CheckpointError
 from archviz.files.safeio import read_regular
 
 from .assemble import INDEX_SUFFIX, MAX_INDEX_BYTES, Progress, assemble, index_shards, natural_key, parse_index
+from .gguf_header import GGUF_MAGIC, open_gguf
 from .header import ParsedShard, read_local_shard
+from .torch_zip import read_torch_zip
 from .manifest import IndexNotManifest, manifest_from_bytes, read_json_bytes
 from .records import CheckpointInventory
 
 __all__ = ["PICKLE_SUFFIXES", "open_checkpoint", "open_folder", "open_index", "open_safetensors"]
 
-#: Suffixes of PyTorch pickle/zip checkpoints, refused without being opened.
+#: Suffixes of PyTorch pickle/zip checkpoints: a plain pickle is refused unopened; torch.save's zip (the suffixes
+#: below) is read by torch_zip.py's restricted reader, which runs nothing.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+TORCH_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 _PICKLE_HINT = (
     "archviz never unpickles checkpoints (unpickling can run arbitrary code); "
     "convert it to .safetensors, or pass the repository's .safetensors files, index or a manifest"
 )
 HF_SCHEME = "hf://"
+
+
+def _read_local(path: Path, name: str) -> ParsedShard:
+    """One local shard by its kind: a torch.save zip by its suffix, else a safetensors file."""
+    if name.lower().endswith(TORCH_SUFFIXES):
+        return read_torch_zip(path, shard=name)
+    return read_local_shard(path, shard=name)
 
 
 def _refuse_pickle(where: str) -> CheckpointError:
@@ -68,7 +82,7 @@ def _read_shards(folder: Path, names: list[str], progress: Progress | None, wher
                 hint="download the missing shard, or fix the index",
             )
         _check_inside(folder, path, name, where)
-        out.append(read_local_shard(path, shard=name))
+        out.append(_read_local(path, name))
         _report(progress, i, total, name)
     return out
 
@@ -91,7 +105,7 @@ def _check_shard_name(name: str, where: str) -> None:
     p = Path(name)
     if p.is_absolute() or ".." in p.parts or name.startswith(("/", "\\")):
         raise CheckpointError(f"{where}: shard name {name!r} points outside the index's folder")
-    if name.endswith(PICKLE_SUFFIXES):
+    if name.endswith(PICKLE_SUFFIXES) and not name.lower().endswith(TORCH_SUFFIXES):
         raise _refuse_pickle(f"{where}: shard {name!r}")
 
 
@@ -131,6 +145,12 @@ def open_folder(path: str | os.PathLike[str], *, progress: Progress | None = Non
                 hint="pass the index you mean",
             )
         pickles = sorted(p.name for p in folder.iterdir() if p.name.endswith(PICKLE_SUFFIXES))
+        torch_index = folder / "pytorch_model.bin.index.json"
+        if torch_index.is_file():
+            return replace(open_index(torch_index, progress=progress), source=where)
+        saved = [n for n in pickles if n.lower().endswith(TORCH_SUFFIXES)]
+        if len(saved) == 1:
+            return replace(open_checkpoint(folder / saved[0], progress=progress), source=where)
         if pickles:
             raise _refuse_pickle(f"{where}: only pickle checkpoints here ({pickles[0]}, ...)")
         raise CheckpointError(
@@ -147,8 +167,6 @@ def _open_json(where: str, progress: Progress | None) -> CheckpointInventory:
     try:
         inv = manifest_from_bytes(read_json_bytes(where), source=where)
     except IndexNotManifest:
-        if where.endswith((".bin.index.json", ".pt.index.json")):
-            raise _refuse_pickle(where) from None
         return open_index(where, progress=progress)
     _report(progress, 1, 1, os.path.basename(where))
     return inv
@@ -165,7 +183,8 @@ def open_checkpoint(
     """Read a checkpoint's headers and return its :class:`CheckpointInventory`; never reads tensor data.
 
     ``spec`` is a ``.safetensors`` file, a ``*.safetensors.index.json``, a folder, a header-only manifest
-    (``.json``/``.json.gz``) or ``hf://owner/name[@revision]``. ``progress(done, total, label)`` is called after
+    (``.json``/``.json.gz``), a ``.gguf`` (or one of a split GGUF's files), a ``torch.save`` zip (``.bin``, ``.pt``,
+    ``.pth``, ``.ckpt``, or a ``pytorch_model.bin.index.json``) or ``hf://owner/name[@revision][/file.gguf]``. ``progress(done, total, label)`` is called after
     each shard. ``timeout`` (seconds each request may take, answer included), ``deadline`` (seconds for the whole
     read; default 30 × ``timeout``) and ``token`` apply to ``hf://`` only (``token=None`` uses the
     logged-in Hugging Face token if any; ``HF_ENDPOINT`` selects the server).
@@ -211,7 +230,7 @@ def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: floa
         return open_hf(text, progress=progress, timeout=timeout, token=token, deadline=deadline)
     path = Path(text)
     lower = text.lower()
-    if lower.endswith(PICKLE_SUFFIXES) or lower.endswith((".bin.index.json", ".pt.index.json")):
+    if lower.endswith(PICKLE_SUFFIXES) and not lower.endswith(TORCH_SUFFIXES):
         raise _refuse_pickle(text)
     if path.is_dir():
         return open_folder(path, progress=progress)
@@ -222,4 +241,21 @@ def _open(spec: str | os.PathLike[str], progress: Progress | None, timeout: floa
         raise CheckpointError(f"{text}: no such file or folder", hint=hint)
     if lower.endswith((".json", ".json.gz", ".gz")):
         return _open_json(text, progress)
+    if lower.endswith(TORCH_SUFFIXES):
+        parsed = read_torch_zip(text)
+        _report(progress, 1, 1, parsed.shard.name)
+        return assemble([parsed], source=text, metadata={"format": "torch"})
+    if lower.endswith(".gguf") or _magic(text) == GGUF_MAGIC:
+        return open_gguf(text, progress=progress)
     return open_safetensors(text, progress=progress)
+
+
+def _magic(path: str) -> bytes:
+    """The first 4 bytes of a regular file (b"" for anything else: the reader that follows says what it is)."""
+    try:
+        if not os.path.isfile(path):
+            return b""
+        with open(path, "rb") as f:
+            return f.read(4)
+    except OSError:
+        return b""

@@ -44,7 +44,9 @@ from ..sources.options import BuildOptions
 
 CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safetensors file, shard folder, "
                                                                         "*.safetensors.index.json, manifest "
-                                                                        "(.json/.json.gz) or hf://owner/name[@rev]")]
+                                                                        "(.json/.json.gz), .gguf (or one of its "
+                                                                        "split files), torch.save zip (.bin/.pt/.pth) "
+                                                                        "or hf://owner/name[@rev][/file.gguf]")]
 RulesOpt = Annotated[Optional[str], typer.Option("--rules", help="a rules file (JSON, or TOML on Python 3.11+): "
                                                                  "renames, fuse, ignore, explain; see "
                                                                  "archviz/checkpoint/rules/")]
@@ -204,7 +206,8 @@ def _check_ranks(source: str, checkpoint: str, world_size: int, pattern: str | N
 @app.command()
 def manifest(
     checkpoint: Annotated[str, typer.Argument(help=".safetensors file, shard folder, *.safetensors.index.json, "
-                                                   "manifest or hf://owner/name[@rev]")],
+                                                   "manifest, .gguf, torch.save zip or "
+                                                   "hf://owner/name[@rev][/file.gguf]")],
     output: Annotated[str, typer.Option("--output", "-o", help="manifest to write; gzip'd when it ends in .gz")],
     timeout: TimeoutOpt = 10.0,
     world_size: Annotated[Optional[int], typer.Option("--world-size", help="a folder of one shard per rank: "
@@ -231,14 +234,51 @@ def manifest(
         data = manifest_bytes(inventory, gz=output.endswith(".gz"))
         write_output(output, data)
         size = len(data)
+        types = inventory.type_totals()
         info = {"output": output, "source": inventory.source, "revision": inventory.revision,
-                "shards": len(inventory.shards), "tensors": len(inventory.tensors), "bytes": size}
+                "shards": len(inventory.shards), "tensors": len(inventory.tensors), "bytes": size,
+                "types": [{"type": t.dtype, "tensors": t.tensors, "elements": t.elements, "bytes": t.bytes,
+                           "bits_per_weight": round(t.bits_per_weight, 4)} for t in types]}
         if json_:
             emit_json(info)
         elif output != "-":
             err.print(f"wrote {len(inventory.tensors):,} tensors of {len(inventory.shards):,} shards to {output} "
                       f"({size:,} bytes)")
+            for t in types:
+                err.print(f"  {t.dtype:>8} {t.tensors:>6,} tensors {t.elements:>15,} weights {t.bytes:>15,} bytes "
+                          f"{t.bits_per_weight:5.2f} bpw", markup=False, highlight=False, soft_wrap=True)
 
+
+
+def gguf_summary(source: str, json_: bool, limit: int = 40) -> None:
+    """`summary FILE.gguf`: the model its key-values describe (transformers' GGUF config table), built on meta, its
+    totals, and the same file checked against it; exits 0 when they match, 1 when not."""
+    import json
+    import tempfile
+
+    from ..checkpoint import open_checkpoint
+    from ..checkpoint.compare import EXTRA_KEY, compare
+    from ..checkpoint.gguf_config import config_from_gguf
+    from ..render.terminal import summary_table
+    from ..render.views import summary_json
+
+    inventory = open_checkpoint(source)
+    config = config_from_gguf(inventory)
+    with tempfile.TemporaryDirectory(prefix="archviz-gguf-") as folder:
+        named = os.path.join(folder, os.path.basename(source))  # the model is named after the file
+        os.mkdir(named)
+        path = os.path.join(named, "config.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        record = load_record(path, BuildOptions(), group=False, cache=False)
+    record = compare(record, inventory)
+    result = record.extra(EXTRA_KEY)
+    if json_:
+        emit_json({"config": config, "summary": summary_json(record), "checkpoint": result})
+    else:
+        out.print(summary_table(record))
+        _print_result(result, "table", source, limit)
+    raise typer.Exit(EXIT_OK if result["verdict"] == "match" else EXIT_MISMATCH)
 
 
 def _rank_manifest(checkpoint: str, output: str, world_size: int, pattern: str | None, json_: bool) -> None:
@@ -257,4 +297,4 @@ def _rank_manifest(checkpoint: str, output: str, world_size: int, pattern: str |
                   f"to {output} ({info['bytes']:,} bytes)")
 
 
-__all__ = ["check", "manifest"]
+__all__ = ["check", "gguf_summary", "manifest"]

@@ -58,12 +58,17 @@ def summary(
     json_: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Totals: parameters (logical weights), active per token, scales, tables, buffers, bytes per dtype."""
+    """Totals: parameters (logical weights), active per token, scales, tables, buffers, bytes per dtype. A GGUF file
+    alone: the model its key-values describe, built on meta, and the file checked against it (exit 1 if not whole)."""
     from ..render.terminal import summary_table
     from ..render.views import summary_json
 
     with handled(debug, json_):
         check_options(sets={"--set": set_}, world_size=world_size, rank=rank)
+        if source.lower().endswith(".gguf") and config is None:  # the file's key-values describe the model
+            from .check import gguf_summary
+
+            gguf_summary(source, json_)
         build = BuildOptions(config=config, overrides=overrides(set_), model_class=model_class,
                              config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
                              trust_remote_code=trust_remote_code, quantized=quantized)

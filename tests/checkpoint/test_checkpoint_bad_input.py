@@ -292,7 +292,7 @@ def test_folder_with_only_pickles_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "repo"
     folder.mkdir()
     (folder / "pytorch_model.bin").write_bytes(pickle.dumps(_Payload(marker)))
-    expect_error(folder, "only pickle checkpoints", "pytorch_model.bin")
+    expect_error(folder, "pickle checkpoints are not read", "pytorch_model.bin")  # not a torch.save zip
     (folder / "pytorch_model.bin.index.json").write_text('{"weight_map": {"w": "pytorch_model.bin"}}')
     expect_error(folder / "pytorch_model.bin.index.json", "pickle checkpoints are not read")
     assert not marker.exists()

@@ -154,10 +154,15 @@ def test_hf_server_ignoring_range_is_refused(hub_server: HubServer, tiny: tuple[
 
 
 def test_hf_pickle_only_repo(hub_server: HubServer) -> None:
+    """A plain pickle (not torch.save's zip) is refused: only range reads of its end, no pickle run."""
     hub_server.add_repo("old/model", {"pytorch_model.bin": b"\x80\x02}q\x00.", "config.json": b"{}"})
-    with pytest.raises(CheckpointError, match="only pickle checkpoints"):
+    with pytest.raises(CheckpointError, match="pickle checkpoints are not read"):
         open_checkpoint("hf://old/model")
-    assert hub_server.file_requests("pytorch_model.bin") == []
+    assert all(r.range is not None for r in hub_server.file_requests("pytorch_model.bin"))
+    hub_server.add_repo("old/other", {"model.pt": b"\x80\x02}q\x00.", "config.json": b"{}"})
+    with pytest.raises(CheckpointError, match="only pickle checkpoints"):
+        open_checkpoint("hf://old/other")
+    assert hub_server.file_requests("model.pt") == []
 
 
 @pytest.mark.parametrize("spec", ["hf://", "hf://a/b/c", "hf://a b/c", "hf://a/b@"])
