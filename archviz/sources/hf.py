@@ -98,6 +98,27 @@ def auto_map(raw: dict[str, Any]) -> dict[str, str]:
     return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
 
 
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _contained(file: str, folder: str, path: str) -> None:
+    """The model's own code is run only from inside its folder once links are resolved, and only from files this
+    user (or root) owns that others cannot write: a symlinked subfolder or module leading elsewhere is refused."""
+    import stat
+
+    real, inside = os.path.realpath(file), os.path.realpath(folder)
+    if os.path.commonpath([real, inside]) != inside:
+        raise SourceError(f"{path}: the model's code {os.path.relpath(file, folder)} leads outside {folder} "
+                          f"(to {real})", hint="copy the model's .py files into its folder itself")
+    try:
+        st = os.stat(real)
+    except OSError:
+        return  # a relative import that is not there: transformers says so when it imports
+    if st.st_uid not in (os.getuid(), 0) or st.st_mode & stat.S_IWOTH:
+        raise SourceError(f"{path}: the model's code {os.path.relpath(file, folder)} is owned by another user or "
+                          "writable by others, so anyone could have changed it", hint=f"chmod o-w {real}")
+
+
 def remote_class(ref: str, path: str) -> Any:
     """The class `ref` (`modeling_x.MyModel`) from the .py files beside `path` (a config.json), imported the way
     transformers' trust_remote_code does (copied into its modules cache, relative imports included), offline."""
@@ -105,12 +126,26 @@ def remote_class(ref: str, path: str) -> Any:
     if "--" in ref:
         raise SourceError(f"{path}: auto_map points at code in another repository ({ref.split('--')[0]})",
                           hint="put that repository's .py files beside config.json and name them in auto_map")
+    if not _DOTTED.fullmatch(ref):
+        raise SourceError(f"{path}: auto_map names {ref!r}, not module.Class of a file beside config.json",
+                          hint='write e.g. "AutoModelForCausalLM": "modeling_x.MyModel"')
     module_file = ref.split(".", 1)[0] + ".py"
     if not os.path.isfile(os.path.join(folder, module_file)):
         raise SourceError(f"{path}: auto_map names {ref}, but there is no {module_file} in {folder}",
                           hint="put the model's .py files beside its config.json")
     _import_transformers()
-    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module, get_relative_import_files
+
+    module_path = os.path.join(folder, module_file)
+    _contained(module_path, folder, path)
+    try:
+        imported = get_relative_import_files(module_path)
+    except OSError as e:
+        raise SourceError(f"{path}: {module_file} imports a module that is not in {folder} ({e.strerror}: "
+                          f"{os.path.basename(str(e.filename))})", hint="put the model's .py files beside its "
+                          "config.json") from None
+    for file in imported:
+        _contained(file, folder, path)
 
     try:
         with _quiet():

@@ -151,3 +151,34 @@ def test_code_written_for_another_transformers_says_so(run):
     assert "modeling_old.py cannot be imported: cannot import name 'a_helper_this_transformers_does_not_have'" \
         in lines[0]
     assert f"was written for another transformers than this {transformers.__version__}" in lines[0]
+
+
+PLANT = "open({marker!r}, 'w').write('ran')\n"
+
+
+@pytest.mark.parametrize("how", ["symlinked module", "symlinked subfolder", "path in auto_map"])
+def test_code_from_outside_the_folder_never_runs(run, tmp_path, how):
+    """Issue 46: with --trust-remote-code, auto_map runs the folder's own code only: a module that is a link to a file
+    elsewhere, a relative import through a linked subfolder, or an auto_map entry naming a path is refused in one
+    line, and the planted file never runs."""
+    folder, outside, marker = tmp_path / "model", tmp_path / "outside", tmp_path / "ran"
+    shutil.copytree(FOLDER, folder)
+    outside.mkdir()
+    (outside / "evil.py").write_text(PLANT.format(marker=str(marker)))
+    cfg = dict(CFG)
+    if how == "symlinked module":
+        (folder / "configuration_tiny.py").unlink()
+        (folder / "configuration_tiny.py").symlink_to(outside / "evil.py")
+    elif how == "symlinked subfolder":
+        (folder / "sub").symlink_to(outside)  # a linked subfolder, and a module beside the code linked into it
+        (folder / "helper.py").symlink_to(folder / "sub" / "evil.py")
+        code = (folder / "configuration_tiny.py").read_text()
+        (folder / "configuration_tiny.py").write_text("from .helper import *  # noqa\n" + code)
+    else:
+        cfg["auto_map"] = {**cfg["auto_map"], "AutoConfig": str(outside / "evil.TinyRemoteConfig")}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    r = run("summary", folder, "--trust-remote-code", "--no-cache")
+    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stderr[-2000:])
+    line = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(line) == 1 and ("leads outside" in line[0] or "not module.Class" in line[0]), line
+    assert not marker.exists()
