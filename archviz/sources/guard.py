@@ -8,7 +8,8 @@ verdict, and `--json` must stay JSON. So, inside `model_code()`:
 And inside `importing(name)`, around the import of a model file or factory module: an exit (`sys.exit`, argparse
 refusing the arguments of archviz's own command line) or a `KeyboardInterrupt` the code raised itself (not a Ctrl-C)
 is one line, "the model code exited (status N) while importing model.py"; what the code printed before it (argparse's
-usage lines) is held back, its last line kept for the hint.
+usage lines) is held back, its last line kept for the hint. An import that never ends (a loop, a wait on a server)
+ends after ARCHVIZ_IMPORT_TIMEOUT seconds (default 300) with one line naming the file and line it was at.
 
 Why in-process and not a child process: the records hold nothing a child could not send back, but the build's
 live model is what the walk, the meta pass and the probe read, and a child would have to rebuild it for each. A model
@@ -84,6 +85,45 @@ def _exit_status(code: Any) -> int:
     return 0 if code is None else code if isinstance(code, int) else 1
 
 
+IMPORT_TIMEOUT_ENV = "ARCHVIZ_IMPORT_TIMEOUT"
+DEFAULT_IMPORT_TIMEOUT = 300.0  # seconds a model file or factory module may take to import
+
+
+class _Stuck(BaseException):
+    """The import outlived its deadline (a BaseException: the model's own `except Exception` cannot eat it)."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    import linecache
+
+    where = "an unknown place"
+    if frame is not None:
+        code = frame.f_code
+        text = linecache.getline(code.co_filename, frame.f_lineno).strip()
+        where = f"{os.path.basename(code.co_filename)}:{frame.f_lineno} ({code.co_name})" + (
+            f": {one_line(text)[:120]}" if text else "")
+    raise _Stuck(where)
+
+
+def _import_deadline() -> tuple[float, Any]:
+    """(seconds, the SIGALRM handler to put back) for an import run under a deadline; (seconds, None) where no
+    timer can be set (another thread, no SIGALRM) or one is already running."""
+    try:
+        limit = float(os.environ.get(IMPORT_TIMEOUT_ENV) or DEFAULT_IMPORT_TIMEOUT)
+    except ValueError:
+        limit = DEFAULT_IMPORT_TIMEOUT
+    if not (limit > 0 and limit < 1e9) or not hasattr(signal, "setitimer") or \
+            threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
+        return limit, None
+    before = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    return limit, before
+
+
 @contextmanager
 def importing(name: str) -> Iterator[None]:
     """Run the import of the user's file or module `name` (model.py, pkg.mod) in this block: see the module doc."""
@@ -111,8 +151,14 @@ def importing(name: str) -> Iterator[None]:
             except (ValueError, OSError):
                 pass
     sys.stdout = sys.stderr = held
+    limit, alarm = _import_deadline()
     try:
         yield
+    except _Stuck as e:
+        raise SourceError(f"importing {name} did not end within {limit:g} s: it was at {e.where}",
+                          hint=f"archviz waits {IMPORT_TIMEOUT_ENV} seconds (default {DEFAULT_IMPORT_TIMEOUT:g}) for "
+                               "a model's code to import; set it higher where the import is slow, not stuck"
+                          ) from None
     except SystemExit as e:
         printed = held.getvalue()
         held = io.StringIO()
@@ -130,6 +176,9 @@ def importing(name: str) -> Iterator[None]:
         raise SourceError(f"the model code exited (KeyboardInterrupt, raised by the code, not a Ctrl-C) while "
                           f"importing {name}", hint="remove the raise from the path that imports the model") from None
     finally:
+        if alarm is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, alarm)
         sys.stdout, sys.stderr = saved
         if installed:
             signal.signal(signal.SIGINT, old_handler)

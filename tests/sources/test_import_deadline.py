@@ -1,0 +1,44 @@
+"""A model file or factory module whose import never ends (a busy loop, a wait for a server that never answers) ends
+the command after ARCHVIZ_IMPORT_TIMEOUT seconds with one line naming the file and line it was at (issue 46); it
+hung the command with no limit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "adversarial"))
+from adv_tools import cli_here, refused  # noqa: E402
+
+LOOPS = """import torch.nn as nn
+
+
+def spin():
+    n = 0
+    while True:
+        n += 1
+
+
+spin()
+
+
+def build():
+    return nn.Linear(2, 2)
+"""
+
+
+@pytest.mark.parametrize("form", ["model.py", "module:callable"])
+def test_an_import_that_never_ends_is_stopped_where_it_is(archviz_cli, tmp_path, monkeypatch, form) -> None:
+    (tmp_path / "spinning.py").write_text(LOOPS)
+    monkeypatch.setenv("ARCHVIZ_IMPORT_TIMEOUT", "1")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # and import caches invalidated: the file is new
+    source = tmp_path / "spinning.py" if form == "model.py" else "spinning:build"
+    try:
+        line = refused(cli_here(archviz_cli, "summary", source, "--no-cache"), "did not end within 1 s",
+                       "it was at spinning.py:")
+    finally:
+        sys.modules.pop("spinning", None)
+    assert "(spin)" in line and "ARCHVIZ_IMPORT_TIMEOUT" in line
