@@ -4,14 +4,20 @@ A file inside a package (`gpt_oss/torch/model.py`, `src/mistral_inference/transf
 imported under its dotted name, found by walking up the folders that hold an `__init__.py`, with the folder above
 the top package on `sys.path`: its relative imports (`from .args import ModelArgs`) and its absolute ones (`from
 gpt_oss.torch.weights import ...`) resolve as they do once the project is installed. A project root (the nearest
-folder above holding `pyproject.toml`, `setup.py` or `setup.cfg`) and its `src/` go on the path too. A file in no
+folder above holding `pyproject.toml`, `setup.py` or `setup.cfg`) and its `src/` go on the path too. Neither walk climbs
+into a folder others can write (`/tmp`: anyone could plant an `__init__.py`, a `setup.cfg` or a stub-named module
+there); a package whose parent is such a folder imports through a private folder holding a link to it alone. A file in no
 package (DeepSeek's `inference/model.py`, nanoGPT's `model.py`) is imported as its stem, its folder first on the path
 (sibling imports such as `from kernel import ...`).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import stat
+import tempfile
 from dataclasses import dataclass
 
 _PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -30,9 +36,39 @@ class Layout:
         return self.module_name.split(".")[0] if "." in self.module_name else None
 
 
+def trusted(folder: str) -> bool:
+    """A folder whose files only this user (or root) can have put there: owned by one of them, not writable by
+    others. `/tmp` is not: anyone can plant an `__init__.py`, a `setup.cfg` or a module named like a stub there."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return False
+    return st.st_uid in (os.getuid(), 0) and not st.st_mode & stat.S_IWOTH
+
+
+def _importable_from(parent: str, top: str) -> str:
+    """The folder to put on sys.path so that the top package `top` imports by its name: its parent where that is
+    trusted; else a private folder of this process holding only a link to the package (the parent's other files,
+    planted or not, are then not importable)."""
+    if trusted(parent):
+        return parent
+    shim = _shims.get(top)
+    if shim is None:
+        shim = tempfile.mkdtemp(prefix="archviz-package-")
+        os.symlink(top, os.path.join(shim, os.path.basename(top)))
+        atexit.register(shutil.rmtree, shim, True)
+        _shims[top] = shim
+    return shim
+
+
+_shims: dict[str, str] = {}
+
+
 def _project_root(folder: str) -> str | None:
     here = folder
     for _ in range(MAX_UP):
+        if not trusted(here):
+            return None  # a project file in a folder others can write is not the user's project
         if any(os.path.isfile(os.path.join(here, f)) for f in _PROJECT_FILES):
             return here
         up = os.path.dirname(here)
@@ -50,11 +86,11 @@ def locate(path: str) -> Layout:
     top = None
     here = folder
     while stem.isidentifier() and os.path.isfile(os.path.join(here, "__init__.py")) \
-            and os.path.basename(here).isidentifier():
+            and os.path.basename(here).isidentifier() and (here == folder or trusted(here)):
         parts.insert(0, os.path.basename(here))
         top = here
         here = os.path.dirname(here)
-    paths = [here] if top else [folder]
+    paths = [_importable_from(here, top)] if top else [folder]
     project = _project_root(folder)
     if project is not None:
         for p in (project, os.path.join(project, "src")):
@@ -63,4 +99,4 @@ def locate(path: str) -> Layout:
     return Layout(module_name=".".join(parts), code_root=top or folder, paths=tuple(paths))
 
 
-__all__ = ["Layout", "locate"]
+__all__ = ["Layout", "locate", "trusted"]

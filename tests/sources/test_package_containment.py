@@ -1,0 +1,58 @@
+"""The walk up `__init__.py` folders to a model's package root, and up to its project root, never climbs into a
+folder others can write (issue 46): from a package whose parent is world-writable (as /tmp), a planted
+`__init__.py`, `setup.cfg` or a module named like a stubbed package (`tilelang.py`) there never runs, and the model
+still imports as its package (relative and absolute imports)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+PLANT = "open({marker!r}, 'a').write({name!r})\n"
+LAYERS = """import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+"""
+MODEL = """import torch.nn as nn
+import tilelang  # a kernel package absent here: archviz stubs it, never a file planted beside the package
+
+import pkgx.layers
+from .layers import Block
+
+
+class Net(nn.Module):
+    def __init__(self, dim: int = 8, depth: int = 3):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(dim) for _ in range(depth))
+        self.head = pkgx.layers.Block(dim)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and sys.platform != "linux", reason="POSIX permissions")
+def test_a_planted_file_in_a_writable_parent_never_runs(archviz_cli, tmp_path: Path) -> None:
+    shared, marker = tmp_path / "shared", tmp_path / "ran"
+    pkg = shared / "pkgx"
+    pkg.mkdir(parents=True)
+    shared.chmod(0o777)  # anyone may write here, as in /tmp
+    for name in ("__init__", "tilelang", "setup"):
+        (shared / f"{name}.py").write_text(PLANT.format(marker=str(marker), name=name))
+    (shared / "setup.cfg").write_text("[metadata]\nname = planted\n")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layers.py").write_text(LAYERS)
+    (pkg / "model.py").write_text(MODEL)
+    r = archviz_cli("summary", pkg / "model.py", "--json", "--no-cache")
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    dim, depth = 8, 3
+    assert json.loads(r.stdout)["parameters"] == (depth + 1) * (dim * dim + dim)
+    assert not marker.exists(), marker.read_text()
+    for name in ("pkgx", "pkgx.layers", "pkgx.model", "tilelang"):
+        sys.modules.pop(name, None)
