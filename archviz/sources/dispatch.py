@@ -42,9 +42,9 @@ def classify(spec: str, options: BuildOptions) -> str:
 
 
 # Build options that only one kind of source reads: given to another, they would be ignored without a word.
-_ONLY_FOR = {"--config": "reference", "--model-class": "reference", "--config-class": "reference",
-             "--tokenizer": "reference",
-             "--world-size": "reference", "--rank": "reference", "--trust-remote-code": "hf", "--quantized": "hf"}
+_ONLY_FOR = {"--config": ("reference", "factory"), "--model-class": ("reference",), "--config-class": ("reference",),
+             "--tokenizer": ("reference",), "--world-size": ("reference",), "--rank": ("reference",),
+             "--trust-remote-code": ("hf",), "--quantized": ("hf",)}
 _KIND_WORDS = {"reference": "a reference model.py", "hf": "a transformers model (hf:<type>, config.json or folder)",
                "factory": "a package.module:callable"}
 
@@ -54,9 +54,9 @@ def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
              "--tokenizer": options.tokenizer,
              "--world-size": options.world_size, "--rank": options.rank,
              "--trust-remote-code": options.trust_remote_code or None, "--quantized": options.quantized or None}
-    unused = [flag for flag, value in given.items() if value is not None and _ONLY_FOR[flag] != kind]
+    unused = [flag for flag, value in given.items() if value is not None and kind not in _ONLY_FOR[flag]]
     if unused:
-        owners = sorted({_ONLY_FOR[f] for f in unused})
+        owners = sorted({o for f in unused for o in _ONLY_FOR[f]})
         raise SourceError(f"{spec}: {', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to "
                           f"{' or '.join(_KIND_WORDS[o] for o in owners)}, and this is {_KIND_WORDS[kind]}",
                           hint=f"drop {', '.join(unused)}")
