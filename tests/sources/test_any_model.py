@@ -1,0 +1,148 @@
+"""Any PyTorch model on the first try (issue 42), the source side: one import path for every form the user types
+(the same stubs, noted alike), builder functions as sources, the root model by the code's calls, configs of any
+kind, `--set` reaching constructor arguments and keys the code reads, launcher variables named, a file named like
+its package, and a build of 0 parameters refused.
+
+The fixtures (tests/data/anymodel) are written in the style of the code that failed; every count is worked out here
+from the fixture's own numbers with the layers' formulas."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import archviz
+from archviz.errors import SourceError
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "anymodel"
+
+
+def linear(i: int, o: int, bias: bool = True) -> int:
+    return i * o + (o if bias else 0)
+
+
+def conv(i: int, o: int, k: int) -> int:
+    return i * o * k + o
+
+
+def params(source: str, **options) -> int:
+    return archviz.load(source, **options).summary.parameters
+
+
+def refused(source: str, **options) -> SourceError:
+    with pytest.raises(SourceError) as e:
+        archviz.build(source, **options)
+    return e.value
+
+
+@pytest.fixture()
+def on_path(monkeypatch: pytest.MonkeyPatch):
+    """tests/data/anymodel importable, as a folder the user runs archviz from is."""
+    monkeypatch.syspath_prepend(str(DATA))
+    monkeypatch.chdir(DATA)
+    yield
+    for name in [n for n in sys.modules if n.split(".")[0] in {"absentdep", "sibling_words", "not_installed_vision_pkg"}]:
+        del sys.modules[name]
+
+
+def segmenter(width: int, depth: int, classes: int = 5) -> int:
+    return conv(3, width, 16) + depth * linear(width, width) + linear(width, classes)
+
+
+def test_every_form_imports_alike_and_stubs_the_missing_package(on_path):
+    """`absentdep/__init__` imports a predictor that needs a package that is not installed: the callable form and
+    the file form build the same model and both stub that package by its own name (not absentdep's module)."""
+    by_callable = archviz.build("absentdep.build:build_small")
+    by_file = archviz.build(str(DATA / "absentdep" / "build.py"), model_class="build_small")
+    for built in (by_callable, by_file):
+        assert sum(p.numel() for p in built.model.parameters()) == segmenter(16, 2)
+        assert "not_installed_vision_pkg" in built.stubbed_imports
+        assert not any(s.startswith("absentdep") for s in built.stubbed_imports)
+    assert params("absentdep.build:build_large") == segmenter(32, 3)
+
+
+def test_builders_listed_with_signatures_when_several_fit(on_path):
+    line = refused(str(DATA / "absentdep" / "build.py")).line()
+    assert "build_small(checkpoint=None)" in line and "build_large(checkpoint=None)" in line
+    line = refused(str(DATA / "absentdep" / "build.py"), model_class="build_tiny").line()
+    assert "build_small" in line  # the names there, never an empty list
+
+
+def net(in_dim=6, width=24, depth=3, out=4) -> int:
+    return linear(in_dim, width) + depth * linear(width, width) + 2 * width + linear(width, out)
+
+
+def test_root_by_calls_not_docstrings_and_never_the_loss(on_path):
+    """Net is named in its blocks' docstrings and a weightless loss class sits beside it: the file builds Net from
+    its defaults; its builder functions build through it, as functions of the file and as module:callable, with
+    --set and with their keyword arguments given as JSON."""
+    assert params(str(DATA / "sibling_words.py")) == net()
+    assert params(str(DATA / "sibling_words.py"), model_class="Net_L") == net(width=40, depth=5)
+    assert params("sibling_words:Net_S", overrides={"out": 7}) == net(width=8, depth=2, out=7)
+
+
+def test_factory_keyword_arguments_as_json(on_path, tmp_path: Path):
+    kw = tmp_path / "kw.json"
+    kw.write_text(json.dumps({"in_dim": 5, "out": 9}))
+    assert params("sibling_words:Net_S", config=str(kw)) == net(in_dim=5, width=8, depth=2, out=9)
+    assert params(str(DATA / "sibling_words.py"), model_class="Net_L", config=str(kw)) == \
+        net(in_dim=5, width=40, depth=5, out=9)
+
+
+def test_a_subclass_never_drops_its_base(tmp_path: Path):
+    cfg = {"width": 12, "depth": 3, "out": 5}
+    (tmp_path / "params.json").write_text(json.dumps(cfg))
+    assert params(str(DATA / "wrapped.py"), config=str(tmp_path / "params.json")) == \
+        cfg["depth"] * linear(cfg["width"], cfg["width"]) + linear(cfg["width"], cfg["out"], False)
+    line = refused(str(DATA / "wrapped.py")).line()  # no config: what is there, with signatures, never empty
+    assert "Core(params: wrapped.CoreParams)" in line and "--config" in line
+
+
+def test_attribute_bag_and_dict_subclass_configs(tmp_path: Path):
+    bag = {"vocab": 30, "depth": 2, "model": {"width": 6}}
+    (tmp_path / "bag.json").write_text(json.dumps(bag))
+    w = bag["model"]["width"]
+    assert params(str(DATA / "bagcfg.py"), config=str(tmp_path / "bag.json")) == \
+        bag["vocab"] * w + bag["depth"] * linear(w, w) + linear(w, 3)
+    h = {"num_mels": 10, "channels": 8, "kernels": [4, 8]}
+    (tmp_path / "h.json").write_text(json.dumps(h))
+    c = h["channels"]
+    assert params(str(DATA / "dictcfg.py"), config=str(tmp_path / "h.json")) == \
+        conv(h["num_mels"], c, 7) + sum(conv(c, c, k) for k in h["kernels"]) + conv(c, 1, 7)
+
+
+def test_set_reaches_required_arguments_and_keys_the_code_reads():
+    s = {"width": 16, "depth": 2}  # Settings' defaults
+    base = s["depth"] * linear(s["width"], s["width"]) + linear(s["width"], 10)
+    assert params(str(DATA / "needs_arg.py"), model_class="Classifier", overrides={"num_classes": 10}) == base
+    record = archviz.load(str(DATA / "needs_arg.py"), model_class="Classifier",
+                          overrides={"num_classes": 10, "extra_tokens": 3})
+    assert record.summary.parameters == base + 3 * s["width"]
+    assert any("extra_tokens" in n and "needs_arg.py" in n for n in record.source.notes)
+    assert params(str(DATA / "needs_arg.py"), model_class="Plain", overrides={"num_classes": 4}) == linear(8, 4)
+    line = refused(str(DATA / "needs_arg.py"), model_class="Classifier").line()
+    assert "num_classes" in line
+    assert "no_such_key" in refused(str(DATA / "needs_arg.py"), model_class="Classifier",
+                                    overrides={"num_classes": 2, "no_such_key": 1}).line()
+
+
+def test_launcher_variable_named(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("ARCHVIZ_FIXTURE_SHARDS", raising=False)
+    e = refused(str(DATA / "launcher.py"))
+    assert "ARCHVIZ_FIXTURE_SHARDS" in e.message and "launcher.py:5" in e.message
+    assert "ARCHVIZ_FIXTURE_SHARDS=" in e.hint and "fix the module" not in e.line()
+    monkeypatch.setenv("ARCHVIZ_FIXTURE_SHARDS", "3")
+    assert params(str(DATA / "launcher.py")) == linear(12, 36)
+
+
+def test_file_named_like_its_package():
+    assert params(str(DATA / "nsrepo" / "pkg" / "pkg.py")) == 3 * (linear(10, 20) + linear(20, 10))
+
+
+def test_zero_parameters_refused(archviz_cli):
+    r = archviz_cli("summary", str(DATA / "only_loss.py"))
+    assert r.returncode == 2 and "0 parameters" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
