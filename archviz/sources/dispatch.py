@@ -2,7 +2,9 @@
 
 - `hf:<model_type>`, a `config.json`, or a Hugging Face-style model folder: transformers' own model code;
 - a reference implementation: `model.py` (or its folder) with a `config.json` (DeepSeek's `inference/` style);
-- `package.module:callable` returning an `nn.Module`.
+- `package.module:callable` returning an `nn.Module`;
+- a Hub repository, `org/name[@revision]` or `hf://org/name`: its config.json fetched (archviz.sources.hub), built as
+  a model folder.
 
 `build(spec, options)` returns a `Built`: the live model plus what the records need to say about how it was built.
 `Built` stays inside the library; renderers only ever see records.
@@ -19,6 +21,10 @@ from .factory import build_factory
 
 
 def classify(spec: str, options: BuildOptions) -> str:
+    from .hub import hub_repo
+
+    if hub_repo(spec) is not None:
+        return "hub"
     if spec.startswith("hf:"):
         return "hf"
     if os.path.exists(spec):
@@ -44,9 +50,9 @@ def classify(spec: str, options: BuildOptions) -> str:
 # Build options that only one kind of source reads: given to another, they would be ignored without a word.
 _ONLY_FOR = {"--config": ("reference", "factory"), "--model-class": ("reference",), "--config-class": ("reference",),
              "--tokenizer": ("reference",), "--world-size": ("reference",), "--rank": ("reference",),
-             "--trust-remote-code": ("hf",), "--quantized": ("hf",)}
+             "--trust-remote-code": ("hf", "hub"), "--quantized": ("hf", "hub")}
 _KIND_WORDS = {"reference": "a reference model.py", "hf": "a transformers model (hf:<type>, config.json or folder)",
-               "factory": "a package.module:callable"}
+               "factory": "a package.module:callable", "hub": "a Hub repository (org/name)"}
 
 
 def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
@@ -68,6 +74,10 @@ def build(spec: str, options: BuildOptions = BuildOptions()) -> Built:
     if kind == "hf":
         from . import hf
         built = hf.build(spec, options)
+    elif kind == "hub":  # its config.json (and code) fetched, then built as the model folder it is
+        from . import hf, hub
+        built = hf.build(hub.fetch(spec, options.trust_remote_code), options)
+        built.spec = spec
     elif kind == "reference":
         from . import reference
         built = reference.build(spec, options)
