@@ -28,17 +28,19 @@ def classify(spec: str, options: BuildOptions) -> str:
     if spec.startswith("hf:"):
         return "hf"
     if os.path.exists(spec):
+        from .diffusers_config import is_diffusers
+
         if os.path.isdir(spec):
             if os.path.isfile(os.path.join(spec, "model.py")):
                 return "reference"
             if os.path.isfile(os.path.join(spec, "config.json")):
-                return "hf"
+                return "diffusers" if is_diffusers(spec) else "hf"
             raise SourceError(f"{spec}: folder holds neither model.py nor config.json",
                               hint="give a reference model.py (with --config) or a Hugging Face model folder")
         if spec.endswith(".py"):
             return "reference"
         if spec.endswith(".json"):
-            return "hf"
+            return "diffusers" if is_diffusers(spec) else "hf"
         raise SourceError(f"{spec}: not a model source", hint="give hf:<model_type>, a config.json, a model folder, "
                           "a model.py with --config, or package.module:callable")
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", spec):
@@ -52,7 +54,8 @@ _ONLY_FOR = {"--config": ("reference", "factory"), "--model-class": ("reference"
              "--tokenizer": ("reference",), "--world-size": ("reference",), "--rank": ("reference",),
              "--trust-remote-code": ("hf", "hub"), "--quantized": ("hf", "hub")}
 _KIND_WORDS = {"reference": "a reference model.py", "hf": "a transformers model (hf:<type>, config.json or folder)",
-               "factory": "a package.module:callable", "hub": "a Hub repository (org/name)"}
+               "factory": "a package.module:callable", "hub": "a Hub repository (org/name)",
+               "diffusers": "a diffusers config.json"}
 
 
 def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
@@ -75,9 +78,13 @@ def build(spec: str, options: BuildOptions = BuildOptions()) -> Built:
         from . import hf
         built = hf.build(spec, options)
     elif kind == "hub":  # its config.json (and code) fetched, then built as the model folder it is
-        from . import hf, hub
-        built = hf.build(hub.fetch(spec, options.trust_remote_code), options)
+        from . import diffusers_config, hf, hub
+        folder = hub.fetch(spec, options.trust_remote_code)
+        built = (diffusers_config if diffusers_config.is_diffusers(folder) else hf).build(folder, options)
         built.spec = spec
+    elif kind == "diffusers":
+        from . import diffusers_config
+        built = diffusers_config.build(spec, options)
     elif kind == "reference":
         from . import reference
         built = reference.build(spec, options)

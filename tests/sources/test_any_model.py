@@ -146,3 +146,23 @@ def test_zero_parameters_refused(archviz_cli):
     r = archviz_cli("summary", str(DATA / "only_loss.py"))
     assert r.returncode == 2 and "0 parameters" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_diffusers_config_builds_through_from_config(tmp_path: Path):
+    """A diffusers config.json (`_class_name`, no `model_type`): built by diffusers' own from_config on meta, the
+    count that of the same class built on the CPU. Skipped where diffusers is not installed (it is not a test
+    dependency: it brings Pillow and more)."""
+    diffusers = pytest.importorskip("diffusers")
+    cfg = {"_class_name": "UNet2DModel", "sample_size": 8, "block_out_channels": [8, 16],
+           "down_block_types": ["DownBlock2D", "AttnDownBlock2D"], "up_block_types": ["AttnUpBlock2D", "UpBlock2D"],
+           "layers_per_block": 1, "norm_num_groups": 4, "attention_head_dim": 4}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    on_cpu = diffusers.UNet2DModel.from_config(cfg)
+    assert params(str(tmp_path)) == sum(p.numel() for p in on_cpu.parameters())
+
+
+def test_diffusers_config_without_diffusers_says_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "diffusers", None)  # as if not installed
+    (tmp_path / "config.json").write_text(json.dumps({"_class_name": "UNet2DModel", "sample_size": 8}))
+    e = refused(str(tmp_path / "config.json"))
+    assert "diffusers" in e.message and e.hint == "pip install diffusers"
