@@ -147,15 +147,45 @@ def _names_of(path: str, layout: Layout) -> set[str]:
     return names
 
 
-def _install_namespace(layout: Layout, folder: str) -> None:
+def _install_namespace(layout: Layout) -> None:
+    """The top package of `layout` as a namespace package of its folder, where that folder has no `__init__.py`: no
+    module of the same name elsewhere on the path (`pkg/pkg.py`) can take its place."""
     top = layout.module_name.split(".")[0]
-    if layout.module_name.count(".") == 1 and layout.module_name == f"{top}.{top}" and top not in sys.modules:
-        ns = types.ModuleType(top)
-        ns.__path__ = [folder]  # type: ignore[attr-defined]
-        ns.__spec__ = importlib.util.spec_from_loader(top, None, is_package=True)
-        if ns.__spec__ is not None:
-            ns.__spec__.submodule_search_locations = [folder]
-        sys.modules[top] = ns
+    where = os.path.join(layout.paths[0], top) if layout.paths else ""
+    if top in sys.modules or not os.path.isdir(where) or os.path.isfile(os.path.join(where, "__init__.py")):
+        return
+    ns = types.ModuleType(top)
+    ns.__path__ = [where]  # type: ignore[attr-defined]
+    ns.__spec__ = importlib.util.spec_from_loader(top, None, is_package=True)
+    if ns.__spec__ is not None:
+        ns.__spec__.submodule_search_locations = [where]
+    sys.modules[top] = ns
+
+
+MAX_PACKAGE_UP = 6  # folders looked at above a file for the package its code names itself by
+
+
+def _as_own_package(e: BaseException, path: str, layout: Layout) -> Layout | None:
+    """When the code names, as a package, a folder the file sits in (`from pkg.layers import ...`, a registry
+    keyed `"pkg"`: ModuleNotFoundError or KeyError of that name) and was not imported inside it: the layout that
+    imports the file as a module of that package (`pkg.model`, the folder above `pkg/` first on the path)."""
+    name = e.name if isinstance(e, ModuleNotFoundError) else e.args[0] if isinstance(e, KeyError) and e.args else None
+    if not isinstance(name, str) or not name.split(".")[0].isidentifier():
+        return None
+    name = name.split(".")[0]
+    if name in layout.module_name.split("."):
+        return None
+    parts = [os.path.splitext(os.path.basename(path))[0]]
+    here = os.path.dirname(os.path.abspath(path))
+    for _ in range(MAX_PACKAGE_UP):
+        if not os.path.basename(here).isidentifier():
+            return None
+        parts.insert(0, os.path.basename(here))
+        if parts[0] == name:
+            return Layout(module_name=".".join(parts), code_root=here,
+                          paths=(os.path.dirname(here), *layout.paths))
+        here = os.path.dirname(here)
+    return None
 
 
 def _protected(name: str) -> bool:
@@ -182,7 +212,7 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
             try:
                 with importing(os.path.basename(path)):  # its exits and its own KeyboardInterrupt: one line
                     if package:
-                        _install_namespace(layout, folder)
+                        _install_namespace(layout)
                         return importlib.import_module(layout.module_name)
                     spec = importlib.util.spec_from_file_location(stem, path)
                     assert spec and spec.loader
@@ -191,6 +221,9 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
                     spec.loader.exec_module(module)
                 return module
             except ModuleNotFoundError as e:
+                again = _as_own_package(e, path, layout)
+                if again is not None:  # `from pkg.layers import ...` in pkg/model.py: its own package, not missing
+                    return import_reference(path, stubs, again)
                 _stub_missing(e, path, (folder, stem, package, siblings), stubs, stubbed)
             except ImportError as e:
                 # `from X import name` where X exists but lacks the name, or a broken sibling: stub X.
@@ -211,6 +244,9 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
             except SourceError:
                 raise
             except Exception as e:  # noqa: BLE001 - the user's file raised while importing
+                again = _as_own_package(e, path, layout)
+                if again is not None:  # it looks itself up as the package its folders make: imported as that
+                    return import_reference(path, stubs, again)
                 raise _raised(path, e, layout) from e
         raise SourceError(f"{path}: too many failing imports", hint="install the model's dependencies")
     finally:

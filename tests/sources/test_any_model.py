@@ -166,3 +166,12 @@ def test_diffusers_config_without_diffusers_says_install(tmp_path: Path, monkeyp
     (tmp_path / "config.json").write_text(json.dumps({"_class_name": "UNet2DModel", "sample_size": 8}))
     e = refused(str(tmp_path / "config.json"))
     assert "diffusers" in e.message and e.hint == "pip install diffusers"
+
+
+def test_code_naming_its_own_package_is_imported_inside_it():
+    """`from pkg.layers import Block` and `sys.modules["pkg"]` in pkg/ (no __init__.py, no installer): the file is
+    imported as a module of its package, never a missing package stubbed nor a KeyError."""
+    built = archviz.build(str(DATA / "ownpkg" / "pkg" / "model.py"))
+    assert sum(p.numel() for p in built.model.parameters()) == 4 * linear(6, 6)
+    assert not built.stubbed_imports
+    assert params(str(DATA / "ownpkg" / "pkg" / "keyed.py")) == linear(5, 10)
