@@ -3,8 +3,9 @@
 A candidate is an nn.Module class of the file whose constructor takes the config (or, with no config, builds from
 its defaults and the `--set` values), or a builder function of the file (`build_sam_vit_b()`, `DiT_XL_2(**kwargs)`:
 public, returning what it makes from the file's classes or builders) that the same values let be called. The root
-model is the candidate no other class of the file instantiates, read from the code's calls (its AST: never words in
-a docstring, never a `class Wrapper(Base)` line: a subclass is a candidate beside its base, not a reason to drop it).
+model is the candidate no other class of the file instantiates, read from the code (its AST: the names it calls or
+picks to call, never words in a docstring, never a `class Wrapper(Base)` line: a subclass is a candidate beside its
+base, not a reason to drop it).
 Classes come first; builders are the model where no class builds alone. Of several roots, a subclass gives way to
 its base and a class that makes no weights (a loss) to one that does; any still left are listed with their
 signatures.
@@ -52,6 +53,29 @@ def _called_names(obj: Any) -> set[str]:
                 out.add(f.id)
             elif isinstance(f, ast.Attribute):
                 out.add(f.attr)
+    return out
+
+
+def _named_in_code(obj: Any) -> set[str]:
+    """The names the code of `obj` uses (`Block(...)`, `ResBlock1 if ... else ResBlock2`, `nn.Linear` as `Linear`),
+    read from its AST: never a docstring's words, never its own bases (`class Wrapper(Base)`) nor `super(Base, self)`."""
+    tree = _tree(obj)
+    if tree is None:
+        return set()
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            skip.update(id(n) for b in node.bases for n in ast.walk(b))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super":
+            skip.update(id(n) for a in node.args for n in ast.walk(a))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
     return out
 
 
@@ -141,8 +165,8 @@ def signature_of(obj: Any) -> str:
 
 
 def _roots(cands: list[Any], makers: list[Any]) -> list[Any]:
-    """The candidates that no other of `makers` calls by name in its code."""
-    called = {id(m): _called_names(m) for m in makers}
+    """The candidates that no other of `makers` names in its code (calls it, or picks it to call)."""
+    called = {id(m): _named_in_code(m) for m in makers}
     return [c for c in cands if not any(c.__name__ in called[id(m)] for m in makers if m is not c)]
 
 

@@ -18,7 +18,8 @@ from typing import Any
 from ..errors import SourceError
 from .options import suggest
 
-_CONFIG_PARAMS = ("args", "config", "params", "cfg", "conf", "model_args", "model_config", "hparams")
+_CONFIG_PARAMS = ("args", "config", "params", "cfg", "conf", "model_args", "model_config", "hparams", "h", "hps",
+                  "hp", "opt", "opts")
 _PLAIN = (int, float, str, bool, bytes, list, tuple, dict, set)
 
 

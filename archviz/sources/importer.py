@@ -205,6 +205,7 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
     own = package or stem
     stubbed: dict[str, Any] = {}
     sys.path[:0] = layout.paths
+    was_importing, stubs.importing = stubs.importing, True
     try:
         for _ in range(MAX_STUB_ROUNDS):
             _purge(siblings | set(stubbed) | ({own} if not _protected(own) else set()))
@@ -250,6 +251,7 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
                 raise _raised(path, e, layout) from e
         raise SourceError(f"{path}: too many failing imports", hint="install the model's dependencies")
     finally:
+        stubs.importing = was_importing
         for p in layout.paths:
             if p in sys.path:
                 sys.path.remove(p)

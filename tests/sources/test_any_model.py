@@ -175,3 +175,15 @@ def test_code_naming_its_own_package_is_imported_inside_it():
     assert sum(p.numel() for p in built.model.parameters()) == 4 * linear(6, 6)
     assert not built.stubbed_imports
     assert params(str(DATA / "ownpkg" / "pkg" / "keyed.py")) == linear(5, 10)
+
+
+@pytest.mark.parametrize("resblock", ["a", "b"])
+def test_unannotated_h_config_blocks_picked_by_name_and_a_helper_missing_its_package(tmp_path: Path, resblock: str):
+    h = {"resblock": resblock, "num_mels": 12, "channels": 6, "kernels": [3, 5, 7]}
+    (tmp_path / "config.json").write_text(json.dumps(h))
+    built = archviz.build(str(DATA / "vocoder" / "models.py"), config=str(tmp_path / "config.json"))
+    c = h["channels"]
+    per_block = {"a": lambda k: conv(c, c, k), "b": lambda k: 2 * conv(c, c, k)}[resblock]
+    assert sum(p.numel() for p in built.model.parameters()) == \
+        conv(h["num_mels"], c, 7) + sum(per_block(k) for k in h["kernels"]) + conv(c, 1, 7)
+    assert "not_installed_plot_pkg" in built.stubbed_imports and "helpers" not in built.stubbed_imports
