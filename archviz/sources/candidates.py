@@ -28,11 +28,17 @@ _PREFERRED = ("Transformer", "Model", "CausalLM")
 _WEIGHTED_TORCH = ("linear", "conv", "normalization", "batchnorm", "instancenorm", "sparse", "rnn", "transformer")
 
 
+def _own(obj: Any, module: Any) -> bool:
+    """Defined in `module`, or, for a package, in one of its modules (what its `__init__` gathers)."""
+    where = getattr(obj, "__module__", None) or ""
+    return where == module.__name__ or hasattr(module, "__path__") and where.startswith(module.__name__ + ".")
+
+
 def classes_in(module: Any) -> list[type]:
     import torch
 
     return [v for v in vars(module).values()
-            if inspect.isclass(v) and issubclass(v, torch.nn.Module) and v.__module__ == module.__name__]
+            if inspect.isclass(v) and issubclass(v, torch.nn.Module) and _own(v, module)]
 
 
 def _tree(obj: Any) -> ast.AST | None:
@@ -83,7 +89,7 @@ def _resolved_calls(obj: Any, module: Any) -> list[Any]:
     """What the calls of `obj`'s code name, looked up in its module (names it cannot resolve left out)."""
     import torch
 
-    scope = vars(module)
+    scope = {**vars(module), **vars(inspect.getmodule(obj) or module)}  # where it is defined, first
     return [x for n in _called_names(obj)
             if (x := scope.get(n, getattr(torch.nn, n, None) if n[:1].isupper() else None)) is not None]
 
@@ -142,7 +148,7 @@ def builders_in(module: Any) -> list[Callable]:
     builder of the file to make it."""
     import torch
 
-    funcs = {v for k, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__
+    funcs = {v for k, v in vars(module).items() if inspect.isfunction(v) and _own(v, module)
              and not v.__name__.startswith("_") and not k.startswith("_")}
     makes = {id(c) for c in classes_in(module)}
     out: list[Callable] = []
@@ -151,7 +157,7 @@ def builders_in(module: Any) -> list[Callable]:
         if tree is None or not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(tree)):
             continue
         calls = _resolved_calls(fn, module)
-        if any(id(x) in makes or (inspect.isfunction(x) and x.__module__ == module.__name__ and x is not fn)
+        if any(id(x) in makes or (inspect.isfunction(x) and _own(x, module) and x is not fn)
                or inspect.isclass(x) and issubclass(x, torch.nn.Module) for x in calls):
             out.append(fn)
     return out
@@ -181,7 +187,7 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
     the keyword arguments the user set."""
     classes = classes_in(module)
     builders = builders_in(module)
-    name = os.path.basename(module.__file__)
+    name = module.__name__ if module.__file__.endswith("__init__.py") else os.path.basename(module.__file__)
     if wanted:
         return _named(module, wanted, classes, builders)
     cands: list[type] = []
@@ -236,7 +242,7 @@ def _named(module: Any, wanted: str, classes: list[type], builders: list[Callabl
         return obj
     names = [c.__name__ for c in classes] + [b.__name__ for b in builders]
     raise SourceError(f"--model-class {wanted}: no such nn.Module class or builder function in "
-                      f"{os.path.basename(module.__file__)}",
+                      f"{module.__name__}",
                       hint=suggest(wanted, names) or f"there: {_listing(classes, builders)}")
 
 

@@ -35,8 +35,11 @@ def classify(spec: str, options: BuildOptions) -> str:
                 return "reference"
             if os.path.isfile(os.path.join(spec, "config.json")):
                 return "diffusers" if is_diffusers(spec) else "hf"
-            raise SourceError(f"{spec}: folder holds neither model.py nor config.json",
-                              hint="give a reference model.py (with --config) or a Hugging Face model folder")
+            if os.path.isfile(os.path.join(spec, "__init__.py")):  # a package: the model its classes or builders make
+                return "reference"
+            raise SourceError(f"{spec}: folder holds neither model.py, config.json nor __init__.py",
+                              hint="give a reference model.py (with --config), a Hugging Face model folder, or a "
+                                   "package's folder")
         if spec.endswith(".py"):
             return "reference"
         if spec.endswith(".json"):

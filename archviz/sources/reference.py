@@ -189,7 +189,11 @@ def launcher_dtype(path: str) -> tuple[str, str] | None:
 def resolve_paths(spec: str, options: BuildOptions) -> tuple[str, str | None]:
     """The model file and its config: --config, else a config.json beside the file, else None (a model whose
     classes build from their own defaults)."""
-    path = os.path.join(spec, "model.py") if os.path.isdir(spec) else spec
+    path = spec
+    if os.path.isdir(spec):  # its model.py, else the package the folder is
+        path = os.path.join(spec, "model.py")
+        if not os.path.isfile(path):
+            path = os.path.join(spec, "__init__.py")
     config = options.config
     if config is None:
         guess = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")

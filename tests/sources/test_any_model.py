@@ -187,3 +187,14 @@ def test_unannotated_h_config_blocks_picked_by_name_and_a_helper_missing_its_pac
     assert sum(p.numel() for p in built.model.parameters()) == \
         conv(h["num_mels"], c, 7) + sum(per_block(k) for k in h["kernels"]) + conv(c, 1, 7)
     assert "not_installed_plot_pkg" in built.stubbed_imports and "helpers" not in built.stubbed_imports
+
+
+def test_class_from_name_and_a_package_folder(on_path):
+    """`module:Class.from_name` and `--model-class Class.from_name` build alike; a package's folder is a source (its
+    builders, gathered by its __init__, listed when several fit)."""
+    assert params("sibling_words:Net.from_name", overrides={"name": "L"}) == net(width=40, depth=5)
+    assert params(str(DATA / "sibling_words.py"), model_class="Net.from_name", overrides={"name": "S"}) == \
+        net(width=8, depth=2)
+    line = refused(str(DATA / "absentdep")).line()
+    assert "build_small(checkpoint=None)" in line and "build_large(checkpoint=None)" in line
+    assert params(str(DATA / "absentdep"), model_class="build_large") == segmenter(32, 3)

@@ -32,6 +32,10 @@ class Net(nn.Module):
         self.blocks = nn.ModuleList([Block(width) for _ in range(depth)])
         self.head = Head(width, out)
 
+    @classmethod
+    def from_name(cls, name):
+        return cls(**{"S": dict(width=8, depth=2), "L": dict(width=40, depth=5)}[name])
+
     def forward(self, x):
         x = self.embed(x)
         for b in self.blocks:
