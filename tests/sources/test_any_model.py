@@ -198,3 +198,17 @@ def test_class_from_name_and_a_package_folder(on_path):
     line = refused(str(DATA / "absentdep")).line()
     assert "build_small(checkpoint=None)" in line and "build_large(checkpoint=None)" in line
     assert params(str(DATA / "absentdep"), model_class="build_large") == segmenter(32, 3)
+
+
+def test_every_command_that_builds_takes_the_same_source_options():
+    import inspect
+
+    from archviz.cli import app
+
+    source_options = {"config", "set_", "model_class", "config_class", "tokenizer", "trust_remote_code"}
+    commands = {c.name or c.callback.__name__: set(inspect.signature(c.callback).parameters)
+                for c in app.registered_commands}
+    building = {n: ps for n, ps in commands.items() if "model_class" in ps}
+    assert {"summary", "inspect", "walk", "cost", "check", "build", "probe", "diff"} <= set(building)
+    for name, ps in building.items():
+        assert source_options - {"set_", "config"} <= ps, (name, source_options - ps)
