@@ -77,3 +77,22 @@ def test_a_repository_missing_one_layer_says_which(hub_server, hub_cache, archvi
 def test_no_such_repository_is_one_line(hub_server, hub_cache, archviz_cli):
     r = archviz_cli("summary", "tiny-org/absent")
     assert r.returncode == 2 and "no such repository" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_remote_code_of_a_hub_repository(hub_server, hub_cache, archviz_cli, tmp_path: Path):
+    """config.json's auto_map names the repository's own code: with --trust-remote-code the .py files it names are
+    fetched too and the repository's classes built; a repository without safetensors says it was not checked."""
+    from helpers import TESTS, modules_cache
+
+    folder = TESTS / "data" / "remote_code"
+    hub_server.add_repo("tiny-org/remote", {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()})
+    cfg = json.loads((folder / "config.json").read_text())
+    v, h, n, e = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"], cfg["expansion"]
+    block = 2 * h + (h * e * h + e * h) + e * h * h  # LayerNorm, up (+ bias), down (no bias)
+    with modules_cache(tmp_path / "hf-modules"):
+        r = archviz_cli("summary", "tiny-org/remote", "--trust-remote-code", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["model_class"].endswith("TinyRemoteForCausalLM") and out["parameters"] == v * h + n * block + h * v
+    assert "checkpoint" not in out and "not checked" in r.stderr
+    assert any(q.path.endswith("/modeling_tiny.py") for q in hub_server.log)
