@@ -64,7 +64,8 @@ def _called_names(obj: Any) -> set[str]:
 
 def _named_in_code(obj: Any) -> set[str]:
     """The names the code of `obj` uses (`Block(...)`, `ResBlock1 if ... else ResBlock2`, `nn.Linear` as `Linear`),
-    read from its AST: never a docstring's words, never its own bases (`class Wrapper(Base)`) nor `super(Base, self)`."""
+    read from its AST: never a docstring's words, never its own bases (`class Wrapper(Base)`), nor
+    `super(Base, self)`."""
     tree = _tree(obj)
     if tree is None:
         return set()

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import inspect
 import json
 import os
 import re
-import sys
-import traceback
 from typing import Any, Iterator
 
 from ..errors import ArchvizError, SourceError

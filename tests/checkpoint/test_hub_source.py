@@ -96,3 +96,15 @@ def test_remote_code_of_a_hub_repository(hub_server, hub_cache, archviz_cli, tmp
     assert out["model_class"].endswith("TinyRemoteForCausalLM") and out["parameters"] == v * h + n * block + h * v
     assert "checkpoint" not in out and "not checked" in r.stderr
     assert any(q.path.endswith("/modeling_tiny.py") for q in hub_server.log)
+
+
+def test_offline_reads_the_cache(hub_server, hub_cache, archviz_cli, monkeypatch: pytest.MonkeyPatch):
+    """HF_HUB_OFFLINE=1: the config.json fetched before is read from the local cache, the server never asked."""
+    hub_server.add_repo("tiny-org/cached", sharded_repo(llama_tensors(CFG)))
+    assert archviz_cli("summary", "tiny-org/cached", "--json").returncode == 0
+    asked = len(hub_server.log)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    r = archviz_cli("summary", "tiny-org/cached", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["parameters"] == sum(torch.Size(s).numel() for s in llama_tensors(CFG).values())
+    assert not any("config.json" in q.path for q in hub_server.log[asked:])

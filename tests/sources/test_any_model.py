@@ -44,7 +44,8 @@ def on_path(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.syspath_prepend(str(DATA))
     monkeypatch.chdir(DATA)
     yield
-    for name in [n for n in sys.modules if n.split(".")[0] in {"absentdep", "sibling_words", "not_installed_vision_pkg"}]:
+    ours = {"absentdep", "sibling_words", "not_installed_vision_pkg"}
+    for name in [n for n in sys.modules if n.split(".")[0] in ours]:
         del sys.modules[name]
 
 
