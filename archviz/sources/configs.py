@@ -214,17 +214,22 @@ class AttrBag(dict):
 
 MAX_READ_FILES = 200  # .py files looked through for a key the code reads
 MAX_READ_BYTES = 4 << 20
+MAX_LISTED = 20_000  # folder entries looked at in all
 
 
 def code_reads(key: str, root: str) -> str | None:
     """`file:line` where the code under `root` reads `key` off an object (`cfg.key`, `cfg["key"]`,
-    `getattr(cfg, "key"...)`, `cfg.get("key"...)`), or None. Bounded: the first MAX_READ_FILES files."""
+    `getattr(cfg, "key"...)`, `cfg.get("key"...)`), or None. Bounded: the first MAX_READ_FILES files, MAX_LISTED
+    folder entries."""
     import re
 
     pattern = re.compile(rf"\.{re.escape(key)}\b|[\[(,]\s*['\"]{re.escape(key)}['\"]")
-    seen = 0
+    seen = listed = 0
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+        listed += len(files) + len(dirs)
+        if listed > MAX_LISTED:  # a data folder beside the code: not looked through
+            return None
         for f in sorted(files):
             if not f.endswith(".py"):
                 continue

@@ -423,7 +423,12 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
         raise SourceError(f"{config_path or path}: {args_cls.__name__} rejects this config: {e}",
                           hint="add the field it names to the config") from None
     for key, value in undeclared.items():
-        object.__setattr__(args, key, value)  # a frozen dataclass too
+        try:
+            object.__setattr__(args, key, value)  # a frozen dataclass too
+        except (AttributeError, TypeError):  # __slots__: no room for it
+            raise SourceError(f"--set {key}: {args_cls.__name__} has no field {key!r} and no room for one",
+                              hint=suggest(key, sorted(fields or ())) or f"see the {args_cls.__name__} fields"
+                              ) from None
     unset_batch_limit(args, config, notes)
     return args
 
