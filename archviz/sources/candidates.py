@@ -96,8 +96,8 @@ def _resolved_calls(obj: Any, module: Any) -> list[Any]:
 
 
 def _weighs(cls: type, module: Any, seen: set[type] | None = None) -> bool:
-    """Whether `cls` makes weights: it calls nn.Parameter, a torch.nn layer with weights, or a class of the file
-    that does (its bases of the file too). Read from the code, never built."""
+    """Whether `cls` may make weights: it calls nn.Parameter, a torch.nn layer with weights, a class of the file
+    that does (its bases of the file too), or a function of the file. Read from the code, never built."""
     import torch
 
     seen = seen if seen is not None else set()
@@ -110,6 +110,8 @@ def _weighs(cls: type, module: Any, seen: set[type] | None = None) -> bool:
         for x in _resolved_calls(klass, module):
             if x is torch.nn.Parameter or inspect.isclass(x) and issubclass(x, torch.nn.Module) and \
                     _weighs(x, module, seen):
+                return True
+            if inspect.isfunction(x) and _own(x, module):  # a helper of the file may make the layers: it may
                 return True
     return False
 
