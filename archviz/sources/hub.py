@@ -52,12 +52,20 @@ def _download(repo: str, filename: str, revision: str | None, timeout: float) ->
     endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
     box: dict[str, Any] = {}
 
+    token = os.environ.get("HF_TOKEN") or None
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
     def run() -> None:
         try:
+            if not offline:  # its size, before a byte of it is read
+                url = huggingface_hub.hf_hub_url(repo, filename, revision=revision, endpoint=endpoint)
+                size = huggingface_hub.get_hf_file_metadata(url, token=token, timeout=timeout, endpoint=endpoint).size
+                if size is not None and size > MAX_FILE_BYTES:
+                    raise SourceError(f"{repo}: {filename} is {size:,} bytes, more than a config or code file "
+                                      f"({MAX_FILE_BYTES:,})", hint="check the repository")
             box["path"] = huggingface_hub.hf_hub_download(
                 repo, filename, revision=revision, endpoint=endpoint, etag_timeout=timeout, cache_dir=_cache_dir(),
-                token=os.environ.get("HF_TOKEN") or None,
-                local_files_only=os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"))
+                token=token, local_files_only=offline)
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             box["error"] = e
 

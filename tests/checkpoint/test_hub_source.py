@@ -108,3 +108,12 @@ def test_offline_reads_the_cache(hub_server, hub_cache, archviz_cli, monkeypatch
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["parameters"] == sum(torch.Size(s).numel() for s in llama_tensors(CFG).values())
     assert not any("config.json" in q.path for q in hub_server.log[asked:])
+
+
+def test_an_oversized_config_is_refused_before_it_is_read(hub_server, hub_cache, archviz_cli):
+    from archviz.sources.hub import MAX_FILE_BYTES
+
+    hub_server.add_repo("tiny-org/huge", {"config.json": b" " * (MAX_FILE_BYTES + 1)})
+    r = archviz_cli("summary", "tiny-org/huge")
+    assert r.returncode == 2 and "more than a config" in r.stderr and "Traceback" not in r.stderr
+    assert not [q for q in hub_server.file_requests("config.json") if q.method == "GET" and q.body_bytes]
