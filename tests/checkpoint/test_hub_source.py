@@ -65,11 +65,11 @@ def test_summary_of_a_hub_repository_checks_its_headers(hub_server, hub_cache, a
 
 def test_a_repository_missing_one_layer_says_which(hub_server, hub_cache, archviz_cli):
     tensors = {n: s for n, s in llama_tensors(CFG).items() if not n.startswith("model.layers.1.")}
-    hub_server.add_repo("tiny-org/gappy", sharded_repo(tensors))
-    r = archviz_cli("summary", "hf://tiny-org/gappy")
+    commit = hub_server.add_repo("tiny-org/gappy", sharded_repo(tensors))
+    r = archviz_cli("summary", f"hf://tiny-org/gappy@{commit}")  # a revision: the same one for config and headers
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("checkpoint "))
-    assert "mismatch" in line and "model.layers.1: missing" in line and "layers.0" not in line
+    assert f"tiny-org/gappy@{commit}" in line and "mismatch" in line and "model.layers.1: missing" in line and "layers.0" not in line
     expected = sum(torch.Size(s).numel() for s in llama_tensors(CFG).values())
     assert f"{expected:,}" in r.stdout  # the model's count: the config says three layers
 
