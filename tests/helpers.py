@@ -3,11 +3,13 @@ hand, and small models written out for a test to build."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import sys
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 from archviz.records import ModelRecord, ModuleRecord, SourceInfo, Summary, TensorRecord, Totals
 
@@ -246,3 +248,24 @@ def one_line_error(r) -> str:
     assert len(lines) == 1, r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     return lines[0]
+
+
+@contextlib.contextmanager
+def modules_cache(folder: Path) -> Iterator[Path]:
+    """transformers' modules cache (HF_MODULES_CACHE, read once when transformers is imported) in `folder` for the
+    duration; sys.path and the modules imported from it (`transformers_modules...`) as they were before."""
+    import pytest
+    import transformers.dynamic_module_utils as dmu
+
+    package = dmu.TRANSFORMERS_DYNAMIC_MODULE_NAME
+    ours = [name for name in sys.modules if name.split(".")[0] == package]
+    before = ({name: sys.modules.pop(name) for name in ours}, list(sys.path))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dmu, "HF_MODULES_CACHE", str(folder))
+        try:
+            yield folder
+        finally:
+            for name in [name for name in sys.modules if name.split(".")[0] == package]:
+                del sys.modules[name]
+            sys.modules.update(before[0])
+            sys.path[:] = before[1]

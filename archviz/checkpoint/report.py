@@ -56,6 +56,26 @@ def problem_modules(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def verdict_line(result: Mapping[str, Any], limit: int = 6) -> str:
+    """The check in one line: `checkpoint hf://org/name: match (N tensors)`, or the verdict and the modules that
+    differ, each with its verdict (`layers.3: missing`)."""
+    s = result.get("summary") if isinstance(result.get("summary"), Mapping) else {}
+    t = s.get("tensors") if isinstance(s.get("tensors"), Mapping) else {}
+    head = f"checkpoint {result.get('source')}: {result.get('verdict')}"
+    if result.get("verdict") == "match":
+        return f"{head} ({_tensors(t.get('match', 0))})"
+    modules: Mapping[str, Mapping[str, Any]] = result.get("modules") or {}
+    verdict = {p: v.get("verdict") for p, v in modules.items() if isinstance(v, Mapping)}
+    bad = [p for p, v in verdict.items() if v not in ("match", "checkpoint-only")]
+    # the topmost module of each verdict: `model.layers.1: missing`, not each of its tensors
+    rows = [{"module": p or "(root)", "verdict": verdict[p]} for p in bad
+            if verdict.get(p.rsplit(".", 1)[0] if "." in p else "", None) != verdict[p] or not p]
+    rows = [r for r in rows if r["module"] != "(root)"] or rows
+    said = ", ".join(f"{r['module']}: {r['verdict']}" for r in rows[:limit])
+    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+    return f"{head}: {said}{more}" if rows else head
+
+
 def checkpoint_only_groups(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Checkpoint-only tensors by kind: how many, their elements, a few example names."""
     out: dict[str, dict[str, Any]] = {}

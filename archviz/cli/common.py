@@ -76,12 +76,15 @@ def flag(*names: str, **kw: Any) -> Any:
 
 SourceArg = Annotated[str, typer.Argument(help="hf:<model_type> | config.json | model folder | model.py | "
                                                "package.module:callable")]
-ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="config.json of a reference model.py")]
+ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="config.json of a reference model.py (its "
+                                                  "config object, or the keyword arguments of a builder or "
+                                                  "package.module:callable)")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a config field (a factory: pass a keyword "
                                                    "argument): key=value, the value read as JSON (4, true, null, "
                                                    "[1, 2]), else a Python literal (None, True, False), else a "
                                                    "string (repeatable)")]
-ModelClassOpt = Annotated[Optional[str], typer.Option("--model-class", help="reference: the top nn.Module class")]
+ModelClassOpt = Annotated[Optional[str], typer.Option("--model-class", help="reference: the model's nn.Module class "
+                                                     "or builder function (Class.from_name too)")]
 ConfigClassOpt = Annotated[Optional[str], typer.Option("--config-class", help="reference: the class the config JSON "
                                                        "builds (default: the one the model's constructor takes)")]
 TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="reference: tokenizer.json for "

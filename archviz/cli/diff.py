@@ -22,6 +22,7 @@ from .common import (
     InputOpt,
     JsonOpt,
     KernelRulesOpt,
+    ConfigClassOpt,
     ModelClassOpt,
     NoCacheOpt,
     QuantizedOpt,
@@ -83,6 +84,7 @@ def diff(
                                                                        "key=value (repeatable)")] = None,
     set_b: Annotated[Optional[list[str]], typer.Option("--set-b", help="override a config field of B only")] = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
     quantized: QuantizedOpt = False,
@@ -133,7 +135,7 @@ def diff(
         rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model builds
         sides = ((a, config_a or config, (set_ or []) + (set_a or [])),
                  (b, config_b or config, (set_ or []) + (set_b or [])))
-        build = BuildOptions(model_class=model_class, tokenizer=tokenizer, trust_remote_code=trust_remote_code,
+        build = BuildOptions(model_class=model_class, config_class=config_class, tokenizer=tokenizer, trust_remote_code=trust_remote_code,
                              quantized=quantized)
         passes = PassOptions(shapes=shapes, batch=batch, seq=seq, inputs=tuple(input_ or ()),
                              kernel_rules=kernel_rules, every_block=every_block)

@@ -74,10 +74,17 @@ def summary(
                              trust_remote_code=trust_remote_code, quantized=quantized)
         record = load_record(source, build, group=False, cache=not no_cache)
         record = _with_pass_counts(record, source, build, not no_cache)
+        checked = record.extra("checkpoint")  # a Hub repository: checked against its own headers
         if json_:
-            emit_json(summary_json(record))
+            emit_json({**summary_json(record), **({"checkpoint": {k: checked.get(k) for k in (
+                "source", "verdict", "summary")}} if checked else {})})
         else:
             out.print(summary_table(record))
+            if checked:
+                from ..checkpoint.report import verdict_line
+
+                out.print(verdict_line(checked), style=None if checked.get("verdict") == "match" else "red",
+                          highlight=False, soft_wrap=True)
 
 
 def _with_pass_counts(record: Any, source: str, build: BuildOptions, cache: bool) -> Any:

@@ -19,6 +19,7 @@ from .common import (
     DebugOpt,
     InputOpt,
     JsonOpt,
+    ConfigClassOpt,
     ModelClassOpt,
     RankOpt,
     SetOpt,
@@ -70,6 +71,7 @@ def probe(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
@@ -111,7 +113,7 @@ def probe(
 
     with handled(debug, json_):
         build_options = BuildOptions(config=config, overrides=overrides(set_),
-                                     model_class=model_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
+                                     model_class=model_class, config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
                                      trust_remote_code=trust_remote_code)
         options = ProbeOptions(device=device, max_memory=parse_size(max_memory) if max_memory else None, batch=batch,
                                seq=seq, input_specs=input_, train=train)

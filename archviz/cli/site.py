@@ -20,6 +20,7 @@ from .common import (
     InputOpt,
     JsonOpt,
     KernelRulesOpt,
+    ConfigClassOpt,
     ModelClassOpt,
     NoCacheOpt,
     QuantizedOpt,
@@ -107,6 +108,7 @@ def build(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     model_class: ModelClassOpt = None,
+    config_class: ConfigClassOpt = None,
     tokenizer: TokenizerOpt = None,
     world_size: WorldSizeOpt = None,
     rank: RankOpt = None,
@@ -156,6 +158,7 @@ def build(
 
             anns = load_annotations(annotations)
         build_opts = BuildOptions(config=config, overrides=overrides(set_), model_class=model_class,
+                                  config_class=config_class,
                                   tokenizer=tokenizer, world_size=world_size, rank=rank,
                                   trust_remote_code=trust_remote_code, quantized=quantized)
         passes = PassOptions(shapes=shapes, batch=batch, seq=seq, inputs=tuple(input_ or ()),

@@ -30,9 +30,15 @@ def records_for(source: str, build: BuildOptions = NO_BUILD, passes: PassOptions
     else:
         if not passes.shapes:
             refuse_pass_options(passes)
+        from ..sources.hub import checkpoint_spec
+
         key = {**build_key(build), **asdict(passes)}
+        hub = checkpoint_spec(source)  # a Hub repository: what it holds may change under the same name
         record = cached("records", source, key, (build.config, build.tokenizer, passes.kernel_rules),
-                        lambda: _built(source, build, passes, feedback), use=cache, feedback=feedback)
+                        lambda: _built(source, build, passes, feedback), use=cache and hub is None,
+                        feedback=feedback)
+        if hub is not None:
+            record = hub_checked(record, hub, feedback)
     if group:  # always from the modules: a grouping stored in a records file is derived data, never trusted
         from ..gcpause import collector_paused
         from ..group import group as grouped
@@ -41,6 +47,24 @@ def records_for(source: str, build: BuildOptions = NO_BUILD, passes: PassOptions
         with collector_paused():  # tens of thousands of signatures and nodes, none cyclic
             record = grouped(record, names=load_names(names) if names else None)
     return record
+
+
+def hub_checked(record: ModelRecord, checkpoint: str, feedback: Feedback) -> ModelRecord:
+    """A Hub repository's build checked against the same repository's safetensors headers, read as `check
+    --checkpoint hf://...` reads them (bounded, archviz.checkpoint.remote): the record with `extra("checkpoint")`.
+    A repository without safetensors, or one that cannot be read, is said in a note; the build stands."""
+    from ..checkpoint import open_checkpoint
+    from ..checkpoint.compare import compare
+    from ..checkpoint.rules import load_rules
+    from ..errors import CheckpointError
+
+    try:
+        with feedback.step(f"reading the headers of {checkpoint}"):
+            inventory = open_checkpoint(checkpoint)
+    except CheckpointError as e:
+        feedback.note(f"{checkpoint}: its safetensors headers were not checked: {e.line()}")
+        return record
+    return compare(record, inventory, load_rules(None))
 
 
 def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feedback) -> ModelRecord:

@@ -2,7 +2,9 @@
 
 - `hf:<model_type>`, a `config.json`, or a Hugging Face-style model folder: transformers' own model code;
 - a reference implementation: `model.py` (or its folder) with a `config.json` (DeepSeek's `inference/` style);
-- `package.module:callable` returning an `nn.Module`.
+- `package.module:callable` returning an `nn.Module`;
+- a Hub repository, `org/name[@revision]` or `hf://org/name`: its config.json fetched (archviz.sources.hub), built as
+  a model folder.
 
 `build(spec, options)` returns a `Built`: the live model plus what the records need to say about how it was built.
 `Built` stays inside the library; renderers only ever see records.
@@ -19,20 +21,29 @@ from .factory import build_factory
 
 
 def classify(spec: str, options: BuildOptions) -> str:
+    from .hub import hub_repo
+
+    if hub_repo(spec) is not None:
+        return "hub"
     if spec.startswith("hf:"):
         return "hf"
     if os.path.exists(spec):
+        from .diffusers_config import is_diffusers
+
         if os.path.isdir(spec):
             if os.path.isfile(os.path.join(spec, "model.py")):
                 return "reference"
             if os.path.isfile(os.path.join(spec, "config.json")):
-                return "hf"
-            raise SourceError(f"{spec}: folder holds neither model.py nor config.json",
-                              hint="give a reference model.py (with --config) or a Hugging Face model folder")
+                return "diffusers" if is_diffusers(spec) else "hf"
+            if os.path.isfile(os.path.join(spec, "__init__.py")):  # a package: the model its classes or builders make
+                return "reference"
+            raise SourceError(f"{spec}: folder holds neither model.py, config.json nor __init__.py",
+                              hint="give a reference model.py (with --config), a Hugging Face model folder, or a "
+                                   "package's folder")
         if spec.endswith(".py"):
             return "reference"
         if spec.endswith(".json"):
-            return "hf"
+            return "diffusers" if is_diffusers(spec) else "hf"
         raise SourceError(f"{spec}: not a model source", hint="give hf:<model_type>, a config.json, a model folder, "
                           "a model.py with --config, or package.module:callable")
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", spec):
@@ -42,11 +53,12 @@ def classify(spec: str, options: BuildOptions) -> str:
 
 
 # Build options that only one kind of source reads: given to another, they would be ignored without a word.
-_ONLY_FOR = {"--config": "reference", "--model-class": "reference", "--config-class": "reference",
-             "--tokenizer": "reference",
-             "--world-size": "reference", "--rank": "reference", "--trust-remote-code": "hf", "--quantized": "hf"}
+_ONLY_FOR = {"--config": ("reference", "factory"), "--model-class": ("reference",), "--config-class": ("reference",),
+             "--tokenizer": ("reference",), "--world-size": ("reference",), "--rank": ("reference",),
+             "--trust-remote-code": ("hf", "hub"), "--quantized": ("hf", "hub")}
 _KIND_WORDS = {"reference": "a reference model.py", "hf": "a transformers model (hf:<type>, config.json or folder)",
-               "factory": "a package.module:callable"}
+               "factory": "a package.module:callable", "hub": "a Hub repository (org/name)",
+               "diffusers": "a diffusers config.json"}
 
 
 def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
@@ -54,9 +66,9 @@ def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
              "--tokenizer": options.tokenizer,
              "--world-size": options.world_size, "--rank": options.rank,
              "--trust-remote-code": options.trust_remote_code or None, "--quantized": options.quantized or None}
-    unused = [flag for flag, value in given.items() if value is not None and _ONLY_FOR[flag] != kind]
+    unused = [flag for flag, value in given.items() if value is not None and kind not in _ONLY_FOR[flag]]
     if unused:
-        owners = sorted({_ONLY_FOR[f] for f in unused})
+        owners = sorted({o for f in unused for o in _ONLY_FOR[f]})
         raise SourceError(f"{spec}: {', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to "
                           f"{' or '.join(_KIND_WORDS[o] for o in owners)}, and this is {_KIND_WORDS[kind]}",
                           hint=f"drop {', '.join(unused)}")
@@ -68,6 +80,14 @@ def build(spec: str, options: BuildOptions = BuildOptions()) -> Built:
     if kind == "hf":
         from . import hf
         built = hf.build(spec, options)
+    elif kind == "hub":  # its config.json (and code) fetched, then built as the model folder it is
+        from . import diffusers_config, hf, hub
+        folder = hub.fetch(spec, options.trust_remote_code)
+        built = (diffusers_config if diffusers_config.is_diffusers(folder) else hf).build(folder, options)
+        built.spec = spec
+    elif kind == "diffusers":
+        from . import diffusers_config
+        built = diffusers_config.build(spec, options)
     elif kind == "reference":
         from . import reference
         built = reference.build(spec, options)

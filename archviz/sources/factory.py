@@ -2,44 +2,32 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import inspect
 import os
 import sys
 from typing import Any
+
 from ..errors import SourceError
-from .guard import importing
-from .options import SET_VALUES, BuildOptions, Built, _versions
+from .configs import _config_param
+from .importer import import_named
+from .meta import call_factory
+from .options import BuildOptions, Built, _versions, read_json_config
+from .stubs import StubRegistry
 
 
 def build_factory(spec: str, options: BuildOptions) -> Built:
-    import torch
-
-    from .meta import is_cuda_insistence, meta_build, user_frame
-    from .process_group import constructed
+    """`package.module:callable`: the module imported as a model file is (archviz.sources.importer: the same stubs,
+    noted the same), the callable called on meta with the --config JSON's keys and the --set values as its keyword
+    arguments; a class taking a config object gets it as a model file's class does."""
+    from .reference import Target, build_target, refuse_weightless
 
     mod_name, attr = spec.split(":", 1)
-    # The current folder is importable, as it is for `python -m`, uvicorn or pytest: `archviz summary net:Net`
-    # beside net.py. Only while importing: the model's modules keep what they imported.
-    cwd = os.getcwd()
-    added = cwd not in sys.path
-    if added:
-        sys.path.insert(0, cwd)
+    stubs = StubRegistry()
     try:
-        with importing(mod_name):  # its exits and its own KeyboardInterrupt: one line
-            module = importlib.import_module(mod_name)
-    except SourceError:
-        raise
+        module, path = import_named(mod_name, stubs)
     except ModuleNotFoundError as e:
         raise SourceError(f"{spec}: cannot import {mod_name} ({e})",
                           hint="install the package or put its folder on PYTHONPATH") from None
-    except Exception as e:  # noqa: BLE001 - the user's module raised while importing
-        where = user_frame(e, (os.path.dirname(getattr(sys.modules.get(mod_name), "__file__", "") or ""),)) or mod_name
-        raise SourceError(f"{spec}: importing {mod_name} raised {type(e).__name__}: {e} ({where})",
-                          hint="fix the module so that it imports") from None
-    finally:
-        if added and cwd in sys.path:
-            sys.path.remove(cwd)
     fn: Any = module
     for part in attr.split("."):
         if not hasattr(fn, part):
@@ -48,41 +36,20 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
         fn = getattr(fn, part)
     if not callable(fn):
         raise SourceError(f"{spec}: {attr} is not callable", hint="point at a function or class that returns a module")
+    config = read_json_config(options.config) if options.config else None
+    if path is not None and inspect.isclass(fn) and _config_param(fn) is not None:
+        built = build_target(Target(spec, path, module, fn, stubs, kind="factory"), config, options.config, options)
+        built.name, built.display_roots = attr, _display_roots_for(module)
+        return built
     root = os.path.dirname(getattr(module, "__file__", "") or "")
-    kwargs = dict(options.overrides)
-
-    def construct() -> tuple[Any, Any]:
-        with meta_build(options.device) as notes:
-            return fn(**kwargs), notes  # --set key=value: the factory's keyword arguments
-
-    try:
-        (model, notes), started = constructed(construct)  # a process group started for code that insists on one
-    except Exception as e:  # noqa: BLE001
-        where = user_frame(e, (root,)) or spec
-        # the factory's own signature refused an argument (not a TypeError from deeper in its code)
-        lacked = [k for k in kwargs if isinstance(e, TypeError) and f"unexpected keyword argument '{k}'" in str(e)]
-        if lacked:
-            raise SourceError(f"{spec}: {attr} does not take {', '.join(lacked)} ({e})",
-                              hint="--set key=value passes keyword arguments to a factory: give only the ones "
-                                   "it takes") from None
-        if is_cuda_insistence(e):
-            raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}",
-                              hint="archviz builds on the meta device; remove the hard CUDA requirement "
-                                   "or guard it with torch.cuda.is_available()") from None
-        strings = [f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)]
-        hint = "run with --debug for the traceback"
-        if strings:  # a value the user meant as something else may have stayed a string
-            hint = (f"{', '.join(strings)} {'was' if len(strings) == 1 else 'were'} passed as "
-                    f"{'a string' if len(strings) == 1 else 'strings'} (--set: {SET_VALUES}); {hint}")
-        raise SourceError(f"{spec}: building the model raised {type(e).__name__}: {e} ({where})", hint=hint) from e
-    if not isinstance(model, torch.nn.Module):
-        raise SourceError(f"{spec}: returned {type(model).__name__}, not a torch.nn.Module",
-                          hint="the factory must return the model (an nn.Module)")
+    kwargs = {**(config or {}), **dict(options.overrides)}
+    model, notes = call_factory(fn, kwargs, spec, root, options.device)
+    refuse_weightless(model, spec, fn)
     # The keyword arguments are the factory's config: they name dims (`64` -> `d`), as a config.json's fields do.
     config = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list)) or v is None}
-    return Built(model=model, spec=spec, kind="factory", name=attr, config=config, overrides=kwargs,
-                 notes=list(notes.items) + started, roots=(root,), display_roots=_display_roots_for(module),
-                 versions=_versions())
+    return Built(model=model, spec=spec, kind="factory", name=attr, config=config, overrides=dict(options.overrides),
+                 stubbed_imports=stubs.taken(), notes=notes, roots=(root,),
+                 display_roots=_display_roots_for(module), stubs=stubs, versions=_versions())
 
 
 def _display_roots_for(module: Any) -> tuple[tuple[str, str], ...]:

@@ -160,11 +160,11 @@ def remote_class(ref: str, path: str) -> Any:
                     "archviz where that version is installed, or build transformers' own class of the model type "
                     "(without --trust-remote-code)")
         else:
-            hint = "install the packages it names, or guard those imports in the file"
+            hint = "install the packages it names"
         raise SourceError(f"{path}: {module_file} cannot be imported: {e}", hint=hint) from None
     except Exception as e:  # noqa: BLE001 - the folder's own code raised while importing
         raise SourceError(f"{path}: importing {module_file} raised {type(e).__name__}: {e}",
-                          hint="fix the module so that it imports; --debug shows the traceback") from e
+                          hint="install what it needs; --debug shows the traceback") from e
 
 
 def _remote_model_class(config: Any, path: str) -> Any:

@@ -26,7 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 
-from ..errors import SourceError
+from ..errors import ArchvizError, SourceError
 from ..gcpause import collector_paused
 
 _META = torch.device("meta")
@@ -431,3 +431,43 @@ def construction_error(e: Exception, paths: tuple[str, str, str], cls: type, arg
     return SourceError(f"{path}: building {cls.__name__} raised {type(e).__name__} at {where}: {e}",
                        hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
                        or "check the config (run with --debug for the traceback)")
+
+
+def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: str = "meta"
+                 ) -> tuple[Any, list[str]]:
+    """`fn(**kwargs)` on meta: the model it returns and the build's notes; what it raises said in one line."""
+    from .options import SET_VALUES
+    from .process_group import constructed
+
+    attr = getattr(fn, "__name__", spec)
+
+    def construct() -> tuple[Any, Any]:
+        with meta_build(device) as notes:
+            return fn(**kwargs), notes  # --set key=value: the factory's keyword arguments
+
+    try:
+        (model, notes), started = constructed(construct)  # a process group started for code that insists on one
+    except ArchvizError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        where = user_frame(e, (root,)) or spec
+        # the factory's own signature refused an argument (not a TypeError from deeper in its code)
+        lacked = [k for k in kwargs if isinstance(e, TypeError) and f"unexpected keyword argument '{k}'" in str(e)]
+        if lacked:
+            raise SourceError(f"{spec}: {attr} does not take {', '.join(lacked)} ({e})",
+                              hint="--set key=value passes keyword arguments to a factory: give only the ones "
+                                   "it takes") from None
+        if is_cuda_insistence(e):
+            raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}",
+                              hint="archviz builds on the meta device; remove the hard CUDA requirement "
+                                   "or guard it with torch.cuda.is_available()") from None
+        strings = [f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)]
+        hint = "run with --debug for the traceback"
+        if strings:  # a value the user meant as something else may have stayed a string
+            hint = (f"{', '.join(strings)} {'was' if len(strings) == 1 else 'were'} passed as "
+                    f"{'a string' if len(strings) == 1 else 'strings'} (--set: {SET_VALUES}); {hint}")
+        raise SourceError(f"{spec}: building the model raised {type(e).__name__}: {e} ({where})", hint=hint) from e
+    if not isinstance(model, torch.nn.Module):
+        raise SourceError(f"{spec}: returned {type(model).__name__}, not a torch.nn.Module",
+                          hint="the factory must return the model (an nn.Module)")
+    return model, list(notes.items) + started

@@ -29,11 +29,12 @@ class Layout:
     module_name: str  # `model`, or `gpt_oss.torch.model` for a file inside a package
     code_root: str  # the user's code: the top package's folder, or the file's folder
     paths: tuple[str, ...]  # put first on sys.path, in this order, while importing
+    is_package: bool = False  # the file is a top package's __init__.py: the module is the package itself
 
     @property
     def package(self) -> str | None:
         """The top package's name, or None for a file in no package."""
-        return self.module_name.split(".")[0] if "." in self.module_name else None
+        return self.module_name.split(".")[0] if "." in self.module_name or self.is_package else None
 
 
 def trusted(folder: str) -> bool:
@@ -82,7 +83,7 @@ def locate(path: str) -> Layout:
     """The import layout of the model file at `path` (absolute)."""
     folder = os.path.dirname(path)
     stem = os.path.splitext(os.path.basename(path))[0]
-    parts = [stem]
+    parts = [] if stem == "__init__" else [stem]  # a package's folder: the package itself
     top = None
     here = folder
     while stem.isidentifier() and os.path.isfile(os.path.join(here, "__init__.py")) \
@@ -96,7 +97,8 @@ def locate(path: str) -> Layout:
         for p in (project, os.path.join(project, "src")):
             if os.path.isdir(p) and p not in paths:
                 paths.append(p)
-    return Layout(module_name=".".join(parts), code_root=top or folder, paths=tuple(paths))
+    return Layout(module_name=".".join(parts), code_root=top or folder, paths=tuple(paths),
+                  is_package=stem == "__init__" and len(parts) == 1)
 
 
 __all__ = ["Layout", "locate", "trusted"]

@@ -10,336 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import inspect
 import json
 import os
 import re
-import sys
-import traceback
 from typing import Any, Iterator
 
 from ..errors import ArchvizError, SourceError
-from .guard import importing
 from .options import BuildOptions, Built, _versions, read_json_config, suggest
 from .package import locate
+from .candidates import find_model
+from .configs import (AttrBag, _config_param, _init_params, _takes_kwargs, code_reads, config_dict, config_fields,
+                      find_config_class, make_config)
+from .importer import import_reference
 from .stubs import StubRegistry
 
-MAX_STUB_ROUNDS = 32
 _GENERIC_FOLDERS = {"inference", "src", "model", "models", "code", "reference"}
-
-
-def _folder_modules(folder: str) -> set[str]:
-    return {f[:-3] for f in os.listdir(folder) if f.endswith(".py")}
-
-
-# Top-level module names that reference builds have put in sys.modules (model files, siblings, stubs).
-_LOADED: set[str] = set()
-
-
-def _purge(names: set[str]) -> None:
-    """Forget modules of these names, and everything earlier reference builds loaded or stubbed: two references
-    (V3 and V4) both have a `model` and a `kernel`, and one must never see the other's."""
-    names = names | _LOADED
-    _LOADED.update(names)
-    for name in list(sys.modules):
-        if name.split(".")[0] in names:
-            del sys.modules[name]
-
-
-def _failing_file(exc: BaseException, folder: str) -> str | None:
-    """The file of the model folder whose import statement raised (innermost frame in the folder)."""
-    hit = None
-    for frame, _ in traceback.walk_tb(exc.__traceback__):
-        fn = os.path.abspath(frame.f_code.co_filename)
-        if os.path.dirname(fn) == folder:
-            hit = fn
-    return hit
-
-
-def _missing_named(e: ImportError) -> str | None:
-    """The package an ImportError of the model's own making asks for (`raise ImportError("Please install
-    mlstm_kernels package")`): the ModuleNotFoundError it was raised from, else the name after "install"."""
-    for inner in (e.__cause__, e.__context__):
-        if isinstance(inner, ModuleNotFoundError) and inner.name:
-            return inner.name.split(".")[0]
-    m = re.search(r"\binstall\s+(?:the\s+)?[`'\"]?([A-Za-z_][\w.-]*)", str(e))
-    if m:
-        name = m.group(1).rstrip(".").replace("-", "_").split(".")[0]
-        return name if name.isidentifier() and name not in ("it", "them", "this", "the") else None
-    return None
-
-
-def import_reference(path: str, stubs: StubRegistry) -> Any:
-    """Import the model file: as its stem (`model`) with its folder first on the path, or, inside a package, under
-    its dotted name (archviz.sources.package); stubbing what cannot be imported."""
-    from .meta import user_frame
-
-    layout = locate(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    stem = os.path.splitext(os.path.basename(path))[0]
-    package = layout.package
-    siblings = _folder_modules(folder) if package is None else set()
-    own = package or stem
-    stubbed: dict[str, Any] = {}
-    sys.path[:0] = layout.paths
-    try:
-        for _ in range(MAX_STUB_ROUNDS):
-            _purge(siblings | set(stubbed) | {own})
-            sys.modules.update(stubbed)
-            try:
-                with importing(os.path.basename(path)):  # its exits and its own KeyboardInterrupt: one line
-                    if package:
-                        return importlib.import_module(layout.module_name)
-                    spec = importlib.util.spec_from_file_location(stem, path)
-                    assert spec and spec.loader
-                    module = importlib.util.module_from_spec(spec)
-                    sys.modules[stem] = module
-                    spec.loader.exec_module(module)
-                return module
-            except ModuleNotFoundError as e:
-                missing = (e.name or "").split(".")[0]
-                _LOADED.add(missing)
-                if not missing:
-                    raise SourceError(f"{path}: import failed: {e}", hint="install what it names") from None
-                failing = _failing_file(e, folder) if package is None else None
-                failing_stem = os.path.splitext(os.path.basename(failing))[0] if failing else stem
-                if failing_stem != stem and failing_stem in siblings and failing_stem not in stubbed:
-                    # A sibling (e.g. kernel.py) needs a dependency that is not here: stub the sibling wholesale,
-                    # so its functions are answered by name (and by shape rules in the meta forward pass).
-                    stubbed[failing_stem] = stubs.module(failing_stem, f"{failing_stem}.py needs {missing}")
-                elif missing not in stubbed and missing != package:
-                    stubbed[missing] = stubs.missing(missing) if missing not in siblings else \
-                        stubs.module(missing, f"{missing}.py failed to import")
-                else:
-                    raise SourceError(f"{path}: import of {missing} keeps failing ({e})",
-                                      hint="run with --debug for the traceback") from e
-            except ImportError as e:
-                # `from X import name` where X exists but lacks the name, or a broken sibling: stub X.
-                name = (e.name or "").split(".")[0]
-                if name and name not in stubbed and name != stem and name != package:
-                    stubbed[name] = stubs.module(name, f"import failed: {e}")
-                    continue
-                asked = _missing_named(e) if not name else None
-                if asked and asked not in stubbed and asked != own:  # the model's own "please install X"
-                    _LOADED.add(asked)
-                    stubbed[asked] = stubs.missing(asked)
-                    continue
-                where = user_frame(e, (layout.code_root,)) or os.path.basename(path)
-                raise SourceError(f"{path}: import failed at {where}: {e}", hint="fix the import") from None
-            except SourceError:
-                raise
-            except Exception as e:  # noqa: BLE001 - the user's file raised while importing
-                where = user_frame(e, (layout.code_root,)) or os.path.basename(path)
-                raise SourceError(f"{path}: raised {type(e).__name__} on import at {where}: {e}",
-                                  hint="fix the module so that it imports (run with --debug for the traceback)"
-                                  ) from e
-        raise SourceError(f"{path}: too many failing imports", hint="install the model's dependencies")
-    finally:
-        for p in layout.paths:
-            if p in sys.path:
-                sys.path.remove(p)
-
-
-_CONFIG_PARAMS = ("args", "config", "params", "cfg", "conf", "model_args", "model_config", "hparams")
-_PLAIN = (int, float, str, bool, bytes, list, tuple, dict, set)
-
-
-def _init_params(cls: type) -> list[inspect.Parameter]:
-    try:
-        sig = inspect.signature(cls.__init__)
-    except (TypeError, ValueError):
-        return []
-    return [p for p in list(sig.parameters.values())[1:] if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-
-
-def _takes_kwargs(cls: type) -> bool:
-    if cls.__init__ is object.__init__:
-        return False
-    try:
-        return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values())
-    except (TypeError, ValueError):
-        return False
-
-
-def _annotated_class(owner: type, p: inspect.Parameter) -> type | None:
-    """The class a constructor parameter is annotated with (`args: ModelArgs`, `config: "GPTConfig"`,
-    `Optional[X]`), or None."""
-    import typing
-
-    a = p.annotation
-    if a is p.empty:
-        return None
-    if isinstance(a, str):
-        scope = vars(sys.modules.get(owner.__module__) or object)
-        a = a.strip("'\" ").replace("Optional[", "").rstrip("]").split("|")[0].strip()
-        found: Any = scope.get(a.split(".")[0])
-        for part in a.split(".")[1:]:
-            found = getattr(found, part, None)
-        a = found
-    if not inspect.isclass(a):
-        a = next((x for x in typing.get_args(a) if inspect.isclass(x) and x is not type(None)), None)
-    return a if inspect.isclass(a) else None
-
-
-def _config_param(cls: type) -> tuple[inspect.Parameter, type | None] | None:
-    """`cls`'s first constructor parameter when it is a config: annotated with a class that is not a plain value,
-    a tensor or a module, or named like one (args, config, params, ...). With the class it is annotated with."""
-    import torch
-
-    ps = _init_params(cls)
-    if not ps:
-        return None
-    first = ps[0]
-    ann = _annotated_class(cls, first)
-    if ann is not None:
-        if issubclass(ann, _PLAIN) or issubclass(ann, (torch.nn.Module, torch.Tensor)):
-            return None
-        return first, ann
-    return (first, None) if first.name in _CONFIG_PARAMS else None
-
-
-def config_fields(cls: type) -> set[str] | None:
-    """The names a config class takes: its dataclass fields or constructor parameters; None when it takes any
-    (**kwargs, or a bare class whose attributes are set one by one)."""
-    if dataclasses.is_dataclass(cls):
-        return {f.name for f in dataclasses.fields(cls) if f.init}
-    if _takes_kwargs(cls):
-        return None
-    ps = _init_params(cls)
-    return {p.name for p in ps} if ps else None
-
-
-def _required(cls: type) -> set[str]:
-    if dataclasses.is_dataclass(cls):
-        return {f.name for f in dataclasses.fields(cls) if f.init and f.default is dataclasses.MISSING
-                and f.default_factory is dataclasses.MISSING}
-    return {p.name for p in _init_params(cls) if p.default is p.empty}
-
-
-def _fit(cls: type, keys: set[str]) -> int | None:
-    """How many of the config's keys `cls` takes, or None when it lacks a field the config does not give."""
-    if _required(cls) - keys:
-        return None
-    fields = config_fields(cls)
-    return len(keys) if fields is None else len(keys & fields)
-
-
-def make_config(cls: type, values: dict[str, Any]) -> Any:
-    fields = config_fields(cls)
-    if fields is None and not _takes_kwargs(cls) and not _init_params(cls):  # a bare class: attributes set on it
-        obj = cls()
-        for k, v in values.items():
-            setattr(obj, k, v)
-        return obj
-    return cls(**{k: v for k, v in values.items() if fields is None or k in fields})
-
-
-def config_dict(obj: Any) -> dict[str, Any]:
-    if dataclasses.is_dataclass(obj):
-        return dataclasses.asdict(obj)
-    return {k: v for k, v in vars(obj).items() if not k.startswith("_")}
-
-
-def _classes_in(module: Any) -> list[type]:
-    import torch
-
-    return [v for v in vars(module).values()
-            if inspect.isclass(v) and issubclass(v, torch.nn.Module) and v.__module__ == module.__name__]
-
-
-def _unreferenced(cands: list[type], classes: list[type]) -> list[type]:
-    """The candidates no other class of the module names in its code (the top model builds the blocks)."""
-    sources = {}
-    for c in classes:
-        try:
-            sources[c] = inspect.getsource(c)
-        except (OSError, TypeError):
-            sources[c] = ""
-    return [c for c in cands if not any(re.search(rf"\b{re.escape(c.__name__)}\b", src)
-                                        for o, src in sources.items() if o is not c)]
-
-
-def _defaults_only(cls: type) -> bool:
-    return all(p.default is not p.empty for p in _init_params(cls))
-
-
-def find_model_class(module: Any, wanted: str | None, keys: set[str] | None) -> type:
-    """The top nn.Module of the file: named by --model-class, else the class whose constructor takes a config (a
-    dataclass or a class the config's keys fit; with no config, one built from its defaults) and that no other class
-    of the file builds. `keys`: the config's keys, None when no config was given."""
-    classes = _classes_in(module)
-    if wanted:
-        for c in classes:
-            if c.__name__ == wanted:
-                return c
-        raise SourceError(f"--model-class {wanted}: no such nn.Module class in {os.path.basename(module.__file__)}",
-                          hint=suggest(wanted, [c.__name__ for c in classes]) or
-                          f"classes: {', '.join(c.__name__ for c in classes)}")
-    cands: list[type] = []
-    unfit: list[type] = []  # their config class needs a field the config (or no config) does not give
-    for c in classes:
-        taken = _config_param(c)
-        if taken is not None:
-            (unfit if taken[1] is not None and _fit(taken[1], keys or set()) is None else cands).append(c)
-        elif keys is None and taken is None and _defaults_only(c):  # no config: built from its own defaults
-            cands.append(c)
-    if not cands and keys:  # none fits: the one that does not is built, and its config class says what it lacks
-        cands = unfit
-    # The top class is the one no other candidate builds as a child: prefer the conventional names.
-    for name in ("Transformer", "Model", "CausalLM"):
-        for c in cands:
-            if c.__name__ == name:
-                return c
-    top = _unreferenced(cands, classes)
-    if len(top) == 1:
-        return top[0]
-    name = os.path.basename(module.__file__)
-    if len(top) > 1:
-        raise SourceError(f"{name}: {len(top)} classes could be the model: {', '.join(c.__name__ for c in top)}",
-                          hint="name one with --model-class")
-    if keys is None:
-        raise SourceError(f"{module.__file__}: a reference implementation needs its config",
-                          hint="pass --config path/to/config.json (no class of the file builds from its defaults)")
-    raise SourceError(f"{name}: no nn.Module class is built from a config alone",
-                      hint="name it with --model-class, or wrap the construction in a function and pass "
-                           "package.module:callable")
-
-
-def find_config_class(module: Any, model_cls: type, wanted: str | None, keys: set[str]) -> type | None:
-    """The class `model_cls` is built from: --config-class, else its constructor's annotation, else the dataclass of
-    the file (or imported there) that the config's keys fit best. None when the model takes no config."""
-    scope = {k: v for k, v in vars(module).items() if inspect.isclass(v)}
-    if wanted:
-        if wanted in scope:
-            return scope[wanted]
-        raise SourceError(f"--config-class {wanted}: no such class in {os.path.basename(module.__file__)}",
-                          hint=suggest(wanted, sorted(scope)) or "name the class the model is built from")
-    taken = _config_param(model_cls)
-    if taken is None:
-        return None
-    if taken[1] is not None:
-        return taken[1]
-    import torch
-
-    cands = [c for c in scope.values() if dataclasses.is_dataclass(c) and not issubclass(c, torch.nn.Module)]
-    fits = {c: f for c in cands if (f := _fit(c, keys)) is not None}
-    if not fits:
-        raise SourceError(f"{os.path.basename(module.__file__)}: no dataclass there takes this config, so "
-                          f"{model_cls.__name__}({taken[0].name}) cannot be built",
-                          hint="name the config class with --config-class")
-    best = max(fits.values())
-    top = [c for c, f in fits.items() if f == best]
-    if len(top) > 1:
-        own = [c for c in top if c.__module__ == module.__name__]
-        top = own or top
-    if len(top) > 1:
-        named = [c for c in top if c.__name__ == "ModelArgs" or c.__name__.endswith(("Args", "Config"))]
-        top = named[:1] if len(named) == 1 else top
-    if len(top) > 1:
-        raise SourceError(f"{os.path.basename(module.__file__)}: {', '.join(c.__name__ for c in top)} all fit the "
-                          f"config of {model_cls.__name__}", hint="name one with --config-class")
-    return top[0]
 
 
 class _StandInBackend:
@@ -500,7 +186,11 @@ def launcher_dtype(path: str) -> tuple[str, str] | None:
 def resolve_paths(spec: str, options: BuildOptions) -> tuple[str, str | None]:
     """The model file and its config: --config, else a config.json beside the file, else None (a model whose
     classes build from their own defaults)."""
-    path = os.path.join(spec, "model.py") if os.path.isdir(spec) else spec
+    path = spec
+    if os.path.isdir(spec):  # its model.py, else the package the folder is
+        path = os.path.join(spec, "model.py")
+        if not os.path.isfile(path):
+            path = os.path.join(spec, "__init__.py")
     config = options.config
     if config is None:
         guess = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
@@ -512,13 +202,17 @@ def resolve_paths(spec: str, options: BuildOptions) -> tuple[str, str | None]:
     return os.path.abspath(path), os.path.abspath(config)
 
 
-def _constructor_extras(cls: type, args: Any, options: BuildOptions, notes: list[str]) -> dict[str, Any]:
-    """What the constructor takes after the config: a tokenizer (--tokenizer, else a stand-in); anything else it
-    needs is refused in one line naming it."""
+def _constructor_extras(cls: type, args: Any, options: BuildOptions, notes: list[str],
+                        given: dict[str, Any]) -> dict[str, Any]:
+    """What the constructor takes after the config: the --set values of its own arguments (`given`: required ones
+    included, `num_classes`), a tokenizer (--tokenizer, else a stand-in); anything else it needs is refused in one
+    line naming it."""
     extra: dict[str, Any] = {}
     needed = []
     for p in _init_params(cls)[1 if args is not None else 0:]:
-        if "token" in p.name and args is not None:
+        if p.name in given:
+            extra[p.name] = given[p.name]
+        elif "token" in p.name and args is not None:
             if options.tokenizer:
                 extra[p.name] = FileTokenizer(options.tokenizer)
                 notes.append(f"tokenizer: {os.path.basename(options.tokenizer)}")
@@ -528,9 +222,8 @@ def _constructor_extras(cls: type, args: Any, options: BuildOptions, notes: list
         elif p.default is p.empty:
             needed.append(p.name)
     if needed:
-        raise SourceError(f"{cls.__name__}.__init__ also needs {', '.join(map(repr, needed))}, which archviz cannot "
-                          "supply (it passes the config and a tokenizer)",
-                          hint="wrap the construction in a function and pass package.module:callable")
+        raise SourceError(f"{cls.__name__}.__init__ also needs {', '.join(map(repr, needed))}",
+                          hint=f"give {'it' if len(needed) == 1 else 'them'} as {needed[0]}=VALUE with --set")
     return extra
 
 
@@ -554,32 +247,38 @@ def unset_batch_limit(args: Any, config: dict[str, Any], notes: list[str]) -> No
 
 
 def build(spec: str, options: BuildOptions) -> Built:
+    path, config_path = resolve_paths(spec, options)
+    config = read_json_config(config_path) if config_path else None
+    stubs = StubRegistry()
+    module = import_reference(path, stubs)
+    given = dict(options.overrides)
+    target = find_model(module, options.model_class, set(config) if config is not None else None, set(given))
+    return build_target(Target(spec, path, module, target, stubs), config, config_path, options)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What a source names, imported: the spec typed, the file, its module, the class or builder, the stubs taken."""
+
+    spec: str
+    path: str
+    module: Any
+    obj: Any
+    stubs: StubRegistry
+    kind: str = "reference"
+
+
+def build_target(t: Target, config: dict[str, Any] | None, config_path: str | None, options: BuildOptions) -> Built:
+    """Build `t.obj` on meta: a class from its config object (or keyword arguments), a builder function from the
+    config's keys and the --set values as keyword arguments."""
     from .meta import construction_error, is_cuda_insistence, meta_build, names_a_missing_field
     from .process_group import constructed
 
-    path, config_path = resolve_paths(spec, options)
-    folder = os.path.dirname(path)
-    config = read_json_config(config_path) if config_path else None
-
-    stubs = StubRegistry()
-    module = import_reference(path, stubs)
-    code_root = locate(path).code_root
+    path, module, cls = t.path, t.module, t.obj
+    code_root = locate(path).code_root if t.kind == "reference" else os.path.dirname(path)
     notes: list[str] = []
-    cls = find_model_class(module, options.model_class, set(config) if config is not None else None)
-    args_cls = find_config_class(module, cls, options.config_class, set(config or ()))
-    kwargs: dict[str, Any] = {}
-    if args_cls is None:  # built from its own defaults: --set gives its keyword arguments
-        if config:
-            raise SourceError(f"{config_path}: {cls.__name__} takes no config",
-                              hint="drop --config, or name the class built from it with --model-class")
-        kwargs = _constructor_kwargs(cls, options, notes)
-        args = None
-    else:
-        config = dict(config or {})
-        args = _config_object(args_cls, config, (config_path, path), options, notes)
-    extra = _constructor_extras(cls, args, options, notes)
+    args, args_cls, kwargs, extra = _arguments(t, config, config_path, options, notes)
     config_path = config_path or path
-
     if options.world_size is not None or options.rank is not None:
         if not hasattr(module, "world_size"):
             notes.append("--world-size given, but the module has no world_size global")
@@ -588,53 +287,110 @@ def build(spec: str, options: BuildOptions) -> Built:
     import torch
 
     default_dtype, dtype_obj = _default_dtype(path, options, notes)
+    if not inspect.isclass(cls):  # a builder function: the factory's call, its errors said as a factory's are
+        from .meta import call_factory
 
-    def construct() -> Any:
-        with meta_build(options.device) as meta_notes, process_group_as(options.world_size, options.rank):
-            if dtype_obj is not None:
-                torch.set_default_dtype(dtype_obj)
-            model = cls(args, **extra) if args is not None else cls(**kwargs, **extra)
-        return model, meta_notes
+        model, called = call_factory(cls, {**kwargs, **extra}, t.spec, code_root, options.device)
+        meta_notes = None
+        notes = called + notes
+    else:
+        def construct() -> Any:
+            with meta_build(options.device) as meta_notes, process_group_as(options.world_size, options.rank):
+                if dtype_obj is not None:
+                    torch.set_default_dtype(dtype_obj)
+                model = cls(args, **extra) if args is not None else cls(**kwargs, **extra)
+            return model, meta_notes
 
-    try:
-        (model, meta_notes), started = constructed(construct)  # a process group started for code that insists on one
-        notes.extend(started)
-    except ArchvizError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        said = construction_error(e, (path, config_path, code_root), cls, args, args_cls)
-        if names_a_missing_field(e, args) or (not isinstance(e, AttributeError) and is_cuda_insistence(e)):
-            raise said from None
-        raise said from e
-    notes = list(meta_notes.items) + notes
-    if default_dtype is None and meta_notes.final_dtype not in (None, torch.float32):
-        # The constructor set a default dtype (DeepSeek-V3: torch.set_default_dtype(torch.bfloat16)); its forward
-        # runs under it.
-        default_dtype = str(meta_notes.final_dtype).replace("torch.", "")
+        try:
+            (model, meta_notes), started = constructed(construct)  # a process group for code that insists on one
+            notes.extend(started)
+        except ArchvizError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            said = construction_error(e, (path, config_path, code_root), cls, args, args_cls)
+            if names_a_missing_field(e, args) or (not isinstance(e, AttributeError) and is_cuda_insistence(e)):
+                raise said from None
+            raise said from e
+        notes = list(meta_notes.items) + notes
+        if default_dtype is None and meta_notes.final_dtype not in (None, torch.float32):
+            # The constructor set a default dtype (DeepSeek-V3: torch.set_default_dtype(torch.bfloat16)); its
+            # forward runs under it.
+            default_dtype = str(meta_notes.final_dtype).replace("torch.", "")
+    refuse_weightless(model, t.spec, cls)
     world_size = int(getattr(module, "world_size", 1) or 1)
     rank = int(getattr(module, "rank", 0) or 0)
     cfg = json.loads(json.dumps({k: v for k, v in (config_dict(args) if args is not None else kwargs).items()
                                  if _jsonable(v)}))
-    name, display_root = _model_name(module, code_root, folder)
-    return Built(model=model, spec=spec, kind="reference", name=name, config=cfg,
-                 overrides=dict(options.overrides), stubbed_imports=stubs.taken(), notes=notes,
+    name, display_root = _model_name(module, code_root, os.path.dirname(path))
+    return Built(model=model, spec=t.spec, kind=t.kind, name=name, config=cfg,
+                 overrides=dict(options.overrides), stubbed_imports=t.stubs.taken(), notes=notes,
                  world_size=world_size, rank=rank, roots=(code_root,), display_roots=((display_root, ""),),
                  module=module,
-                 args=args, stubs=stubs, versions=_versions(), default_dtype=default_dtype)
+                 args=args, stubs=t.stubs, versions=_versions(), default_dtype=default_dtype)
 
 
-def _constructor_kwargs(cls: type, options: BuildOptions, notes: list[str]) -> dict[str, Any]:
-    """A model built from its constructor's defaults: the --set values as its keyword arguments, each one checked."""
-    kwargs: dict[str, Any] = {}
+def refuse_weightless(model: Any, spec: str, made_by: Any) -> None:
+    """A build that yields no parameters at all (a loss or a helper module of the file, built for want of a config)
+    is no model: one line, exit 2."""
+    if any(True for _ in model.parameters()):
+        return
+    raise SourceError(f"{spec}: {getattr(made_by, '__name__', 'the model')} built with 0 parameters: it is not the "
+                      "model (a loss or a helper?)",
+                      hint="name the model with --model-class, or give its config with --config")
+
+
+def _arguments(t: Target, config: dict[str, Any] | None, config_path: str | None, options: BuildOptions,
+               notes: list[str]) -> tuple[Any, type | None, dict[str, Any], dict[str, Any]]:
+    """(the config object or None, its class, the keyword arguments, the constructor's further arguments)."""
+    cls, given = t.obj, dict(options.overrides)
+    if not inspect.isclass(cls):  # a builder: the config's keys and --set as its keyword arguments
+        kwargs = {**(config or {}), **given}
+        _check_kwargs(cls, kwargs, t.spec)
+        notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+        return None, None, kwargs, {}
+    args_cls = find_config_class(t.module, cls, options.config_class, set(config or ()))
+    if args_cls is None:  # built from its own defaults: the config's keys and --set give its keyword arguments
+        kwargs = _constructor_kwargs(cls, {**(config or {}), **given}, notes, config_path)
+        return None, None, kwargs, {}
+    own = {p.name for p in _init_params(cls)[1:]}
+    fields = config_fields(args_cls)
+    into_config = {k: v for k, v in given.items() if k not in own or fields is None or k in fields}
+    options = dataclasses.replace(options, overrides=tuple(into_config.items()))
+    if args_cls is AttrBag:
+        notes.append(f"{cls.__name__}({_config_param(cls)[0].name}) takes a config no class of the file declares: "
+                     "the JSON's keys given as attributes")
+    args = _config_object(args_cls, dict(config or {}), (config_path, t.path), options, notes)
+    extra = _constructor_extras(cls, args, options, notes, {k: v for k, v in given.items() if k not in into_config})
+    return args, args_cls, {}, extra
+
+
+def _check_kwargs(fn: Any, kwargs: dict[str, Any], spec: str) -> None:
+    """Each keyword argument is one the builder takes (or it takes any)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for key in kwargs:
+        if key not in params:
+            raise SourceError(f"{spec}: {fn.__name__} has no argument {key!r}",
+                              hint=suggest(key, sorted(params)) or f"its arguments: {', '.join(params)}")
+
+
+def _constructor_kwargs(cls: type, values: dict[str, Any], notes: list[str], config_path: str | None
+                        ) -> dict[str, Any]:
+    """A model built from its constructor's defaults: the config's keys and --set values as its keyword arguments,
+    each one checked."""
     taken = {p.name for p in _init_params(cls)}
-    for key, value in options.overrides:
+    for key in values:
         if key not in taken and not _takes_kwargs(cls):
-            raise SourceError(f"--set {key}: {cls.__name__}.__init__ has no argument {key!r}",
-                              hint=suggest(key, sorted(taken)) or "see its constructor's arguments")
-        kwargs[key] = value
-    notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}): no config "
-                 "given, its constructor's defaults")
-    return kwargs
+            where = f"--config {config_path}" if config_path else "--set"
+            raise SourceError(f"{where}: {cls.__name__}.__init__ has no argument {key!r}",
+                              hint=suggest(key, sorted(taken)) or f"its arguments: {', '.join(sorted(taken))}")
+    notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in values.items())})"
+                 + ("" if config_path else ": no config given, its constructor's defaults"))
+    return dict(values)
 
 
 def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | None, str], options: BuildOptions,
@@ -643,10 +399,18 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
     `paths` is (the config file or None, the model file)."""
     config_path, path = paths
     fields = config_fields(args_cls)
+    undeclared: dict[str, Any] = {}  # keys the code reads off the config that its class does not declare
     for key, value in options.overrides:
         if fields is not None and key not in fields:
-            raise SourceError(f"--set {key}: {args_cls.__name__} has no field {key!r}",
-                              hint=suggest(key, sorted(fields)) or f"see the {args_cls.__name__} fields")
+            read = code_reads(key, locate(path).code_root)
+            if read is None:
+                raise SourceError(f"--set {key}: {args_cls.__name__} has no field {key!r}, and the code reads no "
+                                  f"{key!r}", hint=suggest(key, sorted(fields)) or f"see the {args_cls.__name__} "
+                                                                                 "fields")
+            undeclared[key] = value
+            notes.append(f"{key}: not a field of {args_cls.__name__}; set on the config object, as the code reads it "
+                         f"({read})")
+            continue
         config[key] = value
     unknown = sorted(k for k in config if fields is not None and k not in fields)
     if unknown:
@@ -658,6 +422,13 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
     except TypeError as e:
         raise SourceError(f"{config_path or path}: {args_cls.__name__} rejects this config: {e}",
                           hint="add the field it names to the config") from None
+    for key, value in undeclared.items():
+        try:
+            object.__setattr__(args, key, value)  # a frozen dataclass too
+        except (AttributeError, TypeError):  # __slots__: no room for it
+            raise SourceError(f"--set {key}: {args_cls.__name__} has no field {key!r} and no room for one",
+                              hint=suggest(key, sorted(fields or ())) or f"see the {args_cls.__name__} fields"
+                              ) from None
     unset_batch_limit(args, config, notes)
     return args
 

@@ -82,6 +82,12 @@ class StubFunction:
             except ShapeError as e:
                 if not installable or "has no shape rule" not in e.message:
                     raise
+        if installable and self._registry.importing:
+            # a missing plain package called while the model's code is imported (`matplotlib.use("Agg")`, a
+            # decorator): what it configures is never read by a build; a function it decorates stays itself
+            if len(args) == 1 and not kwargs and isinstance(args[0], (types.FunctionType, type)):
+                return args[0]
+            return self._configure(args, kwargs)
         if installable:
             raise self._registry.not_installed(self.__qualname__) from None
         if self.__qualname__.split(".")[0] in KERNEL_PACKAGES:
@@ -193,6 +199,7 @@ class StubRegistry:
         self.modules: dict[str, str] = {}  # module name -> reason
         self.names: dict[str, StubFunction] = {}
         self.installable: set[str] = set()  # top-level packages not installed that pip would install
+        self.importing = False  # the model's code is being imported (archviz.sources.importer sets it)
 
     def module(self, name: str, reason: str) -> StubModule:
         self.modules.setdefault(name, reason)

@@ -69,7 +69,7 @@ def test_set_of_an_argument_the_factory_lacks_is_one_clear_error(encoder):
 
 @pytest.mark.parametrize("option, value, flag", [
     ("world_size", 2, "--world-size"), ("rank", 1, "--rank"), ("model_class", "Encoder", "--model-class"),
-    ("trust_remote_code", True, "--trust-remote-code"), ("config", "config.json", "--config"),
+    ("trust_remote_code", True, "--trust-remote-code"),
 ])
 def test_options_of_another_kind_of_source_are_refused(encoder, option, value, flag):
     with pytest.raises(SourceError) as e:

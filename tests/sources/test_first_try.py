@@ -143,7 +143,8 @@ def _refused(**options) -> str:
 
 
 def test_config_class_and_model_class_choose():
-    assert "Encoder, Captioner" in _refused() and "--model-class" in _refused()  # two top models
+    line = _refused()  # two top models, each with its signature
+    assert "Encoder(config)" in line and "Captioner(config" in line and "--model-class" in line
     line = _refused(model_class="Encoder")  # EncoderConfig and DecoderConfig both fit its config
     assert "EncoderConfig, DecoderConfig" in line and "--config-class" in line
     cfg = json.loads((DATA / "choices" / "config.json").read_text())

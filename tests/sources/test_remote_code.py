@@ -5,7 +5,6 @@ cache, where it copies and imports a folder's code, is a temp folder, its module
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import subprocess
@@ -14,30 +13,10 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from helpers import TESTS
+from helpers import TESTS, modules_cache
 
 FOLDER = TESTS / "data" / "remote_code"
 CFG = json.loads((FOLDER / "config.json").read_text())
-
-
-@contextlib.contextmanager
-def modules_cache(folder: Path) -> Iterator[Path]:
-    """transformers' modules cache (HF_MODULES_CACHE, read once when transformers is imported) in `folder` for the
-    duration; sys.path and the modules imported from it (`transformers_modules...`) as they were before."""
-    import transformers.dynamic_module_utils as dmu
-
-    package = dmu.TRANSFORMERS_DYNAMIC_MODULE_NAME
-    ours = [name for name in sys.modules if name.split(".")[0] == package]
-    before = ({name: sys.modules.pop(name) for name in ours}, list(sys.path))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(dmu, "HF_MODULES_CACHE", str(folder))
-        try:
-            yield folder
-        finally:
-            for name in [name for name in sys.modules if name.split(".")[0] == package]:
-                del sys.modules[name]
-            sys.modules.update(before[0])
-            sys.path[:] = before[1]
 
 
 @pytest.fixture(scope="module")

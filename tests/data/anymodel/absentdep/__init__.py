@@ -1,0 +1,2 @@
+from .build import build_small, build_large
+from .predictor import Predictor
