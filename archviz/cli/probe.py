@@ -105,16 +105,14 @@ def probe(
     with handled(debug, json_):  # before the imports below: a typo costs no torch import
         check_options(sets={"--set": set_}, inputs=input_, positive={"--batch": batch, "--seq": seq},
                       world_size=world_size, rank=rank)
-        if world_size is not None and rank is None:  # one process per rank: the cap, before anything is built
-            check_count(world_size, "ranks (--world-size)")
     from ..probe import ProbeOptions, parse_size, run_probe
     from ..sources import BuildOptions
     from ..sources.guard import model_code
 
     with handled(debug, json_):
-        build_options = BuildOptions(config=config, overrides=overrides(set_),
-                                     model_class=model_class, config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
-                                     trust_remote_code=trust_remote_code)
+        build_options = BuildOptions(config=config, overrides=overrides(set_), model_class=model_class,
+                                     config_class=config_class, tokenizer=tokenizer, world_size=world_size,
+                                     rank=rank, trust_remote_code=trust_remote_code)
         options = ProbeOptions(device=device, max_memory=parse_size(max_memory) if max_memory else None, batch=batch,
                                seq=seq, input_specs=input_, train=train)
     if world_size is not None and rank is None:
@@ -151,6 +149,7 @@ def probe(
 def _probe_ranks(source: str, world_size: int, timeout: float, json_: bool, debug: bool, build_options: Any,
                  options: Any, kernel_rules: str | None) -> None:
     """`--world-size N` without `--rank`: the probe as N processes under torch.distributed; exit 1 on a problem."""
+    check_count(world_size, "ranks (--world-size)")  # one process per rank: the cap, before any is built
     from rich.table import Table
 
     from ..probe.parallel_run import run_tensor_parallel
