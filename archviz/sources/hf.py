@@ -102,12 +102,18 @@ _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 def _contained(file: str, folder: str, path: str) -> None:
-    """The model's own code is run only from inside its folder once links are resolved, and only from files this
-    user (or root) owns that others cannot write: a symlinked subfolder or module leading elsewhere is refused."""
+    """The model's own code is run only from inside its folder once links are resolved (or, for a snapshot of
+    huggingface_hub's cache, from its repository's blobs), and only from files this user (or root) owns that others
+    cannot write: a symlinked subfolder or module leading elsewhere is refused."""
     import stat
 
     real, inside = os.path.realpath(file), os.path.realpath(folder)
-    if os.path.commonpath([real, inside]) != inside:
+    roots = [inside]
+    snapshots = os.path.dirname(inside)
+    if os.path.basename(snapshots) == "snapshots" and os.path.basename(os.path.dirname(snapshots)).startswith(
+            ("models--", "datasets--", "spaces--")):  # huggingface_hub's cache: a snapshot's files link to its blobs
+        roots.append(os.path.join(os.path.dirname(snapshots), "blobs"))
+    if not any(os.path.commonpath([real, root]) == root for root in roots):
         raise SourceError(f"{path}: the model's code {os.path.relpath(file, folder)} leads outside {folder} "
                           f"(to {real})", hint="copy the model's .py files into its folder itself")
     try:
