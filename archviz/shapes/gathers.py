@@ -94,17 +94,15 @@ def _owner(name: str) -> str:
 
 def _looped(record: ModelRecord, routes: dict[str, dict[int, int]], known: dict[str, MoELayer]) -> list[MoELayer]:
     """Routed experts the code runs itself: a list (ModuleList, ModuleDict) of E ≥ 2 modules of one class whose
-    parent block (or a module in it) ran a top-k over E scores; known collections without a top-k take it there."""
+    parent block (or its gate, a module just below it) ran a top-k over E scores; known collections without a top-k
+    take it there."""
     index = record.index()
     by_block: dict[str, dict[int, int]] = {}
-    for path, ks in routes.items():  # a routing counts for every block around the module that ran it
-        while True:
+    for path, ks in routes.items():  # a routing counts for the block that ran it and the block holding that (a gate)
+        for block_path in {path, path.rpartition(".")[0]}:
             for e, k in ks.items():
-                block = by_block.setdefault(path, {})
+                block = by_block.setdefault(block_path, {})
                 block[e] = max(k, block.get(e, 0))
-            if not path:
-                break
-            path = path.rpartition(".")[0]
     out = []
     for m in record.modules:
         n = len(m.children)

@@ -146,13 +146,20 @@ def counted_by_the_pass(record: ModelRecord) -> str | None:
 
 
 def beside_input(record: ModelRecord) -> set[str]:
-    """The input embedding and its parent's other children (positions, token types): they count in full."""
+    """The input embedding and the tables beside it -- its parent's other children that are single tables, with no
+    modules below them (positions, token types): they count in full."""
     embed = record.summary.input_embedding_path
     index = record.index()
     if not embed or embed not in index:
         return set()
-    parent = index.get(index[embed].parent or "")
-    return {embed, *(parent.children if parent is not None and index[embed].parent is not None else ())}
+    parent = index.get(index[embed].parent or "") if index[embed].parent is not None else None
+    beside = {embed}
+    for c in parent.children if parent is not None else ():
+        m = index[c]
+        weights = [t for t in m.tensors if t.kind == WEIGHT]
+        if not m.children and len(weights) == 1 and len(weights[0].shape) == 2:
+            beside.add(c)
+    return beside
 
 
 def _routed_list(m: ModuleRecord, index: dict[str, ModuleRecord]) -> bool:
