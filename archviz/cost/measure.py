@@ -343,9 +343,17 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
     except ShapeError as e:
         notes.append(f"no decode step: {e.line()}")
         return None
-    notes.append(f"{name} keeps no cache (its forward takes no start_pos or past_key_values): a decode step at "
-                 f"context {context:,} reruns the whole sequence, {context + 1:,} tokens, as the code does; no KV "
-                 "cache")
+    import inspect
+
+    try:
+        params = list(inspect.signature(run.built.model.forward).parameters)
+    except (TypeError, ValueError):
+        params = []
+    given = [p for p in params if "cache" in p.lower() or p in ("past", "inference_params", "state", "states")]
+    how = (f"its forward takes a cache object ({', '.join(given)}) that archviz does not make: measured without it"
+           if given else "it keeps no cache (its forward takes no start_pos or past_key_values)")
+    notes.append(f"{name}: {how}; a decode step at context {context:,} reruns the whole sequence, {context + 1:,} "
+                 "tokens, as the code then does; no KV cache figures")
     return _flops_json(fc, run.traced, batch, context + 1, 0)
 
 

@@ -41,4 +41,4 @@ def test_a_model_without_a_cache_reruns_the_whole_sequence(archviz_cli):
     out = _cost(archviz_cli, "layerbranch")
     assert out["decode"]["flops"] == 2 * weights * (L + 1)
     assert out["kv"]["per_token"] == 0
-    assert any("keeps no cache" in note and f"{L + 1:,} tokens" in note for note in out["notes"])
+    assert any("keeps no cache" in note and f"{L + 1:,} tokens" in note for note in out["notes"]), out["notes"]
