@@ -60,6 +60,8 @@ class Gathers:
         else:  # embedding(weight, indices, ...), embedding_bag(weight, indices, ...)
             table, index, dim = args[0], args[1], 0
         name = self.names.get(id(table))
+        if name is None and isinstance(table, torch.Tensor) and table._base is not None:
+            name = self.names.get(id(table._base))  # a view of the parameter (`self.ve.view(5, V, d)[:, ids]`)
         if name is None or not isinstance(index, torch.Tensor):
             return
         per_token = index.numel() / max(1, self.tokens)

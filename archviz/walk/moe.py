@@ -138,7 +138,9 @@ def counted_by_the_pass(record: ModelRecord) -> str | None:
         if not roots and len(lead) >= 2 and len(set(lead)) == 1 and "conv" not in m.class_name.lower():
             return f"{path}: tensors stacked over {lead[0]}"
         name = f"{m.class_name} {m.name}".lower()
-        if any(len(t.shape) == 2 for t in weights) and ("embed" in name or "table" in name):
+        tables = [t for t in weights if len(t.shape) == 2]
+        if tables and ("embed" in name or "table" in name or any(
+                "embed" in t.name.lower() or "table" in t.name.lower() for t in tables)):
             return f"{path}: a lookup table"
         if _routed_list(m, index):
             return f"{path}: {len(m.children)} alike modules beside a router scoring as many"

@@ -1,6 +1,7 @@
 """A training-codebase-style dense model with value embeddings: tables as large as the vocabulary, kept in a
 ModuleDict keyed by layer and read one row per token (`self.value_embeds[str(i)](idx)`), mixed into the values of
-every other layer; a learned position table beside the token embedding."""
+every other layer; a learned position table beside the token embedding; and a raw parameter holding two more tables,
+read through a view (`self.extra_embeds.view(2, V, d)[:, idx]`)."""
 from dataclasses import dataclass
 
 import torch
@@ -44,11 +45,13 @@ class GPT(nn.Module):
             h=nn.ModuleList(Block(config, i) for i in range(config.n_layer))))
         self.value_embeds = nn.ModuleDict({str(i): nn.Embedding(config.vocab_size, config.n_embd)
                                            for i in range(config.n_layer) if has_ve(i)})
+        self.extra_embeds = nn.Parameter(torch.zeros(2 * config.vocab_size, config.n_embd))
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        x = x + self.extra_embeds.view(2, -1, x.shape[-1])[:, idx].sum(0)
         for i, block in enumerate(self.transformer.h):
             ve = self.value_embeds[str(i)](idx) if str(i) in self.value_embeds else None
             x = block(x, ve)
