@@ -96,8 +96,8 @@ def _owner(name: str) -> str:
 
 def _looped(record: ModelRecord, routes: dict[str, dict[int, int]], known: dict[str, MoELayer]) -> list[MoELayer]:
     """Routed experts the code runs itself: a list (ModuleList, ModuleDict) of E ≥ 2 modules of one class whose
-    parent block (or its gate, a module just below it) ran a top-k over E scores; known collections without a top-k
-    take it there."""
+    parent block (its gate, a module just below it, or the nearest block around it) ran a top-k over E scores; known
+    collections without a top-k take it there."""
     index = record.index()
     by_block: dict[str, dict[int, int]] = {}
     for path, ks in routes.items():  # a routing counts for the block that ran it and the block holding that (a gate)
@@ -105,12 +105,21 @@ def _looped(record: ModelRecord, routes: dict[str, dict[int, int]], known: dict[
             for e, k in ks.items():
                 block = by_block.setdefault(block_path, {})
                 block[e] = max(k, block.get(e, 0))
+
+    def routed(block: str, n: int) -> int | None:
+        """The k of a top-k over n run by `block`, its gate, or the nearest block around it that ran one."""
+        while True:
+            k = by_block.get(block, {}).get(n)
+            if k is not None or not block:
+                return k
+            block = block.rpartition(".")[0]
+
     out = []
     for m in record.modules:
         n = len(m.children)
         if m.class_name not in ("ModuleList", "ModuleDict") or n < 2 or m.parent is None:
             continue
-        k = by_block.get(m.parent, {}).get(n)
+        k = routed(m.parent, n)
         old = known.get(m.path)
         if k is None or (old is not None and old.top_k) or len({index[c].class_name for c in m.children}) != 1:
             continue
