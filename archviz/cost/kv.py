@@ -259,16 +259,20 @@ def set_up_caches(model: Any, batch: int, seq: int) -> list[str]:
     Returns what was called, for the notes."""
     import torch
 
+    methods: dict[type, str | None] = {}  # per class: its cache-setup method's name (dir() once a class)
+
     def setup(mod: Any) -> tuple[str, Any] | None:
-        for name in sorted(dir(type(mod))):
-            if _CACHE_SETUP.match(name) and callable(getattr(type(mod), name, None)):
-                return name, getattr(mod, name)
-        return None
+        cls = type(mod)
+        if cls not in methods:
+            methods[cls] = next((n for n in sorted(dir(cls))
+                                 if _CACHE_SETUP.match(n) and callable(getattr(cls, n, None))), None)
+        name = methods[cls]
+        return (name, getattr(mod, name)) if name else None
 
     found = setup(model)
     targets = [(type(model).__name__, found)] if found else []
     if not targets:
-        for _, mod in model.named_modules():
+        for mod in model.modules():
             hit = setup(mod) if mod is not model else None
             if hit is not None:
                 targets.append((type(mod).__name__, hit))
