@@ -181,9 +181,9 @@ class BlockMemo:
     def _shim(self, path: str, forward: Callable[..., Any], caches: CacheMemo) -> Callable[..., Any]:
         def memoized(*args: Any, **kwargs: Any) -> Any:
             try:
-                # a number the block around passes on (tracked) is keyed by its value: a use of it
-                bare, bare_kw = unnumbered(caches.module, tuple(map(used, args)),
-                                           {k: used(v) for k, v in kwargs.items()})
+                bare, bare_kw = unnumbered(caches.module, args, kwargs)
+                # a number the block around passes on (tracked) in another argument is keyed by its value: a use
+                bare, bare_kw = tuple(map(used, bare)), {k: used(v) for k, v in (bare_kw or {}).items()}
                 # a transformers cache in the kwargs is keyed by the state of the block's own cache layer
                 kw, cache = caches.key(bare_kw or {})
                 key = (self.kind[path], memo_key(bare), kw)
