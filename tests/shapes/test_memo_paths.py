@@ -61,3 +61,23 @@ def test_prefill_flops_by_formula(archviz_cli):
     p = archviz_cli("cost", FIX / "model.py", "-c", FIX / "config.json", "--seq", T, "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["prefill"]["flops"] == 2 * T * weights
+
+
+def test_decisions_replay_on_other_numbers():
+    """What a forward decides from a layer number replays on another's: membership in a list, arithmetic then a
+    comparison, truth; a value the code reads whole (a hash, a float made from it) holds only for that value."""
+    from archviz.shapes.layerpaths import Log, holds, track
+
+    def decisions(number: int, use) -> tuple:
+        log = Log()
+        log.running = 1
+        use(track(number, "n", log))
+        return tuple(log.decisions)
+
+    lora_layers = [0, 3]
+    member = decisions(5, lambda n: n in lora_layers)
+    assert [holds(member, lambda _: v) for v in range(7)] == [v not in lora_layers for v in range(7)]
+    parity = decisions(2, lambda n: bool(n % 3 == 2) and not n)
+    assert [holds(parity, lambda _: v) for v in range(6)] == [False, False, True, False, False, True]
+    whole = decisions(4, lambda n: ({4: "a"}[n], 1 / (n + 1)))
+    assert [holds(whole, lambda _: v) for v in range(6)] == [v == 4 for v in range(6)]
