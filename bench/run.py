@@ -107,6 +107,21 @@ def shapes_fixture() -> dict:
     return {"seconds": seconds, "called": sum(1 for m in rec.modules if m.called)}
 
 
+@case("archviz walk --shapes, the sound memo against every block run: dsv41like")
+def memo_against_every_block() -> dict:
+    """The memo runs a layer once per path its forward takes (archviz/shapes/layerpaths.py); --every-block runs all."""
+    import archviz
+    from archviz.shapes import PassRun, trace_shapes
+    from archviz.walk import walk
+
+    spec, config = os.path.join(FIX, "dsv41like", "model.py"), os.path.join(FIX, "dsv41like", "config.json")
+    built = archviz.build(spec, config=config)
+    record = walk(built)
+    seconds, _ = _timed(lambda: trace_shapes(built, record, run=PassRun(memo=True)))
+    every, _ = _timed(lambda: trace_shapes(built, record, run=PassRun(memo=False)))
+    return {"seconds": seconds, "every_block_seconds": every}
+
+
 @case("archviz walk --shapes -o: V3-size fixture")
 def shapes_written_fixture() -> dict:
     """What `archviz walk MODEL --shapes -o FILE` does: build, walk, the meta pass (with the second pass that names

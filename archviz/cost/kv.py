@@ -22,6 +22,7 @@ An entry is JSON-able: bytes at (B, L) = B × width × slots(L) × element bytes
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 _ELEMENT_BYTES = {"float64": 8, "float32": 4, "complex64": 8, "complex128": 16, "bfloat16": 2, "float16": 2,
@@ -218,3 +219,72 @@ def per_token_bytes(e: dict[str, Any], element: float | None = None) -> float:
     """Bytes one more token adds, per sequence (0 for a fixed entry)."""
     size = e["element_bytes"] if element is None else element
     return e["width"] * size / e["ratio"] if e["ratio"] else 0.0
+
+
+# A method that makes a model's caches after construction (`setup_caches`, `set_kv_cache`, `allocate_kv_cache`,
+# `allocate_inference_cache`, `init_cache`, ...), called as the code's own generate would before it decodes.
+_CACHE_SETUP = re.compile(r"^(setup|set_up|set|allocate|alloc|init|make|create|build|reset)_\w*caches?$")
+
+
+def _setup_arguments(fn: Any, batch: int, seq: int, dtype: Any) -> dict[str, Any] | None:
+    """Keyword arguments for a cache-setup method, by its parameters' names (the batch limit, the length limit, a
+    dtype, a device); None where a required parameter is none of these."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    out: dict[str, Any] = {}
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        n = p.name.lower()
+        if "batch" in n or n in ("bsz", "b", "bs"):
+            out[p.name] = batch
+        elif any(w in n for w in ("seq", "len", "ctx", "context", "positions", "tokens")):
+            out[p.name] = seq
+        elif "dtype" in n and p.default is p.empty:  # the code's own default dtype where it has one
+            out[p.name] = dtype
+        elif "device" in n:
+            out[p.name] = "meta"
+        elif p.default is p.empty:
+            return None
+    return out if out else None
+
+
+def set_up_caches(model: Any, batch: int, seq: int) -> list[str]:
+    """Call the cache-setup methods of `model` (its own, else each module's whose class defines one) with the batch
+    and length limits, on meta: the caches they make become the model's tensors as a generate loop leaves them.
+    Returns what was called, for the notes."""
+    import torch
+
+    methods: dict[type, str | None] = {}  # per class: its cache-setup method's name (dir() once a class)
+
+    def setup(mod: Any) -> tuple[str, Any] | None:
+        cls = type(mod)
+        if cls not in methods:
+            methods[cls] = next((n for n in sorted(dir(cls))
+                                 if _CACHE_SETUP.match(n) and callable(getattr(cls, n, None))), None)
+        name = methods[cls]
+        return (name, getattr(mod, name)) if name else None
+
+    found = setup(model)
+    targets = [(type(model).__name__, found)] if found else []
+    if not targets:
+        for mod in model.modules():
+            hit = setup(mod) if mod is not model else None
+            if hit is not None:
+                targets.append((type(mod).__name__, hit))
+    called: list[str] = []
+    for owner, (name, fn) in targets:
+        kwargs = _setup_arguments(fn, batch, seq, torch.get_default_dtype())
+        if kwargs is None:
+            continue
+        try:
+            with torch.device("meta"), torch.no_grad():
+                fn(**kwargs)
+        except Exception:  # noqa: BLE001 - the model's code; its caches stay as built
+            continue
+        called.append(f"{owner}.{name}({', '.join(f'{k}={v}' for k, v in kwargs.items())})")
+    return list(dict.fromkeys(called))

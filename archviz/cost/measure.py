@@ -21,7 +21,7 @@ import torch
 from ..errors import ArchvizError, ShapeError, SourceError
 from ..sources.options import BuildOptions
 from .flops import FlopCounter, exact_routing, module_paths
-from .kv import MAX_RATIO, attribute_entries, cache_entries, reference_entries, stretch
+from .kv import MAX_RATIO, attribute_entries, cache_entries, reference_entries, set_up_caches, stretch
 from .activations import ActivationPeak
 from .curve import curve_contexts, max_positions, point
 from .options import CostOptions
@@ -261,11 +261,19 @@ def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...]
     except SourceError as e:
         if "has no field" not in e.message and "has no argument" not in e.message:
             raise
-        notes.append("its config class has no max_seq_len/max_batch_size: caches read as built")
-        return build_source(source, build), None, taken
+        built = build_source(source, build)
+        called = set_up_caches(built.model, max_batch, max_seq)
+        if not called:
+            notes.append("its config class has no max_seq_len/max_batch_size: caches read as built")
+            return built, None, taken
+        notes.append(f"caches made by {'; '.join(called)}, as a generate loop would before decoding; KV figures "
+                     f"are per token and at the context asked, from their layout")
+        return built, (max_batch, max_seq), taken
+    called = set_up_caches(built.model, max_batch, max_seq)
     notes.append(f"built with max_seq_len={max_seq:,} and max_batch_size={max_batch} (the runtime limits "
-                 f"that size its caches) so that a decode step at context {lengths[0]:,} fits; KV figures "
-                 "are per token and at the context asked, from those buffers' layout")
+                 f"that size its caches{', then ' + '; '.join(called) if called else ''}) so that a decode step at "
+                 f"context {lengths[0]:,} fits; KV figures are per token and at the context asked, from those "
+                 "buffers' layout")
     return built, (max_batch, max_seq), taken
 
 
@@ -311,16 +319,42 @@ def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple
             except ShapeError as e:
                 notes.append(f"no decode step: {e.line()}")
         else:
-            notes.append(f"{type(built.model).__name__}.forward takes no start_pos: no decode step")
+            decode = _recompute(run, batch, context, notes)
     elif built.kind == "hf":
         try:
             decode, kv, curve = _hf_decode(run, batch, (context, *more), say)
         except ShapeError as e:
             notes.append(f"no decode step: {e.line()}")
     else:
-        notes.append("a package.module:callable model: no decode step (archviz knows a cache only for reference "
-                     "models' start_pos and transformers' past_key_values)")
+        decode = _recompute(run, batch, context, notes)
     return decode, kv, curve
+
+
+def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> dict[str, Any] | None:
+    """The decode step of a model that keeps no cache (no start_pos, no past_key_values): a new token after
+    `context` reruns its forward over the whole sequence, context + 1 tokens, as its own generate loop does; None
+    where its pass takes no sequence of tokens (said in `notes`)."""
+    name = type(run.built.model).__name__
+    if "T" not in (run.traced.extra("shapes") or {}).get("used", ()):
+        notes.append(f"{name}.forward takes no start_pos and no sequence of tokens: no decode step")
+        return None
+    try:
+        _, fc, _ = _pass(run.built, run.record, batch=batch, seq=context + 1, memo=run.memo, paths=run.paths)
+    except ShapeError as e:
+        notes.append(f"no decode step: {e.line()}")
+        return None
+    import inspect
+
+    try:
+        params = list(inspect.signature(run.built.model.forward).parameters)
+    except (TypeError, ValueError):
+        params = []
+    given = [p for p in params if "cache" in p.lower() or p in ("past", "inference_params", "state", "states")]
+    how = (f"its forward takes a cache object ({', '.join(given)}) that archviz does not make: measured without it"
+           if given else "it keeps no cache (its forward takes no start_pos or past_key_values)")
+    notes.append(f"{name}: {how}; a decode step at context {context:,} reruns the whole sequence, {context + 1:,} "
+                 "tokens, as the code then does; no KV cache figures")
+    return _flops_json(fc, run.traced, batch, context + 1, 0)
 
 
 def _hf_decode(run: _Prefilled, batch: int, lengths: tuple[int, ...],

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .layerpaths import plain
 from .policy import Uncacheable, memo_key
 
 _LEAVES = (int, float, bool, str, type(None), torch.dtype, torch.device)
@@ -64,7 +65,7 @@ class CacheMemo:
             for m in self.module.modules():
                 v = getattr(m, "layer_idx", None)
                 if isinstance(v, int) and not isinstance(v, bool):
-                    self._index = v
+                    self._index = plain(v)  # read, not decided on: no decision noted if it is tracked
                     break
         return self._index  # type: ignore[return-value]
 

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from ..records import CallSite, ModelRecord, ModuleRecord
 from .cachememo import CacheMemo
+from .layerpaths import Decision, Log, holds, is_number, plain, track, used
 from .policy import Uncacheable, memo_key, output_spec, rebuild_output
 from .tracer import MAX_CALLS, Tracer
 
@@ -48,7 +49,8 @@ def weight_uses(modules: list[ModuleRecord], spans: Any) -> list[ModuleRecord]:
     return modules
 
 
-# Attributes that number a block rather than shape it: two layers (or experts) differing only in these are one kind.
+# Attributes that number a block rather than shape it: two layers (or experts) differing only in these are one kind,
+# answered one from another where their forwards decide the same from them (archviz/shapes/layerpaths.py).
 _INDEX_ATTRS = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "layer_num", "idx", "index",
                           "block_idx", "block_id", "block_index", "expert_idx", "expert_id", "expert_index"})
 
@@ -124,20 +126,18 @@ def unnumbered(module: Any, args: tuple, kwargs: dict | None = None) -> tuple[tu
     `_number_arguments` names) left out; anything else there is kept. archviz.cost keys its FLOPs runs the same."""
     positions, names = _number_arguments(type(module))
     if positions:
-        args = tuple(None if i in positions and _is_number(v) else v for i, v in enumerate(args))
+        args = tuple(None if i in positions and is_number(v) else v for i, v in enumerate(args))
     if names and kwargs:
-        kwargs = {k: v for k, v in kwargs.items() if not (k in names and _is_number(v))}
+        kwargs = {k: v for k, v in kwargs.items() if not (k in names and is_number(v))}
     return args, kwargs
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 class BlockMemo:
     """Repeated blocks (decoder layers, MoE blocks, routed experts) are taken as pure functions of their inputs'
     shapes: once one has run for given input shapes, every other of the same kind -- same classes, tensors and
-    attributes below it, the layer number aside -- answers from the memo: its outputs made from the recorded shapes,
+    attributes below it, the layer number aside -- answers from the memo where its forward takes the same path (every
+    decision the one that ran made from its layer numbers, held or passed, gives the same answer on this one's:
+    archviz/shapes/layerpaths.py): its outputs made from the recorded shapes,
     its sub-modules' calls, call sites, assumptions and kernels copied from the one that ran (the policy answers
     data-dependent values the same way for both). On a 671B MoE this runs 2 of 61 layers. Installed as an instance
     `forward`, so the module's own hooks still record its call and call site. Tests check that the records are the
@@ -146,7 +146,10 @@ class BlockMemo:
     def __init__(self, tracer: Tracer, record: ModelRecord, like: "BlockMemo | None" = None):
         """`like`: a memo of the same record (the first pass's), whose blocks' kinds this one takes as they are."""
         self.tracer = tracer
-        self.memo: dict[tuple, tuple[str, Any]] = {}
+        # memo key -> [(the decisions the block's forward made from its layer numbers, (path, output, cache))]
+        self.memo: dict[tuple, list[tuple[tuple[Decision, ...], tuple[str, Any, Any]]]] = {}
+        self.log = Log()
+        self._numbered: dict[int, tuple[tuple[str, str], ...]] = {}
         self.installed: list[Any] = []
         self.hits = 0
         self.record = record
@@ -179,27 +182,88 @@ class BlockMemo:
         def memoized(*args: Any, **kwargs: Any) -> Any:
             try:
                 bare, bare_kw = unnumbered(caches.module, args, kwargs)
+                # a number the block around passes on (tracked) in another argument is keyed by its value: a use
+                bare, bare_kw = tuple(map(used, bare)), {k: used(v) for k, v in (bare_kw or {}).items()}
                 # a transformers cache in the kwargs is keyed by the state of the block's own cache layer
                 kw, cache = caches.key(bare_kw or {})
                 key = (self.kind[path], memo_key(bare), kw)
             except Uncacheable:
                 return forward(*args, **kwargs)
-            hit = self.memo.get(key)
-            if hit is not None:
-                if cache is not None:
-                    caches.apply(cache, hit[2])
-                self._copy(hit[0], path)
-                self.hits += 1
-                return rebuild_output(hit[1])
+            for decisions, hit in self.memo.get(key, ()):
+                if not decisions or holds(decisions, lambda slot: self._number(path, slot, args, kwargs)):
+                    if self.log.running:  # the block around this one decided what this one's did
+                        self.log.decisions.extend(((path + s[1], s[2]), o, t, a) for s, o, t, a in decisions
+                                                  if s[0] == "attr")
+                    if cache is not None:
+                        caches.apply(cache, hit[2])
+                    self._copy(hit[0], path)
+                    self.hits += 1
+                    return rebuild_output(hit[1])
             before = caches.snapshot(cache) if cache is not None else None
-            out = forward(*args, **kwargs)
+            out, decisions = self._tracked(path, caches.module, forward, args, kwargs)
             spec = output_spec(out)
             after = caches.effect(cache, before) if cache is not None else None
             if spec is not None and (cache is None or after is not None):
-                self.memo[key] = (path, spec, after)
+                self.memo.setdefault(key, []).append((decisions, (path, spec, after)))
             return out
 
         return memoized
+
+    def _numbers(self, path: str) -> tuple[tuple[str, str], ...]:
+        """(path below `path`, attribute) of the layer numbers its modules hold, the same for every block of its
+        kind."""
+        kind = self.kind[path]
+        found = self._numbered.get(kind)
+        if found is None:
+            modules, position = self.record.modules, self.position
+            found = self._numbered[kind] = tuple(
+                (rel, k) for rel in ("", *self.rels(path)) for k, v in modules[position[path + rel]].attributes
+                if k in _INDEX_ATTRS and is_number(v))
+        return found
+
+    def _tracked(self, path: str, module: Any, forward: Callable[..., Any], args: tuple, kwargs: dict
+                 ) -> tuple[Any, tuple[Decision, ...]]:
+        """The block's forward run with its layer numbers tracked: (its output, the decisions it made from them,
+        slots relative to the block: ("attr", path below it, name) or ("arg", position or name))."""
+        log, by_path = self.log, self.by_path
+        positions, names = _number_arguments(type(module))
+        call = object()  # this call's own arguments, apart from the calls below it
+        args = tuple(track(v, (call, i), log) if i in positions and is_number(v) else v for i, v in enumerate(args))
+        kwargs = {k: track(v, (call, k), log) if k in names and is_number(v) else v for k, v in kwargs.items()}
+        held = []
+        for rel, name in self._numbers(path):
+            mod = by_path.get(path + rel)
+            value = getattr(mod, "__dict__", {}).get(name)
+            if is_number(value) and not hasattr(value, "_paths"):
+                mod.__dict__[name] = tracked = track(value, (path + rel, name), log)
+                held.append((mod, name, value, tracked))
+        start = len(log.decisions)
+        log.running += 1
+        try:
+            out = forward(*args, **kwargs)
+        finally:
+            log.running -= 1
+            for mod, name, value, tracked in held:
+                if mod.__dict__.get(name) is tracked:
+                    mod.__dict__[name] = value
+        own, prefix = [], path + "."
+        for (where, what), ops, test, answer in log.decisions[start:]:
+            if where is call:
+                own.append((("arg", what), ops, test, answer))
+            elif isinstance(where, str) and (where == path or where.startswith(prefix)):
+                own.append((("attr", where[len(path):], what), ops, test, answer))
+        if not log.running:
+            log.decisions.clear()
+        return out, tuple(dict.fromkeys(own))
+
+    def _number(self, path: str, slot: tuple, args: tuple, kwargs: dict) -> Any:
+        """The number `slot` reads for the block at `path` called with (args, kwargs); None where there is none."""
+        if slot[0] == "arg":
+            where = slot[1]
+            value = (args[where] if where < len(args) else None) if isinstance(where, int) else kwargs.get(where)
+        else:
+            value = getattr(self.by_path.get(path + slot[1]), "__dict__", {}).get(slot[2])
+        return plain(value) if is_number(value) else None
 
     def rels(self, target: str) -> tuple[str, ...]:
         """Paths below `target`, relative to it (".attn", ".attn.wq", ...)."""

@@ -352,6 +352,8 @@ class DispatchPolicy(TorchDispatchMode):
             x = args[0]
             dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
             p.set(out[1], _Prov(range=x.shape[dim], k=out[1].shape[dim]))
+            if p.gathers is not None:  # a routing: experts looped in Python take their top-k from it
+                p.gathers.route(p.tracer.stack[-1] if p.tracer.stack else "", x.shape[dim], out[1].shape[dim])
             return
         if func in (aten.eq.Scalar, aten.eq.Tensor, aten.ne.Scalar, aten.ne.Tensor):
             x = args[0]

@@ -117,21 +117,61 @@ def find_moe(model: Any, modules: dict[str, ModuleRecord], config: dict[str, Any
 
 def counted_by_the_pass(record: ModelRecord) -> str | None:
     """What of the active parameters only the meta pass can count (archviz.shapes.gathers) in a record walked
-    without it, or None: tensors stacked over a leading dim outside the routed experts found (experts indexed by
-    routing, as gpt-oss's), or in a MoE model, a lookup table other than the input embedding (Engram's n-gram
+    without it, or None: routed experts whose top-k no attribute or config key names, a block holding a list of
+    alike modules beside a router scoring as many (experts the code runs in its own loop, whatever their name),
+    tensors stacked over a leading dim outside the routed experts found (experts indexed by routing, as gpt-oss's),
+    or a lookup table other than the input embedding and the tables beside it (value embeddings, Engram's n-gram
     tables), which a token reads a few rows of."""
     s = record.summary
     roots = tuple(m.path for m in s.moe)
-    embed = s.input_embedding_path
+    unknown = [m.path for m in s.moe if not m.top_k]
+    if unknown:
+        return f"{unknown[0]}: routed experts without a top-k"
+    index = record.index()
+    beside = beside_input(record)
     for m in record.modules:
         path = m.path
-        if any(path == r or path.startswith(r + ".") for r in roots) or path == embed:
+        if any(path == r or path.startswith(r + ".") for r in roots) or path in beside:
             continue
         weights = [t for t in m.tensors if t.kind == WEIGHT]
         lead = [t.shape[0] for t in weights if len(t.shape) >= 3]
         if not roots and len(lead) >= 2 and len(set(lead)) == 1 and "conv" not in m.class_name.lower():
             return f"{path}: tensors stacked over {lead[0]}"
         name = f"{m.class_name} {m.name}".lower()
-        if roots and any(len(t.shape) == 2 for t in weights) and ("embed" in name or "table" in name):
+        tables = [t for t in weights if len(t.shape) == 2]
+        if tables and ("embed" in name or "table" in name or any(
+                "embed" in t.name.lower() or "table" in t.name.lower() for t in tables)):
             return f"{path}: a lookup table"
+        if _routed_list(m, index):
+            return f"{path}: {len(m.children)} alike modules beside a router scoring as many"
     return None
+
+
+def beside_input(record: ModelRecord) -> set[str]:
+    """The input embedding and the tables beside it -- its parent's other children that are single tables, with no
+    modules below them (positions, token types): they count in full."""
+    embed = record.summary.input_embedding_path
+    index = record.index()
+    if not embed or embed not in index:
+        return set()
+    parent = index.get(index[embed].parent or "") if index[embed].parent is not None else None
+    beside = {embed}
+    for c in parent.children if parent is not None else ():
+        m = index[c]
+        weights = [t for t in m.tensors if t.kind == WEIGHT]
+        if not m.children and len(weights) == 1 and len(weights[0].shape) == 2:
+            beside.add(c)
+    return beside
+
+
+def _routed_list(m: ModuleRecord, index: dict[str, ModuleRecord]) -> bool:
+    """A ModuleList/ModuleDict of n ≥ 2 modules of one class whose parent (or a sibling module) holds a 2-D weight
+    of n rows: a router over them."""
+    n = len(m.children)
+    if m.class_name not in ("ModuleList", "ModuleDict") or n < 2 or m.parent not in index:
+        return False
+    if len({index[c].class_name for c in m.children}) != 1:
+        return False
+    parent = index[m.parent]
+    near = [parent, *(index[c] for c in parent.children if c != m.path)]
+    return any(t.kind == WEIGHT and len(t.shape) == 2 and t.shape[0] == n for x in near for t in x.tensors)

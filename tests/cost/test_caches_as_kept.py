@@ -1,0 +1,44 @@
+"""Decode cost of models whose cache is not a constructor's buffer (issue 42, item 7): a cache made by a method the
+generate loop calls after construction (tests/data/setkvcache: `set_kv_cache(batch_size, max_seq_len, dtype=bf16)`)
+is made before measuring; a model with no cache (tests/data/layerbranch) reruns its whole sequence for each new token,
+as its code does. Expected figures by formula from the fixtures' configs."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import TESTS
+
+DATA = TESTS / "data"
+L = 1024
+
+
+def _cost(cli, name: str, *more) -> dict:
+    p = cli("cost", DATA / name / "model.py", "-c", DATA / name / "config.json", "--seq", 8, "--context", L,
+            "--json", *more)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_a_cache_set_up_after_construction_is_made_and_read(archviz_cli):
+    c = json.loads((DATA / "setkvcache" / "config.json").read_text())
+    n, d, H, kv, V = c["n_layers"], c["dim"], c["n_heads"], c["n_kv_heads"], c["vocab_size"]
+    hd = d // H
+    out = _cost(archviz_cli, "setkvcache")
+    bf16 = 2  # set_kv_cache's own default dtype
+    assert out["kv"]["per_token"] == n * 2 * kv * hd * bf16
+    assert out["kv"]["at_context"] == n * 2 * kv * hd * L * bf16
+    weights = n * (d * H * hd + 2 * d * kv * hd + H * hd * d + 2 * 4 * d * d) + d * V
+    attention = n * 2 * 2 * H * (L + 1) * hd  # QKᵀ and P·V of one query over L cached positions and itself
+    assert out["decode"]["flops"] == 2 * weights + attention
+    assert any("set_kv_cache" in note for note in out["notes"])
+
+
+def test_a_model_without_a_cache_reruns_the_whole_sequence(archviz_cli):
+    c = json.loads((DATA / "layerbranch" / "config.json").read_text())
+    d, h, r, V, n = c["dim"], c["hidden"], c["lora_rank"], c["vocab_size"], c["n_layers"]
+    weights = n * (d * d + 2 * d * h) + (n - 1) * 2 * d * r + sum(1 for i in range(n) if i % 3 == 2) * d * d + d * V
+    out = _cost(archviz_cli, "layerbranch")
+    assert out["decode"]["flops"] == 2 * weights * (L + 1)
+    assert out["kv"]["per_token"] == 0
+    assert any("keeps no cache" in note and f"{L + 1:,} tokens" in note for note in out["notes"]), out["notes"]
