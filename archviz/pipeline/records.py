@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict
+from typing import Any
 
 from ..errors import ArchvizError
 from ..records import ModelRecord
@@ -46,15 +47,17 @@ def records_for(source: str, build: BuildOptions = NO_BUILD, passes: PassOptions
 def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feedback) -> ModelRecord:
     from ..sources import build as build_source
     from ..sources.guard import model_code
+    from ..sources.live import on_meta, with_wrapper
     from ..walk import walk
 
     with model_code():  # the model's code may not end the process or print to stdout (--json stays JSON)
-        with feedback.step(f"building {source} on meta"):
+        with feedback.step(f"building {_label(source)} on meta"):
             built = build_source(source, build)
         with feedback.progress("walking modules") as cb:
-            record = walk(built, progress=cb)
+            record = with_wrapper(built, walk(built, progress=cb))  # a live model: where it is
         if not passes.shapes:
             return record
+        built = on_meta(built)  # a live model's pass: on a stand-in on meta, its weights never read
         from ..shapes import PassRun, trace_shapes
 
         if passes.kernel_rules:
@@ -65,6 +68,11 @@ def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feed
             return trace_shapes(built, record, batch=passes.batch, seq=passes.seq,
                                 input_specs=list(passes.inputs) or None,
                                 run=PassRun(memo=not passes.every_block, train=passes.train, progress=cb))
+
+
+def _label(source: Any) -> str:
+    """SOURCE as a step's label: the string, or a Python object's class."""
+    return source if isinstance(source, str) else f"a {type(source).__name__}"
 
 
 def refuse_build_options(source: str, build: BuildOptions, passes: PassOptions) -> None:
@@ -82,7 +90,7 @@ def refuse_build_options(source: str, build: BuildOptions, passes: PassOptions) 
 
 def is_records_file(path: str) -> bool:
     """A records JSON written by `archviz walk` (its first key is the schema)."""
-    if not path.endswith(".json") or not os.path.isfile(path):
+    if not isinstance(path, str) or not path.endswith(".json") or not os.path.isfile(path):
         return False
     try:
         with open(path, "rb") as f:
