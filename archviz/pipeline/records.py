@@ -70,6 +70,25 @@ def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feed
                                 run=PassRun(memo=not passes.every_block, train=passes.train, progress=cb))
 
 
+def with_pass_counts(record: ModelRecord, source: Any, build: BuildOptions = NO_BUILD, *, cache: bool = False,
+                     feedback: Feedback = QUIET) -> ModelRecord:
+    """The record again with the meta pass where only the pass can count its active parameters (stacked experts
+    indexed by routing, lookup tables a token reads a few rows of: archviz.walk.moe.counted_by_the_pass); as it is
+    where the pass fails, said as a note. What `archviz summary` and `archviz.summary` show."""
+    from ..walk.moe import counted_by_the_pass
+
+    if is_records_file(source) or record.extra("shapes") is not None:
+        return record
+    why = counted_by_the_pass(record)
+    if why is None:
+        return record
+    try:
+        return records_for(source, build, PassOptions(shapes=True), cache=cache, feedback=feedback)
+    except ArchvizError as e:
+        feedback.note(f"active parameters without the meta pass ({why}), which failed: {e}")
+        return record
+
+
 def _label(source: Any) -> str:
     """SOURCE as a step's label: the string, or a Python object's class."""
     return source if isinstance(source, str) else f"a {type(source).__name__}"
