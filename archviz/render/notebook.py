@@ -30,7 +30,8 @@ MAX_NODES = 2000  # nodes written into one tree: a grouped tree holds far fewer;
 
 
 def _e(text: Any) -> str:
-    return html.escape(printable(text), quote=True)
+    """Text from records as HTML: control characters escaped (line breaks kept), markup characters quoted."""
+    return html.escape("\n".join(map(printable, str(text).split("\n"))), quote=True)
 
 
 def plain(renderable: Any, width: int = 110) -> str:
