@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,10 @@ def _llama_parameters(layers: int, d: int = 64, ff: int = 128, vocab: int = 100)
 
 
 @pytest.fixture
-def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def here(archviz_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The in-process command line run from `tmp_path` (it runs from the repository root otherwise)."""
-    monkeypatch.setattr(sys.modules["conftest"], "REPO", tmp_path)
+    # the fixture's module (tests/conftest.py) by its functions' globals: several conftest modules share its name
+    monkeypatch.setitem(type(archviz_cli).__call__.__globals__, "REPO", tmp_path)
     return tmp_path
 
 
