@@ -195,7 +195,15 @@ def check(source: Any, checkpoint: str, *, rules: str | None = None, limit: int 
 
 def diff(a: Any, b: Any, *, ignore: Any = (), rules: str | None = None, limit: int = 40) -> Any:
     """What changed from model A to model B (what `archviz diff` prints): modules matched by path, rename rules and
-    structure, `.identical` when nothing compared differs. `a`, `b`: records, or what `load` takes."""
+    structure, `.identical` when nothing compared differs. `a`, `b`: records, or what `load` takes.
+
+        >>> import archviz
+        >>> small = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "vocab_size": 100}
+        >>> d = archviz.diff(archviz.load("hf:llama", overrides={**small, "num_hidden_layers": 1}),
+        ...                  archviz.load("hf:llama", overrides={**small, "num_hidden_layers": 2}))
+        >>> d.identical, d.to_json()["verdict"]
+        (False, 'different')
+    """
     from .checkpoint.rules import load_rules
     from .diff import diff as diff_records
     from .diff import parse_ignore

@@ -1,0 +1,22 @@
+"""The examples in the public functions' docstrings run (doctest): the API reference's examples stay true."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+import archviz
+
+PUBLIC = [archviz.load, archviz.summary, archviz.inspect, archviz.cost, archviz.diff]
+
+
+@pytest.mark.parametrize("function", PUBLIC, ids=lambda f: f.__name__)
+def test_docstring_examples_run(function) -> None:
+    finder = doctest.DocTestFinder(recurse=False)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    tests = finder.find(function, function.__name__, globs={})
+    assert tests and tests[0].examples, f"{function.__name__} has no example"
+    for test in tests:
+        runner.run(test)
+    assert runner.failures == 0
