@@ -115,3 +115,25 @@ def test_inputs_as_shapes_tensors_or_specs(inputs) -> None:
 def test_a_built_model_takes_no_overrides(live: nn.Module) -> None:
     with pytest.raises(archviz.SourceError, match="takes no overrides"):
         archviz.load(live, overrides={"num_hidden_layers": 1})
+
+
+def test_ddp_and_fsdp2_on_a_one_process_group(live: nn.Module, tmp_path) -> None:
+    """DistributedDataParallel is taken off; FSDP2's fully_shard (in place) is walked as it is, each parameter at its
+    global shape: both give the base model's counts, and say the wrapper."""
+    import copy
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        ddp = archviz.load(nn.parallel.DistributedDataParallel(copy.deepcopy(live)), shapes=True)
+        assert ddp.extra("wrapper")["wrappers"] == ["DistributedDataParallel"]
+        assert ddp.summary.parameters == _llama_parameters()
+        from torch.distributed.fsdp import fully_shard
+
+        sharded = fully_shard(copy.deepcopy(live))
+        record = archviz.load(sharded)
+        assert record.extra("wrapper")["wrappers"][0].startswith("FSDP2 fully_shard")
+        assert record.summary.parameters == _llama_parameters()
+    finally:
+        dist.destroy_process_group()
