@@ -112,6 +112,9 @@ def _records(source: Any, load_options: dict[str, Any], *, shapes: bool = False,
     return load(source, **{"shapes": shapes, "group": group, **load_options})
 
 
+_PASS_AND_SHOW = ("inputs", "shapes", "group", "names", "progress")  # `load`'s keywords that are not the build's
+
+
 def summary(source: Any, **load_options: Any) -> Any:
     """Totals of a model (what `archviz summary` prints): parameters, active per token, scales, tables, buffers,
     bytes per dtype. `source`: records, or what `load` takes (with its keywords).
@@ -127,8 +130,8 @@ def summary(source: Any, **load_options: Any) -> Any:
 
     record = _records(source, load_options, group=True)
     if not isinstance(source, ModelRecord):  # MoE active parameters: counted by the meta pass where only it can
-        passed = with_pass_counts(record, source, _build_options(load_options.get("options"), {
-            k: v for k, v in load_options.items() if k not in ("options", "inputs", "shapes", "group", "names")}))
+        build = {k: v for k, v in load_options.items() if k not in ("options", *_PASS_AND_SHOW)}
+        passed = with_pass_counts(record, source, _build_options(load_options.get("options"), build))
         if passed is not record:
             from .group import group as grouped
 
@@ -150,8 +153,8 @@ def inspect(source: Any, target: str = "", depth: int = 3, **load_options: Any) 
     from .group.layers import resolve_target
     from .render.results import InspectResult
 
-    record = _records(source, {"shapes": True, **load_options}, group=True) if not isinstance(source, ModelRecord) \
-        else _records(source, load_options, group=True)
+    options = load_options if isinstance(source, ModelRecord) else {"shapes": True, **load_options}
+    record = _records(source, options, group=True)
     return InspectResult(record, resolve_target(record, target.split() if target else []), depth)
 
 
@@ -211,7 +214,7 @@ def diff(a: Any, b: Any, *, ignore: Any = (), rules: str | None = None, limit: i
     from .render.results import DiffResult
 
     ignored = parse_ignore([ignore] if isinstance(ignore, str) else list(ignore))
-    ra, rb = _records(a, {}), _records(b, {})
+    ra, rb = _records(a, {}, shapes=True), _records(b, {}, shapes=True)  # sources: with the pass, as the command
     return DiffResult(diff_records(ra, rb, rules=load_rules(rules), renames=live_renames(ra, rb), ignore=ignored,
                                    spec_a=ra.source.spec, spec_b=rb.source.spec), limit)
 
@@ -227,7 +230,8 @@ def site(records: Any, output: str, *, annotations: str | None = None, source_ur
         from .render.site.annotations import load_annotations
 
         anns = load_annotations(annotations)
-    return build_site([_records(r, {}, group=True) for r in many], output, annotations=anns, source_url=source_url)
+    return build_site([_records(r, {}, shapes=True, group=True) for r in many], output, annotations=anns,
+                      source_url=source_url)
 
 
 def _build_options(options: Any, fields: Mapping[str, Any]) -> Any:
@@ -243,5 +247,5 @@ def _build_options(options: Any, fields: Mapping[str, Any]) -> Any:
     return BuildOptions(**fields)
 
 
-__all__ = ["__version__", "build", "load", "summary", "inspect", "cost", "check", "diff", "site", "ModelRecord", "ArchvizError", "SourceError", "CheckpointError",
-           "ShapeError"]
+__all__ = ["__version__", "build", "load", "summary", "inspect", "cost", "check", "diff", "site", "ModelRecord",
+           "ArchvizError", "SourceError", "CheckpointError", "ShapeError"]

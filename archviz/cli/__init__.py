@@ -1,7 +1,8 @@
 """The `archviz` command line: one thin command per library call. Only this package talks to the terminal.
 
 One module per command family, each registering its commands on `app` when imported here, in the order `--help`
-lists them: `model` (summary, inspect, walk), `site` (build), `check` (check, manifest), `probe`, `diff`, `cost`, `gallery`, `init` (the project file; its values are every command's defaults: `project`).
+lists them: `model` (summary, inspect, walk), `site` (build), `check` (check, manifest), `probe`, `diff`, `cost`, `gallery`,
+`init` (writes the project file; `project` makes its values every command's defaults).
 """
 
 from __future__ import annotations

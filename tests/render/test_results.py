@@ -49,7 +49,8 @@ def test_check_and_diff_are_the_commands_json(archviz_cli) -> None:
     checked = archviz.check(str(folder), str(folder / "model.safetensors"))
     r = archviz_cli("check", str(folder), "--checkpoint", str(folder / "model.safetensors"), "--json")
     assert checked.to_json() == json.loads(r.stdout) and checked.verdict == "match"
-    a, b = archviz.load("hf:llama", overrides=TINY), archviz.load("hf:llama", overrides={**TINY, "num_hidden_layers": 3})
+    a = archviz.load("hf:llama", overrides=TINY)
+    b = archviz.load("hf:llama", overrides={**TINY, "num_hidden_layers": 3})
     d = archviz.diff(a, b)
     assert not d.identical and d.to_json()["verdict"] == "different"
     assert f"+{LAYER:,}" in str(d)
