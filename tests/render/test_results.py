@@ -54,3 +54,15 @@ def test_check_and_diff_are_the_commands_json(archviz_cli) -> None:
     d = archviz.diff(a, b)
     assert not d.identical and d.to_json()["verdict"] == "different"
     assert f"+{LAYER:,}" in str(d)
+
+
+def test_site_writes_what_build_writes(archviz_cli, tmp_path: Path) -> None:
+    small = {**TINY, "num_hidden_layers": 1}
+    result = archviz.site(archviz.load("hf:llama", overrides=small), str(tmp_path / "api"))
+    r = archviz_cli("build", "hf:llama", *[a for k, v in small.items() for a in ("--set", f"{k}={v}")],
+                    "--no-shapes", "-o", tmp_path / "cli")
+    assert r.returncode == 0, r.stderr
+    files = sorted(p.relative_to(tmp_path / "cli") for p in (tmp_path / "cli").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path / "api") for p in (tmp_path / "api").rglob("*") if p.is_file())
+    assert result.pages >= 1 and files
+    assert (tmp_path / "api" / "index.html").read_bytes() == (tmp_path / "cli" / "index.html").read_bytes()
