@@ -20,3 +20,14 @@ def test_docstring_examples_run(function) -> None:
     for test in tests:
         runner.run(test)
     assert runner.failures == 0
+
+
+def test_the_public_functions_keep_their_names_after_the_stages_load() -> None:
+    """`archviz.cost` and `archviz.diff` are the functions, though stage packages of those names load later."""
+    import importlib
+    import inspect
+
+    for module in ("archviz.diff.export", "archviz.cost.report", "archviz.cost.measure"):
+        importlib.import_module(module)
+    for function in PUBLIC + [archviz.check, archviz.site]:
+        assert inspect.isfunction(getattr(archviz, function.__name__)), function.__name__
