@@ -29,6 +29,12 @@ def build_live(obj: Any, options: BuildOptions) -> Built:
     """`obj` (a live model, a callable returning one, or a transformers config) as a `Built`."""
     import torch
 
+    given = [f.name for f in dataclasses.fields(options) if f.name not in ("overrides", "device")
+             and getattr(options, f.name) != f.default]
+    if given:  # options of a build from files: an object is built already, or builds itself
+        raise SourceError(f"{type(obj).__name__}: {', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to "
+                          "a model built from a SOURCE string, not to a Python object",
+                          hint=f"drop {', '.join(given)}, or give the model's SOURCE string")
     if isinstance(obj, torch.nn.Module):
         if options.overrides:
             raise SourceError(f"{type(obj).__name__}: a model already built takes no overrides",

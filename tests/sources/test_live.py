@@ -112,9 +112,11 @@ def test_inputs_as_shapes_tensors_or_specs(inputs) -> None:
     assert [list(s) for s in conv.calls[0].outputs] == [[2, 8, 16, 16]]  # (32 + 2 - 3) // 2 + 1 = 16
 
 
-def test_a_built_model_takes_no_overrides(live: nn.Module) -> None:
+def test_a_built_model_takes_no_overrides_or_file_options(live: nn.Module) -> None:
     with pytest.raises(archviz.SourceError, match="takes no overrides"):
         archviz.load(live, overrides={"num_hidden_layers": 1})
+    with pytest.raises(archviz.SourceError, match="config applies to a model built from a SOURCE string"):
+        archviz.load(live, config="config.json")
 
 
 def test_ddp_and_fsdp2_on_a_one_process_group(live: nn.Module, tmp_path) -> None:
