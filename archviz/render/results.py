@@ -54,18 +54,33 @@ class SummaryResult(_Shown):
     def view(self) -> Any:
         from .terminal import summary_table
 
-        return summary_table(self.record)
+        wrapped = wrapper_line(self.record)
+        return Group(summary_table(self.record), wrapped) if wrapped is not None else summary_table(self.record)
 
     def to_json(self) -> Any:
         from .views import summary_json
 
-        return summary_json(self.record)
+        wrapper = self.record.extra("wrapper")
+        return {**summary_json(self.record), **({"wrapper": wrapper} if wrapper else {})}
 
     def _blocks(self) -> list[str]:
         return [notebook.text_block(self.view()), notebook.tree_html(self.record, "", open_levels=1)]
 
     def __repr__(self) -> str:
         return f"<SummaryResult {self.record.source.name}: {self.record.summary.parameters:,} parameters>"
+
+
+def wrapper_line(record: ModelRecord) -> Any:
+    """For a model handed in wrapped (`extra("wrapper")`, archviz.sources.live): which wrappers, and the parameters
+    as the base model's plus the wrapper's own; None otherwise."""
+    from .text import SafeText
+
+    w = record.extra("wrapper")
+    if not w:
+        return None
+    own = w.get("own_parameters", 0)
+    return SafeText(f"wrapped by {' around '.join(w.get('wrappers') or ['an adapter'])}: the parameters are the base "
+                    f"model's {w.get('base_parameters', 0):,} plus the wrapper's own {own:,}")
 
 
 @dataclass(frozen=True, repr=False)
@@ -220,4 +235,4 @@ class DiffResult(_Shown):
 
 
 __all__ = ["SummaryResult", "InspectResult", "CostResult", "CheckResult", "DiffResult", "cost_json", "check_view",
-           "ratios"]
+           "ratios", "wrapper_line"]

@@ -82,6 +82,8 @@ def test_a_peft_lora_model_counts_the_base_and_the_adapters_apart(live: nn.Modul
     assert wrapper["wrappers"][0].startswith("peft ")
     assert (wrapper["base_parameters"], wrapper["own_parameters"]) == (_llama_parameters(), adapters)
     assert record.summary.parameters == _llama_parameters() + adapters
+    shown = str(archviz.summary(record))
+    assert f"the base model's {_llama_parameters():,} plus the wrapper's own {adapters:,}" in shown
 
 
 def test_a_config_object_and_a_factory_callable(live: nn.Module) -> None:
