@@ -8,7 +8,7 @@ TORCH  := torch==2.13.0
 PIP     := $(BIN)/pip install -q --no-compile
 COMPILE := $(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 
-.PHONY: install install-test site test bench sweep sweep-shapes gallery clean
+.PHONY: install install-test site test bench sweep sweep-shapes gallery docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ test: install-test
 
 bench: install-test
 	$(BIN)/python bench/run.py
+
+# the API reference (pdoc, from the docstrings) of the public modules, into docs/api/ (docs/python.md is the guide)
+docs: install
+	$(PIP) 'pdoc>=14'
+	$(BIN)/pdoc -o docs/api --no-search archviz archviz.records archviz.kernels archviz.render.results '!archviz\.(cli|sources|walk|shapes|group|cost|checkpoint|diff|probe|pipeline|files|render\.(?!results))'
 
 # archviz check over every transformers model type, against the layout save_pretrained writes (~30 min; not in test)
 sweep: install-test

@@ -544,6 +544,49 @@ def gguf_reader_1000() -> dict:
 
     seconds, reader = _timed(lambda: gguf.GGUFReader(path))
     return {"seconds": seconds, "tensors": len(reader.tensors)}
+# -- issue 43: archviz.summary of a live CPU model beside torchinfo's summary of it ---------------------------------
+
+def _live_llama() -> tuple[Any, int]:
+    """A llama of 1 GiB of float32 weights on the CPU, every page written (as a trained model's are), and its size."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=2048, intermediate_size=5504, num_hidden_layers=4, num_attention_heads=16,
+                      vocab_size=16000)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(cfg)
+    model = model.to_empty(device="cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(0.01)
+    return model, sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def _in_process(run: Callable[[Any], Any]) -> dict:
+    """`run(model)` timed on the live llama; its peak RSS above the process's with the model built (the weights are
+    never copied: within 10% of the model's own size)."""
+    model, size = _live_llama()
+    import archviz.group  # noqa: F401 - the library's imports before the baseline
+    import archviz.render.results  # noqa: F401
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    seconds, _ = _timed(lambda: run(model))
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "model_mb": size / 2**20, "peak_rss_mb": after, "above_model_mb": after - before}
+
+
+@case("archviz.summary(model) in-process: a 1 GiB CPU llama")
+def summary_live() -> dict:
+    import archviz
+
+    return _in_process(lambda model: archviz.summary(model, shapes=True))
+
+
+@case("torchinfo.summary(model) in-process: the same CPU llama")
+def torchinfo_live() -> dict:
+    import torchinfo
+
+    return _in_process(lambda model: torchinfo.summary(model, verbose=0))
 
 
 def run_case(name: str) -> dict:
@@ -585,6 +628,11 @@ GROUPS = [
      "comparison; header_seconds: the header alone, in the library) beside gguf's GGUFReader opening the file",
      ["gguf.GGUFReader opening the same 1,000-tensor GGUF", "archviz check: a 1,000-tensor GGUF (whole command)"],
      "goal: the header read ≤ GGUFReader's open"),
+    ("Issue 43 — archviz.summary(model) of a live 1 GiB CPU model (walked in place, the pass on a meta stand-in) "
+     "beside torchinfo.summary(model) (static) on the same model; above_model_mb: peak RSS above the process with the "
+     "model built", ["torchinfo.summary(model) in-process: the same CPU llama",
+                     "archviz.summary(model) in-process: a 1 GiB CPU llama"],
+     "goal: above_model_mb ≤ 10% of model_mb (the weights never copied)"),
     ("Issue 20 — cost (prefill at T=128, decode and KV cache at L=1M) vs the meta pass at T=128 (walk --shapes) and "
      "FlopCounterMode", [
          "archviz walk --shapes: V3-size fixture", "archviz cost at L=1M: V3-size fixture",

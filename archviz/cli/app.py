@@ -83,10 +83,19 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[bool, flag("--version", help="print the versions of archviz, torch, "
+def _root(ctx: typer.Context,
+          version: Annotated[bool, flag("--version", help="print the versions of archviz, torch, "
                                                                   "transformers and safetensors, and exit",
                                                 callback=_version, is_eager=True)] = False) -> None:
+    """The project file (`[tool.archviz]` in pyproject.toml, or archviz.toml) as the commands' defaults: the one
+    place options are resolved before a command parses its own (its flags override the file)."""
     interrupts.install()  # a Ctrl-C from now on is told apart from a KeyboardInterrupt the model's code raises
+    from .common import handled
+    from .project import default_map
+
+    argv = sys.argv[1:]
+    with handled("--debug" in argv, wants_json(argv)):
+        ctx.default_map = {**default_map(ctx.command.commands), **(ctx.default_map or {})}  # type: ignore[attr-defined]
 
 
 def main() -> None:

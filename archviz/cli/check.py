@@ -126,16 +126,8 @@ def check(
 
 def _print_result(result: dict, fmt: str, file: str, limit: int) -> None:
     """One check's result as JSON, workflow annotations on `file`, or tables of `limit` rows."""
-    from ..checkpoint.report import (
-        checkpoint_only_groups,
-        checkpoint_only_table,
-        github_lines,
-        note_groups,
-        notes_table,
-        problem_modules,
-        problems_table,
-        summary_table,
-    )
+    from ..checkpoint.report import github_lines
+    from ..render.results import check_view
 
     if fmt == "json":
         emit_json(result)
@@ -143,16 +135,7 @@ def _print_result(result: dict, fmt: str, file: str, limit: int) -> None:
         for line in github_lines(result, file=file, limit=limit):
             out.print(line, markup=False, highlight=False, soft_wrap=True)
     else:
-        out.print(summary_table(result))
-        rows = problem_modules(result)
-        if rows:
-            out.print(problems_table(rows, limit))
-        groups = checkpoint_only_groups(result)
-        if groups:
-            out.print(checkpoint_only_table(groups))
-        notes = note_groups(result)
-        if notes:
-            out.print(notes_table(notes, min(limit, 12)))
+        out.print(check_view(result, limit))
 
 
 RankPatternOpt = Annotated[Optional[str], typer.Option(

@@ -195,10 +195,19 @@ def spinner(label: str) -> Iterator[None]:
         yield
 
 
+# The project file's `set` table as --set texts (archviz.cli.project sets it before each command): under the
+# command line's own --set, key by key.
+PROJECT_SETS: list[str] = []
+
+
 def overrides(sets: list[str] | None, flag: str = "--set") -> tuple[tuple[str, Any], ...]:
-    """`--set` texts read (archviz.sources.options.check_overrides) into `BuildOptions.overrides`."""
+    """`--set` texts read (archviz.sources.options.check_overrides) into `BuildOptions.overrides`; for --set, the
+    project file's values first, each key the command line gives replaced."""
     from ..sources.options import check_overrides
 
+    if flag == "--set" and PROJECT_SETS:
+        given = {text.split("=", 1)[0].strip() for text in sets or ()}
+        sets = [t for t in PROJECT_SETS if t.split("=", 1)[0].strip() not in given] + list(sets or ())
     return tuple(check_overrides(sets, flag).items())
 
 

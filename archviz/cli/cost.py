@@ -189,15 +189,9 @@ def _show(records: list[Any], reports: list[Any], bounds: list[list[Any]], json_
     from ..render.cost import bounds_table, compare_table, cost_tables
 
     if json_:
-        from ..cost.bounds import bound_json
-        from ..cost.per_node import nodes_json
-        from ..cost.report import report_json
+        from ..render.results import cost_json
 
-        sides = [{**report_json(r), "nodes": nodes_json(rec), **({"hardware": [bound_json(h) for h in hb]}
-                                                                   if hardware else {})}
-                 for r, rec, hb in zip(reports, records, bounds)]
-        emit_json(sides[0] if len(sides) == 1 else {"a": sides[0], "b": sides[1],
-                                                     "ratio": _ratios(reports[0], reports[1])})
+        emit_json(cost_json(records, reports, bounds if hardware else None))
         return
     out.print(cost_tables(reports[0]) if len(reports) == 1 else compare_table(*reports))
     if hardware:
@@ -228,13 +222,3 @@ def _bounds(records: list[Any], devices: list[Any], gpus: int, kv_dtype: str | N
 
     element = element_bytes(kv_dtype) if kv_dtype else None
     return [[bound(rec, hw, gpus, element) for hw in devices] for rec in records]
-
-
-def _ratios(a: Any, b: Any) -> dict[str, float | None]:
-    def r(x: float | None, y: float | None) -> float | None:
-        return None if x is None or y is None or not x else y / x
-
-    return {"prefill_flops": r(a.prefill.flops, b.prefill.flops),
-            "decode_flops": r(a.decode.flops if a.decode else None, b.decode.flops if b.decode else None),
-            "kv_per_token": r(a.kv.per_token, b.kv.per_token), "kv_at_context": r(a.kv.at_context, b.kv.at_context),
-            "weights": r(a.memory.weights, b.memory.weights), "serving": r(a.memory.serving, b.memory.serving)}

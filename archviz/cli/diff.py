@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -41,33 +41,6 @@ from .common import (
 )
 from ..pipeline import PassOptions, is_records_file
 from ..sources.options import BuildOptions
-
-
-def _live_renames(a: Any, b: Any) -> list[tuple[str, Callable[[str], str]]]:
-    """transformers' own load-time renames (`archviz.checkpoint.hf_live`) for a side built by transformers, reading
-    the other side's names as a checkpoint's: made on first use, so a diff with nothing left to match by rule never
-    imports transformers' conversion tables."""
-    out = []
-    for model, other in ((a, b), (b, a)):
-        from ..checkpoint.hf_live import FACTS_KEY, LIVE_NAME
-
-        facts = model.extra(FACTS_KEY)
-        if not facts:
-            continue
-        made: list[Any] = []
-
-        def rename(name: str, model: Any = model, other: Any = other, facts: Any = facts, made: list = made) -> str:
-            if not made:
-                from ..checkpoint.hf_live import live_ruleset
-
-                names = [n for n, _ in model.iter_tensors()]
-                ruleset, _ = live_ruleset(facts, dict(model.source.config).get("model_type"), names,
-                                          [n for n, _ in other.iter_tensors()])
-                made.append(ruleset)
-            return made[0].rename(name) if made[0] is not None else name
-
-        out.append((LIVE_NAME, rename))
-    return out
 
 
 @app.command()
@@ -120,6 +93,7 @@ def diff(
 
     `archviz diff old.json new.json --ignore lines` passes a refactor that only moved code."""
     from ..diff import diff as diff_records
+    from ..diff.renames import live_renames
     from ..diff import parse_ignore
 
     fmt = "json" if json_ else format_.lower()
@@ -145,7 +119,7 @@ def diff(
 
             records = [group(r) for r in records]  # (a grouping a records file holds is made again, never trusted)
         with spinner("comparing"):
-            result = diff_records(records[0], records[1], rules=rule_set, renames=_live_renames(*records),
+            result = diff_records(records[0], records[1], rules=rule_set, renames=live_renames(*records),
                                   ignore=ignored, spec_a=a, spec_b=b)
         if site:
             _write_site(result, records, site)

@@ -29,6 +29,7 @@ from .common import (
     TrustRemoteCodeOpt,
     WorldSizeOpt,
     atomic_write,
+    FEEDBACK,
     emit_json,
     err,
     flag,
@@ -38,7 +39,7 @@ from .common import (
     out,
     overrides,
 )
-from ..pipeline import PassOptions, is_records_file
+from ..pipeline import PassOptions
 from ..sources.options import BuildOptions
 
 
@@ -88,23 +89,11 @@ def summary(
 
 
 def _with_pass_counts(record: Any, source: str, build: BuildOptions, cache: bool) -> Any:
-    """The record again with the meta pass where only the pass can count its active parameters (stacked experts
-    indexed by routing, lookup tables a token reads a few rows of: archviz.walk.moe.counted_by_the_pass); as it is
-    where the pass fails, said on stderr."""
-    from ..errors import ArchvizError
-    from ..walk.moe import counted_by_the_pass
+    """The record again with the meta pass where only the pass counts its active parameters
+    (archviz.pipeline.with_pass_counts), with the terminal's feedback."""
+    from ..pipeline import with_pass_counts
 
-    if is_records_file(source) or record.extra("shapes") is not None:
-        return record
-    why = counted_by_the_pass(record)
-    if why is None:
-        return record
-    try:
-        return load_record(source, build, PassOptions(shapes=True), group=False, cache=cache)
-    except ArchvizError as e:
-        err.print(f"note: active parameters without the meta pass ({why}), which failed: {e}", highlight=False,
-                  soft_wrap=True)
-        return record
+    return with_pass_counts(record, source, build, cache=cache, feedback=FEEDBACK)
 
 
 @app.command()

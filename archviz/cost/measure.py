@@ -247,7 +247,9 @@ def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...]
     from ..sources import build as build_source
 
     if kind != "reference":
-        return build_source(source, build), None, set()
+        from ..sources.live import on_meta
+
+        return on_meta(build_source(source, build)), None, set()  # a live model: a stand-in on meta
     batch, seq = sizes
     overrides = dict(build.overrides)
     taken = _config_ints({**_file_config(build.config), **overrides})

@@ -15,7 +15,7 @@ from __future__ import annotations
 from .cached import cached
 from .cost import cost_for
 from .options import QUIET, Feedback, PassOptions
-from .records import is_records_file, read_records, records_for
+from .records import is_records_file, read_records, records_for, with_pass_counts
 
 __all__ = ["records_for", "cost_for", "cached", "PassOptions", "Feedback", "QUIET", "is_records_file",
-           "read_records"]
+           "read_records", "with_pass_counts"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict
+from typing import Any
 
 from ..errors import ArchvizError
 from ..records import ModelRecord
@@ -70,15 +71,17 @@ def hub_checked(record: ModelRecord, checkpoint: str, feedback: Feedback) -> Mod
 def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feedback) -> ModelRecord:
     from ..sources import build as build_source
     from ..sources.guard import model_code
+    from ..sources.live import on_meta, with_wrapper
     from ..walk import walk
 
     with model_code():  # the model's code may not end the process or print to stdout (--json stays JSON)
-        with feedback.step(f"building {source} on meta"):
+        with feedback.step(f"building {_label(source)} on meta"):
             built = build_source(source, build)
         with feedback.progress("walking modules") as cb:
-            record = walk(built, progress=cb)
+            record = with_wrapper(built, walk(built, progress=cb))  # a live model: where it is
         if not passes.shapes:
             return record
+        built = on_meta(built)  # a live model's pass: on a stand-in on meta, its weights never read
         from ..shapes import PassRun, trace_shapes
 
         if passes.kernel_rules:
@@ -89,6 +92,30 @@ def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feed
             return trace_shapes(built, record, batch=passes.batch, seq=passes.seq,
                                 input_specs=list(passes.inputs) or None,
                                 run=PassRun(memo=not passes.every_block, train=passes.train, progress=cb))
+
+
+def with_pass_counts(record: ModelRecord, source: Any, build: BuildOptions = NO_BUILD, *, cache: bool = False,
+                     feedback: Feedback = QUIET) -> ModelRecord:
+    """The record again with the meta pass where only the pass can count its active parameters (stacked experts
+    indexed by routing, lookup tables a token reads a few rows of: archviz.walk.moe.counted_by_the_pass); as it is
+    where the pass fails, said as a note. What `archviz summary` and `archviz.summary` show."""
+    from ..walk.moe import counted_by_the_pass
+
+    if is_records_file(source) or record.extra("shapes") is not None:
+        return record
+    why = counted_by_the_pass(record)
+    if why is None:
+        return record
+    try:
+        return records_for(source, build, PassOptions(shapes=True), cache=cache, feedback=feedback)
+    except ArchvizError as e:
+        feedback.note(f"active parameters without the meta pass ({why}), which failed: {e}")
+        return record
+
+
+def _label(source: Any) -> str:
+    """SOURCE as a step's label: the string, or a Python object's class."""
+    return source if isinstance(source, str) else f"a {type(source).__name__}"
 
 
 def refuse_build_options(source: str, build: BuildOptions, passes: PassOptions) -> None:
@@ -106,7 +133,7 @@ def refuse_build_options(source: str, build: BuildOptions, passes: PassOptions) 
 
 def is_records_file(path: str) -> bool:
     """A records JSON written by `archviz walk` (its first key is the schema)."""
-    if not path.endswith(".json") or not os.path.isfile(path):
+    if not isinstance(path, str) or not path.endswith(".json") or not os.path.isfile(path):
         return False
     try:
         with open(path, "rb") as f:

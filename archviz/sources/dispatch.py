@@ -21,6 +21,8 @@ from .factory import build_factory
 
 
 def classify(spec: str, options: BuildOptions) -> str:
+    if not isinstance(spec, str):  # a Python object: a live model, a factory callable, a config (sources.live)
+        return "live"
     from .hub import hub_repo
 
     if hub_repo(spec) is not None:
@@ -76,6 +78,9 @@ def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
 
 def build(spec: str, options: BuildOptions = BuildOptions()) -> Built:
     kind = classify(spec, options)
+    if kind == "live":  # the user's own object, its training mode left as it is
+        from .live import build_live
+        return build_live(spec, options)
     _refuse_unused(spec, kind, options)
     if kind == "hf":
         from . import hf

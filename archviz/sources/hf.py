@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import json
 import os
@@ -412,12 +413,18 @@ def _sub_config_hint(e: BaseException, config: Any) -> str | None:
 
 
 def build(spec: str, options: BuildOptions) -> Built:
+    with _quiet():
+        config, name = load_config(spec, options)
+    return built_from_config(spec, config, name, options)
+
+
+def built_from_config(spec: str, config: Any, name: str, options: BuildOptions) -> Built:
+    """The model of a transformers config object built on meta (`build` after reading SOURCE's config; a
+    `PretrainedConfig` handed to `archviz.load`)."""
     import torch
 
     from .meta import is_cuda_insistence, meta_build, unset_field_hint
 
-    with _quiet():
-        config, name = load_config(spec, options)
     path = "" if spec.startswith("hf:") else os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
     code = auto_map({"auto_map": getattr(config, "auto_map", None)}) if path else {}
     cls = _remote_model_class(config, path) if code and options.trust_remote_code else None
@@ -454,20 +461,26 @@ def build(spec: str, options: BuildOptions) -> Built:
                           "check the config fields; run with --debug for the traceback") from e
     model.eval()
     unquantized = _quantize(model, config, spec, kwargs.get("dtype")) if options.quantized else None
+    return dataclasses.replace(model_built(model, spec, name, code_notes + list(notes.items)),
+                               overrides=dict(options.overrides), unquantized=unquantized)
+
+
+def model_built(model: Any, spec: str, name: str, notes: list[str]) -> Built:
+    """A transformers model, built here on meta or handed in alive (`archviz.load(model)`), as a `Built`: its
+    config's JSON-able fields, the folders of its code, what from_pretrained consults to name its tensors."""
+    config = model.config
     transformers = _import_transformers()
     site = os.path.dirname(os.path.dirname(transformers.__file__))
     cfg = json.loads(json.dumps({k: v for k, v in config.to_dict().items() if _jsonable(v)}))
     roots: tuple[str, ...] = (os.path.dirname(transformers.__file__),)
     display: tuple[tuple[str, str], ...] = ((site, ""),)
-    own = sys.modules.get(cls.__module__)
+    own = sys.modules.get(type(model).__module__)
     if own is not None and getattr(own, "__file__", None) and not own.__file__.startswith(site):
         # the folder's own code (--trust-remote-code), run from transformers' modules cache: named by its file name
         roots += (os.path.dirname(own.__file__),)
         display = ((os.path.dirname(own.__file__), ""),) + display
-    return Built(model=model, spec=spec, kind="hf", name=name, config=cfg, overrides=dict(options.overrides),
-                 notes=code_notes + list(notes.items), roots=roots,
-                 display_roots=display, args=config, versions=_versions("transformers"),
-                 loading=loading_facts, unquantized=unquantized)
+    return Built(model=model, spec=spec, kind="hf", name=name, config=cfg, overrides={}, notes=notes, roots=roots,
+                 display_roots=display, args=config, versions=_versions("transformers"), loading=loading_facts)
 
 
 def loading_facts(modules: list[tuple[str, Any]]) -> dict[str, Any]:

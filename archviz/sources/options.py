@@ -57,6 +57,8 @@ class Built:
     unquantized: Callable[[], Any] | None = None
     # hf: (path, module) pairs -> what from_pretrained consults to name checkpoint tensors (JSON-able)
     loading: Callable[[list[tuple[str, Any]]], dict[str, Any]] | None = None
+    # a live model handed in wrapped (archviz.sources.live): {"wrappers": [...], "own_modules": [paths the wrapper added]}
+    wrapper: dict[str, Any] | None = None
 
 
 SET_VALUES = ("a value is read as JSON (4, 0.5, true, null, [1, 2], \"text\"), else as a Python literal (None, "

@@ -291,13 +291,13 @@ def test_diff_does_not_import_torch() -> None:
 import sys
 sys.path.insert(0, "tests")
 from helpers import hand_record
-import archviz.diff, archviz.diff.export, archviz.render.diff
-from archviz.diff import diff
+import archviz.render.diff
+from archviz.diff import diff, export  # (archviz.diff itself is the public function archviz.diff(a, b))
 from archviz.checkpoint.rules import load_rules
 a = hand_record([("", "M", {}, [("w", (2, 3))]), ("x", "L", {}, [("weight", (4, 4))])])
 b = hand_record([("", "M", {}, [("w", (2, 3))]), ("y", "L", {}, [("weight", (4, 4))])])
 d = diff(a, b, rules=load_rules())
-archviz.diff.export.to_json(d)
+export.to_json(d)
 from rich.console import Console
 Console(file=open("/dev/null", "w")).print(archviz.render.diff.diff_view(d))
 archviz.render.diff.github_lines(d)
@@ -378,7 +378,7 @@ def test_transformers_own_renames_match_an_old_layout(archviz_cli, tmp_path: Pat
     through the CLI's rules; and transformers' own load-time renames (hf_live) alone match it too."""
     import dataclasses
 
-    from archviz.cli.diff import _live_renames
+    from archviz.diff.renames import live_renames
     from archviz.diff import diff
     from archviz.records import dumps, loads
 
@@ -395,7 +395,7 @@ def test_transformers_own_renames_match_an_old_layout(archviz_cli, tmp_path: Pat
     rc, d = run_json(archviz_cli, tmp_path / "old.json", tmp_path / "new.json")
     assert rc == 1 and d["added"] == [] and d["removed"] == []
     assert [(x["a"], x["b"]) for x in d["renamed"]] == want and {x["how"] for x in d["renamed"]} == {"rule"}
-    live = diff(old, new, renames=_live_renames(old, new))
+    live = diff(old, new, renames=live_renames(old, new))
     assert [(p.a, p.b, p.how, p.rule) for p in live.renamed] == [
         (a, b, "rule", "transformers:from_pretrained") for a, b in want]
     assert {p.how for p in diff(old, new).renamed} == {"structure"}  # without rules: found by structure

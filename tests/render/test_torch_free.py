@@ -5,6 +5,7 @@ import sys
 CODE = """
 import sys
 import archviz.records, archviz.render.views, archviz.group, archviz.render.site, archviz.render.terminal, archviz.render.grouped
+import archviz.render.results, archviz.render.notebook
 from archviz.records import loads
 assert "torch" not in sys.modules, "a renderer imported torch"
 print("ok")

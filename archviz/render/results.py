@@ -1,0 +1,238 @@
+"""What `archviz.summary`, `inspect`, `cost`, `check` and `diff` return: small typed results that show themselves.
+
+Each is a rich renderable (`rich.print(result)`; `__rich__` gives the CLI's tables), prints as the same text
+(`print(result)`), serialises to what the CLI's `--json` prints (`to_json()`: the data, `json()`: the text), and
+renders in a Jupyter notebook (`_repr_html_`, archviz.render.notebook: the grouped tree folded, the tables as text).
+Built from the functions the CLI commands print with. Pure: no torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Group
+
+from ..records import ModelRecord
+from . import notebook
+
+
+class _Shown:
+    """The four ways a result shows itself, from `view()` (the CLI's renderable) and `to_json()`."""
+
+    def view(self) -> Any:
+        raise NotImplementedError
+
+    def to_json(self) -> Any:
+        raise NotImplementedError
+
+    def _blocks(self) -> list[str]:
+        return [notebook.text_block(self.view())]
+
+    def __rich__(self) -> Any:
+        return self.view()
+
+    def __str__(self) -> str:
+        return notebook.plain(self.view())
+
+    def json(self) -> str:
+        """The JSON text the CLI's --json prints."""
+        from .jsondump import dumps_indented
+
+        return dumps_indented(self.to_json(), 1)
+
+    def _repr_html_(self) -> str:
+        return notebook.page(*self._blocks())
+
+
+@dataclass(frozen=True, repr=False)
+class SummaryResult(_Shown):
+    """`archviz summary`: totals (parameters, active per token, scales, tables, buffers, bytes per dtype); in a
+    notebook with the grouped tree below, folded."""
+
+    record: ModelRecord
+
+    def view(self) -> Any:
+        from .terminal import summary_table
+
+        wrapped = wrapper_line(self.record)
+        return Group(summary_table(self.record), wrapped) if wrapped is not None else summary_table(self.record)
+
+    def to_json(self) -> Any:
+        from .views import summary_json
+
+        wrapper = self.record.extra("wrapper")
+        return {**summary_json(self.record), **({"wrapper": wrapper} if wrapper else {})}
+
+    def _blocks(self) -> list[str]:
+        return [notebook.text_block(self.view()), notebook.tree_html(self.record, "", open_levels=1)]
+
+    def __repr__(self) -> str:
+        return f"<SummaryResult {self.record.source.name}: {self.record.summary.parameters:,} parameters>"
+
+
+def wrapper_line(record: ModelRecord) -> Any:
+    """For a model handed in wrapped (`extra("wrapper")`, archviz.sources.live): which wrappers, and the parameters
+    as the base model's plus the wrapper's own; None otherwise."""
+    from .text import SafeText
+
+    w = record.extra("wrapper")
+    if not w:
+        return None
+    own = w.get("own_parameters", 0)
+    return SafeText(f"wrapped by {' around '.join(w.get('wrappers') or ['an adapter'])}: the parameters are the base "
+                    f"model's {w.get('base_parameters', 0):,} plus the wrapper's own {own:,}")
+
+
+@dataclass(frozen=True, repr=False)
+class InspectResult(_Shown):
+    """`archviz inspect`: a module's card (a `path` given) and the grouped tree below it, `depth` levels."""
+
+    record: ModelRecord  # grouped
+    path: str = ""
+    depth: int = 3
+
+    def view(self) -> Any:
+        from .grouped import grouped_tree
+        from .terminal import module_card, run_notes
+
+        parts = [module_card(self.record, self.path)] if self.path else []
+        parts.append(grouped_tree(self.record, self.path, self.depth))
+        notes = run_notes(self.record) if not self.path else None
+        return Group(*parts, *([notes] if notes is not None else []))
+
+    def to_json(self) -> Any:
+        from .views import module_json
+
+        return module_json(self.record, self.path)
+
+    def _blocks(self) -> list[str]:
+        from .terminal import module_card
+
+        card = [notebook.text_block(module_card(self.record, self.path))] if self.path else []
+        return [*card, notebook.tree_html(self.record, self.path, open_levels=self.depth)]
+
+    def __repr__(self) -> str:
+        return f"<InspectResult {self.record.source.name} {self.path or '(model)'}>"
+
+
+@dataclass(frozen=True, repr=False)
+class CostResult(_Shown):
+    """`archviz cost`: prefill and decode FLOPs, KV cache, memory; two models side by side with B / A."""
+
+    records: tuple[ModelRecord, ...]
+    reports: tuple[Any, ...]  # archviz.cost.report.CostReport, one per record
+
+    @property
+    def report(self) -> Any:
+        return self.reports[0]
+
+    def view(self) -> Any:
+        from .cost import compare_table, cost_tables
+
+        return cost_tables(self.reports[0]) if len(self.reports) == 1 else compare_table(*self.reports)
+
+    def to_json(self) -> Any:
+        return cost_json(list(self.records), list(self.reports))
+
+    def __repr__(self) -> str:
+        return f"<CostResult {', '.join(r.name for r in self.reports)}>"
+
+
+def cost_json(records: list[ModelRecord], reports: list[Any], bounds: list[list[Any]] | None = None) -> Any:
+    """What `archviz cost --json` prints: one model's report and per-node FLOPs (and hardware bounds, given), or two
+    side by side with their ratios."""
+    from ..cost.bounds import bound_json
+    from ..cost.per_node import nodes_json
+    from ..cost.report import report_json
+
+    sides = [{**report_json(r), "nodes": nodes_json(rec), **({"hardware": [bound_json(h) for h in hb]}
+                                                               if bounds else {})}
+             for r, rec, hb in zip(reports, records, bounds or [[] for _ in records])]
+    return sides[0] if len(sides) == 1 else {"a": sides[0], "b": sides[1], "ratio": ratios(reports[0], reports[1])}
+
+
+def ratios(a: Any, b: Any) -> dict[str, float | None]:
+    """B / A of two cost reports' headline figures."""
+    def r(x: float | None, y: float | None) -> float | None:
+        return None if x is None or y is None or not x else y / x
+
+    return {"prefill_flops": r(a.prefill.flops, b.prefill.flops),
+            "decode_flops": r(a.decode.flops if a.decode else None, b.decode.flops if b.decode else None),
+            "kv_per_token": r(a.kv.per_token, b.kv.per_token), "kv_at_context": r(a.kv.at_context, b.kv.at_context),
+            "weights": r(a.memory.weights, b.memory.weights), "serving": r(a.memory.serving, b.memory.serving)}
+
+
+@dataclass(frozen=True, repr=False)
+class CheckResult(_Shown):
+    """`archviz check`: the model against a checkpoint's headers, a verdict per tensor and module."""
+
+    record: ModelRecord  # with the checkpoint extra
+    result: dict[str, Any]
+    limit: int = 40  # rows per table
+
+    @property
+    def verdict(self) -> str:
+        return self.result["verdict"]
+
+    def view(self) -> Any:
+        return check_view(self.result, self.limit)
+
+    def to_json(self) -> Any:
+        return self.result
+
+    def __repr__(self) -> str:
+        return f"<CheckResult {self.record.source.name}: {self.verdict}>"
+
+
+def check_view(result: dict[str, Any], limit: int = 40) -> Group:
+    """The tables `archviz check` prints: the summary, the modules with problems, the checkpoint's own groups, notes."""
+    from ..checkpoint.report import (
+        checkpoint_only_groups,
+        checkpoint_only_table,
+        note_groups,
+        notes_table,
+        problem_modules,
+        problems_table,
+        summary_table,
+    )
+
+    parts = [summary_table(result)]
+    rows = problem_modules(result)
+    if rows:
+        parts.append(problems_table(rows, limit))
+    groups = checkpoint_only_groups(result)
+    if groups:
+        parts.append(checkpoint_only_table(groups))
+    notes = note_groups(result)
+    if notes:
+        parts.append(notes_table(notes, min(limit, 12)))
+    return Group(*parts)
+
+
+@dataclass(frozen=True, repr=False)
+class DiffResult(_Shown):
+    """`archviz diff`: what changed from model A to model B, folded as the explorer groups."""
+
+    diff: Any  # archviz.diff.ModelDiff
+    limit: int = 40  # rows of the changes table
+
+    @property
+    def identical(self) -> bool:
+        return self.diff.identical
+
+    def view(self) -> Any:
+        from .diff import diff_view
+
+        return diff_view(self.diff, self.limit)
+
+    def to_json(self) -> Any:
+        from ..diff.export import to_json
+
+        return to_json(self.diff)
+
+    def __repr__(self) -> str:
+        return f"<DiffResult {'identical' if self.identical else 'different'}>"
+
+
+__all__ = ["SummaryResult", "InspectResult", "CostResult", "CheckResult", "DiffResult", "cost_json", "check_view",
+           "ratios", "wrapper_line"]
