@@ -92,9 +92,8 @@ def diff(
     groups. Exit 0 when identical in what was compared, 1 when they differ, 2 on bad input.
 
     `archviz diff old.json new.json --ignore lines` passes a refactor that only moved code."""
-    from ..diff import diff as diff_records
+    from ..diff import diff as diff_records, parse_ignore
     from ..diff.renames import live_renames
-    from ..diff import parse_ignore
 
     fmt = "json" if json_ else format_.lower()
     with handled(debug, fmt == "json"):
@@ -109,8 +108,8 @@ def diff(
         rule_set = load_rules(rules)  # a bad rules file fails before the (slow) model builds
         sides = ((a, config_a or config, (set_ or []) + (set_a or [])),
                  (b, config_b or config, (set_ or []) + (set_b or [])))
-        build = BuildOptions(model_class=model_class, config_class=config_class, tokenizer=tokenizer, trust_remote_code=trust_remote_code,
-                             quantized=quantized)
+        build = BuildOptions(model_class=model_class, config_class=config_class, tokenizer=tokenizer,
+                             trust_remote_code=trust_remote_code, quantized=quantized)
         passes = PassOptions(shapes=shapes, batch=batch, seq=seq, inputs=tuple(input_ or ()),
                              kernel_rules=kernel_rules, every_block=every_block)
         records = _load_sides(sides, build, passes, not no_cache)
