@@ -16,6 +16,8 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     import torch
 
     from .meta import is_cuda_insistence, meta_build, user_frame
+    from .native import native_answered
+    from .stubs import StubRegistry
     from .process_group import constructed
 
     mod_name, attr = spec.split(":", 1)
@@ -25,8 +27,9 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     added = cwd not in sys.path
     if added:
         sys.path.insert(0, cwd)
+    native_notes: list[str] = []
     try:
-        with importing(mod_name):  # its exits and its own KeyboardInterrupt: one line
+        with importing(mod_name), native_answered(StubRegistry(), native_notes):  # exits: one line; kernels stubbed
             module = importlib.import_module(mod_name)
     except SourceError:
         raise
@@ -81,7 +84,8 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     # The keyword arguments are the factory's config: they name dims (`64` -> `d`), as a config.json's fields do.
     config = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list)) or v is None}
     return Built(model=model, spec=spec, kind="factory", name=attr, config=config, overrides=kwargs,
-                 notes=list(notes.items) + started, roots=(root,), display_roots=_display_roots_for(module),
+                 notes=native_notes + list(notes.items) + started, roots=(root,),
+                 display_roots=_display_roots_for(module),
                  versions=_versions())
 
 

@@ -30,6 +30,7 @@ from ..errors import SourceError
 from ..gcpause import collector_paused
 
 _META = torch.device("meta")
+_NOT_ALLOCATED = "stood in on meta, never allocated (a meta build reads no weight values)"
 ARCHVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # frames in archviz's own code are skipped
 #: Largest tensor a meta build makes for real on the CPU when the code asks for values there by name (1 Mi elements,
 #: 8 MB at most), and the most elements it makes so in one build.
@@ -64,12 +65,13 @@ class _MetaMode(TorchFunctionMode):
         self.device = device
         self.constructors = _device_constructors()
         self.cpu_budget = CPU_BUDGET_NUMEL
+        self.array_wrappers: frozenset = frozenset()  # set by meta_build where numpy is importable
         from torch.utils.weak import WeakTensorKeyDictionary
 
         self.twins: WeakTensorKeyDictionary = WeakTensorKeyDictionary()  # meta tensor -> its CPU values
 
-    def _twinned(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        """Give `out` (a small meta tensor made by `func` from twinned tensors only) a twin: `func` on the twins."""
+    def _on_twins(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """`func` run on the CPU twins of its tensor arguments; LookupError when one has none (or none is a tensor)."""
         found = False
 
         def twin(a: Any) -> Any:
@@ -84,19 +86,48 @@ class _MetaMode(TorchFunctionMode):
                 return type(a)(twin(x) for x in a)
             return a
 
-        try:
-            targs = tuple(twin(a) for a in args)
-            tkwargs = {k: twin(v) for k, v in kwargs.items()}
-        except LookupError:
-            return
+        targs = tuple(twin(a) for a in args)
+        tkwargs = {k: twin(v) for k, v in kwargs.items()}
         if not found:
-            return
+            raise LookupError
+        return func(*targs, **tkwargs)
+
+    def _twinned(self, func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
+        """Give `out` (what `func` made of small twinned tensors only) its twin: `func` on the twins. A tuple
+        (`unbind`) twins each item, an iterator (`for x in t`) becomes one over twinned items, and an in-place op
+        (`mask[2:] = True`) runs on the twin too. Returns `out` (the iterator remade)."""
+        if func is torch.Tensor.__iter__ and args and args[0] in self.twins:
+            items = list(out)
+            for item, value in zip(items, self.twins[args[0]]):
+                self.twins[item] = value
+            return iter(items)
+        inplace = out is None or out is (args[0] if args else None)
         try:
-            value = func(*targs, **tkwargs)
+            value = self._on_twins(func, args, kwargs)
         except Exception:  # noqa: BLE001 - the twin is a convenience; the meta tensor stands as it is
-            return
-        if isinstance(value, torch.Tensor) and value.shape == out.shape:
+            if inplace and args and isinstance(args[0], torch.Tensor):
+                self.twins.pop(args[0], None)  # its values are no longer known
+            return out
+        if isinstance(out, torch.Tensor) and isinstance(value, torch.Tensor) and value.shape == out.shape \
+                and out.is_meta and out is not (args[0] if args else None):
             self.twins[out] = value
+        elif isinstance(out, (tuple, list)) and isinstance(value, (tuple, list)) and len(out) == len(value):
+            for o, v in zip(out, value):
+                if isinstance(o, torch.Tensor) and isinstance(v, torch.Tensor) and o.is_meta and o.shape == v.shape:
+                    self.twins[o] = v
+        return out
+
+    def _without_meta_kernel(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """An op with no meta kernel (`mask.to_sparse()`) on small tensors made without a device: run on their CPU
+        twins, the result put on meta (its twin kept). Raises what the meta op raised when they have no twins."""
+        value = self._on_twins(func, args, kwargs)
+        self.notes.read(f"{getattr(func, '__name__', 'an op')}(), which meta cannot run,")
+        if not isinstance(value, torch.Tensor):
+            return value
+        out = value.to(self.device)
+        if out.is_meta and value.numel() <= TWIN_NUMEL and value.layout == torch.strided:
+            self.twins[out] = value
+        return out
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -106,64 +137,127 @@ class _MetaMode(TorchFunctionMode):
             if t is not None:
                 self.notes.read(f"{getattr(func, '__name__', 'a read')}() of a tensor made without a device")
                 return func(t, *args[1:], **kwargs)
-        if func not in self.constructors and self.twins:
-            out = func(*args, **kwargs)
-            if isinstance(out, torch.Tensor) and out.device.type == "meta" and out.numel() <= TWIN_NUMEL:
-                self._twinned(func, args, kwargs, out)
-            return out
-        if func in self.constructors:
-            dev = kwargs.get("device")
-            asked = torch.device(dev).type if dev is not None else None
-            if asked not in (None, "meta", "cpu"):
-                self.notes.neutralised(f"device={str(dev)!r}")
-            kwargs["device"] = self.device
-            kwargs.pop("pin_memory", None)
-            out = func(*args, **kwargs)
-            if asked is None and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
-                    and isinstance(out, torch.Tensor) and out.numel() <= TWIN_NUMEL:
-                try:
-                    self.twins[out] = func(*args, **{**kwargs, "device": "cpu"})
-                except Exception:  # noqa: BLE001
-                    pass
-            if asked == "cpu" and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
-                    and isinstance(out, torch.Tensor) and out.numel() <= min(SMALL_CPU_NUMEL, self.cpu_budget):
-                # Code that names the CPU for values reads them, as transformers' vision models do:
-                # `[x.item() for x in torch.linspace(0, rate, depth, device="cpu")]`. Such a small tensor is made
-                # for real (torch's own meta context honours the device too), within a budget for the whole build;
-                # strays_to_meta moves any that a module keeps to meta before the shape pass.
-                self.cpu_budget -= out.numel()
-                kwargs["device"] = dev
-                out = func(*args, **kwargs)
-            return out
-        if func is torch.Tensor.cuda:
-            self.notes.neutralised(".cuda()")
-            return args[0]
-        if func is torch.Tensor.to:
-            args, kwargs = self._strip_device(args, kwargs)
-            if len(args) == 1 and not kwargs:
-                return args[0]
-            return func(*args, **kwargs)
-        if func is torch.Tensor.pin_memory:
-            return args[0]
-        return func(*args, **kwargs)
+        if func in self.array_wrappers:  # weights made in numpy (torch.from_numpy(np.random.randn(...))): not copied
+            from .arrays import wrapped_on_meta
 
-    def _strip_device(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        rest = []
-        for a in args[1:]:
-            if isinstance(a, (str, torch.device)):
-                dev = torch.device(a)
-                if dev.type not in ("meta", "cpu"):
-                    self.notes.neutralised(f".to({str(a)!r})")
-                continue
-            if isinstance(a, torch.Tensor):  # .to(other_tensor): take its dtype only
-                rest.append(a.dtype)
-                continue
-            rest.append(a)
-        dev = kwargs.pop("device", None)
-        if dev is not None and torch.device(dev).type not in ("meta", "cpu"):
-            self.notes.neutralised(f".to(device={str(dev)!r})")
-        kwargs.pop("non_blocking", None)
-        return (args[0], *rest), kwargs
+            wrapped = wrapped_on_meta(func, args, kwargs, lambda what: self.notes.answered(what, _NOT_ALLOCATED))
+            if wrapped is not None:
+                return wrapped
+        if func in self.constructors:
+            return self._construct(func, args, kwargs)
+        answered = answer_on_meta(func, args, kwargs, self.notes)
+        if answered is not NotImplemented:
+            return answered
+        if not self.twins:
+            return func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except NotImplementedError:  # no meta kernel: answered from the CPU twins where there are some
+            try:
+                return self._without_meta_kernel(func, args, kwargs)
+            except LookupError:
+                pass
+            raise
+        if out is None or isinstance(out, (tuple, list)) or func is torch.Tensor.__iter__ or \
+                isinstance(out, torch.Tensor) and out.device.type == "meta" and out.numel() <= TWIN_NUMEL:
+            out = self._twinned(func, args, kwargs, out)
+        return out
+
+    def _construct(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """A factory call: on the build's device, whatever device it names (see the module doc for the CPU cases)."""
+        dev = kwargs.get("device")
+        asked = torch.device(dev).type if dev is not None else None
+        if asked not in (None, "meta", "cpu"):
+            self.notes.neutralised(f"device={str(dev)!r}")
+        kwargs["device"] = self.device
+        kwargs.pop("pin_memory", None)
+        out = func(*args, **kwargs)
+        if asked is None and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
+                and isinstance(out, torch.Tensor) and out.numel() <= TWIN_NUMEL:
+            try:
+                self.twins[out] = func(*args, **{**kwargs, "device": "cpu"})
+            except Exception:  # noqa: BLE001
+                pass
+        if asked == "cpu" and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
+                and isinstance(out, torch.Tensor) and out.numel() <= min(SMALL_CPU_NUMEL, self.cpu_budget):
+            # Code that names the CPU for values reads them, as transformers' vision models do:
+            # `[x.item() for x in torch.linspace(0, rate, depth, device="cpu")]`. Such a small tensor is made
+            # for real (torch's own meta context honours the device too), within a budget for the whole build;
+            # strays_to_meta moves any that a module keeps to meta before the shape pass.
+            self.cpu_budget -= out.numel()
+            kwargs["device"] = dev
+            out = func(*args, **kwargs)
+        return out
+
+
+_CPU_TYPE_NAMES = {}  # dtype -> the CPU tensor type's name ('torch.FloatTensor'), filled as asked
+
+
+def _cpu_type_name(dtype: torch.dtype) -> str:
+    name = _CPU_TYPE_NAMES.get(dtype)
+    if name is None:
+        name = _CPU_TYPE_NAMES[dtype] = torch.empty(0, dtype=dtype).type()
+    return name
+
+
+def _type_dtype(wanted: Any) -> torch.dtype | None:
+    """The dtype of a `.type(...)` target: a dtype, a tensor type (`torch.cuda.HalfTensor`) or its name."""
+    if isinstance(wanted, torch.dtype):
+        return wanted
+    if isinstance(wanted, str):
+        found: Any = torch
+        for part in wanted.split(".")[1:] if wanted.startswith("torch.") else ():
+            found = getattr(found, part, None)
+        wanted = found
+    dtype = getattr(wanted, "dtype", None)
+    return dtype if isinstance(dtype, torch.dtype) else None
+
+
+def answer_on_meta(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | None") -> Any:
+    """What a tensor method that names a device or reads one answers for a meta tensor: `.cuda()` and `.to(device)`
+    of every form keep it where it is (its dtype and memory format still applied), `.pin_memory()` is itself,
+    `.type()` names the CPU type (`'torch.FloatTensor'`, what code compares it with) and `.type(torch.cuda.HalfTensor)`
+    converts the dtype only. NotImplemented for any other call. `notes`: where a CUDA device asked for is noted."""
+    if func is torch.Tensor.cuda:
+        if notes is not None:
+            notes.neutralised(".cuda()")
+        return args[0]
+    if func is torch.Tensor.to:
+        return _moved(func, args, kwargs, notes)
+    if func is torch.Tensor.pin_memory:
+        return args[0]
+    if func is torch.Tensor.type and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+        wanted = args[1] if len(args) > 1 else kwargs.get("dtype")
+        if wanted is None:
+            return _cpu_type_name(args[0].dtype)
+        dtype = _type_dtype(wanted)
+        if dtype is None:
+            return NotImplemented
+        if notes is not None and "cuda" in str(wanted):
+            notes.neutralised(f".type({getattr(wanted, '__module__', '')}.{getattr(wanted, '__name__', wanted)})"
+                              if not isinstance(wanted, str) else f".type({wanted!r})")
+        return args[0].to(dtype)
+    return NotImplemented
+
+
+def _moved(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | None") -> Any:
+    """`t.to(...)` of any form (device, dtype, other tensor, `device=None`, `non_blocking`, `copy`) on the build's
+    device: the device dropped, the dtype and memory format kept."""
+    copy = bool(kwargs.pop("copy", False))
+    try:
+        dev, dtype, _, memory_format = torch._C._nn._parse_to(*args[1:], **kwargs)
+    except (TypeError, RuntimeError):
+        return func(*args, **kwargs)
+    if dev is not None and dev.type not in ("meta", "cpu") and notes is not None:
+        notes.neutralised(f".to({str(dev)!r})")
+    if dtype is None and memory_format is None and not copy:
+        return args[0]
+    options: dict[str, Any] = {"copy": copy}
+    if dtype is not None:
+        options["dtype"] = dtype
+    if memory_format is not None:
+        options["memory_format"] = memory_format
+    return func(args[0], **options)
 
 
 # torch.nn.init's in-place initialisers, and the torch modules that import them by name. On meta a tensor has no values
@@ -196,11 +290,50 @@ def _initialisers_skipped() -> Iterator[None]:
             setattr(module, fn, original)
 
 
+def model_line() -> str:
+    """file:line of the model's code that is running: the innermost frame outside torch, archviz and the standard
+    library's context managers."""
+    return _caller(_SKIP_DIRS)
+
+
+_SKIP_DIRS = (os.path.dirname(torch.__file__), ARCHVIZ_DIR, os.path.dirname(contextlib.__file__))
+
+
+@contextlib.contextmanager
+def scripts_kept_python(answer: Callable[[str, str], None]) -> Iterator[None]:
+    """`@torch.jit.script` and `@torch.compile` on a function (or `torch.compile(model)`) inside keep the Python
+    function (the model) as it is: TorchScript's graph fuser has no meta device ("Unknown device for graph fuser"),
+    and a meta pass needs no compiled code. A scripted nn.Module is left to TorchScript. `answer(what, how)` notes
+    each."""
+    import types
+
+    saved_script, saved_compile = torch.jit.script, torch.compile
+
+    def script(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(obj, types.FunctionType):
+            answer(f"@torch.jit.script on {obj.__name__}", "kept as Python: TorchScript does not run on meta")
+            return obj
+        return saved_script(obj, *args, **kwargs)
+
+    def compile(model: Any = None, **kwargs: Any) -> Any:  # noqa: A001 - torch.compile's own name
+        if model is None:  # @torch.compile(mode=...): the decorator
+            return lambda fn: compile(fn, **kwargs)
+        answer(f"torch.compile of {getattr(model, '__name__', type(model).__name__)}",
+               "kept uncompiled: a meta pass runs the Python code")
+        return model
+
+    torch.jit.script, torch.compile = script, compile  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.jit.script, torch.compile = saved_script, saved_compile  # type: ignore[assignment]
+
+
 class MetaNotes:
     """What the build neutralised, each noted once with where it happened."""
 
     def __init__(self) -> None:
-        self._skip = (os.path.dirname(torch.__file__), ARCHVIZ_DIR, os.path.dirname(contextlib.__file__))
+        self._skip = _SKIP_DIRS
         self.items: list[str] = []
         self._seen: set[str] = set()
         self.final_dtype: torch.dtype | None = None  # the default dtype the model's code left set
@@ -208,6 +341,14 @@ class MetaNotes:
     def neutralised(self, what: str) -> None:
         where = _caller(self._skip)
         note = f"{what} at {where} neutralised: built on meta"
+        if note not in self._seen:
+            self._seen.add(note)
+            self.items.append(note)
+
+    def answered(self, what: str, how: str) -> None:
+        """`what` (a call the build answered itself) at the model's line that made it, and `how` it was answered."""
+        where = _caller(self._skip)
+        note = f"{what} at {where} {how}"
         if note not in self._seen:
             self._seen.add(note)
             self.items.append(note)
@@ -247,35 +388,39 @@ def warnings_noted(note: Callable[[str], None]) -> Iterator[None]:
 def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
     """Everything constructed inside lives on the meta device (or, for the execution probe's small copies, on
     `device="cpu"` for real); CUDA requests are neutralised; the default dtype is restored afterwards."""
+    from .arrays import ARRAY_WRAPPERS, unallocated_arrays
+    from .cuda_queries import cuda_answered
+    from .offline import nothing_fetched
+
     target = torch.device(device)
     notes = MetaNotes()
     saved_dtype = torch.get_default_dtype()
     saved_set_default_device = torch.set_default_device
-    saved_cuda_set_device = torch.cuda.set_device
 
     def set_default_device(device: Any) -> None:
         if device is not None and torch.device(device).type not in ("meta", "cpu"):
             notes.neutralised(f"torch.set_default_device({str(device)!r})")
 
-    def cuda_set_device(device: Any) -> None:
-        notes.neutralised(f"torch.cuda.set_device({device!r})")
-
     torch.set_default_device = set_default_device  # type: ignore[assignment]
-    torch.cuda.set_device = cuda_set_device  # type: ignore[assignment]
     mode = _MetaMode(notes, target)
+    on_meta = target.type == "meta"
+    if on_meta:
+        mode.array_wrappers = ARRAY_WRAPPERS
     # Tens of thousands of modules and parameters, no garbage: the cyclic GC would rescan the growing heap again and
     # again (half of a 671B model's construction time). Paused for the build, restored after.
     try:
         # `mode` puts every constructor on `target` itself: no torch.device(target) context under it (a second Python
         # mode on every torch call: a fifth of a transformers build). Code that enters `with torch.device("cuda")`
         # still builds on meta: the mode stays above that context.
-        with collector_paused(), warnings_noted(notes.warned), mode, \
-                (_initialisers_skipped() if target.type == "meta" else contextlib.nullcontext()):
+        with collector_paused(), warnings_noted(notes.warned), mode, cuda_answered(notes.answered), \
+                nothing_fetched(notes.answered), scripts_kept_python(notes.answered), \
+                (unallocated_arrays(lambda what: notes.answered(what, _NOT_ALLOCATED)) if on_meta
+                 else contextlib.nullcontext()), \
+                (_initialisers_skipped() if on_meta else contextlib.nullcontext()):
             yield notes
     finally:
         notes.final_dtype = torch.get_default_dtype()
         torch.set_default_device = saved_set_default_device
-        torch.cuda.set_device = saved_cuda_set_device
         torch.set_default_dtype(saved_dtype)
 
 

@@ -70,10 +70,12 @@ def _missing_named(e: ImportError) -> str | None:
     return None
 
 
-def import_reference(path: str, stubs: StubRegistry) -> Any:
+def import_reference(path: str, stubs: StubRegistry, notes: list[str] | None = None) -> Any:
     """Import the model file: as its stem (`model`) with its folder first on the path, or, inside a package, under
-    its dotted name (archviz.sources.package); stubbing what cannot be imported."""
+    its dotted name (archviz.sources.package); stubbing what cannot be imported. `notes`: where what its import-time
+    native code was answered with goes (archviz.sources.native)."""
     from .meta import user_frame
+    from .native import native_answered
 
     layout = locate(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -88,7 +90,7 @@ def import_reference(path: str, stubs: StubRegistry) -> Any:
             _purge(siblings | set(stubbed) | {own})
             sys.modules.update(stubbed)
             try:
-                with importing(os.path.basename(path)):  # its exits and its own KeyboardInterrupt: one line
+                with importing(os.path.basename(path)), native_answered(stubs, notes if notes is not None else []):
                     if package:
                         return importlib.import_module(layout.module_name)
                     spec = importlib.util.spec_from_file_location(stem, path)
@@ -562,9 +564,9 @@ def build(spec: str, options: BuildOptions) -> Built:
     config = read_json_config(config_path) if config_path else None
 
     stubs = StubRegistry()
-    module = import_reference(path, stubs)
-    code_root = locate(path).code_root
     notes: list[str] = []
+    module = import_reference(path, stubs, notes)
+    code_root = locate(path).code_root
     cls = find_model_class(module, options.model_class, set(config) if config is not None else None)
     args_cls = find_config_class(module, cls, options.config_class, set(config or ()))
     kwargs: dict[str, Any] = {}
