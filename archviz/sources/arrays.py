@@ -3,7 +3,7 @@
 Code that makes its weights in numpy and wraps them (`nn.Parameter(torch.from_numpy(np.random.randn(V, D)))`,
 `torch.tensor(np.random.uniform(-b, b, size=(n, m)).astype(np.float32))`) would allocate every weight for real, meta
 build or not. Inside `unallocated_arrays(notes)`, numpy's random draws of at least `LARGE_NUMEL` values (`np.random`'s
-functions, and the methods of the `RandomState` and `default_rng()` objects made inside) give an `Unallocated` array
+functions, and the methods of the `default_rng()` generators made inside) give an `Unallocated` array
 instead: one value broadcast to the shape, no memory behind it, which stays so through elementwise arithmetic,
 `astype`, `copy`, reshapes and slices. `wrapped_on_meta` turns a large array the code wraps (`torch.from_numpy`,
 `torch.tensor`, `torch.as_tensor`, `torch.asarray`) into a meta tensor of its shape and dtype, with no copy. The values
@@ -80,22 +80,23 @@ def _size_of(name: str, args: tuple, kwargs: dict) -> tuple[int, ...] | None:
         return None
 
 
-def _drawn(fn: Callable, name: str, note: Callable[[str], None]) -> Callable:
+def _drawn(fn: Callable, name: str, note: Callable[[str, str], None]) -> Callable:
     def draw(*args: Any, **kwargs: Any) -> Any:
         shape = _size_of(name, args, kwargs)
-        scalars = all(np.ndim(a) == 0 for a in (*args, *kwargs.values()) if not isinstance(a, (tuple, list)))
-        if shape is None or not scalars or int(np.prod(shape, dtype=np.int64)) < LARGE_NUMEL:
+        arrays = any(isinstance(a, np.ndarray) and a.ndim for a in (*args, *kwargs.values()))  # loc per row: real
+        if shape is None or arrays or int(np.prod(shape, dtype=np.int64)) < LARGE_NUMEL:
             return fn(*args, **kwargs)
-        note(f"np.random {name}() of {int(np.prod(shape, dtype=np.int64)):,} values")
+        note(f"np.random.{name}() of {int(np.prod(shape, dtype=np.int64)):,} values",
+             "not drawn: stood in unallocated (a meta build reads no weight values)")
         return unallocated(np.zeros((), kwargs.get("dtype", np.float64)), shape)
 
     return draw
 
 
 class _Drawing:
-    """A numpy RandomState or Generator whose large draws stand unallocated."""
+    """A numpy Generator whose large draws stand unallocated."""
 
-    def __init__(self, real: Any, note: Callable[[str], None]):
+    def __init__(self, real: Any, note: Callable[[str, str], None]):
         self._real = real
         self._note = note
 
@@ -105,29 +106,37 @@ class _Drawing:
 
 
 @contextlib.contextmanager
-def unallocated_arrays(note: Callable[[str], None]) -> Iterator[None]:
-    """numpy's large random draws stand unallocated inside; `note(what)` is told of each (with where it was)."""
+def unallocated_arrays(note: Callable[[str, str], None]) -> Iterator[None]:
+    """numpy's large random draws stand unallocated inside, and `torch.from_numpy` of a large array is a meta tensor;
+    `note(what, how)` is told of each."""
     rnd = np.random
-    saved = {name: getattr(rnd, name) for name in (*_DRAWS, "RandomState", "default_rng") if hasattr(rnd, name)}
+    saved = {name: getattr(rnd, name) for name in (*_DRAWS, "default_rng") if hasattr(rnd, name)}
+    from_numpy = torch.from_numpy
+
+    def wrap(array: Any) -> torch.Tensor:  # torch.from_numpy passes by no function mode: answered here
+        wrapped = wrapped_on_meta(from_numpy, (array,), {}, note)
+        return from_numpy(array) if wrapped is None else wrapped
+
+    torch.from_numpy = wrap  # type: ignore[assignment]
     try:
         for name in _DRAWS:
             if name in saved:
                 setattr(rnd, name, _drawn(saved[name], name, note))
-        for name in ("RandomState", "default_rng"):
-            maker = saved[name]
-            setattr(rnd, name, lambda *a, _maker=maker, **k: _Drawing(_maker(*a, **k), note))
+        maker = saved["default_rng"]
+        rnd.default_rng = lambda *a, **k: _Drawing(maker(*a, **k), note)
         yield
     finally:
+        torch.from_numpy = from_numpy  # type: ignore[assignment]
         for name, fn in saved.items():
             setattr(rnd, name, fn)
 
 
-#: torch's functions that wrap a numpy array as a tensor.
-ARRAY_WRAPPERS = frozenset(getattr(torch, n) for n in ("from_numpy", "tensor", "as_tensor", "asarray")
+#: torch's functions that wrap a numpy array as a tensor and pass by a function mode (`from_numpy` does not).
+ARRAY_WRAPPERS = frozenset(getattr(torch, n) for n in ("tensor", "as_tensor", "asarray")
                            if hasattr(torch, n))
 
 
-def wrapped_on_meta(func: Any, args: tuple, kwargs: dict, note: Callable[[str], None]) -> torch.Tensor | None:
+def wrapped_on_meta(func: Any, args: tuple, kwargs: dict, note: Callable[[str, str], None]) -> torch.Tensor | None:
     """A large numpy array wrapped as a tensor (`func` one of ARRAY_WRAPPERS) as a meta tensor of its shape and
     dtype, never copied; None for anything else."""
     arr = args[0] if args else kwargs.get("data", kwargs.get("obj"))
@@ -137,5 +146,5 @@ def wrapped_on_meta(func: Any, args: tuple, kwargs: dict, note: Callable[[str], 
     out = torch.empty(arr.shape, dtype=dtype, device="meta")
     if kwargs.get("requires_grad"):
         out.requires_grad_(True)
-    note(f"a numpy array of {arr.size:,} values wrapped by torch.{func.__name__}()")
+    note(f"torch.{func.__name__}() of a numpy array of {arr.size:,} values", "made a meta tensor, never copied")
     return out

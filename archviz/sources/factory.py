@@ -15,8 +15,8 @@ from .options import SET_VALUES, BuildOptions, Built, _versions
 def build_factory(spec: str, options: BuildOptions) -> Built:
     import torch
 
-    from .meta import is_cuda_insistence, meta_build, user_frame
-    from .native import native_answered
+    from .meta import CUDA_HINT, build_failure_hint, is_cuda_insistence, meta_build, user_frame
+    from .native import import_failure_hint, native_answered
     from .stubs import StubRegistry
     from .process_group import constructed
 
@@ -39,7 +39,7 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     except Exception as e:  # noqa: BLE001 - the user's module raised while importing
         where = user_frame(e, (os.path.dirname(getattr(sys.modules.get(mod_name), "__file__", "") or ""),)) or mod_name
         raise SourceError(f"{spec}: importing {mod_name} raised {type(e).__name__}: {e} ({where})",
-                          hint="fix the module so that it imports") from None
+                          hint=import_failure_hint(e)) from None
     finally:
         if added and cwd in sys.path:
             sys.path.remove(cwd)
@@ -69,14 +69,13 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
                               hint="--set key=value passes keyword arguments to a factory: give only the ones "
                                    "it takes") from None
         if is_cuda_insistence(e):
-            raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}",
-                              hint="archviz builds on the meta device; remove the hard CUDA requirement "
-                                   "or guard it with torch.cuda.is_available()") from None
+            raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}", hint=CUDA_HINT) from None
         strings = [f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)]
-        hint = "run with --debug for the traceback"
+        hint = build_failure_hint(e, kwargs)
         if strings:  # a value the user meant as something else may have stayed a string
             hint = (f"{', '.join(strings)} {'was' if len(strings) == 1 else 'were'} passed as "
-                    f"{'a string' if len(strings) == 1 else 'strings'} (--set: {SET_VALUES}); {hint}")
+                    f"{'a string' if len(strings) == 1 else 'strings'} (--set: {SET_VALUES}); run with --debug for "
+                    "the traceback")
         raise SourceError(f"{spec}: building the model raised {type(e).__name__}: {e} ({where})", hint=hint) from e
     if not isinstance(model, torch.nn.Module):
         raise SourceError(f"{spec}: returned {type(model).__name__}, not a torch.nn.Module",

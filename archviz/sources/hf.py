@@ -373,7 +373,7 @@ def _sub_config_hint(e: BaseException, config: Any) -> str | None:
 def build(spec: str, options: BuildOptions) -> Built:
     import torch
 
-    from .meta import is_cuda_insistence, meta_build, unset_field_hint
+    from .meta import CUDA_HINT, build_failure_hint, is_cuda_insistence, meta_build, unset_field_hint
 
     with _quiet():
         config, name = load_config(spec, options)
@@ -403,14 +403,13 @@ def build(spec: str, options: BuildOptions) -> Built:
             model = cls._from_config(config, **kwargs)
     except Exception as e:  # noqa: BLE001
         if is_cuda_insistence(e):
-            raise SourceError(f"{spec}: {cls.__name__} insists on CUDA: {e}",
-                              hint="archviz builds on the meta device") from None
+            raise SourceError(f"{spec}: {cls.__name__} insists on CUDA: {e}", hint=CUDA_HINT) from None
         fields = {k: v for k, v in config.to_dict().items() if isinstance(k, str)}
         aliases = {k: v for k, v in (getattr(config, "attribute_map", None) or {}).items()
                    if isinstance(k, str) and isinstance(v, str)}
         raise SourceError(f"{spec}: building {cls.__name__} raised {type(e).__name__}: {e}",
                           hint=unset_field_hint(e, fields, aliases) or _sub_config_hint(e, config) or
-                          "check the config fields; run with --debug for the traceback") from e
+                          build_failure_hint(e, fields, aliases)) from e
     model.eval()
     unquantized = _quantize(model, config, spec, kwargs.get("dtype")) if options.quantized else None
     transformers = _import_transformers()

@@ -30,7 +30,6 @@ from ..errors import SourceError
 from ..gcpause import collector_paused
 
 _META = torch.device("meta")
-_NOT_ALLOCATED = "stood in on meta, never allocated (a meta build reads no weight values)"
 ARCHVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # frames in archviz's own code are skipped
 #: Largest tensor a meta build makes for real on the CPU when the code asks for values there by name (1 Mi elements,
 #: 8 MB at most), and the most elements it makes so in one build.
@@ -121,7 +120,8 @@ class _MetaMode(TorchFunctionMode):
         """An op with no meta kernel (`mask.to_sparse()`) on small tensors made without a device: run on their CPU
         twins, the result put on meta (its twin kept). Raises what the meta op raised when they have no twins."""
         value = self._on_twins(func, args, kwargs)
-        self.notes.read(f"{getattr(func, '__name__', 'an op')}(), which meta cannot run,")
+        self.notes.answered(f"{getattr(func, '__name__', 'an op')}() of a small tensor made without a device",
+                            "has no meta kernel: made on the CPU from its values, then put on meta")
         if not isinstance(value, torch.Tensor):
             return value
         out = value.to(self.device)
@@ -140,7 +140,7 @@ class _MetaMode(TorchFunctionMode):
         if func in self.array_wrappers:  # weights made in numpy (torch.from_numpy(np.random.randn(...))): not copied
             from .arrays import wrapped_on_meta
 
-            wrapped = wrapped_on_meta(func, args, kwargs, lambda what: self.notes.answered(what, _NOT_ALLOCATED))
+            wrapped = wrapped_on_meta(func, args, kwargs, self.notes.answered)
             if wrapped is not None:
                 return wrapped
         if func in self.constructors:
@@ -190,13 +190,14 @@ class _MetaMode(TorchFunctionMode):
         return out
 
 
-_CPU_TYPE_NAMES = {}  # dtype -> the CPU tensor type's name ('torch.FloatTensor'), filled as asked
+_TENSOR_TYPE = torch.Tensor.type
+_CPU_TYPE_NAMES: dict[torch.dtype, str] = {}  # dtype -> the CPU tensor type's name ('torch.FloatTensor'), filled as asked
 
 
 def _cpu_type_name(dtype: torch.dtype) -> str:
     name = _CPU_TYPE_NAMES.get(dtype)
     if name is None:
-        name = _CPU_TYPE_NAMES[dtype] = torch.empty(0, dtype=dtype).type()
+        name = _CPU_TYPE_NAMES[dtype] = _TENSOR_TYPE(torch.empty(0, dtype=dtype, device="cpu"))
     return name
 
 
@@ -226,7 +227,7 @@ def answer_on_meta(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | Non
         return _moved(func, args, kwargs, notes)
     if func is torch.Tensor.pin_memory:
         return args[0]
-    if func is torch.Tensor.type and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+    if func is _TENSOR_TYPE and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
         wanted = args[1] if len(args) > 1 else kwargs.get("dtype")
         if wanted is None:
             return _cpu_type_name(args[0].dtype)
@@ -238,6 +239,26 @@ def answer_on_meta(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | Non
                               if not isinstance(wanted, str) else f".type({wanted!r})")
         return args[0].to(dtype)
     return NotImplemented
+
+
+@contextlib.contextmanager
+def type_names_answered() -> Iterator[None]:
+    """`Tensor.type()` of a meta tensor answered as `answer_on_meta` does while inside (the meta forward pass, which
+    runs under no function mode): code that compares `x.type()` with `'torch.FloatTensor'` takes the CPU's branch."""
+    saved = torch.Tensor.type
+
+    def type_(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if self.is_meta:
+            answered = answer_on_meta(saved, (self, *args), kwargs, None)
+            if answered is not NotImplemented:
+                return answered
+        return saved(self, *args, **kwargs)
+
+    torch.Tensor.type = type_  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        torch.Tensor.type = saved  # type: ignore[method-assign]
 
 
 def _moved(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | None") -> Any:
@@ -414,7 +435,7 @@ def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
         # still builds on meta: the mode stays above that context.
         with collector_paused(), warnings_noted(notes.warned), mode, cuda_answered(notes.answered), \
                 nothing_fetched(notes.answered), scripts_kept_python(notes.answered), \
-                (unallocated_arrays(lambda what: notes.answered(what, _NOT_ALLOCATED)) if on_meta
+                (unallocated_arrays(notes.answered) if on_meta
                  else contextlib.nullcontext()), \
                 (_initialisers_skipped() if on_meta else contextlib.nullcontext()):
             yield notes
@@ -547,7 +568,46 @@ def is_cuda_insistence(exc: BaseException) -> bool:
     return any(s in text for s in ("CUDA", "cuda", "NVIDIA driver", "compiled with CUDA"))
 
 
-__all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence", "unset_field_hint", "warnings_noted"]
+#: The hint of a model that insists on CUDA where the build answered none of it (its own assert, an op that needs a
+#: GPU): nothing the user can change, said plainly, never advice to edit the model's code.
+CUDA_HINT = ("archviz builds on the meta device and answers torch.cuda's queries and device requests there, but not "
+             "this one; run with --debug for the traceback")
+
+
+def build_failure_hint(error: BaseException, config: dict[str, Any],
+                       aliases: dict[str, str] | None = None) -> str:
+    """The hint of a build that raised `error`: the config named only where it is the cause (an unset field the
+    failing line reads, or a config field that line names), an op meta has no kernel for said as that, else the
+    traceback."""
+    import linecache
+    import re
+
+    hint = unset_field_hint(error, config, aliases)
+    if hint:
+        return hint
+    if isinstance(error, NotImplementedError) and "meta" in str(error).lower():
+        return ("an op of the model's constructor has no meta kernel and its inputs are too large (or not made by a "
+                "constructor) to make on the CPU: run with --debug for the traceback")
+    frame = lineno = None
+    for f, n in traceback.walk_tb(error.__traceback__):
+        if not f.f_code.co_filename.startswith(_SKIP_DIRS):
+            frame, lineno = f, n
+    if frame is not None:
+        line = linecache.getline(frame.f_code.co_filename, lineno or 0)
+        named = [k for k in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", line)) if k in config]
+        if named:
+            shown = ", ".join(f"{k}={config[k]!r}" for k in named[:3])
+            return f"the failing line reads {shown} of the config: check {'it' if len(named) == 1 else 'them'}"
+    return "the model's code raised this while building (run with --debug for the traceback)"
+
+
+__all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence", "unset_field_hint", "warnings_noted",
+           "build_failure_hint", "CUDA_HINT"]
+
+
+def config_dict_of(args: Any) -> dict[str, Any]:
+    """A config object's fields (a dataclass's, an attribute bag's), {} for None."""
+    return dict(getattr(args, "__dict__", None) or {})
 
 
 def names_a_missing_field(e: BaseException, args: Any) -> bool:
@@ -570,9 +630,6 @@ def construction_error(e: Exception, paths: tuple[str, str, str], cls: type, arg
                            hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
                            or "run with --debug for the traceback")
     if is_cuda_insistence(e):
-        return SourceError(f"{path}: the model insists on CUDA at {where}: {e}",
-                           hint="archviz builds on the meta device; guard the CUDA call with "
-                                "torch.cuda.is_available()")
+        return SourceError(f"{path}: the model insists on CUDA at {where}: {e}", hint=CUDA_HINT)
     return SourceError(f"{path}: building {cls.__name__} raised {type(e).__name__} at {where}: {e}",
-                       hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
-                       or "check the config (run with --debug for the traceback)")
+                       hint=build_failure_hint(e, config_dict_of(args)))

@@ -132,21 +132,25 @@ def _cuda_home_answered(ext: Any, note: Callable[[str, str], None]) -> Iterator[
     """`CUDA_HOME`/`ROCM_HOME` of `torch.utils.cpp_extension`, while unset, answered STAND_IN_HOME when read."""
     unset = [n for n in ("CUDA_HOME", "ROCM_HOME") if n in vars(ext) and vars(ext)[n] is None]
 
+    own = vars(ext).get("__getattr__")  # the module's own (PEP 562), asked for every other name
+
     def read(name: str) -> Any:
         if name in unset:
             note(f"{name} (unset: no CUDA toolkit here)", f"answered {STAND_IN_HOME!r}: nothing is compiled")
             return STAND_IN_HOME
+        if own is not None:
+            return own(name)
         raise AttributeError(f"module {ext.__name__!r} has no attribute {name!r}")
 
-    had = "__getattr__" in vars(ext)
     for n in unset:
         delattr(ext, n)
-    if not had:
-        ext.__getattr__ = read
+    ext.__getattr__ = read
     try:
         yield
     finally:
-        if not had:
+        if own is not None:
+            ext.__getattr__ = own
+        else:
             del ext.__getattr__
         for n in unset:
             setattr(ext, n, None)
@@ -191,3 +195,13 @@ def native_answered(stubs: StubRegistry, notes: list[str]) -> Iterator[None]:
         for name in finder.made:  # the model's modules keep theirs; the next import finds the package anew
             if isinstance(sys.modules.get(name), _StandIn):
                 del sys.modules[name]
+
+
+def import_failure_hint(error: BaseException) -> str:
+    """The hint of an import of the model's code that raised `error`: archviz's own answer where it gave one (a
+    package that is not installed, called at import: "pip install X"), else the traceback; never advice to edit the
+    model's code."""
+    hint = getattr(error, "hint", None)
+    if isinstance(hint, str) and hint:
+        return hint
+    return "the model's code raised this while being imported (run with --debug for the traceback)"

@@ -75,7 +75,7 @@ def import_reference(path: str, stubs: StubRegistry, notes: list[str] | None = N
     its dotted name (archviz.sources.package); stubbing what cannot be imported. `notes`: where what its import-time
     native code was answered with goes (archviz.sources.native)."""
     from .meta import user_frame
-    from .native import native_answered
+    from .native import import_failure_hint, native_answered
 
     layout = locate(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -134,8 +134,7 @@ def import_reference(path: str, stubs: StubRegistry, notes: list[str] | None = N
             except Exception as e:  # noqa: BLE001 - the user's file raised while importing
                 where = user_frame(e, (layout.code_root,)) or os.path.basename(path)
                 raise SourceError(f"{path}: raised {type(e).__name__} on import at {where}: {e}",
-                                  hint="fix the module so that it imports (run with --debug for the traceback)"
-                                  ) from e
+                                  hint=import_failure_hint(e)) from e
         raise SourceError(f"{path}: too many failing imports", hint="install the model's dependencies")
     finally:
         for p in layout.paths:
