@@ -145,9 +145,10 @@ class _MetaMode(TorchFunctionMode):
                 return wrapped
         if func in self.constructors:
             return self._construct(func, args, kwargs)
-        answered = answer_on_meta(func, args, kwargs, self.notes)
-        if answered is not NotImplemented:
-            return answered
+        if func in _ANSWERED_METHODS:
+            answered = answer_on_meta(func, args, kwargs, self.notes)
+            if answered is not NotImplemented:
+                return answered
         if not self.twins:
             return func(*args, **kwargs)
         try:
@@ -191,6 +192,8 @@ class _MetaMode(TorchFunctionMode):
 
 
 _TENSOR_TYPE = torch.Tensor.type
+# The tensor methods answer_on_meta answers (one set lookup per op on the build's path, not a call).
+_ANSWERED_METHODS = frozenset({torch.Tensor.cuda, torch.Tensor.to, torch.Tensor.pin_memory, _TENSOR_TYPE})
 _CPU_TYPE_NAMES: dict[torch.dtype, str] = {}  # dtype -> the CPU tensor type's name ('torch.FloatTensor'), filled as asked
 
 
