@@ -10,7 +10,15 @@ tensor of defined values (`linspace`, `arange`, `tensor`, `zeros`, ...; at most 
 A small tensor of defined values made without a device (`torch.arange(depth)`) is made on meta too, with a CPU twin
 kept beside it (at most `TWIN_NUMEL` elements) and carried through the ops made of twinned tensors only
 (`.int()`, `* rate`); when the construction reads its values (`.tolist()`, `.item()`, `int(...)`, as torchvision's
-RegNet does with `torch.arange(depth).int().tolist()`), the twin answers, and the build notes it.
+RegNet does with `torch.arange(depth).int().tolist()`), the twin answers, and the build notes it. Twins follow
+in-place writes (`mask[n // 2:] = True`), iteration and element reads (`[x.item() for x in torch.linspace(...)]`,
+`float(rates[i])`); an op that has no meta kernel (`mask.to_sparse()`) runs on the twins and its result is put on meta.
+
+`.to(...)` of every form (`device=None`, a `torch.device("cpu")`, another tensor) keeps a meta tensor on meta with
+its dtype applied; `.type()` names the CPU type (`'torch.FloatTensor'`), in the build and (`type_names_answered`)
+in the meta forward pass. Inside `meta_build` too: torch.cuda's queries are answered (`cuda_queries`), downloads and
+checkpoint loads skipped (`offline`), weights drawn in numpy never allocated (`arrays`), `@torch.jit.script` and
+`torch.compile` keep the Python code (`scripts_kept_python`); each noted with the model's line.
 """
 
 from __future__ import annotations
