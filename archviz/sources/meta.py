@@ -599,6 +599,10 @@ def build_failure_hint(error: BaseException, config: dict[str, Any],
     if isinstance(error, NotImplementedError) and "meta" in str(error).lower():
         return ("an op of the model's constructor has no meta kernel and its inputs are too large (or not made by a "
                 "constructor) to make on the CPU: run with --debug for the traceback")
+    if "meta tensor" in str(error):  # .item(), .tolist(), .numpy(), a copy out: values meta has none of
+        return (f"the constructor reads the values of a tensor, which a meta build has only for small tensors made "
+                f"from defined values (arange, linspace, zeros, ...; at most {TWIN_NUMEL:,} elements), not for this "
+                "one: run with --debug for the traceback")
     frame = lineno = None
     for f, n in traceback.walk_tb(error.__traceback__):
         if not f.f_code.co_filename.startswith(_SKIP_DIRS):

@@ -198,3 +198,9 @@ def test_build_failures_name_their_cause(tmp_path):
     with pytest.raises(SourceError) as code_caused:
         archviz.build(str(tmp_path / "model.py"))
     assert "tokenizer file is missing" in code_caused.value.message and "config" not in code_caused.value.hint
+    (tmp_path / "config.json").write_text('{"width": 12, "heads": 3}')
+    (tmp_path / "model.py").write_text((tmp_path / "model.py").read_text().replace(
+        "        self.proj", "        self.scale = torch.rand(1).item()\n        self.proj"))
+    with pytest.raises(SourceError) as value_read:
+        archviz.build(str(tmp_path / "model.py"))
+    assert "reads the values of a tensor" in value_read.value.hint and "config" not in value_read.value.hint
