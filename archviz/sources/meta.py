@@ -202,7 +202,7 @@ class _MetaMode(TorchFunctionMode):
 _TENSOR_TYPE = torch.Tensor.type
 # The tensor methods answer_on_meta answers (one set lookup per op on the build's path, not a call).
 _ANSWERED_METHODS = frozenset({torch.Tensor.cuda, torch.Tensor.to, torch.Tensor.pin_memory, _TENSOR_TYPE})
-_CPU_TYPE_NAMES: dict[torch.dtype, str] = {}  # dtype -> the CPU tensor type's name ('torch.FloatTensor'), filled as asked
+_CPU_TYPE_NAMES: dict[torch.dtype, str] = {}  # dtype -> its CPU tensor type's name ('torch.FloatTensor'), as asked
 
 
 def _cpu_type_name(dtype: torch.dtype) -> str:

@@ -13,7 +13,9 @@ around the import of the model's code:
 - a compiled package used for its decorators that is not installed (`DECORATOR_PACKAGES`: numba) imports as a stand-in
   whose decorators pass each function through uncompiled (`prange` is `range`); the model's forward never calls such
   helpers on meta, and where a helper runs it runs as the Python it was written as;
-- `@torch.jit.script` and `@torch.compile` keep the Python function (`meta.scripts_kept_python`).
+- `@torch.jit.script` and `@torch.compile` keep the Python function (`meta.scripts_kept_python`);
+- torch.cuda's queries at module level (`DEVICE = torch.cuda.current_device()`) are answered as in a build
+  (`cuda_queries`), and `.cuda()` of a tensor made at import keeps it on the CPU, where CUDA is not here.
 `note(what, how)` is told of each, once per place in the model's code, for the build's notes.
 """
 
@@ -26,6 +28,7 @@ import sys
 import types
 from typing import Any, Callable, Iterator
 
+from .cuda_queries import cuda_answered
 from .meta import model_line, scripts_kept_python
 from .stubs import StubRegistry, pip_name
 
@@ -157,6 +160,28 @@ def _cuda_home_answered(ext: Any, note: Callable[[str, str], None]) -> Iterator[
 
 
 @contextlib.contextmanager
+def _cuda_moves_kept(note: Callable[[str, str], None]) -> Iterator[None]:
+    """`.cuda()` of a tensor made at import (a module-level table), where CUDA is not here: the tensor stays where it
+    is (the build moves what a model keeps to meta)."""
+    import torch
+
+    if torch.cuda.is_available():
+        yield
+        return
+    saved = torch.Tensor.cuda
+
+    def cuda(self: Any, *args: Any, **kwargs: Any) -> Any:
+        note(".cuda() while importing", "kept on the CPU: no GPU here")
+        return self
+
+    torch.Tensor.cuda = cuda  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.Tensor.cuda = saved  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def native_answered(stubs: StubRegistry, notes: list[str]) -> Iterator[None]:
     """The model's import-time native code answered inside (see the module doc); each answer appended to `notes`."""
     import torch
@@ -185,7 +210,7 @@ def native_answered(stubs: StubRegistry, notes: list[str]) -> Iterator[None]:
     torch.ops.load_library = load_library  # type: ignore[method-assign] # an attribute of this _Ops object only
     sys.meta_path.append(finder)  # type: ignore[arg-type]
     try:
-        with _cuda_home_answered(ext, note), scripts_kept_python(note):
+        with _cuda_home_answered(ext, note), scripts_kept_python(note), cuda_answered(note), _cuda_moves_kept(note):
             yield
     finally:
         ext.load, ext.load_inline = saved  # type: ignore[assignment]

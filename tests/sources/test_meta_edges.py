@@ -66,7 +66,8 @@ def test_sparse_buffer_scripted_helper_and_type_check(archviz_cli, jit_flags):
     heads = next(t for t in rec["modules"][0]["tensors"] if t["name"] == "alignment_heads")
     assert heads["shape"] == [c["n_layer"], c["n_head"]] and heads["dtype"] == "bool"
     notes = rec["source"]["notes"]
-    assert (f"to_sparse() of a small tensor made without a device at model.py:{_line(model, 'heads.to_sparse()')} has no "
+    sparse = _line(model, "heads.to_sparse()")
+    assert (f"to_sparse() of a small tensor made without a device at model.py:{sparse} has no "
             "meta kernel: made on the CPU from its values, then put on meta") in notes
     assert any(n.startswith(f"@torch.jit.script on fused_gelu at model.py:{_line(model, '@torch.jit.script')}")
                for n in notes)
@@ -142,8 +143,8 @@ def test_numpy_weights_are_never_allocated():
     assert sum(p.numel() for p in net.parameters()) == n * m + m * h + h * k
     assert net.table.weight.requires_grad
     assert sorted(net.order.tolist()) == list(range(16))  # a small draw is made for real: the code reads it
-    for what, needle in (("torch.tensor()", "torch.tensor(w"), ("torch.from_numpy()", "torch.from_numpy(np.random.randn"),
-                         ("torch.as_tensor()", "torch.as_tensor(")):
+    for what, needle in (("torch.tensor()", "torch.tensor(w"), ("torch.as_tensor()", "torch.as_tensor("),
+                         ("torch.from_numpy()", "torch.from_numpy(np.random.randn")):
         assert any(note.startswith(f"{what} of a numpy array") and f"at model.py:{_line(model, needle)} made a meta"
                    in note for note in built.notes), what
     # The same constructor again on meta, its memory traced (numpy reports its buffers to tracemalloc): none of the
@@ -176,6 +177,10 @@ def test_native_code_at_import_is_answered(archviz_cli):
                for n in notes)
     for deco, fn in (("numba.jit", "backtrace"), ("numba.njit", "total"), ("numba.vectorize", "halve")):
         assert any(n.startswith(f"@{deco} on {fn} at model.py:") and "pip install numba" in n for n in notes), deco
+    if not torch.cuda.is_available():
+        for what, needle in (("torch.cuda.current_device()", "_DEVICE = "), (".cuda() while importing", "_LUT = ")):
+            assert any(n.startswith(f"{what} at model.py:{_line(model, needle)}") for n in notes), what
+        assert built.module._LUT.tolist() == list(range(16))
     # The helpers are the Python they were written as (numba.prange is range); nothing is left behind.
     assert built.module.total(5) == 10 and built.module.halve(3.0) == 1.5
     assert "numba" not in sys.modules and torch.utils.cpp_extension.load.__module__ == "torch.utils.cpp_extension"

@@ -1,7 +1,8 @@
 """A model file in the style of research code that builds its kernels when imported: a check of CUDA_HOME, a C++/CUDA
 extension compiled by `torch.utils.cpp_extension.load(... .cu ...)` and another by `load_inline`, helpers under
 `@numba.jit`, `@numba.njit`, `@numba.vectorize` (numba is a compiled package: not installed here), and a Triton kernel
-under `@triton.autotune` and `@triton.jit`. Written for archviz's tests."""
+under `@triton.autotune` and `@triton.jit`, and module-level CUDA state (`torch.cuda.current_device()`, a table
+moved with `.cuda()`). Written for archviz's tests."""
 
 import os
 
@@ -16,6 +17,8 @@ if CUDA_HOME is None:
     raise RuntimeError("CUDA_HOME is not set: the fused kernels cannot be built")
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_DEVICE = torch.cuda.current_device()
+_LUT = torch.arange(16).cuda(_DEVICE)
 fused = load(name="fused_bias_act", sources=[os.path.join(_HERE, "fused_bias_act.cpp"),
                                              os.path.join(_HERE, "fused_bias_act_kernel.cu")], verbose=False)
 upfirdn = load_inline(name="upfirdn2d", cpp_sources="", cuda_sources="", functions=["upfirdn2d"])
