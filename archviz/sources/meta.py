@@ -156,6 +156,9 @@ class _MetaMode(TorchFunctionMode):
         if func in _ANSWERED_METHODS:
             answered = answer_on_meta(func, args, kwargs, self.notes)
             if answered is not NotImplemented:
+                twin = self.twins.get(args[0]) if self.twins else None
+                if twin is not None and isinstance(answered, torch.Tensor) and answered is not args[0]:
+                    self.twins[answered] = twin.to(answered.dtype)  # `.to(torch.float64)`: still readable
                 return answered
         if not self.twins:
             return func(*args, **kwargs)

@@ -88,6 +88,7 @@ def test_drop_path_rates_and_cuda_queries_while_building():
     assert all(p.is_meta for p in net.parameters())
     rates = torch.linspace(0, c["drop_path_rate"], c["depth"]).tolist()  # the values, computed here on the CPU
     assert net.rates == rates
+    assert net.rates64 == torch.linspace(0, c["drop_path_rate"], c["depth"]).to(torch.float64).tolist()
     assert [getattr(b.drop_path, "p", 0.0) for b in net.blocks] == rates
     assert (net.device_id, net.replicas) == ((torch.cuda.current_device(), torch.cuda.device_count())
                                              if torch.cuda.is_available() else (0, 1))

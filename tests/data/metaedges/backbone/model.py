@@ -53,6 +53,7 @@ class Backbone(nn.Module):
         dpr = [x.item() for x in torch.linspace(0, c.drop_path_rate, c.depth)]
         rates = torch.linspace(0, c.drop_path_rate, c.depth)
         self.rates = [float(rates[i]) for i in range(c.depth)]
+        self.rates64 = rates.to("cuda", torch.float64).tolist()
         self.blocks = nn.ModuleList(Block(c.embed_dim, c.mlp_ratio * c.embed_dim, dpr[i]) for i in range(c.depth))
         self.norm = nn.LayerNorm(c.embed_dim)
         self.head = nn.Linear(c.embed_dim, c.num_classes)
