@@ -15,10 +15,11 @@ in-place writes (`mask[n // 2:] = True`), iteration and element reads (`[x.item(
 `float(rates[i])`); an op that has no meta kernel (`mask.to_sparse()`) runs on the twins and its result is put on meta.
 
 `.to(...)` of every form (`device=None`, a `torch.device("cpu")`, another tensor) keeps a meta tensor on meta with
-its dtype applied; `.type()` names the CPU type (`'torch.FloatTensor'`), in the build and (`type_names_answered`)
-in the meta forward pass. Inside `meta_build` too: torch.cuda's queries are answered (`cuda_queries`), downloads and
-checkpoint loads skipped (`offline`), weights drawn in numpy never allocated (`arrays`), `@torch.jit.script` and
-`torch.compile` keep the Python code (`scripts_kept_python`); each noted with the model's line.
+its dtype applied, `.cpu()` keeps it there; `.type()` names the CPU type (`'torch.FloatTensor'`), in the build and
+(`meta_methods_answered`) in the meta forward pass. Inside `meta_build` too: torch.cuda's queries are answered
+(`cuda_queries`), downloads and checkpoint loads skipped (`offline`), weights drawn in numpy never allocated
+(`arrays`), `@torch.jit.script` and `torch.compile` keep the Python code (`scripts_kept_python`); each noted with the
+model's line.
 """
 
 from __future__ import annotations
@@ -204,7 +205,8 @@ class _MetaMode(TorchFunctionMode):
 
 _TENSOR_TYPE = torch.Tensor.type
 # The tensor methods answer_on_meta answers (one set lookup per op on the build's path, not a call).
-_ANSWERED_METHODS = frozenset({torch.Tensor.cuda, torch.Tensor.to, torch.Tensor.pin_memory, _TENSOR_TYPE})
+_TENSOR_CPU = torch.Tensor.cpu
+_ANSWERED_METHODS = frozenset({torch.Tensor.cuda, torch.Tensor.to, torch.Tensor.pin_memory, _TENSOR_TYPE, _TENSOR_CPU})
 _CPU_TYPE_NAMES: dict[torch.dtype, str] = {}  # dtype -> its CPU tensor type's name ('torch.FloatTensor'), as asked
 
 
@@ -232,14 +234,15 @@ def answer_on_meta(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | Non
     """What a tensor method that names a device or reads one answers for a meta tensor: `.cuda()` and `.to(device)`
     of every form keep it where it is (its dtype and memory format still applied), `.pin_memory()` is itself,
     `.type()` names the CPU type (`'torch.FloatTensor'`, what code compares it with) and `.type(torch.cuda.HalfTensor)`
-    converts the dtype only. NotImplemented for any other call. `notes`: where a CUDA device asked for is noted."""
+    converts the dtype only, `.cpu()` of a meta tensor is itself. NotImplemented for any other call. `notes`: where
+    a CUDA device asked for is noted."""
     if func is torch.Tensor.cuda:
         if notes is not None:
             notes.neutralised(".cuda()")
         return args[0]
     if func is torch.Tensor.to:
         return _moved(func, args, kwargs, notes)
-    if func is torch.Tensor.pin_memory:
+    if func is torch.Tensor.pin_memory or func is _TENSOR_CPU and args[0].is_meta:  # a copy out of meta: none
         return args[0]
     if func is _TENSOR_TYPE and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
         wanted = args[1] if len(args) > 1 else kwargs.get("dtype")
@@ -256,23 +259,29 @@ def answer_on_meta(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | Non
 
 
 @contextlib.contextmanager
-def type_names_answered() -> Iterator[None]:
-    """`Tensor.type()` of a meta tensor answered as `answer_on_meta` does while inside (the meta forward pass, which
-    runs under no function mode): code that compares `x.type()` with `'torch.FloatTensor'` takes the CPU's branch."""
-    saved = torch.Tensor.type
+def meta_methods_answered() -> Iterator[None]:
+    """`Tensor.type()` and `Tensor.cpu()` of a meta tensor answered as `answer_on_meta` does while inside (the meta
+    forward pass, which runs under no function mode): code that compares `x.type()` with `'torch.FloatTensor'` takes
+    the CPU's branch, and `lengths.cpu()` stays on meta, where the pass answers its values."""
+    saved = {name: getattr(torch.Tensor, name) for name in ("type", "cpu")}
 
-    def type_(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if self.is_meta:
-            answered = answer_on_meta(saved, (self, *args), kwargs, None)
-            if answered is not NotImplemented:
-                return answered
-        return saved(self, *args, **kwargs)
+    def answered(original: Any) -> Any:
+        def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if self.is_meta:
+                answer = answer_on_meta(original, (self, *args), kwargs, None)
+                if answer is not NotImplemented:
+                    return answer
+            return original(self, *args, **kwargs)
 
-    torch.Tensor.type = type_  # type: ignore[method-assign,assignment]
+        return method
+
+    for name, original in saved.items():
+        setattr(torch.Tensor, name, answered(original))
     try:
         yield
     finally:
-        torch.Tensor.type = saved  # type: ignore[method-assign]
+        for name, original in saved.items():
+            setattr(torch.Tensor, name, original)
 
 
 def _moved(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | None") -> Any:

@@ -1,7 +1,8 @@
 """An audio encoder in the style of speech-recognition code: a dataclass of dims, a conv front end, a buffer of
 alignment heads made without a device and stored sparse (`.to_sparse()`, no meta kernel), a TorchScript helper with
 the fuser switched on at import (as training code does), a forward that checks `x.type()` against the tensor type
-names, and a `self.to(device=None)` a loader passes through. Written for archviz's tests."""
+names and moves lengths with `.cpu()`, and a `self.to(device=None)` a loader passes through. Written for archviz's
+tests."""
 
 from dataclasses import dataclass
 
@@ -54,6 +55,8 @@ class AudioModel(nn.Module):
     def forward(self, mel):
         if mel.type() not in ("torch.FloatTensor", "torch.cuda.FloatTensor"):
             raise TypeError(f"mel must be float32, not {mel.type()}")
+        frames = mel.new_ones(mel.shape[0]).cpu()  # lengths on the host, as a packed sequence wants them
+        assert frames.shape == (mel.shape[0],)
         x = fused_gelu(self.conv(mel)).permute(0, 2, 1)
         for block in self.blocks:
             x = block(x)

@@ -1,7 +1,8 @@
 """A vision backbone in the style of the 2021-era repositories: drop-path rates read one by one from a linspace
 (`[x.item() for x in torch.linspace(...)]`, and `float(rates[i])`), CUDA queries while building
 (`torch.cuda.current_device()`, `get_device_capability()`, `device_count()`, `synchronize()`), `.cuda()` and
-`.to(torch.device("cpu"))` of the whole model, and an `is_available()` branch. Written for archviz's tests."""
+`.to(torch.device("cpu"))` and `.cpu()` of the whole model, and an `is_available()` branch. Written for archviz's
+tests."""
 
 from dataclasses import dataclass
 
@@ -61,6 +62,7 @@ class Backbone(nn.Module):
             self.cuda(self.device_id)
         else:
             self.to(torch.device("cpu"))
+            self.cpu()
         self.cuda()
         torch.cuda.synchronize()
 
