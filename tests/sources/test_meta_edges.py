@@ -104,7 +104,7 @@ def test_drop_path_rates_and_cuda_queries_while_building():
                             f"model.py:{_line(model, 'float(rates[i])')}") for n in notes)
     assert f".cuda() at model.py:{_line(model, '        self.cuda()')} neutralised: built on meta" in notes
     if not torch.cuda.is_available():
-        for call in ("current_device", "device_count", "get_device_capability", "synchronize"):
+        for call in ("current_device", "device_count", "get_device_capability", "synchronize", "device", "Stream"):
             assert any(n.startswith(f"torch.cuda.{call}() at model.py:{_line(model, f'torch.cuda.{call}(')}")
                        for n in notes), call
 

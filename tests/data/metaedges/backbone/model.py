@@ -1,6 +1,6 @@
 """A vision backbone in the style of the 2021-era repositories: drop-path rates read one by one from a linspace
 (`[x.item() for x in torch.linspace(...)]`, and `float(rates[i])`), CUDA queries while building
-(`torch.cuda.current_device()`, `get_device_capability()`, `device_count()`, `synchronize()`), `.cuda()` and
+(`torch.cuda.current_device()`, `get_device_capability()`, `device_count()`, `synchronize()`, a stream), `.cuda()` and
 `.to(torch.device("cpu"))` and `.cpu()` of the whole model, and an `is_available()` branch. Written for archviz's
 tests."""
 
@@ -49,6 +49,8 @@ class Backbone(nn.Module):
         self.device_id = torch.cuda.current_device()
         self.replicas = torch.cuda.device_count()
         self.fast_bf16 = torch.cuda.get_device_capability(self.device_id)[0] >= 8
+        with torch.cuda.device(self.device_id):
+            self.copy_stream = torch.cuda.Stream()
         self.patch_embed = nn.Conv2d(c.in_chans, c.embed_dim, c.patch, c.patch)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.embed_dim))
         dpr = [x.item() for x in torch.linspace(0, c.drop_path_rate, c.depth)]
