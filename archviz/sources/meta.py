@@ -345,17 +345,20 @@ _SKIP_DIRS = (os.path.dirname(torch.__file__), ARCHVIZ_DIR, os.path.dirname(cont
 
 @contextlib.contextmanager
 def scripts_kept_python(answer: Callable[[str, str], None]) -> Iterator[None]:
-    """`@torch.jit.script` and `@torch.compile` on a function (or `torch.compile(model)`) inside keep the Python
-    function (the model) as it is: TorchScript's graph fuser has no meta device ("Unknown device for graph fuser"),
-    and a meta pass needs no compiled code. A scripted nn.Module is left to TorchScript. `answer(what, how)` notes
-    each."""
+    """`@torch.jit.script` and `@torch.compile` on a function or class, and `torch.jit.script(module)` or
+    `torch.compile(model)`, inside keep the Python code as it is: TorchScript's interpreter fails on meta tensors (its
+    graph fuser has no meta device: "Unknown device for graph fuser"), and a meta pass needs no compiled code.
+    `answer(what, how)` notes each."""
     import types
 
     saved_script, saved_compile = torch.jit.script, torch.compile
 
     def script(obj: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(obj, types.FunctionType):
+        if isinstance(obj, (types.FunctionType, type)):
             answer(f"@torch.jit.script on {obj.__name__}", "kept as Python: TorchScript does not run on meta")
+            return obj
+        if isinstance(obj, torch.nn.Module):
+            answer(f"torch.jit.script of {type(obj).__name__}", "kept as Python: TorchScript does not run on meta")
             return obj
         return saved_script(obj, *args, **kwargs)
 

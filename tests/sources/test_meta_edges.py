@@ -71,6 +71,8 @@ def test_sparse_buffer_scripted_helper_and_type_check(archviz_cli, jit_flags):
             "meta kernel: made on the CPU from its values, then put on meta") in notes
     assert any(n.startswith(f"@torch.jit.script on fused_gelu at model.py:{_line(model, '@torch.jit.script')}")
                for n in notes)
+    scripted = _line(model, "torch.jit.script(nn.LayerNorm")
+    assert any(n.startswith(f"torch.jit.script of LayerNorm at model.py:{scripted} kept as Python") for n in notes)
     # The same fixture built on the CPU for real and run: every module's shapes as the meta pass found them.
     real = archviz.build(str(model), config=str(config), device="cpu").model
     assert real.alignment_heads.to_dense().sum().item() == (c["n_layer"] - c["n_layer"] // 2) * c["n_head"]

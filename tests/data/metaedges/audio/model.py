@@ -1,8 +1,8 @@
 """An audio encoder in the style of speech-recognition code: a dataclass of dims, a conv front end, a buffer of
 alignment heads made without a device and stored sparse (`.to_sparse()`, no meta kernel), a TorchScript helper with
-the fuser switched on at import (as training code does), a forward that checks `x.type()` against the tensor type
-names and moves lengths with `.cpu()`, and a `self.to(device=None)` a loader passes through. Written for archviz's
-tests."""
+the fuser switched on at import (as training code does) and a scripted module, a forward that checks `x.type()`
+against the tensor type names and moves lengths with `.cpu()`, and a `self.to(device=None)` a loader passes through.
+Written for archviz's tests."""
 
 from dataclasses import dataclass
 
@@ -45,7 +45,7 @@ class AudioModel(nn.Module):
         self.dims = dims
         self.conv = nn.Conv1d(dims.n_mels, dims.n_state, kernel_size=3, padding=1)
         self.blocks = nn.ModuleList(Block(dims.n_state) for _ in range(dims.n_layer))
-        self.ln_post = nn.LayerNorm(dims.n_state)
+        self.ln_post = torch.jit.script(nn.LayerNorm(dims.n_state))
         self.head = nn.Linear(dims.n_state, dims.n_vocab, bias=False)
         heads = torch.zeros(dims.n_layer, dims.n_head, dtype=torch.bool)
         heads[dims.n_layer // 2:] = True
