@@ -15,7 +15,9 @@ around the import of the model's code:
   helpers on meta, and where a helper runs it runs as the Python it was written as;
 - `@torch.jit.script` and `@torch.compile` keep the Python function (`meta.scripts_kept_python`);
 - torch.cuda's queries at module level (`DEVICE = torch.cuda.current_device()`) are answered as in a build
-  (`cuda_queries`), and `.cuda()` of a tensor made at import keeps it on the CPU, where CUDA is not here.
+  (`cuda_queries`), and `.cuda()` of a tensor made at import keeps it on the CPU, where CUDA is not here;
+- downloads are skipped (`offline`): a name bound at import (`from torch.hub import load_state_dict_from_url`)
+  skips them when the build calls it.
 `note(what, how)` is told of each, once per place in the model's code, for the build's notes.
 """
 
@@ -30,6 +32,7 @@ from typing import Any, Callable, Iterator
 
 from .cuda_queries import cuda_answered
 from .meta import model_line, scripts_kept_python
+from .offline import nothing_fetched
 from .stubs import StubRegistry, pip_name
 
 #: Compiled packages that module code uses only through decorators and a few helpers (`numba.jit`, `numba.prange`):
@@ -210,7 +213,8 @@ def native_answered(stubs: StubRegistry, notes: list[str]) -> Iterator[None]:
     torch.ops.load_library = load_library  # type: ignore[method-assign] # an attribute of this _Ops object only
     sys.meta_path.append(finder)  # type: ignore[arg-type]
     try:
-        with _cuda_home_answered(ext, note), scripts_kept_python(note), cuda_answered(note), _cuda_moves_kept(note):
+        with _cuda_home_answered(ext, note), scripts_kept_python(note), cuda_answered(note), \
+                _cuda_moves_kept(note), nothing_fetched(note, loads=False):
             yield
     finally:
         ext.load, ext.load_inline = saved  # type: ignore[assignment]

@@ -9,7 +9,9 @@ Inside `nothing_fetched(answer)`:
 - `torch.hub.download_url_to_file` and `urllib.request.urlretrieve` write nothing; `urllib.request.urlopen` answers
   an empty body;
 - `nn.Module.load_state_dict` loads nothing (the model keeps the weights it was built with: meta tensors).
-`answer(what, how)` is told once per call site, for the build's notes.
+`answer(what, how)` is told once per call site, for the build's notes. Around the import of the model's code
+(`native`), the downloads alone are skipped: a name bound there (`from torch.hub import load_state_dict_from_url`)
+skips them when the build calls it.
 """
 
 from __future__ import annotations
@@ -53,8 +55,10 @@ class _EmptyResponse(io.BytesIO):
 
 
 @contextlib.contextmanager
-def nothing_fetched(answer: Callable[[str, str], None]) -> Iterator[None]:
-    """Downloads, checkpoint loads and state-dict loads skipped inside (see the module doc)."""
+def nothing_fetched(answer: Callable[[str, str], None], loads: bool = True) -> Iterator[None]:
+    """Downloads, checkpoint loads and state-dict loads skipped inside (see the module doc); `loads=False` (around
+    the import of the model's code): the downloads only, so that `from torch.hub import load_state_dict_from_url`
+    binds the skipping one while module-level `torch.load` of an asset still reads it."""
     import urllib.request
 
     import torch.hub
@@ -84,6 +88,8 @@ def nothing_fetched(answer: Callable[[str, str], None]) -> Iterator[None]:
         (urllib.request, "urlopen", skipped("urllib.request.urlopen()", lambda *a, **k: _EmptyResponse())),
         (torch.nn.Module, "load_state_dict", skipped("load_state_dict()", load_state_dict)),
     ]
+    if not loads:
+        patches = [p for p in patches if p[1] not in ("load", "load_state_dict")]
     saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
     try:
         for owner, name, fn in patches:

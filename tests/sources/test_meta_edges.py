@@ -125,7 +125,8 @@ def test_pretrained_downloads_are_skipped(monkeypatch, tmp_path):
     hub = archviz.build("zoo_pretrained:tiny_classifier")
     assert sum(p.numel() for p in hub.model.parameters()) == expected
     assert all(p.is_meta for p in hub.model.parameters())
-    for what, needle in (("torch.hub.load_state_dict_from_url()", "load_state_dict_from_url("),
+    for what, needle in (("torch.hub.load_state_dict_from_url()", "torch.hub.load_state_dict_from_url("),
+                         ("torch.hub.load_state_dict_from_url()", "state.update(load_state_dict_from_url("),
                          ("load_state_dict()", "model.load_state_dict(state)")):
         assert any(n.startswith(f"{what} at zoo_pretrained.py:{_line(zoo, needle)} skipped") for n in hub.notes), what
     file = archviz.build("zoo_pretrained:tiny_classifier_file")

@@ -1,6 +1,7 @@
 """Factories in the style of a model zoo that downloads pretrained weights by default: `torch.hub`'s
-`load_state_dict_from_url`, a `urllib.request.urlretrieve` then `torch.load`, and `model.load_state_dict` of what came
-back. Written for archviz's tests (the URLs name a domain that does not exist)."""
+`load_state_dict_from_url` (as an attribute and as a name bound at import), a `urllib.request.urlretrieve` then
+`torch.load`, and `model.load_state_dict` of what came back. Written for archviz's tests (the URLs name a domain that
+does not exist)."""
 
 import os
 import tempfile
@@ -8,6 +9,7 @@ import urllib.request
 
 import torch
 from torch import nn
+from torch.hub import load_state_dict_from_url
 
 URL = "https://weights.example.invalid/tiny_classifier.pth"
 
@@ -26,6 +28,7 @@ def tiny_classifier(pretrained: bool = True, width: int = 32, classes: int = 10)
     model = TinyClassifier(width, classes)
     if pretrained:
         state = torch.hub.load_state_dict_from_url(URL, map_location="cpu", progress=False)
+        state.update(load_state_dict_from_url(URL + ".ema", progress=False))
         state = {k.replace("module.", ""): v for k, v in state["state_dict"].items()}
         model.load_state_dict(state)
     return model
