@@ -13,7 +13,7 @@ import torch
 from ..errors import ShapeError
 from ..records import ModelRecord
 from ..sources import Built, stubs
-from ..sources.meta import warnings_noted
+from ..sources.meta import meta_methods_answered, warnings_noted
 from .collectives import collectives_answered
 from .imports import ImportsInForward
 from .inputs import cache_off
@@ -78,7 +78,7 @@ def run_forward(built: Built, record: ModelRecord, tracer: Tracer, inputs: tuple
             notes.append(f"warning from {(tracer.stack[-1] if tracer.stack else '') or 'the model'}: {text}")
 
         with warnings_noted(warned), torch.no_grad(), torch.device("meta"), \
-                DispatchPolicy(tracer.policy, observer), TolistPolicy(tracer.policy), \
+                DispatchPolicy(tracer.policy, observer), TolistPolicy(tracer.policy), meta_methods_answered(), \
                 collectives_answered(built.world_size, built.rank, tracer.assume), \
                 cache_off(built.model) if built.kind == "hf" else nullcontext(), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),

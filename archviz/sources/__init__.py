@@ -5,6 +5,8 @@
 - `package`: a model file's package and project root (how it imports); `process_group`: a one-process group for
   code that insists on one;
 - `meta`: building on the meta device (CUDA requests neutralised, small CPU reads answered, warnings noted);
+  `cuda_queries`, `offline` and `arrays` answer what it meets there (torch.cuda's queries, downloads and
+  checkpoint loads, weights drawn in numpy); `native`: native code run at import answered (cpp_extension, numba);
 - `stubs`: imports that fail (a missing `kernel` module) stood in for and named;
 - `options`: `BuildOptions` and `Built`, the stage's input and output.
 

@@ -48,7 +48,7 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     # The keyword arguments are the factory's config: they name dims (`64` -> `d`), as a config.json's fields do.
     config = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list)) or v is None}
     return Built(model=model, spec=spec, kind="factory", name=attr, config=config, overrides=dict(options.overrides),
-                 stubbed_imports=stubs.taken(), notes=notes, roots=(root,),
+                 stubbed_imports=stubs.taken(), notes=list(stubs.native_notes) + notes, roots=(root,),
                  display_roots=_display_roots_for(module), stubs=stubs, versions=_versions())
 
 

@@ -423,7 +423,7 @@ def built_from_config(spec: str, config: Any, name: str, options: BuildOptions) 
     `PretrainedConfig` handed to `archviz.load`)."""
     import torch
 
-    from .meta import is_cuda_insistence, meta_build, unset_field_hint
+    from .meta import CUDA_HINT, build_failure_hint, is_cuda_insistence, meta_build, unset_field_hint
 
     path = "" if spec.startswith("hf:") else os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
     code = auto_map({"auto_map": getattr(config, "auto_map", None)}) if path else {}
@@ -451,14 +451,13 @@ def built_from_config(spec: str, config: Any, name: str, options: BuildOptions) 
             model = cls._from_config(config, **kwargs)
     except Exception as e:  # noqa: BLE001
         if is_cuda_insistence(e):
-            raise SourceError(f"{spec}: {cls.__name__} insists on CUDA: {e}",
-                              hint="archviz builds on the meta device") from None
+            raise SourceError(f"{spec}: {cls.__name__} insists on CUDA: {e}", hint=CUDA_HINT) from None
         fields = {k: v for k, v in config.to_dict().items() if isinstance(k, str)}
         aliases = {k: v for k, v in (getattr(config, "attribute_map", None) or {}).items()
                    if isinstance(k, str) and isinstance(v, str)}
         raise SourceError(f"{spec}: building {cls.__name__} raised {type(e).__name__}: {e}",
                           hint=unset_field_hint(e, fields, aliases) or _sub_config_hint(e, config) or
-                          "check the config fields; run with --debug for the traceback") from e
+                          build_failure_hint(e, fields, aliases)) from e
     model.eval()
     unquantized = _quantize(model, config, spec, kwargs.get("dtype")) if options.quantized else None
     return dataclasses.replace(model_built(model, spec, name, code_notes + list(notes.items)),

@@ -133,8 +133,9 @@ def _raised(path: str, e: Exception, layout: Layout) -> SourceError:
                                f"it: it was imported as {layout.module_name!r}",
                                hint=f"give it from the folder above {key}/ as {key}.<module>:<Class or function>, "
                                     "as its project imports it")
-    return SourceError(f"{path}: raised {type(e).__name__} on import at {where}: {e}",
-                       hint="install what it needs, or run with --debug for the traceback")
+    from .native import import_failure_hint
+
+    return SourceError(f"{path}: raised {type(e).__name__} on import at {where}: {e}", hint=import_failure_hint(e))
 
 
 def _names_of(path: str, layout: Layout) -> set[str]:
@@ -197,6 +198,8 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
     """Import the model file: as its stem (`model`) with its folder first on the path, or, inside a package, under
     its dotted name (archviz.sources.package); stubbing what cannot be imported. `layout`: how to import it, when the
     user named the module (`package.module:callable`)."""
+    from .native import native_answered
+
     layout = _namespace_layout(path, layout or locate(path))
     folder = os.path.dirname(os.path.abspath(path))
     stem = os.path.splitext(os.path.basename(path))[0]
@@ -211,7 +214,8 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
             _purge(siblings | set(stubbed) | ({own} if not _protected(own) else set()))
             sys.modules.update(stubbed)
             try:
-                with importing(os.path.basename(path)):  # its exits and its own KeyboardInterrupt: one line
+                # its exits and its own KeyboardInterrupt: one line; its import-time native code answered, noted
+                with importing(os.path.basename(path)), native_answered(stubs, stubs.native_notes):
                     if package:
                         _install_namespace(layout)
                         return importlib.import_module(layout.module_name)

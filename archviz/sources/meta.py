@@ -10,7 +10,16 @@ tensor of defined values (`linspace`, `arange`, `tensor`, `zeros`, ...; at most 
 A small tensor of defined values made without a device (`torch.arange(depth)`) is made on meta too, with a CPU twin
 kept beside it (at most `TWIN_NUMEL` elements) and carried through the ops made of twinned tensors only
 (`.int()`, `* rate`); when the construction reads its values (`.tolist()`, `.item()`, `int(...)`, as torchvision's
-RegNet does with `torch.arange(depth).int().tolist()`), the twin answers, and the build notes it.
+RegNet does with `torch.arange(depth).int().tolist()`), the twin answers, and the build notes it. Twins follow
+in-place writes (`mask[n // 2:] = True`), iteration and element reads (`[x.item() for x in torch.linspace(...)]`,
+`float(rates[i])`); an op that has no meta kernel (`mask.to_sparse()`) runs on the twins and its result is put on meta.
+
+`.to(...)` of every form (`device=None`, a `torch.device("cpu")`, another tensor) keeps a meta tensor on meta with
+its dtype applied, `.cpu()` keeps it there; `.type()` names the CPU type (`'torch.FloatTensor'`), in the build and
+(`meta_methods_answered`) in the meta forward pass. Inside `meta_build` too: torch.cuda's queries are answered
+(`cuda_queries`), downloads and checkpoint loads skipped (`offline`), weights drawn in numpy never allocated
+(`arrays`), `@torch.jit.script` and `torch.compile` keep the Python code (`scripts_kept_python`); each noted with the
+model's line.
 """
 
 from __future__ import annotations
@@ -64,12 +73,13 @@ class _MetaMode(TorchFunctionMode):
         self.device = device
         self.constructors = _device_constructors()
         self.cpu_budget = CPU_BUDGET_NUMEL
+        self.array_wrappers: frozenset = frozenset()  # set by meta_build where numpy is importable
         from torch.utils.weak import WeakTensorKeyDictionary
 
         self.twins: WeakTensorKeyDictionary = WeakTensorKeyDictionary()  # meta tensor -> its CPU values
 
-    def _twinned(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        """Give `out` (a small meta tensor made by `func` from twinned tensors only) a twin: `func` on the twins."""
+    def _on_twins(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """`func` run on the CPU twins of its tensor arguments; LookupError when one has none (or none is a tensor)."""
         found = False
 
         def twin(a: Any) -> Any:
@@ -84,19 +94,49 @@ class _MetaMode(TorchFunctionMode):
                 return type(a)(twin(x) for x in a)
             return a
 
-        try:
-            targs = tuple(twin(a) for a in args)
-            tkwargs = {k: twin(v) for k, v in kwargs.items()}
-        except LookupError:
-            return
+        targs = tuple(twin(a) for a in args)
+        tkwargs = {k: twin(v) for k, v in kwargs.items()}
         if not found:
-            return
+            raise LookupError
+        return func(*targs, **tkwargs)
+
+    def _twinned(self, func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
+        """Give `out` (what `func` made of small twinned tensors only) its twin: `func` on the twins. A tuple
+        (`unbind`) twins each item, an iterator (`for x in t`) becomes one over twinned items, and an in-place op
+        (`mask[2:] = True`) runs on the twin too. Returns `out` (the iterator remade)."""
+        if func is torch.Tensor.__iter__ and args and args[0] in self.twins:
+            items = list(out)
+            for item, value in zip(items, self.twins[args[0]]):
+                self.twins[item] = value
+            return iter(items)
+        inplace = out is None or out is (args[0] if args else None)
         try:
-            value = func(*targs, **tkwargs)
+            value = self._on_twins(func, args, kwargs)
         except Exception:  # noqa: BLE001 - the twin is a convenience; the meta tensor stands as it is
-            return
-        if isinstance(value, torch.Tensor) and value.shape == out.shape:
+            if inplace and args and isinstance(args[0], torch.Tensor):
+                self.twins.pop(args[0], None)  # its values are no longer known
+            return out
+        if isinstance(out, torch.Tensor) and isinstance(value, torch.Tensor) and value.shape == out.shape \
+                and out.is_meta and out is not (args[0] if args else None):
             self.twins[out] = value
+        elif isinstance(out, (tuple, list)) and isinstance(value, (tuple, list)) and len(out) == len(value):
+            for o, v in zip(out, value):
+                if isinstance(o, torch.Tensor) and isinstance(v, torch.Tensor) and o.is_meta and o.shape == v.shape:
+                    self.twins[o] = v
+        return out
+
+    def _without_meta_kernel(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """An op with no meta kernel (`mask.to_sparse()`) on small tensors made without a device: run on their CPU
+        twins, the result put on meta (its twin kept). Raises what the meta op raised when they have no twins."""
+        value = self._on_twins(func, args, kwargs)
+        self.notes.answered(f"{getattr(func, '__name__', 'an op')}() of a small tensor made without a device",
+                            "has no meta kernel: made on the CPU from its values, then put on meta")
+        if not isinstance(value, torch.Tensor):
+            return value
+        out = value.to(self.device)
+        if out.is_meta and value.numel() <= TWIN_NUMEL and value.layout == torch.strided:
+            self.twins[out] = value
+        return out
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -106,64 +146,162 @@ class _MetaMode(TorchFunctionMode):
             if t is not None:
                 self.notes.read(f"{getattr(func, '__name__', 'a read')}() of a tensor made without a device")
                 return func(t, *args[1:], **kwargs)
-        if func not in self.constructors and self.twins:
-            out = func(*args, **kwargs)
-            if isinstance(out, torch.Tensor) and out.device.type == "meta" and out.numel() <= TWIN_NUMEL:
-                self._twinned(func, args, kwargs, out)
-            return out
-        if func in self.constructors:
-            dev = kwargs.get("device")
-            asked = torch.device(dev).type if dev is not None else None
-            if asked not in (None, "meta", "cpu"):
-                self.notes.neutralised(f"device={str(dev)!r}")
-            kwargs["device"] = self.device
-            kwargs.pop("pin_memory", None)
-            out = func(*args, **kwargs)
-            if asked is None and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
-                    and isinstance(out, torch.Tensor) and out.numel() <= TWIN_NUMEL:
-                try:
-                    self.twins[out] = func(*args, **{**kwargs, "device": "cpu"})
-                except Exception:  # noqa: BLE001
-                    pass
-            if asked == "cpu" and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
-                    and isinstance(out, torch.Tensor) and out.numel() <= min(SMALL_CPU_NUMEL, self.cpu_budget):
-                # Code that names the CPU for values reads them, as transformers' vision models do:
-                # `[x.item() for x in torch.linspace(0, rate, depth, device="cpu")]`. Such a small tensor is made
-                # for real (torch's own meta context honours the device too), within a budget for the whole build;
-                # strays_to_meta moves any that a module keeps to meta before the shape pass.
-                self.cpu_budget -= out.numel()
-                kwargs["device"] = dev
-                out = func(*args, **kwargs)
-            return out
-        if func is torch.Tensor.cuda:
-            self.notes.neutralised(".cuda()")
-            return args[0]
-        if func is torch.Tensor.to:
-            args, kwargs = self._strip_device(args, kwargs)
-            if len(args) == 1 and not kwargs:
-                return args[0]
-            return func(*args, **kwargs)
-        if func is torch.Tensor.pin_memory:
-            return args[0]
-        return func(*args, **kwargs)
+        if func in self.array_wrappers:  # weights made in numpy (torch.from_numpy(np.random.randn(...))): not copied
+            from .arrays import wrapped_on_meta
 
-    def _strip_device(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        rest = []
-        for a in args[1:]:
-            if isinstance(a, (str, torch.device)):
-                dev = torch.device(a)
-                if dev.type not in ("meta", "cpu"):
-                    self.notes.neutralised(f".to({str(a)!r})")
-                continue
-            if isinstance(a, torch.Tensor):  # .to(other_tensor): take its dtype only
-                rest.append(a.dtype)
-                continue
-            rest.append(a)
-        dev = kwargs.pop("device", None)
-        if dev is not None and torch.device(dev).type not in ("meta", "cpu"):
-            self.notes.neutralised(f".to(device={str(dev)!r})")
-        kwargs.pop("non_blocking", None)
-        return (args[0], *rest), kwargs
+            wrapped = wrapped_on_meta(func, args, kwargs, self.notes.answered)
+            if wrapped is not None:
+                return wrapped
+        if func in self.constructors:
+            return self._construct(func, args, kwargs)
+        if func in _ANSWERED_METHODS:
+            answered = answer_on_meta(func, args, kwargs, self.notes)
+            if answered is not NotImplemented:
+                twin = self.twins.get(args[0]) if self.twins else None
+                if twin is not None and isinstance(answered, torch.Tensor) and answered is not args[0]:
+                    self.twins[answered] = twin.to(answered.dtype)  # `.to(torch.float64)`: still readable
+                return answered
+        if not self.twins:
+            return func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except NotImplementedError:  # no meta kernel: answered from the CPU twins where there are some
+            try:
+                return self._without_meta_kernel(func, args, kwargs)
+            except LookupError:
+                pass
+            raise
+        if out is None or isinstance(out, (tuple, list)) or func is torch.Tensor.__iter__ or \
+                isinstance(out, torch.Tensor) and out.device.type == "meta" and out.numel() <= TWIN_NUMEL:
+            out = self._twinned(func, args, kwargs, out)
+        return out
+
+    def _construct(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """A factory call: on the build's device, whatever device it names (see the module doc for the CPU cases)."""
+        dev = kwargs.get("device")
+        asked = torch.device(dev).type if dev is not None else None
+        if asked not in (None, "meta", "cpu"):
+            self.notes.neutralised(f"device={str(dev)!r}")
+        kwargs["device"] = self.device
+        kwargs.pop("pin_memory", None)
+        out = func(*args, **kwargs)
+        if asked is None and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
+                and isinstance(out, torch.Tensor) and out.numel() <= TWIN_NUMEL:
+            try:
+                self.twins[out] = func(*args, **{**kwargs, "device": "cpu"})
+            except Exception:  # noqa: BLE001
+                pass
+        if asked == "cpu" and self.device.type == "meta" and func in _VALUE_CONSTRUCTORS \
+                and isinstance(out, torch.Tensor) and out.numel() <= min(SMALL_CPU_NUMEL, self.cpu_budget):
+            # Code that names the CPU for values reads them, as transformers' vision models do:
+            # `[x.item() for x in torch.linspace(0, rate, depth, device="cpu")]`. Such a small tensor is made
+            # for real (torch's own meta context honours the device too), within a budget for the whole build;
+            # strays_to_meta moves any that a module keeps to meta before the shape pass.
+            self.cpu_budget -= out.numel()
+            kwargs["device"] = dev
+            out = func(*args, **kwargs)
+        return out
+
+
+_TENSOR_TYPE = torch.Tensor.type
+# The tensor methods answer_on_meta answers (one set lookup per op on the build's path, not a call).
+_TENSOR_CPU = torch.Tensor.cpu
+_ANSWERED_METHODS = frozenset({torch.Tensor.cuda, torch.Tensor.to, torch.Tensor.pin_memory, _TENSOR_TYPE, _TENSOR_CPU})
+_CPU_TYPE_NAMES: dict[torch.dtype, str] = {}  # dtype -> its CPU tensor type's name ('torch.FloatTensor'), as asked
+
+
+def _cpu_type_name(dtype: torch.dtype) -> str:
+    name = _CPU_TYPE_NAMES.get(dtype)
+    if name is None:
+        name = _CPU_TYPE_NAMES[dtype] = _TENSOR_TYPE(torch.empty(0, dtype=dtype, device="cpu"))
+    return name
+
+
+def _type_dtype(wanted: Any) -> torch.dtype | None:
+    """The dtype of a `.type(...)` target: a dtype, a tensor type (`torch.cuda.HalfTensor`) or its name."""
+    if isinstance(wanted, torch.dtype):
+        return wanted
+    if isinstance(wanted, str):
+        found: Any = torch
+        for part in wanted.split(".")[1:] if wanted.startswith("torch.") else ():
+            found = getattr(found, part, None)
+        wanted = found
+    dtype = getattr(wanted, "dtype", None)
+    return dtype if isinstance(dtype, torch.dtype) else None
+
+
+def answer_on_meta(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | None") -> Any:
+    """What a tensor method that names a device or reads one answers for a meta tensor: `.cuda()` and `.to(device)`
+    of every form keep it where it is (its dtype and memory format still applied), `.pin_memory()` is itself,
+    `.type()` names the CPU type (`'torch.FloatTensor'`, what code compares it with) and `.type(torch.cuda.HalfTensor)`
+    converts the dtype only, `.cpu()` of a meta tensor is itself. NotImplemented for any other call. `notes`: where
+    a CUDA device asked for is noted."""
+    if func is torch.Tensor.cuda:
+        if notes is not None:
+            notes.neutralised(".cuda()")
+        return args[0]
+    if func is torch.Tensor.to:
+        return _moved(func, args, kwargs, notes)
+    if func is torch.Tensor.pin_memory or func is _TENSOR_CPU and args[0].is_meta:  # a copy out of meta: none
+        return args[0]
+    if func is _TENSOR_TYPE and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+        wanted = args[1] if len(args) > 1 else kwargs.get("dtype")
+        if wanted is None:
+            return _cpu_type_name(args[0].dtype)
+        dtype = _type_dtype(wanted)
+        if dtype is None:
+            return NotImplemented
+        if notes is not None and "cuda" in str(wanted):
+            notes.neutralised(f".type({getattr(wanted, '__module__', '')}.{getattr(wanted, '__name__', wanted)})"
+                              if not isinstance(wanted, str) else f".type({wanted!r})")
+        return args[0].to(dtype)
+    return NotImplemented
+
+
+@contextlib.contextmanager
+def meta_methods_answered() -> Iterator[None]:
+    """`Tensor.type()` and `Tensor.cpu()` of a meta tensor answered as `answer_on_meta` does while inside (the meta
+    forward pass, which runs under no function mode): code that compares `x.type()` with `'torch.FloatTensor'` takes
+    the CPU's branch, and `lengths.cpu()` stays on meta, where the pass answers its values."""
+    saved = {name: getattr(torch.Tensor, name) for name in ("type", "cpu")}
+
+    def answered(original: Any) -> Any:
+        def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if self.is_meta:
+                answer = answer_on_meta(original, (self, *args), kwargs, None)
+                if answer is not NotImplemented:
+                    return answer
+            return original(self, *args, **kwargs)
+
+        return method
+
+    for name, original in saved.items():
+        setattr(torch.Tensor, name, answered(original))
+    try:
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(torch.Tensor, name, original)
+
+
+def _moved(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | None") -> Any:
+    """`t.to(...)` of any form (device, dtype, other tensor, `device=None`, `non_blocking`, `copy`) on the build's
+    device: the device dropped, the dtype and memory format kept."""
+    copy = bool(kwargs.pop("copy", False))
+    try:
+        dev, dtype, _, memory_format = torch._C._nn._parse_to(*args[1:], **kwargs)
+    except (TypeError, RuntimeError):
+        return func(*args, **kwargs)
+    if dev is not None and dev.type not in ("meta", "cpu") and notes is not None:
+        notes.neutralised(f".to({str(dev)!r})")
+    if dtype is None and memory_format is None and not copy:
+        return args[0]
+    options: dict[str, Any] = {"copy": copy}
+    if dtype is not None:
+        options["dtype"] = dtype
+    if memory_format is not None:
+        options["memory_format"] = memory_format
+    return func(args[0], **options)
 
 
 # torch.nn.init's in-place initialisers, and the torch modules that import them by name. On meta a tensor has no values
@@ -196,11 +334,53 @@ def _initialisers_skipped() -> Iterator[None]:
             setattr(module, fn, original)
 
 
+def model_line() -> str:
+    """file:line of the model's code that is running: the innermost frame outside torch, archviz and the standard
+    library's context managers."""
+    return _caller(_SKIP_DIRS)
+
+
+_SKIP_DIRS = (os.path.dirname(torch.__file__), ARCHVIZ_DIR, os.path.dirname(contextlib.__file__))
+
+
+@contextlib.contextmanager
+def scripts_kept_python(answer: Callable[[str, str], None]) -> Iterator[None]:
+    """`@torch.jit.script` and `@torch.compile` on a function or class, and `torch.jit.script(module)` or
+    `torch.compile(model)`, inside keep the Python code as it is: TorchScript's interpreter fails on meta tensors (its
+    graph fuser has no meta device: "Unknown device for graph fuser"), and a meta pass needs no compiled code.
+    `answer(what, how)` notes each."""
+    import types
+
+    saved_script, saved_compile = torch.jit.script, torch.compile
+
+    def script(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(obj, (types.FunctionType, type)):
+            answer(f"@torch.jit.script on {obj.__name__}", "kept as Python: TorchScript does not run on meta")
+            return obj
+        if isinstance(obj, torch.nn.Module):
+            answer(f"torch.jit.script of {type(obj).__name__}", "kept as Python: TorchScript does not run on meta")
+            return obj
+        return saved_script(obj, *args, **kwargs)
+
+    def compile(model: Any = None, **kwargs: Any) -> Any:  # noqa: A001 - torch.compile's own name
+        if model is None:  # @torch.compile(mode=...): the decorator
+            return lambda fn: compile(fn, **kwargs)
+        answer(f"torch.compile of {getattr(model, '__name__', type(model).__name__)}",
+               "kept uncompiled: a meta pass runs the Python code")
+        return model
+
+    torch.jit.script, torch.compile = script, compile  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.jit.script, torch.compile = saved_script, saved_compile  # type: ignore[assignment]
+
+
 class MetaNotes:
     """What the build neutralised, each noted once with where it happened."""
 
     def __init__(self) -> None:
-        self._skip = (os.path.dirname(torch.__file__), ARCHVIZ_DIR, os.path.dirname(contextlib.__file__))
+        self._skip = _SKIP_DIRS
         self.items: list[str] = []
         self._seen: set[str] = set()
         self.final_dtype: torch.dtype | None = None  # the default dtype the model's code left set
@@ -208,6 +388,14 @@ class MetaNotes:
     def neutralised(self, what: str) -> None:
         where = _caller(self._skip)
         note = f"{what} at {where} neutralised: built on meta"
+        if note not in self._seen:
+            self._seen.add(note)
+            self.items.append(note)
+
+    def answered(self, what: str, how: str) -> None:
+        """`what` (a call the build answered itself) at the model's line that made it, and `how` it was answered."""
+        where = _caller(self._skip)
+        note = f"{what} at {where} {how}"
         if note not in self._seen:
             self._seen.add(note)
             self.items.append(note)
@@ -247,35 +435,39 @@ def warnings_noted(note: Callable[[str], None]) -> Iterator[None]:
 def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
     """Everything constructed inside lives on the meta device (or, for the execution probe's small copies, on
     `device="cpu"` for real); CUDA requests are neutralised; the default dtype is restored afterwards."""
+    from .arrays import ARRAY_WRAPPERS, unallocated_arrays
+    from .cuda_queries import cuda_answered
+    from .offline import nothing_fetched
+
     target = torch.device(device)
     notes = MetaNotes()
     saved_dtype = torch.get_default_dtype()
     saved_set_default_device = torch.set_default_device
-    saved_cuda_set_device = torch.cuda.set_device
 
     def set_default_device(device: Any) -> None:
         if device is not None and torch.device(device).type not in ("meta", "cpu"):
             notes.neutralised(f"torch.set_default_device({str(device)!r})")
 
-    def cuda_set_device(device: Any) -> None:
-        notes.neutralised(f"torch.cuda.set_device({device!r})")
-
     torch.set_default_device = set_default_device  # type: ignore[assignment]
-    torch.cuda.set_device = cuda_set_device  # type: ignore[assignment]
     mode = _MetaMode(notes, target)
+    on_meta = target.type == "meta"
+    if on_meta:
+        mode.array_wrappers = ARRAY_WRAPPERS
     # Tens of thousands of modules and parameters, no garbage: the cyclic GC would rescan the growing heap again and
     # again (half of a 671B model's construction time). Paused for the build, restored after.
     try:
         # `mode` puts every constructor on `target` itself: no torch.device(target) context under it (a second Python
         # mode on every torch call: a fifth of a transformers build). Code that enters `with torch.device("cuda")`
         # still builds on meta: the mode stays above that context.
-        with collector_paused(), warnings_noted(notes.warned), mode, \
-                (_initialisers_skipped() if target.type == "meta" else contextlib.nullcontext()):
+        with collector_paused(), warnings_noted(notes.warned), mode, cuda_answered(notes.answered), \
+                nothing_fetched(notes.answered), scripts_kept_python(notes.answered), \
+                (unallocated_arrays(notes.answered) if on_meta
+                 else contextlib.nullcontext()), \
+                (_initialisers_skipped() if on_meta else contextlib.nullcontext()):
             yield notes
     finally:
         notes.final_dtype = torch.get_default_dtype()
         torch.set_default_device = saved_set_default_device
-        torch.cuda.set_device = saved_cuda_set_device
         torch.set_default_dtype(saved_dtype)
 
 
@@ -402,7 +594,50 @@ def is_cuda_insistence(exc: BaseException) -> bool:
     return any(s in text for s in ("CUDA", "cuda", "NVIDIA driver", "compiled with CUDA"))
 
 
-__all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence", "unset_field_hint", "warnings_noted"]
+#: The hint of a model that insists on CUDA where the build answered none of it (its own assert, an op that needs a
+#: GPU): nothing the user can change, said plainly, never advice to edit the model's code.
+CUDA_HINT = ("archviz builds on the meta device and answers torch.cuda's queries and device requests there, but not "
+             "this one; run with --debug for the traceback")
+
+
+def build_failure_hint(error: BaseException, config: dict[str, Any],
+                       aliases: dict[str, str] | None = None) -> str:
+    """The hint of a build that raised `error`: the config named only where it is the cause (an unset field the
+    failing line reads, or a config field that line names), an op meta has no kernel for said as that, else the
+    traceback."""
+    import linecache
+    import re
+
+    hint = unset_field_hint(error, config, aliases)
+    if hint:
+        return hint
+    if isinstance(error, NotImplementedError) and "meta" in str(error).lower():
+        return ("an op of the model's constructor has no meta kernel and its inputs are too large (or not made by a "
+                "constructor) to make on the CPU: run with --debug for the traceback")
+    if "meta tensor" in str(error):  # .item(), .tolist(), .numpy(), a copy out: values meta has none of
+        return (f"the constructor reads the values of a tensor, which a meta build has only for small tensors made "
+                f"from defined values (arange, linspace, zeros, ...; at most {TWIN_NUMEL:,} elements), not for this "
+                "one: run with --debug for the traceback")
+    frame = lineno = None
+    for f, n in traceback.walk_tb(error.__traceback__):
+        if not f.f_code.co_filename.startswith(_SKIP_DIRS):
+            frame, lineno = f, n
+    if frame is not None:
+        line = linecache.getline(frame.f_code.co_filename, lineno or 0)
+        named = [k for k in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", line)) if k in config]
+        if named:
+            shown = ", ".join(f"{k}={config[k]!r}" for k in named[:3])
+            return f"the failing line reads {shown} of the config: check {'it' if len(named) == 1 else 'them'}"
+    return "the model's code raised this while building (run with --debug for the traceback)"
+
+
+__all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence", "unset_field_hint", "warnings_noted",
+           "build_failure_hint", "CUDA_HINT"]
+
+
+def config_dict_of(args: Any) -> dict[str, Any]:
+    """A config object's fields (a dataclass's, an attribute bag's), {} for None."""
+    return dict(getattr(args, "__dict__", None) or {})
 
 
 def names_a_missing_field(e: BaseException, args: Any) -> bool:
@@ -425,12 +660,9 @@ def construction_error(e: Exception, paths: tuple[str, str, str], cls: type, arg
                            hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
                            or "run with --debug for the traceback")
     if is_cuda_insistence(e):
-        return SourceError(f"{path}: the model insists on CUDA at {where}: {e}",
-                           hint="archviz builds on the meta device; guard the CUDA call with "
-                                "torch.cuda.is_available()")
+        return SourceError(f"{path}: the model insists on CUDA at {where}: {e}", hint=CUDA_HINT)
     return SourceError(f"{path}: building {cls.__name__} raised {type(e).__name__} at {where}: {e}",
-                       hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
-                       or "check the config (run with --debug for the traceback)")
+                       hint=build_failure_hint(e, config_dict_of(args)))
 
 
 def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: str = "meta"
@@ -458,14 +690,13 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
                               hint="--set key=value passes keyword arguments to a factory: give only the ones "
                                    "it takes") from None
         if is_cuda_insistence(e):
-            raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}",
-                              hint="archviz builds on the meta device; remove the hard CUDA requirement "
-                                   "or guard it with torch.cuda.is_available()") from None
+            raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}", hint=CUDA_HINT) from None
         strings = [f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)]
-        hint = "run with --debug for the traceback"
+        hint = build_failure_hint(e, kwargs)
         if strings:  # a value the user meant as something else may have stayed a string
             hint = (f"{', '.join(strings)} {'was' if len(strings) == 1 else 'were'} passed as "
-                    f"{'a string' if len(strings) == 1 else 'strings'} (--set: {SET_VALUES}); {hint}")
+                    f"{'a string' if len(strings) == 1 else 'strings'} (--set: {SET_VALUES}); run with --debug for "
+                    "the traceback")
         raise SourceError(f"{spec}: building the model raised {type(e).__name__}: {e} ({where})", hint=hint) from e
     if not isinstance(model, torch.nn.Module):
         raise SourceError(f"{spec}: returned {type(model).__name__}, not a torch.nn.Module",

@@ -323,7 +323,8 @@ def build_target(t: Target, config: dict[str, Any] | None, config_path: str | No
                                  if _jsonable(v)}))
     name, display_root = _model_name(module, code_root, os.path.dirname(path))
     return Built(model=model, spec=t.spec, kind=t.kind, name=name, config=cfg,
-                 overrides=dict(options.overrides), stubbed_imports=t.stubs.taken(), notes=notes,
+                 overrides=dict(options.overrides), stubbed_imports=t.stubs.taken(),
+                 notes=list(t.stubs.native_notes) + notes,
                  world_size=world_size, rank=rank, roots=(code_root,), display_roots=((display_root, ""),),
                  module=module,
                  args=args, stubs=t.stubs, versions=_versions(), default_dtype=default_dtype)

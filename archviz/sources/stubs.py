@@ -200,6 +200,7 @@ class StubRegistry:
         self.names: dict[str, StubFunction] = {}
         self.installable: set[str] = set()  # top-level packages not installed that pip would install
         self.importing = False  # the model's code is being imported (archviz.sources.importer sets it)
+        self.native_notes: list[str] = []  # what its import-time native code was answered with (sources.native)
 
     def module(self, name: str, reason: str) -> StubModule:
         self.modules.setdefault(name, reason)

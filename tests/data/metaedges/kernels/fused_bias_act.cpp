@@ -1,0 +1,1 @@
+// The binding of the fused kernel (a placeholder: archviz compiles nothing).

@@ -1,0 +1,1 @@
+// A fused bias and activation kernel (a placeholder: archviz compiles nothing).
