@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import SourceError
 from .configs import _config_param
 from .importer import import_named
-from .meta import call_factory
+from .construct import call_factory
 from .options import BuildOptions, Built, _versions, read_json_config
 from .stubs import StubRegistry
 

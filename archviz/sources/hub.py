@@ -28,6 +28,8 @@ _RELATIVE = re.compile(r"^\s*from\s+\.(\w+)\s+import\b", re.M)
 def hub_repo(spec: str) -> tuple[str, str | None] | None:
     """(repo id, revision or None) when `spec` names a Hub repository: `hf://org/name[@rev]` always, `org/name[@rev]`
     when no file or folder of that name is here; else None."""
+    if not isinstance(spec, str):  # a Python object (archviz.load of a live model)
+        return None
     m = _REPO.match(spec)
     if m is None or (not m.group("hf") and (os.path.exists(spec) or spec.endswith((".py", ".json")))):
         return None

@@ -288,7 +288,7 @@ def build_target(t: Target, config: dict[str, Any] | None, config_path: str | No
 
     default_dtype, dtype_obj = _default_dtype(path, options, notes)
     if not inspect.isclass(cls):  # a builder function: the factory's call, its errors said as a factory's are
-        from .meta import call_factory
+        from .construct import call_factory
 
         model, called = call_factory(cls, {**kwargs, **extra}, t.spec, code_root, options.device)
         meta_notes = None
