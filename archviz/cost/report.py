@@ -24,6 +24,7 @@ from typing import Any
 
 from .kv import element_bytes, entry_bytes, per_token_bytes
 from .memory import training_bytes, weight_bytes
+from .provenance import config_said
 
 _ATTENTION = ("attn", "attention", "self_attn", "cross_attn", "mixer", "attn_layer")
 _MLP = ("mlp", "ffn", "moe", "experts", "expert", "feed_forward", "block_sparse_moe", "shared_experts",
@@ -144,6 +145,9 @@ class CostReport:
     kv: KVCost
     memory: MemoryCost
     notes: tuple[str, ...]
+    dtype: str | None = None  # the dtype the model was counted in (None: as its code builds it)
+    dtype_said: str = ""  # where it came from, for a reader: "bfloat16 (the config names none)"
+    config_said: str | None = None  # "transformers' default config for TYPE" for hf:TYPE, else None
 
 
 def _modules(record: Any, subtree: dict[str, int], calls: dict[str, int], layer_list: str | None,
@@ -254,7 +258,18 @@ def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:
                         training=tuple(training_bytes(record).items()))
     return CostReport(name=record.source.name, spec=record.source.spec, model_class=record.source.model_class,
                       batch=B, seq=c["seq"], context=L, prefill=prefill, decode=decode, kv=kv, memory=memory,
-                      notes=tuple(c.get("notes", ())))
+                      notes=tuple(c.get("notes", ())), **_provenance(record, c.get("dtype")))
+
+
+def _provenance(record: Any, chosen: Any) -> dict[str, Any]:
+    """The report's dtype, where it came from and what built the config (archviz.cost.provenance); records counted
+    before the choice was kept say "as the records hold them"."""
+    if isinstance(chosen, dict) and isinstance(chosen.get("said"), str):
+        dtype, said = chosen.get("dtype"), chosen["said"]
+    else:
+        dtype, said = None, "as the records hold them"
+    return {"dtype": dtype if isinstance(dtype, str) else None, "dtype_said": said,
+            "config_said": config_said(record.source.spec)}
 
 
 def report_json(r: CostReport) -> dict[str, Any]:

@@ -56,6 +56,8 @@ def cost_tables(r: Any) -> Group:
     """One model: totals, per layer kind and module, KV cache per kind, memory, and what could not be counted."""
     parts: list[Any] = []
     title = f"{r.name} · cost at B={r.batch}, prefill T={r.seq:,}, context L={tokens(r.context)}"
+    if r.config_said:
+        title += f" · {r.config_said}"
     head = Table(title=Text(safe(title)), show_header=False, title_justify="left")
     head.add_column("what", style="bold")
     head.add_column("value", justify="right")
@@ -73,6 +75,8 @@ def cost_tables(r: Any) -> Group:
             head.add_row("  attended", fmt.count(d.attended_flops), "over the positions the masks keep")
     kv = r.kv
     dt = f"in {kv.asked} (--kv-dtype)" if kv.asked else ("in " + ", ".join(kv.dtypes) if kv.dtypes else "")
+    if not kv.asked and r.dtype and kv.dtypes == (r.dtype,):
+        dt = f"in {r.dtype_said}"
     if kv.source is None:
         head.add_row("KV cache", "—", "no cache found (reference models: buffers; transformers: DynamicCache)")
     else:
@@ -80,7 +84,10 @@ def cost_tables(r: Any) -> Group:
         head.add_row(f"KV cache at B={r.batch}, L={tokens(r.context)}", nbytes(kv.at_context),
                      f"of which {nbytes(kv.fixed)} fixed (windows, states)" if kv.fixed else "")
     m = r.memory
-    head.add_row("weights", nbytes(m.weights), safe(" · ".join(f"{k} {nbytes(v)}" for k, v in m.weights_by_dtype)))
+    by_dtype = " · ".join(f"{k} {nbytes(v)}" for k, v in m.weights_by_dtype)
+    if r.dtype and [k for k, _ in m.weights_by_dtype] == [r.dtype]:
+        by_dtype = f"in {r.dtype_said}"
+    head.add_row("weights", nbytes(m.weights), safe(by_dtype))
     head.add_row("activation peak", nbytes(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens")
     head.add_row("serving memory", nbytes(m.serving), "weights + KV + activation peak")
     tr = dict(m.training)
