@@ -56,13 +56,13 @@ def cost_tables(r: Any) -> Group:
     """One model: totals, per layer kind and module, KV cache per kind, memory, and what could not be counted."""
     parts: list[Any] = []
     title = f"{r.name} · cost at B={r.batch}, prefill T={r.seq:,}, context L={tokens(r.context)}"
-    if r.config_said:
-        title += f" · {r.config_said}"
     head = Table(title=Text(safe(title)), show_header=False, title_justify="left")
     head.add_column("what", style="bold")
     head.add_column("value", justify="right")
     head.add_column("", style="dim")
     p, d = r.prefill, r.decode
+    if r.config_said:
+        head.add_row("config", "", safe(r.config_said))
     head.add_row("prefill FLOPs", fmt.count(p.flops), f"{flops(p.flops)} · {flops(p.per_token)} a token")
     head.add_row("  split", "", _split(p))
     if p.attended_flops is not None and p.attended_flops != p.flops:

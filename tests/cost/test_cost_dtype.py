@@ -1,0 +1,48 @@
+"""What `archviz cost` counts bytes in, and says so (issue 44): a transformers config that names no dtype is counted in
+bfloat16, as the gallery counts it; a config's own dtype and an override win; `hf:TYPE` is said to be transformers'
+default config for TYPE. Expected bytes are worked out here from the config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _cost(cli, *args) -> dict:
+    p = cli("cost", *map(str, args), "--json")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_hf_deepseek_v3_is_counted_in_bfloat16_by_default_and_says_so(archviz_cli) -> None:
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model("deepseek_v3")
+    assert getattr(cfg, "dtype", None) is None  # the default config names no dtype
+    # MLA caches one latent a token and layer: kv_lora_rank values and the shared rope key, 2 bytes each in bf16
+    per_token = (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * cfg.num_hidden_layers * 2
+    assert per_token == 70_272
+    c = _cost(archviz_cli, "hf:deepseek_v3")
+    assert c["kv"]["per_token"] == per_token
+    assert list(c["memory"]["weights_by_dtype"]) == ["bfloat16"]
+    assert c["dtype"] == "bfloat16" and c["dtype_said"] == "bfloat16 (the config names none)"
+    assert c["config_said"] == "transformers' default config for deepseek_v3"
+    text = archviz_cli("cost", "hf:deepseek_v3").stdout  # the records cache's entry: nothing counted again
+    assert "transformers' default config for deepseek_v3" in text
+    assert text.count("in bfloat16 (the config names none)") == 2  # KV per token and weights
+    assert "70,272 B" in text or "68.62 KiB" in text
+
+
+def test_a_configs_own_dtype_and_an_override_are_kept(archviz_cli, tmp_path: Path) -> None:
+    cfg = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 128,
+           "torch_dtype": "float32"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    head = cfg["hidden_size"] // cfg["num_attention_heads"]
+    kv = 2 * cfg["num_key_value_heads"] * head * cfg["num_hidden_layers"]  # K and V values a token
+    c = _cost(archviz_cli, tmp_path / "config.json")
+    assert c["dtype"] == "float32" and c["dtype_said"] == "float32 (the config's)" and c["config_said"] is None
+    assert c["kv"]["per_token"] == kv * 4 and list(c["memory"]["weights_by_dtype"]) == ["float32"]
+    c = _cost(archviz_cli, tmp_path / "config.json", "--set", "dtype=float16")
+    assert c["dtype"] == "float16" and c["dtype_said"].startswith("float16 (")
+    assert c["kv"]["per_token"] == kv * 2 and list(c["memory"]["weights_by_dtype"]) == ["float16"]
