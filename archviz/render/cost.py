@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from .. import format as fmt
 from ..files.sanitize import printable
+from .fit import NUMBER, PATH, TEXT, Column, FitTable
 
 
 def safe(text: Any) -> str:
@@ -56,10 +56,8 @@ def cost_tables(r: Any) -> Group:
     """One model: totals, per layer kind and module, KV cache per kind, memory, and what could not be counted."""
     parts: list[Any] = []
     title = f"{r.name} · cost at B={r.batch}, prefill T={r.seq:,}, context L={tokens(r.context)}"
-    head = Table(title=Text(safe(title)), show_header=False, title_justify="left")
-    head.add_column("what", style="bold")
-    head.add_column("value", justify="right")
-    head.add_column("", style="dim")
+    head = FitTable(Column("what", style="bold"), Column("value", NUMBER, justify="right"), Column("", style="dim"),
+                    title=Text(safe(title)), show_header=False)
     p, d = r.prefill, r.decode
     if r.config_said:
         head.add_row("config", "", safe(r.config_said))
@@ -94,12 +92,9 @@ def cost_tables(r: Any) -> Group:
     head.add_row("training memory", nbytes(tr.get("total")), "weights + gradients + 12 B/param of Adam state")
     parts.append(head)
 
-    t = Table(title="per layer kind and module", title_justify="left")
-    t.add_column("module")
-    t.add_column("kind", style="dim")
-    t.add_column("×", justify="right")
-    t.add_column("prefill FLOPs", justify="right")
-    t.add_column("decode FLOPs", justify="right")
+    t = FitTable(Column("module", PATH), Column("kind", style="dim", drop=1), Column("×", NUMBER, justify="right"),
+                 Column("prefill FLOPs", NUMBER, justify="right"),
+                 Column("decode FLOPs", NUMBER, justify="right", drop=2), title="per layer kind and module")
     dec = {x.path: x.flops for x in d.modules} if d is not None else {}
     for x in p.modules:
         indent = "  " if any(x.path.startswith(y.path + ".") for y in p.modules) else ""
@@ -108,11 +103,10 @@ def cost_tables(r: Any) -> Group:
     parts.append(t)
 
     if kv.by_kind:
-        k = Table(title=Text(safe(f"KV cache ({kv.source})")), title_justify="left")
-        k.add_column("layer kind")
-        k.add_column("layers", justify="right")
-        k.add_column("per token", justify="right")
-        k.add_column(f"at B={r.batch}, L={tokens(r.context)}", justify="right")
+        k = FitTable(Column("layer kind"), Column("layers", NUMBER, justify="right"),
+                     Column("per token", NUMBER, justify="right"),
+                     Column(f"at B={r.batch}, L={tokens(r.context)}", NUMBER, justify="right"),
+                     title=Text(safe(f"KV cache ({kv.source})")))
         for e in kv.by_kind:
             k.add_row(Text(safe(e.kind)), str(e.layers), nbytes(e.per_token), nbytes(e.at_context))
         parts.append(k)
@@ -144,14 +138,11 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{b / a:.3g}×"
 
 
-def compare_table(a: Any, b: Any) -> Table:
+def compare_table(a: Any, b: Any) -> FitTable:
     """Two models side by side, with B/A."""
-    t = Table(title=Text(safe(f"cost at B={a.batch}, prefill T={a.seq:,}, context L={tokens(a.context)}")),
-              title_justify="left")
-    t.add_column("")
-    t.add_column(Text(safe(a.name)), justify="right")
-    t.add_column(Text(safe(b.name)), justify="right")
-    t.add_column("B / A", justify="right")
+    t = FitTable(Column(""), Column(safe(a.name), NUMBER, justify="right"), Column(safe(b.name), NUMBER, justify="right"),
+                 Column("B / A", NUMBER, justify="right", drop=1),
+                 title=Text(safe(f"cost at B={a.batch}, prefill T={a.seq:,}, context L={tokens(a.context)}")))
     rows = [
         ("prefill FLOPs", a.prefill.flops, b.prefill.flops, flops),
         ("prefill FLOPs a token", a.prefill.per_token, b.prefill.per_token, flops),
@@ -191,10 +182,8 @@ def bounds_table(bounds: list[Any]) -> Group:
     b0 = bounds[0]
     title = (f"lower bounds at B={b0.batch}, context L={tokens(b0.context)}, prefill T={b0.seq:,} "
              f"on {b0.gpus} GPU{'s' if b0.gpus > 1 else ''}")
-    t = Table(title=Text(safe(title)), title_justify="left")
-    t.add_column("")
-    for b in bounds:
-        t.add_column(Text(safe(b.hardware.key)), justify="right")
+    t = FitTable(Column(""), *(Column(safe(b.hardware.key), TEXT, justify="right", drop=len(bounds) - i if i else 0)
+                               for i, b in enumerate(bounds)), title=Text(safe(title)))  # the last device goes first
     rows: list[tuple[str, list[str]]] = []
 
     def row(label: str, f: Any) -> None:

@@ -10,7 +10,9 @@ from .text import SafeText as Text  # data shown with its control characters esc
 from rich.tree import Tree
 
 from .. import format as fmt
+from ..cost.provenance import config_said
 from .dims import DimNames
+from .fit import NUMBER, Column, FitTable
 from .views import tied_text
 from ..records import ModelRecord, ModuleRecord
 
@@ -19,11 +21,11 @@ def summary_table(record: ModelRecord) -> Group:
     s = record.summary
     src = record.source
     # Data goes in as Text, never as a markup string: a name or a line of code may hold "[...]" (rich markup)
-    t = Table(title=Text(f"{src.name} · {src.model_class.rsplit('.', 1)[-1]}"), show_header=False,
-              title_justify="left")
-    t.add_column("what", style="bold")
-    t.add_column("value", justify="right")
-    t.add_column("", style="dim")
+    t = FitTable(Column("what", style="bold"), Column("value", NUMBER, justify="right"), Column("", style="dim"),
+                 title=Text(f"{src.name} · {src.model_class.rsplit('.', 1)[-1]}"), show_header=False)
+    said = config_said(src.spec)
+    if said:
+        t.add_row("config", "", said)
     ws = src.world_size
     per_rank = f" per rank (× {ws} ranks = {fmt.count(s.parameters * ws)})" if ws > 1 else ""
     t.add_row("parameters", fmt.count(s.parameters), fmt.human(s.parameters) + per_rank)
