@@ -62,7 +62,14 @@ def shorten_path(path: str, width: int) -> str:
 
 
 def _words(text: str) -> int:
-    return max((cell_len(w) for w in text.split()), default=0)
+    """The widest word of `text`, a line's indentation counted with its first word (kept when it wraps)."""
+    widest = 0
+    for line in text.split("\n"):
+        words = line.split()
+        if words:
+            indent = len(line) - len(line.lstrip(" "))
+            widest = max(widest, indent + cell_len(words[0]), *(cell_len(w) for w in words))
+    return widest
 
 
 class FitTable:

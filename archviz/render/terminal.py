@@ -180,11 +180,11 @@ def module_card(record: ModelRecord, path: str) -> Group:
         row("called as", f"{c.code} · {c.file}:{c.line}")
     names, local = DimNames.for_record(record), dict(m.dims)  # widths named as on the site
     for call in m.calls[:4]:
-        row("in", ", ".join(names.shape(s, local, words=False) for s in call.inputs))
-        row("out", ", ".join(names.shape(s, local, words=False) for s in call.outputs))
+        row("in", ", ".join(named_shape(s, names, local) for s in call.inputs))
+        row("out", ", ".join(named_shape(s, names, local) for s in call.outputs))
     for a in m.assumptions:
         row("assumed", a)
     return Group(t)
 
 
-from .grouped import grouped_tree  # noqa: E402,F401
+from .grouped import grouped_tree, named_shape  # noqa: E402,F401
