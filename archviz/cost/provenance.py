@@ -32,6 +32,18 @@ def config_said(spec: str) -> str | None:
     return None
 
 
+def built_dtype_said(spec: str, config: Mapping[str, Any]) -> str | None:
+    """Where the dtype a model was built in came from, for its stored bytes: the config's (or an override's) where
+    it names one, else the default of the code that built it (a transformers config naming none builds float32, and
+    cost figures count it in bfloat16); None for a model whose own code sets its dtypes (a model.py)."""
+    named = config.get("dtype") or config.get("torch_dtype")
+    if spec.startswith("hf:") or "model_type" in config:
+        if isinstance(named, str) and named:
+            return f"the config's dtype, {named}"
+        return f"the config names no dtype: as transformers builds it (cost counts {DEFAULT_DTYPE})"
+    return None
+
+
 def config_of(source: str) -> dict[str, Any] | None:
     """The transformers config a source is built from, as a dict: a type's default, a config.json's fields; None
     for other sources (a model.py, a factory) and for a file that is not a transformers config."""
@@ -69,4 +81,4 @@ def dtype_choice(source: str, overrides: Mapping[str, Any], config: Mapping[str,
     return DtypeChoice(DEFAULT_DTYPE, "default", f"{DEFAULT_DTYPE} (the config names none)")
 
 
-__all__ = ["DEFAULT_DTYPE", "DtypeChoice", "config_of", "config_said", "dtype_choice"]
+__all__ = ["DEFAULT_DTYPE", "DtypeChoice", "built_dtype_said", "config_of", "config_said", "dtype_choice"]

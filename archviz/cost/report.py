@@ -261,6 +261,26 @@ def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:
                       notes=tuple(c.get("notes", ())), **_provenance(record, c.get("dtype")))
 
 
+def kv_dtype_text(r: CostReport, asked_by: str = "asked") -> str:
+    """The KV cache's dtype and where it came from, for a reader: "in bfloat16 (the config names none)", "in fp8
+    (asked)" (`asked_by`: what asked it, a flag on the terminal), or the code's dtypes."""
+    kv = r.kv
+    if kv.asked:
+        return f"in {kv.asked} ({asked_by})"
+    if r.dtype and kv.dtypes == (r.dtype,):
+        return f"in {r.dtype_said}"
+    return "in " + ", ".join(kv.dtypes) if kv.dtypes else ""
+
+
+def weights_dtype_text(r: CostReport, bytes_text: Any) -> str:
+    """The weights' dtypes and where they came from: "in bfloat16 (the config names none)" where the model was
+    counted in one dtype, else each dtype with its bytes (`bytes_text`: how the renderer writes bytes)."""
+    by = r.memory.weights_by_dtype
+    if r.dtype and [k for k, _ in by] == [r.dtype]:
+        return f"in {r.dtype_said}"
+    return " · ".join(f"{k} {bytes_text(v)}" for k, v in by)
+
+
 def _provenance(record: Any, chosen: Any) -> dict[str, Any]:
     """The report's dtype, where it came from and what built the config (archviz.cost.provenance); records counted
     before the choice was kept say "as the records hold them"."""

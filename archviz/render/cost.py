@@ -11,6 +11,7 @@ from rich.console import Group
 from rich.text import Text
 
 from .. import format as fmt
+from ..cost.report import kv_dtype_text, weights_dtype_text
 from ..files.sanitize import printable
 from .fit import NUMBER, PATH, TEXT, Column, FitTable
 
@@ -72,9 +73,7 @@ def cost_tables(r: Any) -> Group:
         if d.attended_flops is not None and d.attended_flops != d.flops:
             head.add_row("  attended", fmt.count(d.attended_flops), "over the positions the masks keep")
     kv = r.kv
-    dt = f"in {kv.asked} (--kv-dtype)" if kv.asked else ("in " + ", ".join(kv.dtypes) if kv.dtypes else "")
-    if not kv.asked and r.dtype and kv.dtypes == (r.dtype,):
-        dt = f"in {r.dtype_said}"
+    dt = kv_dtype_text(r, "--kv-dtype")
     if kv.source is None:
         head.add_row("KV cache", "—", "no cache found (reference models: buffers; transformers: DynamicCache)")
     else:
@@ -82,10 +81,7 @@ def cost_tables(r: Any) -> Group:
         head.add_row(f"KV cache at B={r.batch}, L={tokens(r.context)}", nbytes(kv.at_context),
                      f"of which {nbytes(kv.fixed)} fixed (windows, states)" if kv.fixed else "")
     m = r.memory
-    by_dtype = " · ".join(f"{k} {nbytes(v)}" for k, v in m.weights_by_dtype)
-    if r.dtype and [k for k, _ in m.weights_by_dtype] == [r.dtype]:
-        by_dtype = f"in {r.dtype_said}"
-    head.add_row("weights", nbytes(m.weights), safe(by_dtype))
+    head.add_row("weights", nbytes(m.weights), safe(weights_dtype_text(r, nbytes)))
     head.add_row("activation peak", nbytes(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens")
     head.add_row("serving memory", nbytes(m.serving), "weights + KV + activation peak")
     tr = dict(m.training)

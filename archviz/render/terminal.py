@@ -10,7 +10,7 @@ from .text import SafeText as Text  # data shown with its control characters esc
 from rich.tree import Tree
 
 from .. import format as fmt
-from ..cost.provenance import config_said
+from ..cost.provenance import built_dtype_said, config_said
 from .dims import DimNames
 from .fit import NUMBER, Column, FitTable
 from .views import tied_text
@@ -48,7 +48,8 @@ def summary_table(record: ModelRecord) -> Group:
     tied = tied_text(record)
     if tied:
         t.add_row("tied weights", tied[0], Text(tied[1]))
-    t.add_row("stored bytes", fmt.count(s.bytes), fmt.nbytes(s.bytes))
+    built = built_dtype_said(src.spec, dict(src.config))
+    t.add_row("stored bytes", fmt.count(s.bytes), fmt.nbytes(s.bytes) + (f" · {built}" if built else ""))
     for dtype, n in s.bytes_by_dtype:
         t.add_row(f"  {dtype}", fmt.count(n), fmt.nbytes(n))
     t.add_row("modules", fmt.count(s.modules), "")

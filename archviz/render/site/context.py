@@ -24,6 +24,7 @@ from ...records import (
     SourceSpan,
 )
 from ..views import tied_text
+from ...cost.provenance import built_dtype_said, config_said
 from .checkpoint_index import CheckpointIndex, checkpoint_text, search_names
 from .code import CodeBank
 from .dataflow import flow_picture
@@ -491,6 +492,7 @@ class ModelSite:
             "name": ann.get("title") or src.name, "description": ann.get("description"),
             "evidence": [self.evidence(c) for c in ann.get("claims", ())],
             "source": src, "summary": s, "dtypes": dtypes, "checkpoint": ck, "moe": moe,
+            "config_said": config_said(src.spec), "dtype_said": built_dtype_said(src.spec, dict(src.config)),
             "parameters": fmt.count(s.parameters), "parameters_human": fmt.human(s.parameters),
             "active": fmt.count(s.active_parameters) if s.active_parameters is not None else None,
             "active_human": fmt.human(s.active_parameters), "bytes": fmt.count(s.bytes),

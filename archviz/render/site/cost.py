@@ -13,7 +13,7 @@ from ... import format as fmt
 from ...cost.bounds import site_devices, tokens_per_s_curve
 from ...cost.curve import STANDARD, CurvePoint, curve_points
 from ...cost.per_node import CostIndex
-from ...cost.report import cost_report
+from ...cost.report import cost_report, kv_dtype_text, weights_dtype_text
 from ..cost import flops as flops_text, nbytes as bytes_text, rate as rate_text, tokens as tokens_text
 from .nodes import Node, instances, mult_text
 
@@ -102,8 +102,7 @@ class SiteCost:
                       ("  split", "", "", split(d), "cost-decode-split")]
         kv = r.kv
         if kv.source is not None:
-            dt = ", ".join(kv.dtypes)
-            facts += [("KV cache per token", f"in {dt}" if dt else "", bytes_text(kv.per_token),
+            facts += [("KV cache per token", kv_dtype_text(r), bytes_text(kv.per_token),
                        f"{kv.per_token:,.0f} bytes" if kv.per_token == int(kv.per_token) else "", "cost-kv-token"),
                       ("KV cache", f"at B = {B}, L = {tokens_text(r.context)}", bytes_text(kv.at_context),
                        f"of which {bytes_text(kv.fixed)} fixed (windows, states)" if kv.fixed else "",
@@ -113,7 +112,7 @@ class SiteCost:
                           "DynamicCache)", "cost-kv-context"))
         tr = dict(m.training)
         facts += [("weights", "", bytes_text(m.weights),
-                   " · ".join(f"{k} {bytes_text(v)}" for k, v in m.weights_by_dtype), "cost-weights"),
+                   weights_dtype_text(r, bytes_text), "cost-weights"),
                   ("activation peak", "", bytes_text(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens",
                    "cost-activations"),
                   ("serving memory", "", bytes_text(m.serving), "weights + KV + activation peak", "cost-serving"),
