@@ -46,3 +46,20 @@ def test_a_configs_own_dtype_and_an_override_are_kept(archviz_cli, tmp_path: Pat
     c = _cost(archviz_cli, tmp_path / "config.json", "--set", "dtype=float16")
     assert c["dtype"] == "float16" and c["dtype_said"].startswith("float16 (")
     assert c["kv"]["per_token"] == kv * 2 and list(c["memory"]["weights_by_dtype"]) == ["float16"]
+
+
+def test_summary_and_site_say_what_built_an_hf_config_and_its_dtype(archviz_cli) -> None:
+    """`hf:TYPE` is transformers' default config for TYPE, which names no dtype: summary (terminal and JSON) and the
+    site's overview say both, beside the bytes."""
+    import archviz
+    from archviz.render.site import CodeBank, ModelSite
+
+    args = ("hf:llama", "--set", "num_hidden_layers=1")
+    s = json.loads(archviz_cli("summary", *args, "--json").stdout)
+    assert s["config_said"] == "transformers' default config for llama"
+    assert s["dtype_said"].startswith("the config names no dtype") and list(s["bytes_by_dtype"]) == ["float32"]
+    text = archviz_cli("summary", *args).stdout
+    assert "transformers' default config for llama" in text and "the config names no dtype" in text
+    o = ModelSite(archviz.load("hf:llama", overrides={"num_hidden_layers": 1}), "m", CodeBank(), None,
+                  None).overview_context()
+    assert o["config_said"] == s["config_said"] and o["dtype_said"] == s["dtype_said"]
