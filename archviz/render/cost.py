@@ -72,6 +72,9 @@ def cost_tables(r: Any) -> Group:
         head.add_row("  split", "", _split(d))
         if d.attended_flops is not None and d.attended_flops != d.flops:
             head.add_row("  attended", fmt.count(d.attended_flops), "over the positions the masks keep")
+        if r.reprojection is not None:
+            head.add_row("  cache read as latents ≥", fmt.count(r.decode_absorbed),
+                         f"{flops(r.decode_absorbed)}: the weights absorbed, not re-run over the cache (note below)")
     kv = r.kv
     dt = kv_dtype_text(r, "--kv-dtype")
     if kv.source is None:
@@ -120,10 +123,23 @@ def cost_tables(r: Any) -> Group:
                                    f"{'; '.join(why)}"), style="yellow"))
         for note in pc.notes:
             parts.append(Text(safe(f"note ({'decode' if pc.start else 'prefill'}): {note}"), style="dim"))
+    if r.reprojection is not None:
+        parts.append(Text(safe(reprojection_note(r)), style="yellow"))
     for note in r.notes:
         parts.append(Text(safe(f"note: {note}"), style="dim"))
     parts.append(Text(safe(f"training: {tr.get('formula', '')}"), style="dim"))
     return Group(*parts)
+
+
+def reprojection_note(r: Any) -> str:
+    """What the code's decode step does that a form reading the cache as latents does not, with both figures."""
+    x, d = r.reprojection, r.decode
+    where = ", ".join(x.paths[:2]) + (f" and {len(x.paths) - 2} more" if len(x.paths) > 2 else "")
+    return (f"note: this code's decode step runs {where} over all {x.positions:,} positions (the cache and the new "
+            f"token) again: {flops(x.flops)}, {x.flops / d.flops:.0%} of its {flops(d.flops)}; it expands the cache's "
+            "latents every step. A form that absorbs those weights into the query and the output (as MLA's inference "
+            f"code does) runs them for the new token alone: a step of at least {flops(r.decode_absorbed)} (its dot "
+            "products over the latents are wider than the code's per-head ones, and not counted here).")
 
 
 def _ratio(a: float | None, b: float | None) -> str:

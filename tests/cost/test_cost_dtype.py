@@ -27,7 +27,14 @@ def test_hf_deepseek_v3_is_counted_in_bfloat16_by_default_and_says_so(archviz_cl
     assert list(c["memory"]["weights_by_dtype"]) == ["bfloat16"]
     assert c["dtype"] == "bfloat16" and c["dtype_said"] == "bfloat16 (the config names none)"
     assert c["config_said"] == "transformers' default config for deepseek_v3"
+    # transformers' MLA expands every cached latent through kv_b_proj each decode step (L + 1 positions); the
+    # absorbed form applies those weights to the new token alone: both figures, the second derived here
+    expand = 2 * cfg.kv_lora_rank * cfg.num_attention_heads * (cfg.qk_nope_head_dim + cfg.v_head_dim)  # a position
+    positions = c["context"] + 1
+    code = cfg.num_hidden_layers * positions * expand
+    assert c["decode_absorbed_flops"] == c["decode"]["flops"] - code + cfg.num_hidden_layers * expand
     text = archviz_cli("cost", "hf:deepseek_v3").stdout  # the records cache's entry: nothing counted again
+    assert f"kv_b_proj over all {positions:,} positions" in text and f"{c['decode_absorbed_flops']:,}" in text
     assert "transformers' default config for deepseek_v3" in text
     assert text.count("in bfloat16 (the config names none)") == 2  # KV per token and weights
     assert "70,272 B" in text or "68.62 KiB" in text
@@ -43,6 +50,7 @@ def test_a_configs_own_dtype_and_an_override_are_kept(archviz_cli, tmp_path: Pat
     c = _cost(archviz_cli, tmp_path / "config.json")
     assert c["dtype"] == "float32" and c["dtype_said"] == "float32 (the config's)" and c["config_said"] is None
     assert c["kv"]["per_token"] == kv * 4 and list(c["memory"]["weights_by_dtype"]) == ["float32"]
+    assert c["decode_absorbed_flops"] is None  # keys and values cached as the step uses them: nothing re-projected
     c = _cost(archviz_cli, tmp_path / "config.json", "--set", "dtype=float16")
     assert c["dtype"] == "float16" and c["dtype_said"].startswith("float16 (")
     assert c["kv"]["per_token"] == kv * 2 and list(c["memory"]["weights_by_dtype"]) == ["float16"]
