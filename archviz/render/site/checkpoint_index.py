@@ -43,7 +43,8 @@ class CheckpointIndex:
         for e in self.ck.get("tensors") or ():
             if not isinstance(e, Mapping) or not isinstance(e.get("model"), str):
                 continue
-            names = [c for c in e.get("checkpoint") or () if isinstance(c, str)]
+            stored = e.get("checkpoint")
+            names = [c for c in stored if isinstance(c, str)] if isinstance(stored, list) else []
             if not names or "." not in e["model"] or _count(e["model"]) > _NAMES_PER_ENTRY \
                     or any(_count(c) > _NAMES_PER_ENTRY for c in names):
                 continue
