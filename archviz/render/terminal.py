@@ -71,9 +71,12 @@ def summary_table(record: ModelRecord) -> Group:
 
 
 def run_notes(record: ModelRecord) -> Group | None:
-    """What the build and the meta forward pass noted (neutralised devices, the model's own warnings, the pass's
-    B and T and what it answered from memo), one dim line each; None when there is nothing to say."""
-    parts: list[Any] = [Text(f"note: {n}", style="dim") for n in record.source.notes]
+    """What built the config (transformers' default for `hf:TYPE`), what the build and the meta forward pass noted
+    (neutralised devices, the model's own warnings, the pass's B and T and what it answered from memo), one dim line
+    each; None when there is nothing to say."""
+    said = config_said(record.source.spec)
+    parts: list[Any] = [Text(f"config: {said}", style="dim")] if said else []
+    parts += [Text(f"note: {n}", style="dim") for n in record.source.notes]
     shapes = record.extra("shapes")
     if shapes:
         mode = f" ({shapes['mode']} mode)" if shapes.get("mode") else ""

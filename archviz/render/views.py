@@ -86,6 +86,7 @@ def module_json(record: ModelRecord, path: str, *, children: bool = True) -> dic
         "doc": m.doc,
         "dim_names": {str(v): n for v, n in named_dims(m, dict(record.source.config),
                                                        dim_renames(record)).items()},
+        "config_said": config_said(record.source.spec),  # "transformers' default config for TYPE" for hf:TYPE
     }
     grouping = record.extra("grouping")
     if grouping:

@@ -68,6 +68,8 @@ def test_summary_and_site_say_what_built_an_hf_config_and_its_dtype(archviz_cli)
     assert s["dtype_said"].startswith("the config names no dtype") and list(s["bytes_by_dtype"]) == ["float32"]
     text = archviz_cli("summary", *args).stdout
     assert "transformers' default config for llama" in text and "the config names no dtype" in text
+    assert "config: transformers' default config for llama" in archviz_cli("inspect", *args).stdout
+    assert json.loads(archviz_cli("inspect", *args, "--json").stdout)["config_said"] == s["config_said"]
     o = ModelSite(archviz.load("hf:llama", overrides={"num_hidden_layers": 1}), "m", CodeBank(), None,
                   None).overview_context()
     assert o["config_said"] == s["config_said"] and o["dtype_said"] == s["dtype_said"]
