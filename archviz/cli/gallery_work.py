@@ -22,16 +22,16 @@ def build_choice(source: str, sets: list[str]) -> tuple[list[str], str, int]:
     where it names one (`dtype`, or `torch_dtype` in a config.json), else bfloat16 for a transformers config, set and
     said so; T as `archviz cost` defaults it, or the config's max positions where fewer (a BERT takes 512)."""
     from ..cost.curve import max_positions
-    from ..cost.provenance import config_of, dtype_choice
+    from ..cost.provenance import DTYPE_KEYS, config_of, dtype_choice
     from ..sources.options import check_overrides
 
     config = config_of(source)
     merged = {**(config or {}), **check_overrides(sets)}
     longest = max_positions(merged)
     seq = longest if longest is not None and longest < SEQ else SEQ
-    choice = dtype_choice(source, check_overrides(sets), config)
-    if choice.origin == "given":
+    if any(s.split("=", 1)[0].strip() in DTYPE_KEYS for s in sets):
         return sets, "as --set gives it", seq
+    choice = dtype_choice(source, {}, config)
     if choice.origin == "default":
         return [*sets, BF16], choice.said, seq
     return sets, choice.said, seq

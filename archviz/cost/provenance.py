@@ -67,16 +67,21 @@ def config_of(source: str) -> dict[str, Any] | None:
 def dtype_choice(source: str, overrides: Mapping[str, Any], config: Mapping[str, Any] | None = None
                  ) -> DtypeChoice:
     """The dtype `source` is counted in: the overrides' where they name one, else the config's, else bfloat16 for
-    a transformers config (DEFAULT_DTYPE, said so), else the code's own. `config`: config_of(source) where the
-    caller read it already."""
+    a transformers config (DEFAULT_DTYPE, said so), else the code's own. bfloat16 given for a config that names
+    none or names bfloat16 is said as the default or the config's (the gallery gives it so; `cost` chooses it: one
+    records-cache entry, one word). `config`: config_of(source) where the caller read it already."""
     given = next((overrides[k] for k in DTYPE_KEYS if k in overrides), None)
-    if given is not None:
+    if given is not None and str(given).replace("torch.", "") != DEFAULT_DTYPE:
         return DtypeChoice(str(given).replace("torch.", ""), "given", f"{given} (as the overrides give it)")
     config = config_of(source) if config is None else config
     if config is None:
-        return DtypeChoice(None, "code", "as the code builds it")
+        return DtypeChoice(DEFAULT_DTYPE, "given", f"{given} (as the overrides give it)") if given is not None \
+            else DtypeChoice(None, "code", "as the code builds it")
     named = config.get("dtype") or config.get("torch_dtype")
-    if isinstance(named, str) and named:
+    named = named if isinstance(named, str) else None
+    if given is not None and named and named.replace("torch.", "") != DEFAULT_DTYPE:  # given over the config's
+        return DtypeChoice(DEFAULT_DTYPE, "given", f"{given} (as the overrides give it)")
+    if named:
         return DtypeChoice(named.replace("torch.", ""), "config", f"{named} (the config's)")
     return DtypeChoice(DEFAULT_DTYPE, "default", f"{DEFAULT_DTYPE} (the config names none)")
 

@@ -18,10 +18,10 @@ def cost_for(source: str, build: BuildOptions, options: CostOptions, *, cache: b
     the records cache (kind "cost": one entry serves `archviz cost` and the gallery) when `cache`. The model's code
     runs under `archviz.sources.guard.model_code`. A transformers config that names no dtype is counted in bfloat16
     (archviz.cost.provenance: as the gallery counts it), and the cost extra says which dtype and why ("dtype")."""
-    from ..cost.provenance import dtype_choice
+    from ..cost.provenance import DTYPE_KEYS, dtype_choice
 
     choice = dtype_choice(source, dict(build.overrides))
-    if choice.origin == "default":
+    if choice.origin == "default" and not any(k in DTYPE_KEYS for k, _ in build.overrides):
         build = replace(build, overrides=(*build.overrides, ("dtype", choice.dtype)))
 
     def measured() -> ModelRecord:

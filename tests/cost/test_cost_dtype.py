@@ -33,6 +33,8 @@ def test_hf_deepseek_v3_is_counted_in_bfloat16_by_default_and_says_so(archviz_cl
     positions = c["context"] + 1
     code = cfg.num_hidden_layers * positions * expand
     assert c["decode_absorbed_flops"] == c["decode"]["flops"] - code + cfg.num_hidden_layers * expand
+    given = _cost(archviz_cli, "hf:deepseek_v3", "--set", "dtype=bfloat16")  # as the gallery builds it: one entry
+    assert given == c
     text = archviz_cli("cost", "hf:deepseek_v3").stdout  # the records cache's entry: nothing counted again
     assert f"kv_b_proj over all {positions:,} positions" in text and f"{c['decode_absorbed_flops']:,}" in text
     assert "transformers' default config for deepseek_v3" in text
