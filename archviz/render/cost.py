@@ -57,7 +57,8 @@ def cost_tables(r: Any) -> Group:
     """One model: totals, per layer kind and module, KV cache per kind, memory, and what could not be counted."""
     parts: list[Any] = []
     title = f"{r.name} · cost at B={r.batch}, prefill T={r.seq:,}, context L={tokens(r.context)}"
-    head = FitTable(Column("what", style="bold"), Column("value", NUMBER, justify="right"), Column("", style="dim"),
+    head = FitTable(Column("what", NUMBER, style="bold"), Column("value", NUMBER, justify="right"),
+                    Column("", style="dim"),
                     title=Text(safe(title)), show_header=False)
     p, d = r.prefill, r.decode
     if r.config_said:

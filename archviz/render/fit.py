@@ -28,7 +28,8 @@ HINT = "--json shows every column"
 @dataclass(frozen=True, slots=True)
 class Column:
     header: str = ""
-    kind: str = TEXT  # NUMBER: never cut or wrapped; PATH: shortened from the middle; TEXT: wraps between words
+    kind: str = TEXT  # NUMBER: never cut or wrapped (figures, short labels); PATH: shortened from the middle;
+    #                   TEXT: wraps between words
     justify: str = "left"
     style: str | None = None
     drop: int = 0  # 0: always shown; 1, 2, ...: dropped in this order (1 first) when the console is too narrow

@@ -21,7 +21,7 @@ def summary_table(record: ModelRecord) -> Group:
     s = record.summary
     src = record.source
     # Data goes in as Text, never as a markup string: a name or a line of code may hold "[...]" (rich markup)
-    t = FitTable(Column("what", style="bold"), Column("value", NUMBER, justify="right"), Column("", style="dim"),
+    t = FitTable(Column("what", NUMBER, style="bold"), Column("value", NUMBER, justify="right"), Column("", style="dim"),
                  title=Text(f"{src.name} · {src.model_class.rsplit('.', 1)[-1]}"), show_header=False)
     said = config_said(src.spec)
     if said:
