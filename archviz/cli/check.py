@@ -124,16 +124,8 @@ def check(
 
 def _print_result(result: dict, fmt: str, file: str, limit: int) -> None:
     """One check's result as JSON, workflow annotations on `file`, or tables of `limit` rows."""
-    from ..checkpoint.report import (
-        checkpoint_only_groups,
-        checkpoint_only_table,
-        github_lines,
-        note_groups,
-        notes_table,
-        problem_modules,
-        problems_table,
-        summary_table,
-    )
+    from ..checkpoint.report import checkpoint_only_groups, github_lines, note_groups, problem_modules
+    from ..render.checkpoint import checkpoint_only_table, notes_table, problems_table, summary_table
 
     if fmt == "json":
         emit_json(result)

@@ -139,7 +139,7 @@ class FitTable:
             cells = []
             for i in shown:
                 cell = row[i]
-                if self.columns[i].kind == PATH and cell_len(cell.plain) > widths[i]:
+                if self.columns[i].kind == PATH and cell_len(cell.plain) > widths[i] and " " not in cell.plain.strip():
                     cell = SafeText(shorten_path(cell.plain, widths[i]), style=cell.style)
                 cells.append(cell)
             table.add_row(*cells)

