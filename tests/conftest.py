@@ -76,8 +76,9 @@ class Cli:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(FACTORIES), env.get("PYTHONPATH", "")) if p)
         self.env = env
 
-    def __call__(self, *args: object) -> subprocess.CompletedProcess:
-        return _in_process([str(a) for a in args])
+    def __call__(self, *args: object, columns: int = 200) -> subprocess.CompletedProcess:
+        """`archviz ARGS` with COLUMNS=`columns` (the width its tables are laid out for)."""
+        return _in_process([str(a) for a in args], columns)
 
     def many(self, cases: Mapping[str, Sequence[object]]) -> dict[str, subprocess.CompletedProcess]:
         """Several independent commands, one after another (a process has one stdout)."""
@@ -90,7 +91,7 @@ _PYTHON_FILTERS = (("default", DeprecationWarning, "__main__"), ("ignore", Depre
                    ("ignore", ResourceWarning, ""))
 
 
-def _in_process(argv: list[str]) -> subprocess.CompletedProcess:
+def _in_process(argv: list[str], columns: int = 200) -> subprocess.CompletedProcess:
     """`archviz ARGV` in this process, as `python -m archviz.cli` runs it from the repository root: COLUMNS=200, no
     FORCE_COLOR, the factories and the checkout importable, Python's default warning filters, transformers' log kept
     to errors unless --debug, and no shape rule a `--kernel-rules` file registered left behind; the exit code as
@@ -109,7 +110,7 @@ def _in_process(argv: list[str]) -> subprocess.CompletedProcess:
              if isinstance(v, dict) and name.lstrip("_").isupper()}
     runner = CliRunner()
     stdout = stderr = b""
-    with runner.isolation(env={"COLUMNS": "200", "FORCE_COLOR": None}) as streams, warnings.catch_warnings():
+    with runner.isolation(env={"COLUMNS": str(columns), "FORCE_COLOR": None}) as streams, warnings.catch_warnings():
         warnings.resetwarnings()
         for action, category, module in _PYTHON_FILTERS:
             warnings.filterwarnings(action, category=category, module=module, append=True)

@@ -1,4 +1,5 @@
-"""Views of a comparison (the ``checkpoint`` extra): rows for tables, GitHub annotations, rich renderables.
+"""Views of a comparison (the ``checkpoint`` extra): rows for tables and GitHub annotations (the tables themselves:
+archviz.render.checkpoint).
 
 Pure functions of the JSON-able result; nothing here prints (the CLI does).
 
@@ -16,8 +17,7 @@ from archviz.files.sanitize import github_data, github_property, printable
 
 from .compact import compress_names
 
-__all__ = ["problem_modules", "checkpoint_only_groups", "note_groups", "summary_rows", "github_lines",
-           "summary_table", "problems_table", "checkpoint_only_table", "notes_table"]
+__all__ = ["problem_modules", "checkpoint_only_groups", "note_groups", "summary_rows", "github_lines"]
 
 
 def _n(v: Any) -> str:
@@ -136,13 +136,6 @@ _escape_data = github_data
 _escape_prop = github_property
 
 
-def _cell(value: Any, style: str = "") -> Any:
-    """A table cell of untrusted text: escaped, and never read as rich markup."""
-    from rich.text import Text
-
-    return Text(printable(value), style=style)
-
-
 def github_lines(result: Mapping[str, Any], file: str | None = None, limit: int = 50) -> list[str]:
     """GitHub workflow commands: one ``::error`` per problem module (both counts) and per unexplained
     checkpoint-only group, then a ``::notice`` with the summary."""
@@ -170,69 +163,3 @@ def github_lines(result: Mapping[str, Any], file: str | None = None, limit: int 
            f", missing {_n(s.get('missing'))}, checkpoint-only {_n(s.get('checkpoint_only'))} elements")
     lines.append(f"::notice {fprop}title=archviz check::{_escape_data(msg)}")
     return lines
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# rich renderables
-
-
-def summary_table(result: Mapping[str, Any]) -> Any:
-    from rich.table import Table
-    from rich.text import Text
-
-    ok = result.get("verdict") == "match"
-    t = Table(title=Text.assemble("checkpoint check: ", (printable(result.get("verdict")), "green" if ok else "red")),
-              show_header=False,
-              title_justify="left")
-    t.add_column("", style="bold", no_wrap=True)
-    t.add_column("", justify="left", overflow="fold")
-    for k, v in summary_rows(result):
-        t.add_row(k, _cell(v))
-    return t
-
-
-def problems_table(rows: Sequence[Mapping[str, Any]], limit: int = 40) -> Any:
-    from rich.table import Table
-
-    t = Table(title="modules that differ", title_justify="left")
-    t.add_column("module / notes", overflow="fold", ratio=1)
-    t.add_column("verdict", no_wrap=True)
-    t.add_column("model", justify="right", no_wrap=True)
-    t.add_column("checkpoint", justify="right", no_wrap=True)
-    t.add_column("model − ckpt", justify="right", no_wrap=True)
-    for r in rows[:limit]:
-        t.add_row(_cell(r["module"]), _cell(r["verdict"], "red"), _cell(_n(r["model"])), _cell(_n(r["checkpoint"])),
-                  f"{r['difference']:+,}")
-        for note in r["notes"][:3]:
-            t.add_row(_cell(f"  {note}", "dim"), "", "", "", "")
-    if len(rows) > limit:
-        t.add_row(f"… {len(rows) - limit} more (--json lists them all)", "", "", "", "")
-    return t
-
-
-def checkpoint_only_table(groups: Sequence[Mapping[str, Any]]) -> Any:
-    from rich.table import Table
-    from rich.text import Text
-
-    t = Table(title="checkpoint-only tensors", title_justify="left")
-    for col, j in (("kind", "left"), ("tensors", "right"), ("elements", "right"), ("explained", "left"),
-                   ("examples", "left")):
-        t.add_column(col, justify=j, overflow="fold")
-    for g in groups:
-        t.add_row(_cell(g["kind"]), _n(g["tensors"]), _n(g["elements"]),
-                  Text("yes") if g["explained"] else Text("no", "red"),
-                  Text("\n".join(map(printable, g["examples"]))))
-    return t
-
-
-def notes_table(notes: Sequence[tuple[str, int]], limit: int = 12) -> Any:
-    from rich.table import Table
-
-    t = Table(title="notes (matching tensors; not mismatches)", title_justify="left")
-    t.add_column("tensors", justify="right")
-    t.add_column("note", overflow="fold")
-    for note, n in notes[:limit]:
-        t.add_row(_n(n), _cell(note))
-    if len(notes) > limit:
-        t.add_row("", f"… {len(notes) - limit} more distinct notes (--json lists every tensor)")
-    return t

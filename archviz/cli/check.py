@@ -150,7 +150,8 @@ def _check_ranks(source: str, checkpoint: str, world_size: int, pattern: str | N
     from rich.table import Table
 
     from ..checkpoint.ranks import check_ranks, rank_inventories
-    from ..checkpoint.report import github_lines, problem_modules, problems_table
+    from ..checkpoint.report import github_lines, problem_modules
+    from ..render.checkpoint import problems_table
 
     with spinner(f"reading {world_size} rank shards"):
         ranks = rank_inventories(checkpoint, world_size, pattern)

@@ -10,6 +10,7 @@ import sys
 import warnings
 from typing import Any
 
+from ..cost.provenance import DEFAULT_DTYPE
 from ..errors import FLOAT32_FIX, ArchvizError, ShapeError, one_line
 from ..processes.owner import die_with_parent
 
@@ -17,49 +18,27 @@ CONTEXT = 32 << 10  # the decode step's context: the index's "decode FLOPs per t
 SEQ = 4096  # as `archviz cost` defaults
 
 
-def _config_of(source: str) -> dict[str, Any] | None:
-    """The transformers config a source is built from, as a dict: a type's default, a config.json's fields; None
-    for other sources (a model.py, a factory)."""
-    if source.startswith("hf:"):
-        from ..sources.hf_types import default_config
-
-        return default_config(source[3:]) or {}
-    path = os.path.join(source, "config.json") if os.path.isdir(source) else source
-    if not (path.endswith(".json") and os.path.isfile(path)):
-        return None
-    from ..files.safejson import load_config_file
-
-    try:
-        data = load_config_file(path)
-    except ArchvizError:
-        return None  # the build says what is wrong with it
-    if not isinstance(data, dict) or "model_type" not in data:
-        return None
-    return {**data, "dtype": data.get("dtype") or data.get("torch_dtype")}
-
-
 def build_choice(source: str, sets: list[str]) -> tuple[list[str], str, int]:
     """(the --set list to build with, what the page says of the dtype, the prefill's tokens T): the config's dtype
     where it names one (`dtype`, or `torch_dtype` in a config.json), else bfloat16 for a transformers config, set and
     said so; T as `archviz cost` defaults it, or the config's max positions where fewer (a BERT takes 512)."""
     from ..cost.curve import max_positions
+    from ..cost.provenance import DTYPE_KEYS, config_of, dtype_choice
     from ..sources.options import check_overrides
 
-    config = _config_of(source)
+    config = config_of(source)
     merged = {**(config or {}), **check_overrides(sets)}
     longest = max_positions(merged)
     seq = longest if longest is not None and longest < SEQ else SEQ
-    if any(s.split("=", 1)[0].strip() in ("dtype", "torch_dtype") for s in sets):
+    if any(s.split("=", 1)[0].strip() in DTYPE_KEYS for s in sets):
         return sets, "as --set gives it", seq
-    named = (config or {}).get("dtype")
-    if isinstance(named, str) and named:
-        return sets, f"{named} (the config's)", seq
-    if config is not None:
-        return [*sets, BF16], BF16_SAID, seq
-    return sets, "as the code builds it", seq
+    choice = dtype_choice(source, {}, config)
+    if choice.origin == "default":
+        return [*sets, BF16], choice.said, seq
+    return sets, choice.said, seq
 
 
-BF16, BF16_SAID = "dtype=bfloat16", "bfloat16 (the config names none)"
+BF16, BF16_SAID = f"dtype={DEFAULT_DTYPE}", f"{DEFAULT_DTYPE} (the config names none)"
 
 
 def float32_instead(chosen: tuple[list[str], str, int], failures: list[dict[str, str]]

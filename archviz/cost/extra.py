@@ -98,6 +98,13 @@ def check(c: Any) -> None:
         _fail("layer_kinds", "an object of layer numbers to kind names", kinds)
     _number("activation_peak", c.get("activation_peak"), optional=True)
     _strs("notes", c.get("notes", []))
+    chosen = c.get("dtype")
+    if chosen is not None:
+        if type(chosen) is not dict:
+            _fail("dtype", "an object of dtype, origin and said", chosen)
+        _str("dtype.dtype", chosen.get("dtype"), optional=True)
+        _str("dtype.origin", chosen.get("origin"))
+        _str("dtype.said", chosen.get("said"))
     if c.get("hardware") is not None:
         from ..errors import ArchvizError
         from .bounds import site_devices

@@ -22,8 +22,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from ..paths import compress_paths
 from .kv import element_bytes, entry_bytes, per_token_bytes
 from .memory import training_bytes, weight_bytes
+from .provenance import config_said
 
 _ATTENTION = ("attn", "attention", "self_attn", "cross_attn", "mixer", "attn_layer")
 _MLP = ("mlp", "ffn", "moe", "experts", "expert", "feed_forward", "block_sparse_moe", "shared_experts",
@@ -132,6 +134,17 @@ class MemoryCost:
 
 
 @dataclass(frozen=True, slots=True)
+class Reprojection:
+    """Weights the code's decode step applies to every cached position, not to the new token alone: a cache of
+    latents expanded again each step (MLA as transformers writes it re-runs kv_b_proj over all L + 1 positions)."""
+    paths: tuple[str, ...]  # the modules, compressed (model.layers.{0-60}.self_attn.kv_b_proj)
+    positions: int  # positions each runs over in the step (L + 1)
+    flops: int  # theirs, in the decode step
+    once: int  # theirs for the new tokens alone: what a form that absorbs the weights into the query and the
+    #            output (the cache's latents read as they are) spends on them instead
+
+
+@dataclass(frozen=True, slots=True)
 class CostReport:
     name: str
     spec: str
@@ -144,6 +157,19 @@ class CostReport:
     kv: KVCost
     memory: MemoryCost
     notes: tuple[str, ...]
+    dtype: str | None = None  # the dtype the model was counted in (None: as its code builds it)
+    dtype_said: str = ""  # where it came from, for a reader: "bfloat16 (the config names none)"
+    config_said: str | None = None  # "transformers' default config for TYPE" for hf:TYPE, else None
+    reprojection: Reprojection | None = None  # the decode step's re-expansion of cached latents, where there is one
+
+    @property
+    def decode_absorbed(self) -> int | None:
+        """The decode step's FLOPs with the cache's latents read as they are (the re-projection's weights applied
+        to the new tokens alone), the wider dot products over the latents that such a form runs not counted: None
+        where the code re-projects nothing."""
+        if self.decode is None or self.reprojection is None:
+            return None
+        return self.decode.flops - self.reprojection.flops + self.reprojection.once
 
 
 def _modules(record: Any, subtree: dict[str, int], calls: dict[str, int], layer_list: str | None,
@@ -254,7 +280,65 @@ def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:
                         training=tuple(training_bytes(record).items()))
     return CostReport(name=record.source.name, spec=record.source.spec, model_class=record.source.model_class,
                       batch=B, seq=c["seq"], context=L, prefill=prefill, decode=decode, kv=kv, memory=memory,
-                      notes=tuple(c.get("notes", ())))
+                      notes=tuple(c.get("notes", ())), **_provenance(record, c.get("dtype")),
+                      reprojection=_reprojection(record, c))
+
+
+def _reprojection(record: Any, c: dict[str, Any]) -> Reprojection | None:
+    """The modules holding a weight matrix whose decode FLOPs are those of many positions (their FLOPs a token at
+    prefill × more than 1.5 per new token): the step runs them over cached positions. None where none does."""
+    pre, dec = c["prefill"], c.get("decode")
+    if not dec:
+        return None
+    per_new = max(1, dec["B"] * dec["T"])
+    found: dict[str, float] = {}
+    index = record.index()
+    for path, f in dec["flops"].items():
+        pf = pre["flops"].get(path)
+        m = index.get(path)
+        if not pf or not f or m is None or m.children or \
+                not any(t.kind == "weight" and len(t.shape) == 2 for t in m.tensors):
+            continue
+        positions = f / per_new / (pf / max(1, pre["B"] * pre["T"]))
+        if positions > 1.5:
+            found[path] = positions
+    if not found:
+        return None
+    flops = sum(dec["flops"][p] for p in found)
+    once = sum(round(dec["flops"][p] / found[p]) for p in found)
+    return Reprojection(paths=tuple(compress_paths(found)), positions=round(max(found.values())), flops=flops,
+                        once=once)
+
+
+def kv_dtype_text(r: CostReport, asked_by: str = "asked") -> str:
+    """The KV cache's dtype and where it came from, for a reader: "in bfloat16 (the config names none)", "in fp8
+    (asked)" (`asked_by`: what asked it, a flag on the terminal), or the code's dtypes."""
+    kv = r.kv
+    if kv.asked:
+        return f"in {kv.asked} ({asked_by})"
+    if r.dtype and kv.dtypes == (r.dtype,):
+        return f"in {r.dtype_said}"
+    return "in " + ", ".join(kv.dtypes) if kv.dtypes else ""
+
+
+def weights_dtype_text(r: CostReport, bytes_text: Any) -> str:
+    """The weights' dtypes and where they came from: "in bfloat16 (the config names none)" where the model was
+    counted in one dtype, else each dtype with its bytes (`bytes_text`: how the renderer writes bytes)."""
+    by = r.memory.weights_by_dtype
+    if r.dtype and [k for k, _ in by] == [r.dtype]:
+        return f"in {r.dtype_said}"
+    return " · ".join(f"{k} {bytes_text(v)}" for k, v in by)
+
+
+def _provenance(record: Any, chosen: Any) -> dict[str, Any]:
+    """The report's dtype, where it came from and what built the config (archviz.cost.provenance); records counted
+    before the choice was kept say "as the records hold them"."""
+    if isinstance(chosen, dict) and isinstance(chosen.get("said"), str):
+        dtype, said = chosen.get("dtype"), chosen["said"]
+    else:
+        dtype, said = None, "as the records hold them"
+    return {"dtype": dtype if isinstance(dtype, str) else None, "dtype_said": said,
+            "config_said": config_said(record.source.spec)}
 
 
 def report_json(r: CostReport) -> dict[str, Any]:
@@ -265,6 +349,7 @@ def report_json(r: CostReport) -> dict[str, Any]:
             d[key]["per_token"] = p.per_token
             d[key]["unknown"] = [{"path": path, "why": list(w)} for path, w in p.unknown]
             d[key]["masked_flops"] = dict(p.masked_flops)
+    d["decode_absorbed_flops"] = r.decode_absorbed
     d["memory"]["weights_by_dtype"] = dict(r.memory.weights_by_dtype)
     d["memory"]["training"] = dict(r.memory.training)
     return d

@@ -3,7 +3,7 @@ grouping), with the records cache in front. What `archviz cost`, `build --cost` 
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from ..cost.options import CostOptions
 from ..records import ModelRecord
@@ -16,7 +16,13 @@ def cost_for(source: str, build: BuildOptions, options: CostOptions, *, cache: b
              feedback: Feedback = QUIET) -> ModelRecord:
     """The records of SOURCE, shapes from the prefill pass, grouped, with the cost extra counted at `options`; from
     the records cache (kind "cost": one entry serves `archviz cost` and the gallery) when `cache`. The model's code
-    runs under `archviz.sources.guard.model_code`."""
+    runs under `archviz.sources.guard.model_code`. A transformers config that names no dtype is counted in bfloat16
+    (archviz.cost.provenance: as the gallery counts it), and the cost extra says which dtype and why ("dtype")."""
+    from ..cost.provenance import DTYPE_KEYS, dtype_choice
+
+    choice = dtype_choice(source, dict(build.overrides))
+    if choice.origin == "default" and not any(k in DTYPE_KEYS for k, _ in build.overrides):
+        build = replace(build, overrides=(*build.overrides, ("dtype", choice.dtype)))
 
     def measured() -> ModelRecord:
         from ..cost.measure import measure
@@ -27,7 +33,8 @@ def cost_for(source: str, build: BuildOptions, options: CostOptions, *, cache: b
 
             load_rules_file(options.kernel_rules)
         with feedback.step(f"cost of {source} on meta"), model_code("costing the model"):  # its prints: stderr
-            return measure(source, build, options)
+            record = measure(source, build, options)
+        return record.with_extra("cost", {**record.extra("cost"), "dtype": choice.json()})
 
     return cached("cost", source, cost_key(build, options), (build.config, build.tokenizer, options.kernel_rules),
                   measured, use=cache, feedback=feedback)

@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from .. import format as fmt
+from ..cost.report import kv_dtype_text, weights_dtype_text
 from ..files.sanitize import printable
+from .fit import NUMBER, PATH, TEXT, Column, FitTable
 
 
 def safe(text: Any) -> str:
@@ -56,11 +57,12 @@ def cost_tables(r: Any) -> Group:
     """One model: totals, per layer kind and module, KV cache per kind, memory, and what could not be counted."""
     parts: list[Any] = []
     title = f"{r.name} · cost at B={r.batch}, prefill T={r.seq:,}, context L={tokens(r.context)}"
-    head = Table(title=Text(safe(title)), show_header=False, title_justify="left")
-    head.add_column("what", style="bold")
-    head.add_column("value", justify="right")
-    head.add_column("", style="dim")
+    head = FitTable(Column("what", NUMBER, style="bold"), Column("value", NUMBER, justify="right"),
+                    Column("", style="dim"),
+                    title=Text(safe(title)), show_header=False)
     p, d = r.prefill, r.decode
+    if r.config_said:
+        head.add_row("config", "", safe(r.config_said))
     head.add_row("prefill FLOPs", fmt.count(p.flops), f"{flops(p.flops)} · {flops(p.per_token)} a token")
     head.add_row("  split", "", _split(p))
     if p.attended_flops is not None and p.attended_flops != p.flops:
@@ -71,8 +73,11 @@ def cost_tables(r: Any) -> Group:
         head.add_row("  split", "", _split(d))
         if d.attended_flops is not None and d.attended_flops != d.flops:
             head.add_row("  attended", fmt.count(d.attended_flops), "over the positions the masks keep")
+        if r.reprojection is not None:
+            head.add_row("  cache read as latents ≥", fmt.count(r.decode_absorbed),
+                         f"{flops(r.decode_absorbed)}: the weights absorbed, not re-run over the cache (note below)")
     kv = r.kv
-    dt = f"in {kv.asked} (--kv-dtype)" if kv.asked else ("in " + ", ".join(kv.dtypes) if kv.dtypes else "")
+    dt = kv_dtype_text(r, "--kv-dtype")
     if kv.source is None:
         head.add_row("KV cache", "—", "no cache found (reference models: buffers; transformers: DynamicCache)")
     else:
@@ -80,19 +85,16 @@ def cost_tables(r: Any) -> Group:
         head.add_row(f"KV cache at B={r.batch}, L={tokens(r.context)}", nbytes(kv.at_context),
                      f"of which {nbytes(kv.fixed)} fixed (windows, states)" if kv.fixed else "")
     m = r.memory
-    head.add_row("weights", nbytes(m.weights), safe(" · ".join(f"{k} {nbytes(v)}" for k, v in m.weights_by_dtype)))
+    head.add_row("weights", nbytes(m.weights), safe(weights_dtype_text(r, nbytes)))
     head.add_row("activation peak", nbytes(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens")
     head.add_row("serving memory", nbytes(m.serving), "weights + KV + activation peak")
     tr = dict(m.training)
     head.add_row("training memory", nbytes(tr.get("total")), "weights + gradients + 12 B/param of Adam state")
     parts.append(head)
 
-    t = Table(title="per layer kind and module", title_justify="left")
-    t.add_column("module")
-    t.add_column("kind", style="dim")
-    t.add_column("×", justify="right")
-    t.add_column("prefill FLOPs", justify="right")
-    t.add_column("decode FLOPs", justify="right")
+    t = FitTable(Column("module", PATH), Column("kind", style="dim", drop=1), Column("×", NUMBER, justify="right"),
+                 Column("prefill FLOPs", NUMBER, justify="right"),
+                 Column("decode FLOPs", NUMBER, justify="right", drop=2), title="per layer kind and module")
     dec = {x.path: x.flops for x in d.modules} if d is not None else {}
     for x in p.modules:
         indent = "  " if any(x.path.startswith(y.path + ".") for y in p.modules) else ""
@@ -101,11 +103,10 @@ def cost_tables(r: Any) -> Group:
     parts.append(t)
 
     if kv.by_kind:
-        k = Table(title=Text(safe(f"KV cache ({kv.source})")), title_justify="left")
-        k.add_column("layer kind")
-        k.add_column("layers", justify="right")
-        k.add_column("per token", justify="right")
-        k.add_column(f"at B={r.batch}, L={tokens(r.context)}", justify="right")
+        k = FitTable(Column("layer kind"), Column("layers", NUMBER, justify="right"),
+                     Column("per token", NUMBER, justify="right"),
+                     Column(f"at B={r.batch}, L={tokens(r.context)}", NUMBER, justify="right"),
+                     title=Text(safe(f"KV cache ({kv.source})")))
         for e in kv.by_kind:
             k.add_row(Text(safe(e.kind)), str(e.layers), nbytes(e.per_token), nbytes(e.at_context))
         parts.append(k)
@@ -123,10 +124,23 @@ def cost_tables(r: Any) -> Group:
                                    f"{'; '.join(why)}"), style="yellow"))
         for note in pc.notes:
             parts.append(Text(safe(f"note ({'decode' if pc.start else 'prefill'}): {note}"), style="dim"))
+    if r.reprojection is not None:
+        parts.append(Text(safe(reprojection_note(r)), style="yellow"))
     for note in r.notes:
         parts.append(Text(safe(f"note: {note}"), style="dim"))
     parts.append(Text(safe(f"training: {tr.get('formula', '')}"), style="dim"))
     return Group(*parts)
+
+
+def reprojection_note(r: Any) -> str:
+    """What the code's decode step does that a form reading the cache as latents does not, with both figures."""
+    x, d = r.reprojection, r.decode
+    where = ", ".join(x.paths[:2]) + (f" and {len(x.paths) - 2} more" if len(x.paths) > 2 else "")
+    return (f"note: this code's decode step runs {where} over all {x.positions:,} positions (the cache and the new "
+            f"token) again: {flops(x.flops)}, {x.flops / d.flops:.0%} of its {flops(d.flops)}; it expands the cache's "
+            "latents every step. A form that absorbs those weights into the query and the output (as MLA's inference "
+            f"code does) runs them for the new token alone: a step of at least {flops(r.decode_absorbed)} (its dot "
+            "products over the latents are wider than the code's per-head ones, and not counted here).")
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -137,14 +151,11 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{b / a:.3g}×"
 
 
-def compare_table(a: Any, b: Any) -> Table:
+def compare_table(a: Any, b: Any) -> FitTable:
     """Two models side by side, with B/A."""
-    t = Table(title=Text(safe(f"cost at B={a.batch}, prefill T={a.seq:,}, context L={tokens(a.context)}")),
-              title_justify="left")
-    t.add_column("")
-    t.add_column(Text(safe(a.name)), justify="right")
-    t.add_column(Text(safe(b.name)), justify="right")
-    t.add_column("B / A", justify="right")
+    t = FitTable(Column(""), Column(safe(a.name), NUMBER, justify="right"), Column(safe(b.name), NUMBER, justify="right"),
+                 Column("B / A", NUMBER, justify="right", drop=1),
+                 title=Text(safe(f"cost at B={a.batch}, prefill T={a.seq:,}, context L={tokens(a.context)}")))
     rows = [
         ("prefill FLOPs", a.prefill.flops, b.prefill.flops, flops),
         ("prefill FLOPs a token", a.prefill.per_token, b.prefill.per_token, flops),
@@ -184,10 +195,8 @@ def bounds_table(bounds: list[Any]) -> Group:
     b0 = bounds[0]
     title = (f"lower bounds at B={b0.batch}, context L={tokens(b0.context)}, prefill T={b0.seq:,} "
              f"on {b0.gpus} GPU{'s' if b0.gpus > 1 else ''}")
-    t = Table(title=Text(safe(title)), title_justify="left")
-    t.add_column("")
-    for b in bounds:
-        t.add_column(Text(safe(b.hardware.key)), justify="right")
+    t = FitTable(Column(""), *(Column(safe(b.hardware.key), TEXT, justify="right", drop=len(bounds) - i if i else 0)
+                               for i, b in enumerate(bounds)), title=Text(safe(title)))  # the last device goes first
     rows: list[tuple[str, list[str]]] = []
 
     def row(label: str, f: Any) -> None:

@@ -186,15 +186,8 @@ class CheckResult(_Shown):
 
 def check_view(result: dict[str, Any], limit: int = 40) -> Group:
     """The tables `archviz check` prints: the summary, the modules with problems, the checkpoint's own groups, notes."""
-    from ..checkpoint.report import (
-        checkpoint_only_groups,
-        checkpoint_only_table,
-        note_groups,
-        notes_table,
-        problem_modules,
-        problems_table,
-        summary_table,
-    )
+    from ..checkpoint.report import checkpoint_only_groups, note_groups, problem_modules
+    from .checkpoint import checkpoint_only_table, notes_table, problems_table, summary_table
 
     parts = [summary_table(result)]
     rows = problem_modules(result)

@@ -10,7 +10,9 @@ from .text import SafeText as Text  # data shown with its control characters esc
 from rich.tree import Tree
 
 from .. import format as fmt
+from ..cost.provenance import built_dtype_said, config_said
 from .dims import DimNames
+from .fit import NUMBER, Column, FitTable
 from .views import tied_text
 from ..records import ModelRecord, ModuleRecord
 
@@ -19,11 +21,11 @@ def summary_table(record: ModelRecord) -> Group:
     s = record.summary
     src = record.source
     # Data goes in as Text, never as a markup string: a name or a line of code may hold "[...]" (rich markup)
-    t = Table(title=Text(f"{src.name} · {src.model_class.rsplit('.', 1)[-1]}"), show_header=False,
-              title_justify="left")
-    t.add_column("what", style="bold")
-    t.add_column("value", justify="right")
-    t.add_column("", style="dim")
+    t = FitTable(Column("what", NUMBER, style="bold"), Column("value", NUMBER, justify="right"), Column("", style="dim"),
+                 title=Text(f"{src.name} · {src.model_class.rsplit('.', 1)[-1]}"), show_header=False)
+    said = config_said(src.spec)
+    if said:
+        t.add_row("config", "", said)
     ws = src.world_size
     per_rank = f" per rank (× {ws} ranks = {fmt.count(s.parameters * ws)})" if ws > 1 else ""
     t.add_row("parameters", fmt.count(s.parameters), fmt.human(s.parameters) + per_rank)
@@ -46,7 +48,8 @@ def summary_table(record: ModelRecord) -> Group:
     tied = tied_text(record)
     if tied:
         t.add_row("tied weights", tied[0], Text(tied[1]))
-    t.add_row("stored bytes", fmt.count(s.bytes), fmt.nbytes(s.bytes))
+    built = built_dtype_said(src.spec, dict(src.config))
+    t.add_row("stored bytes", fmt.count(s.bytes), fmt.nbytes(s.bytes) + (f" · {built}" if built else ""))
     for dtype, n in s.bytes_by_dtype:
         t.add_row(f"  {dtype}", fmt.count(n), fmt.nbytes(n))
     t.add_row("modules", fmt.count(s.modules), "")
@@ -68,9 +71,12 @@ def summary_table(record: ModelRecord) -> Group:
 
 
 def run_notes(record: ModelRecord) -> Group | None:
-    """What the build and the meta forward pass noted (neutralised devices, the model's own warnings, the pass's
-    B and T and what it answered from memo), one dim line each; None when there is nothing to say."""
-    parts: list[Any] = [Text(f"note: {n}", style="dim") for n in record.source.notes]
+    """What built the config (transformers' default for `hf:TYPE`), what the build and the meta forward pass noted
+    (neutralised devices, the model's own warnings, the pass's B and T and what it answered from memo), one dim line
+    each; None when there is nothing to say."""
+    said = config_said(record.source.spec)
+    parts: list[Any] = [Text(f"config: {said}", style="dim")] if said else []
+    parts += [Text(f"note: {n}", style="dim") for n in record.source.notes]
     shapes = record.extra("shapes")
     if shapes:
         mode = f" ({shapes['mode']} mode)" if shapes.get("mode") else ""
@@ -178,11 +184,11 @@ def module_card(record: ModelRecord, path: str) -> Group:
         row("called as", f"{c.code} · {c.file}:{c.line}")
     names, local = DimNames.for_record(record), dict(m.dims)  # widths named as on the site
     for call in m.calls[:4]:
-        row("in", ", ".join(names.shape(s, local, words=False) for s in call.inputs))
-        row("out", ", ".join(names.shape(s, local, words=False) for s in call.outputs))
+        row("in", ", ".join(named_shape(s, names, local) for s in call.inputs))
+        row("out", ", ".join(named_shape(s, names, local) for s in call.outputs))
     for a in m.assumptions:
         row("assumed", a)
     return Group(t)
 
 
-from .grouped import grouped_tree  # noqa: E402,F401
+from .grouped import grouped_tree, named_shape  # noqa: E402,F401

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import format as fmt
+from ..cost.provenance import built_dtype_said, config_said
 from .dims import dim_renames, named_dims
 from ..records import ModelRecord, ModuleRecord, to_json_dict
 
@@ -37,6 +38,8 @@ def summary_json(record: ModelRecord) -> dict[str, Any]:
         "buffer_elements": s.buffer_elements,
         "persistent_buffer_elements": s.persistent_buffer_elements,
         "bytes": s.bytes,
+        "dtype_said": built_dtype_said(src.spec, dict(src.config)),  # where the dtype of the bytes came from
+        "config_said": config_said(src.spec),  # "transformers' default config for TYPE" for hf:TYPE
         "bytes_by_dtype": dict(s.bytes_by_dtype),
         "parameters_by_dtype": dict(s.parameters_by_dtype),
         "modules": s.modules,
@@ -83,6 +86,7 @@ def module_json(record: ModelRecord, path: str, *, children: bool = True) -> dic
         "doc": m.doc,
         "dim_names": {str(v): n for v, n in named_dims(m, dict(record.source.config),
                                                        dim_renames(record)).items()},
+        "config_said": config_said(record.source.spec),  # "transformers' default config for TYPE" for hf:TYPE
     }
     grouping = record.extra("grouping")
     if grouping:

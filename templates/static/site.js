@@ -77,15 +77,17 @@
     if (segEq(ps[last], qs[last])) return qs.length === ps.length ? 2 : 1;
     return ps[last].charAt(0) !== "{" && ps[last].slice(0, qs[last].length) === qs[last] ? 1 : 0;
   }
-  // Ranks, best first: an exact module path (the most specific node holding it first), a path prefix, the title
-  // (exact, prefix, anywhere), the class, a path containing the text.
+  // Every name a node answers to: its module path patterns and the checkpoint tensor names of its modules.
+  function names(node) { return node[8] ? node[5].concat(node[8]) : node[5]; }
+  // Ranks, best first: an exact module path or checkpoint name (the most specific node holding it first), a path
+  // prefix, the title (exact, prefix, anywhere), the class, a path or checkpoint name containing the text.
   function score(node, tokens) {
-    var title = String(node[1]).toLowerCase(), cls = String(node[2]).toLowerCase(), total = 0;
+    var title = String(node[1]).toLowerCase(), cls = String(node[2]).toLowerCase(), total = 0, all = names(node);
     for (var i = 0; i < tokens.length; i++) {
       var t = tokens[i], s = 0;
       if (t.indexOf(".") > 0) {
-        for (var j = 0; j < node[5].length && s < 20; j++) {
-          var g = pathGrade(node[5][j], t);
+        for (var j = 0; j < all.length && s < 20; j++) {
+          var g = pathGrade(all[j], t);
           if (g === 2) s = 20 + Math.min(+node[6] || 0, 99) / 100 - (node[7] ? 0.5 : 0);
           else if (g === 1) s = Math.max(s, 10);
         }
@@ -96,14 +98,14 @@
       else if (title.indexOf(t) >= 0) s = 3;
       if (cls.indexOf(t) >= 0) s = Math.max(s, cls === t ? 4 : 2);
       if (!s) {
-        for (var j = 0; j < node[5].length; j++) {
-          if (pathMatch(node[5][j], t)) { s = 1; break; }
+        for (var j = 0; j < all.length; j++) {
+          if (pathMatch(all[j], t)) { s = 1; break; }
         }
       }
       if (!s) return 0;
       total += s;
     }
-    return total;
+    return total + (tokens.length > 1 && title === tokens.join(" ") ? 8 : 0);  // the whole title, word for word
   }
   function fmt(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
   function search(q) {
@@ -135,7 +137,9 @@
       t.textContent = n[1];
       meta.className = "meta";
       var model = S.models[n[0]] ? S.models[n[0]][1] : "";
-      meta.textContent = [model, n[2], fmt(n[4]), n[5][0] || ""].filter(function (x) { return x; }).join(" · ");
+      var path = n[5][0] || "", more = n[5].length > 1 ? " +" + (n[5].length - 1) : "";
+      meta.textContent = [model, n[2], (n[9] ? n[9] + " = " : "") + fmt(n[4]), path + more]
+        .filter(function (x) { return x; }).join(" · ");
       a.appendChild(t);
       a.appendChild(meta);
       li.appendChild(a);

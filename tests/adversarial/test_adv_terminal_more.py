@@ -110,11 +110,17 @@ def test_no_raw_control_character_reaches_the_terminal(runs: dict, name: str) ->
 
 @pytest.mark.parametrize("name", ["summary", "inspect", "flat", "card", "records", "cost", "diff"])
 def test_names_shown_escaped_and_markup_literal(runs: dict, name: str) -> None:
-    out = _unwrapped(runs[name].stdout)
+    out = _unwrapped(runs[name].stdout) + _unwrapped(_columns(runs[name].stdout))
     for form in ESCAPED:
         assert _unwrapped(form) in out, (name, form)
     assert "[boldred]fake[/]" in out  # rich markup in a name is text, not a style
     assert "\\rok[boldred]fake[/]" in out  # every renderer escapes as archviz.files.sanitize.printable does
+
+
+def _columns(text: str) -> str:
+    """Each table column's text read down the rows (a cell wraps a long name across lines, beside other cells)."""
+    rows = [line.split("│")[1:-1] for line in text.splitlines() if line.startswith("│")]
+    return "".join("".join(r[i] for r in rows if i < len(r)) for i in range(max(map(len, rows), default=0)))
 
 
 def _unwrapped(text: str) -> str:

@@ -142,9 +142,9 @@ def test_deepseek_v3_cache_holds_the_mla_latent(v3):
     key (qk_rope_head_dim): the MLA cache of the DeepSeek-V2 paper, not per-head keys and values."""
     c = TINY["deepseek_v3"]
     per_token_elements = (c["kv_lora_rank"] + c["qk_rope_head_dim"]) * c["num_hidden_layers"]
-    assert v3["kv"]["dtypes"] == ["float32"]
-    assert v3["kv"]["per_token"] == per_token_elements * 4
-    assert v3["kv"]["at_context"] == per_token_elements * 4 * 2048
+    assert v3["kv"]["dtypes"] == ["bfloat16"]  # the config names no dtype: counted in bf16 (issue 44)
+    assert v3["kv"]["per_token"] == per_token_elements * 2
+    assert v3["kv"]["at_context"] == per_token_elements * 2 * 2048
     # decode decompresses the cached latent every step (kv_b_proj over all L + 1 positions), then attends
     nh, L = c["num_attention_heads"], c["num_hidden_layers"]
     dqk, dv, kr = c["qk_nope_head_dim"] + c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
@@ -464,7 +464,7 @@ def test_records_file_renders_again_without_a_rebuild(archviz_cli, tmp_path):
     again = _cost(archviz_cli, out)
     assert again == first
     fp8 = _cost(archviz_cli, out, "--kv-dtype", "fp8")  # the element size asked, the layout the code's
-    assert fp8["kv"]["per_token"] == first["kv"]["per_token"] / 4  # float32 caches, 1 byte asked
+    assert fp8["kv"]["per_token"] == first["kv"]["per_token"] / 2  # bfloat16 caches (the default), 1 byte asked
     plain = tmp_path / "plain.json"
     assert archviz_cli("walk", "hf:llama", *_sets(TINY["llama"]), "-o", plain).returncode == 0
     p = archviz_cli("cost", plain)

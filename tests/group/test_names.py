@@ -5,6 +5,8 @@ and so on) or from the flat records' own per-module totals, never from the group
 
 from __future__ import annotations
 
+import re
+
 import io
 import json
 import math
@@ -409,8 +411,8 @@ def test_grouped_tree_shows_the_gathering(seed):
     from archviz.render.grouped import grouped_tree
 
     text = render(grouped_tree(seed, "layers.3.attn", 2))
-    assert "Grouped output  wo_a + wo_b  4,096 × 2 groups × 5 layers = 40,960" in text
-    assert "Output projection  RowParallelLinear  2,048 × 2 groups × 5 layers = 20,480" in text
+    assert re.search(r"│ +Grouped output +│ wo_a \+ wo_b +│.*│ +4,096 │ 2 groups × 5 layers +│ +40,960 │", text)
+    assert re.search(r"│ +Output projection +│ RowParallelLinear +│.*│ +2,048 │ 2 groups × 5 layers +│ +20,480 │", text)
     first = render(grouped_tree(seed, "layers.3.attn.wo_b", 1)).splitlines()
     assert any("5 reusing layers › Compressed sparse attention › Grouped output › Output projection" in ln
                for ln in first)

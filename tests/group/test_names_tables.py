@@ -72,8 +72,8 @@ def test_dims_renamed_in_json_and_terminal(archviz_cli, names_file: Path, widths
     # without the names file the names are the code's and the config's
     assert json.loads(runs["plain"].stdout)["dim_names"] == {str(wide): "n_groups × o_lora_rank", str(dim): "dim"}
     card = runs["card"].stdout
-    assert re.search(rf"│ in +│ \[B, T, {wide} groups × rank\]", card), card
-    assert re.search(rf"│ out +│ \[B, T, {dim} d\]", card), card
+    assert re.search(rf"│ in +│ \[B, T, groups×rank={wide}\]", card), card  # name=width, one word (issue 44)
+    assert re.search(rf"│ out +│ \[B, T, d={dim}\]", card), card
 
 
 def test_a_width_key_wins_and_names_an_unnamed_width(archviz_cli, tmp_path: Path, widths: tuple[int, int]) -> None:

@@ -5,6 +5,8 @@ config formulas or from the flat records' own per-module totals, never from the 
 
 from __future__ import annotations
 
+import re
+
 import io
 import json
 import math
@@ -393,10 +395,14 @@ def test_grouped_tree_renders(dsv41_seed):
     text = render(grouped_tree(dsv41_seed, "layers.3", 3))
     assert text.splitlines()[0] == ("layer 3 belongs to 2 groups of 6 layers › 5 reusing layers "
                                     "(kind reusing layer)")
-    assert "wo_b (RowParallelLinear)  2,048 × 2 groups × 5 layers = 20,480" in text
+    # a header row, then one row a node: module, class, shapes, parameters, ×, total (issue 44)
+    assert re.search(r"┃ module +┃ class +┃ shape in → out +┃ +parameters ┃ × +┃ +total ┃", text)
+    assert re.search(r"│ +wo_b +│ RowParallelLinear +│[^│]*│ +2,048 │ 2 groups × 5 layers +│ +20,480 │",
+                     text)
     whole = render(grouped_tree(dsv41_seed, "", 2))
-    assert "12 layers  ModuleList" in whole and "2 groups of 6 layers  group" in whole
-    assert f"{dsv41_seed.summary.parameters:,}" in whole.splitlines()[0]
+    assert re.search(r"│ +12 layers +│ ModuleList +│", whole) and re.search(r"│ +2 groups of 6 layers +│ group +│", whole)
+    root = next(line for line in whole.splitlines() if line.startswith("│ dsv41like"))
+    assert f"{dsv41_seed.summary.parameters:,}" in root
     # a record without grouping is grouped on the fly
     plain = dsv41_seed.with_extra("grouping", None)
     assert render(grouped_tree(plain, "layers.3", 1)).splitlines()[0].startswith("layer 3 belongs to")

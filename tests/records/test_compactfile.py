@@ -56,7 +56,7 @@ def test_read_back_equals_the_walk_and_groups_the_same(walked, compact_text):
 def test_inspect_layer_reads_only_what_it_shows(walked, compact_text):
     record = group(loads(compact_text))
     tree = grouped_tree(record, "layers.3")
-    assert tree.label is not None
+    assert tree.renderables  # the grouped tree: lines above a table
     paths = record.column("path")
     layer = [p for p in paths if p == "layers.3" or p.startswith("layers.3.")]
     # the layer's experts are one node of the tree: it takes less than the layer's own modules to show it

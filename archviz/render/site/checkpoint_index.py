@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ... import format as fmt
+from ...paths import HOLE, compress_paths, expand_pattern, split_indices
+
+_NAMES_PER_ENTRY = 1 << 16  # a tensors entry standing for more model tensors than this names none (bounded work)
 
 
 class CheckpointIndex:
@@ -31,6 +34,29 @@ class CheckpointIndex:
                             a["notes"].append(f"{path}: {note}")
                 p = None if not p else (p.rsplit(".", 1)[0] if "." in p else "")
 
+    def names_by_module(self) -> dict[str, list[str]]:
+        """Model module path -> the checkpoint tensor names stored for its own tensors (`layers.7.attn.wo_b.weight`
+        for `model.layers.7.self_attn.o_b_proj`), for the search. A checkpoint name's indices are the model name's
+        where their ranges agree, position by position (the layer number); the rest stay ranges (the experts of a
+        fused tensor: `layers.7.ffn.experts.{0-255}.w1.weight`)."""
+        out: dict[str, list[str]] = {}
+        for e in self.ck.get("tensors") or ():
+            if not isinstance(e, Mapping) or not isinstance(e.get("model"), str):
+                continue
+            stored = e.get("checkpoint")
+            names = [c for c in stored if isinstance(c, str)] if isinstance(stored, list) else []
+            if not names or "." not in e["model"] or _count(e["model"]) > _NAMES_PER_ENTRY \
+                    or any(_count(c) > _NAMES_PER_ENTRY for c in names):
+                continue
+            try:
+                for model_name in expand_pattern(e["model"]):
+                    _, idx = split_indices(model_name)
+                    held = out.setdefault(model_name.rsplit(".", 1)[0], [])
+                    held.extend(_indexed(c, idx) for c in names)
+            except ValueError:  # a range that does not read: that entry names nothing
+                continue
+        return out
+
     def for_paths(self, paths: Sequence[str]) -> dict[str, Any] | None:
         out = {"model": 0, "checkpoint": 0, "verdicts": {}, "notes": [], "instances": 0, "bad": []}
         for p in paths:
@@ -55,6 +81,55 @@ class CheckpointIndex:
                 if len(out["notes"]) < 6:
                     out["notes"].append(n)
         return out if out["instances"] else None
+
+
+def _count(pattern: str) -> int:
+    """How many names `pattern` stands for, counted without listing them (a records file is untrusted: a range
+    `{0-99999999999}` must cost nothing); a huge number for a range that cannot be read."""
+    n = 1
+    for seg in pattern.split("."):
+        if seg.startswith("{") and seg.endswith("}"):
+            n *= _range_size(seg[1:-1].split(","))
+    return n
+
+
+def _range_size(parts: list[str]) -> int:
+    total = 0
+    for k, part in enumerate(parts):
+        a, _, b = part.strip().partition("-")
+        if part.strip() in ("…", "...") and 2 <= k < len(parts) - 1 and parts[k - 1].isdigit() \
+                and parts[k - 2].isdigit() and parts[k + 1].isdigit():
+            step = int(parts[k - 1]) - int(parts[k - 2])
+            total += (int(parts[k + 1]) - int(parts[k - 1])) // step if step > 0 else _NAMES_PER_ENTRY + 1
+        elif a.isdigit() and (not b or b.isdigit()) and len(a) < 12 and len(b) < 12:
+            total += (int(b) - int(a) + 1) if b else 1
+        else:
+            return _NAMES_PER_ENTRY + 1
+    return max(total, 1)
+
+
+def _indexed(pattern: str, idx: tuple[int, ...]) -> str:
+    """`pattern`'s first range segments filled with `idx` in order where each range holds its value; the pattern as
+    it is where the first does not (the names disagree on what their indices are)."""
+    segs = pattern.split(".")
+    k = 0
+    for i, seg in enumerate(segs):
+        if k == len(idx):
+            break
+        if seg.startswith("{") and seg.endswith("}"):
+            if idx[k] not in fmt.parse_ranges(seg[1:-1]):
+                return pattern
+            segs[i] = str(idx[k])
+            k += 1
+        elif seg.isdigit():
+            k += 1
+    return ".".join(segs)
+
+
+def search_names(names: Sequence[str], most: int = 16) -> list[str]:
+    """Checkpoint names written as few patterns as cover them (at most `most`), for a node's search entry."""
+    plain = [n for n in dict.fromkeys(names) if HOLE not in n]
+    return compress_paths(plain)[:most]
 
 
 def checkpoint_text(agg: Mapping[str, Any] | None) -> dict[str, Any] | None:

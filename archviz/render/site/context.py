@@ -24,7 +24,8 @@ from ...records import (
     SourceSpan,
 )
 from ..views import tied_text
-from .checkpoint_index import CheckpointIndex, checkpoint_text
+from ...cost.provenance import built_dtype_said, config_said
+from .checkpoint_index import CheckpointIndex, checkpoint_text, search_names
 from .code import CodeBank
 from .dataflow import flow_picture
 from .cost import SiteCost
@@ -491,6 +492,7 @@ class ModelSite:
             "name": ann.get("title") or src.name, "description": ann.get("description"),
             "evidence": [self.evidence(c) for c in ann.get("claims", ())],
             "source": src, "summary": s, "dtypes": dtypes, "checkpoint": ck, "moe": moe,
+            "config_said": config_said(src.spec), "dtype_said": built_dtype_said(src.spec, dict(src.config)),
             "parameters": fmt.count(s.parameters), "parameters_human": fmt.human(s.parameters),
             "active": fmt.count(s.active_parameters) if s.active_parameters is not None else None,
             "active_human": fmt.human(s.active_parameters), "bytes": fmt.count(s.bytes),
@@ -551,12 +553,20 @@ class ModelSite:
                  "kind": t.kind if t.kind not in (WEIGHT, BIAS) else ""} for t in m.tensors if t.kind != ALIAS]
 
     def search_entries(self, model_index: int) -> list[list[Any]]:
+        """One entry per node: [model, title, class, page, total, path patterns, depth, virtual (1: a group of
+        other nodes), checkpoint tensor names of its modules (patterns), multiplicity ("× 2 groups × 5 layers")]."""
+        stored: dict[str, list[str]] = {}
+        if self.ck_index is not None:
+            for path, names in self.ck_index.names_by_module().items():
+                nid = self.node_of.get(path)
+                if nid is not None:
+                    stored.setdefault(nid, []).extend(names)
         out = []
         for nid, n in self.nodes.items():
             title = (self.annotations.get(nid) or {}).get("title") or n.title
-            # [model, title, class, page, total, path patterns, depth, virtual (1: a group of other nodes)]
             out.append([model_index, title, n.class_name, f"{self.slug}/{n.file}", n.total,
-                        n.patterns[:16], n.depth, 1 if n.virtual else 0])
+                        n.patterns[:16], n.depth, 1 if n.virtual else 0, search_names(stored.get(nid, ())),
+                        mult_text(n.multiplicity)])
         return out
 
 

@@ -13,13 +13,22 @@ from ... import format as fmt
 from ...cost.bounds import site_devices, tokens_per_s_curve
 from ...cost.curve import STANDARD, CurvePoint, curve_points
 from ...cost.per_node import CostIndex
-from ...cost.report import cost_report
-from ..cost import flops as flops_text, nbytes as bytes_text, rate as rate_text, tokens as tokens_text
+from ...cost.report import cost_report, kv_dtype_text, weights_dtype_text
+from ..cost import flops as flops_text, nbytes as bytes_text, rate as rate_text, reprojection_note, \
+    tokens as tokens_text
 from .nodes import Node, instances, mult_text
 
 # the chart's box (viewBox units) and its plot area
 W, H = 480, 280
 X0, X1, Y0, Y1 = 84, 456, 16, 228
+
+
+def _absorbed(r: Any) -> list[tuple[str, str, str, str, str]]:
+    """The overview's row of the decode step with the cache read as latents, where the code re-projects it."""
+    if r.reprojection is None:
+        return []
+    return [("  cache read as latents ≥", "the re-projected weights absorbed", fmt.count(r.decode_absorbed),
+             flops_text(r.decode_absorbed), "cost-decode-absorbed")]
 
 
 class SiteCost:
@@ -99,11 +108,10 @@ class SiteCost:
         if d is not None:
             facts += [("decode FLOPs", f"B = {B} new token{'s' if B > 1 else ''} at L = {tokens_text(r.context)}",
                        fmt.count(d.flops), flops_text(d.flops), "cost-decode"),
-                      ("  split", "", "", split(d), "cost-decode-split")]
+                      ("  split", "", "", split(d), "cost-decode-split"), *_absorbed(r)]
         kv = r.kv
         if kv.source is not None:
-            dt = ", ".join(kv.dtypes)
-            facts += [("KV cache per token", f"in {dt}" if dt else "", bytes_text(kv.per_token),
+            facts += [("KV cache per token", kv_dtype_text(r), bytes_text(kv.per_token),
                        f"{kv.per_token:,.0f} bytes" if kv.per_token == int(kv.per_token) else "", "cost-kv-token"),
                       ("KV cache", f"at B = {B}, L = {tokens_text(r.context)}", bytes_text(kv.at_context),
                        f"of which {bytes_text(kv.fixed)} fixed (windows, states)" if kv.fixed else "",
@@ -113,7 +121,7 @@ class SiteCost:
                           "DynamicCache)", "cost-kv-context"))
         tr = dict(m.training)
         facts += [("weights", "", bytes_text(m.weights),
-                   " · ".join(f"{k} {bytes_text(v)}" for k, v in m.weights_by_dtype), "cost-weights"),
+                   weights_dtype_text(r, bytes_text), "cost-weights"),
                   ("activation peak", "", bytes_text(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens",
                    "cost-activations"),
                   ("serving memory", "", bytes_text(m.serving), "weights + KV + activation peak", "cost-serving"),
@@ -122,7 +130,8 @@ class SiteCost:
         for pc, name in ((p, "prefill"), (d, "decode")):
             for path, why in (pc.unknown if pc is not None else ()):
                 unknown.append(f"{path or '(model)'} ({name}): {'; '.join(why)}")
-        notes = [*r.notes, *(f"prefill: {n}" for n in p.notes), *(f"decode: {n}" for n in (d.notes if d else ()))]
+        notes = [*r.notes, *(f"prefill: {n}" for n in p.notes), *(f"decode: {n}" for n in (d.notes if d else ())),
+                 *(reprojection_note(r)[len("note: "):] for _ in _absorbed(r))]
         table = [{"L": pt.context, "label": tokens_text(pt.context),
                   "flops": pt.decode_flops, "per_token": None if pt.decode_flops is None else pt.decode_flops / B,
                   "per_token_text": "—" if pt.decode_flops is None else flops_text(pt.decode_flops / B),

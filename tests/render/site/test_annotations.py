@@ -249,3 +249,43 @@ def test_every_page_of_the_default_site_passes_axe(site: Path, chromium) -> None
     assert len(pages) > 100  # the index, the overview and every node page
     found = serious_violations(chromium, pages, "light", site.parent)
     assert found == [], "\n".join(found)
+
+
+def test_default_site_search_finds_checkpoint_names_module_paths_and_titles(site: Path, chromium) -> None:
+    """The site's own search (site.js, in Chromium) by every name a user has: a checkpoint suffix (`wo_b`), a
+    checkpoint module path and tensor name of layer 7 (taken from the shipped manifest), transformers' module path,
+    and the title "output projection"; each node at most once, each row with its path. The checkpoint's `attn.wo_b`
+    is transformers' `self_attn.o_b_proj` (its deepseek_v4 conversion mapping), one Linear in each of the 43 layers."""
+    import gzip
+    import json
+
+    from archviz.render.site import expand_pattern
+
+    with gzip.open(EXAMPLE / "manifest.json.gz", "rt") as f:
+        text = f.read()
+    stored = sorted(set(re.findall(r'"(layers\.7\.attn\.wo_b\.[a-z]+)"', text)))
+    assert "layers.7.attn.wo_b.weight" in stored, stored[:5]
+    layers = json.loads((EXAMPLE / "config.json").read_text())["num_hidden_layers"]
+    every = {f"model.layers.{i}.self_attn.o_b_proj" for i in range(layers)}
+    page = chromium.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto((site / "index.html").as_uri())
+
+        def found(q: str) -> list[tuple[str, str, list[str]]]:  # (href, title, module paths shown)
+            page.fill("#q", q)
+            rows = page.eval_on_selector_all("#results li a", "els => els.map(e => [e.getAttribute('href'), "
+                                             "e.querySelector('.t').innerText, e.querySelector('.meta').innerText])")
+            assert len({h for h, _, _ in rows}) == len(rows), (q, rows)  # each node once
+            return [(h, t, expand_pattern(meta.split(" · ")[-1].split(" +")[0])) for h, t, meta in rows]
+
+        for q in ("layers.7.attn.wo_b", *stored, "model.layers.7.self_attn.o_b_proj"):
+            rows = found(q)
+            assert len(rows) == 1 and "model.layers.7.self_attn.o_b_proj" in rows[0][2], (q, rows)
+        rows = found("wo_b")
+        shown = [p for _, _, paths in rows for p in paths]
+        assert sorted(shown) == sorted(every), rows  # every layer's output projection, each once
+        rows = found("output projection")
+        exact = [r for r in rows if r[1] == "Output projection"]
+        assert rows[:len(exact)] == exact and sorted(p for _, _, ps in exact for p in ps) == sorted(every), rows
+    finally:
+        page.close()

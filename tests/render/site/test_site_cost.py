@@ -44,7 +44,7 @@ def _decode_flops(c: dict, L: int) -> int:
     return 2 * _weights_per_token(c) + c["num_hidden_layers"] * 4 * (L + 1) * nh * hd
 
 
-def _kv_bytes(c: dict, L: int, dtype_bytes: int = 4) -> int:
+def _kv_bytes(c: dict, L: int, dtype_bytes: int = 2) -> int:  # bf16: the configs name no dtype (issue 44)
     hd = c["hidden_size"] // c["num_attention_heads"]
     return 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * hd * dtype_bytes * L
 

