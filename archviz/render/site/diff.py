@@ -107,7 +107,15 @@ def _entry_paths(f: Folded) -> tuple[list[str], list[str]]:
     return first(f.a), first(f.b)
 
 
-_SHOWN = 3  # lines of an entry's "what" shown; the rest open on a click
+_NAMED = 5  # what changed, named on an entry's first line; every change's line opens on a click
+
+
+def _aspects(f: Folded) -> str:
+    """'class, tensor weight, calls and 3 more': what changed in the entry, one line."""
+    names = list(dict.fromkeys(printable(c.what) for c in f.changes if c.aspect != "lines"))
+    if not names:
+        return "source lines only"
+    return ", ".join(names[:_NAMED]) + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
 
 
 def _entries(d: ModelDiff, sa: _Side, sb: _Side) -> list[dict[str, Any]]:
@@ -119,10 +127,11 @@ def _entries(d: ModelDiff, sa: _Side, sb: _Side) -> list[dict[str, Any]]:
             continue
         pa, pb = _entry_paths(f)
         what = [ln for x in _what(f) for ln in x.split("\n")]
+        head, more = (what[:1], what[1:]) if f.kind != "changed" else ([_aspects(f)], what)
         la, lb = _link(sa, f.a, pa), _link(sb, f.b, pb)
         where = [lb] if f.kind == "added" else [la] if f.kind == "removed" or la["text"] == lb["text"] else [la, lb]
         rows.append({"kind": f.kind, "sides": [la, lb], "where": where,
-                     "multiplicity": printable(f.multiplicity), "what": what[:_SHOWN], "more": what[_SHOWN:],
+                     "multiplicity": printable(f.multiplicity), "what": head, "more": more,
                      "parameters": signed(f.parameters) if f.parameters else ""})
     return rows
 

@@ -128,7 +128,7 @@ def _figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, str]]
             "note_b": b[key].get("note"), "ratio": ratio(a[key]["value"], b[key]["value"])} for key, head in heads]
     for key, head in (("recipe", "layer recipe"), ("attention", "attention"), ("type", "type"), ("class", "class"),
                       ("dtype", "dtype")):
-        out.append({"key": key, "head": head, "a": a[key], "b": b[key], "ratio": ""})
+        out.append({"key": key, "head": head, "a": a[key], "b": b[key], "note_a": None, "note_b": None, "ratio": ""})
     return out
 
 
