@@ -1,0 +1,68 @@
+"""The default site (`make site`) reads at phone and desktop width in a real Chromium: no page of a sample of each kind
+scrolls sideways at 390×844 or 1280×800, no figure breaks across lines, and the node pages read as the seed does (the
+breadcrumb with no dangling separator, MoE blocks and experts with their figures). Figures are derived here from the
+example's config.json, never read from archviz's output."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from browser_readable import WIDTHS, fits, measure
+from helpers import REPO
+
+pytestmark = pytest.mark.browser
+
+CONFIG = json.loads((REPO / "examples" / "deepseek-v4-flash" / "config.json").read_text())
+# One page of each kind: the site's index, the overview, the layer list, a layer, attention (whose function
+# summaries hold long paths), the output projection (the calculation table of the issue), a compressor (a long
+# `code` in its description), the MoE block and its experts, an embedding, a norm.
+PAGES = {"site-index": "../index.html", "overview": "index.html", "layers": "n/model.layers.html",
+         "layer": "n/model.layers.2.html", "attention": "n/model.layers.2.self_attn.html",
+         "output-projection": "n/model.layers.2.self_attn.o_b_proj.html",
+         "compressor": "n/model.layers.3_5_to_41.self_attn.compressor.html", "moe": "n/model.layers.2.mlp.html",
+         "experts": "n/model.layers.2.mlp.experts.html", "embedding": "n/model.embed_tokens.html",
+         "norm": "n/model.norm.html"}
+
+
+def test_sample_pages_fit_at_phone_and_desktop_width(default_site: Path, chromium) -> None:
+    bad = {}
+    for w, h in WIDTHS:
+        page = chromium.new_page(viewport={"width": w, "height": h})
+        for name, rel in PAGES.items():
+            shot = name if name in ("output-projection", "attention") else None
+            got = measure(page, default_site / rel, shot)
+            if not fits(got):
+                bad[f"{name} at {w}"] = got
+        page.close()
+    assert bad == {}
+
+
+def _text(html: str, start: str, end: str) -> str:
+    part = html[html.index(start):]
+    part = part[:part.index(end)]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", part)).strip()
+
+
+def test_breadcrumb_ends_in_a_title_not_a_separator(default_site: Path) -> None:
+    for rel in ("n/model.layers.2.self_attn.o_b_proj.html", "n/model.layers.2.mlp.experts.html"):
+        crumbs = _text((default_site / rel).read_text(), 'id="crumbs"', "</nav>")
+        assert crumbs and not crumbs.endswith("›") and not crumbs.startswith("›"), crumbs
+
+
+def test_moe_block_and_experts_say_their_figures(default_site: Path) -> None:
+    d, inter = CONFIG["hidden_size"], CONFIG["moe_intermediate_size"]
+    n, k = CONFIG["n_routed_experts"], CONFIG["num_experts_per_tok"]
+    one = 3 * d * inter  # gate, up and down projections of one SwiGLU expert, no bias
+    shared = CONFIG["n_shared_experts"] * 3 * d * inter
+    experts = _text((default_site / "n/model.layers.2.mlp.experts.html").read_text(), '<dl class="facts">', "</dl>")
+    assert f"routed experts {n:,}" in experts
+    assert f"experts per token (top-k) {k}" in experts
+    assert f"one expert {one:,} parameters" in experts
+    assert f"active per token {k * one:,} {k} × {one:,}" in experts
+    block = _text((default_site / "n/model.layers.2.mlp.html").read_text(), '<dl class="facts">', "</dl>")
+    assert f"shared experts {shared:,} parameters, every token" in block
+    router = n * d  # the router's [experts, hidden] weight (layer 2 routes by score: no hash table)
+    assert f"active per token {k * one + shared + router:,}" in block
