@@ -124,11 +124,11 @@ def _explorers(built: list[Entry], folder: str, reuse: Reuse | None) -> tuple[di
 def _figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, str]]:
     """The compare page's rows: the architecture side by side, then the index's other figures, then the texts."""
     heads = list(ARCHITECTURE) + [(k, h) for k, h, _ in COLUMNS if k not in dict(ARCHITECTURE)]
-    out = [{"key": key, "head": head, "a": a[key]["text"], "b": b[key]["text"], "note_a": a[key].get("note"),
-            "note_b": b[key].get("note"), "ratio": ratio(a[key]["value"], b[key]["value"])} for key, head in heads]
+    out = [{"key": key, "head": head, "a": a[key]["text"], "b": b[key]["text"],
+            "ratio": ratio(a[key]["value"], b[key]["value"])} for key, head in heads]
     for key, head in (("recipe", "layer recipe"), ("attention", "attention"), ("type", "type"), ("class", "class"),
                       ("dtype", "dtype")):
-        out.append({"key": key, "head": head, "a": a[key], "b": b[key], "note_a": None, "note_b": None, "ratio": ""})
+        out.append({"key": key, "head": head, "a": a[key], "b": b[key], "ratio": ""})
     return out
 
 
