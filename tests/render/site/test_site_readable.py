@@ -66,3 +66,19 @@ def test_moe_block_and_experts_say_their_figures(default_site: Path) -> None:
     assert f"shared experts {shared:,} parameters, every token" in block
     router = n * d  # the router's [experts, hidden] weight (layer 2 routes by score: no hash table)
     assert f"active per token {k * one + shared + router:,}" in block
+
+
+def test_one_name_per_layer_kind(default_site: Path) -> None:
+    """Layers 2, 4, 6, ... attend by compressed sparse attention, layer 2 routed by hash and the rest by score
+    (transformers' config: layer_types, mlp_layer_types): the overview and the group page name each kind one way,
+    never by the bare short form."""
+    from transformers import DeepseekV4Config
+
+    cfg = DeepseekV4Config(**CONFIG)
+    assert cfg.layer_types[2] == cfg.layer_types[4] == "compressed_sparse_attention"
+    assert cfg.mlp_layer_types[2] != cfg.mlp_layer_types[4]  # the two routings the names tell apart
+    for rel in ("index.html", "n/model.layers.3-42_group.html", "n/model.layers.html"):
+        page = (default_site / rel).read_text()
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page[page.index("<main"):]))
+        bare = re.findall(r"(\S+) compressed sparse attention layer", text)
+        assert bare and all(w in ("hash-routed", "score-routed") for w in bare), (rel, sorted(set(bare)))
