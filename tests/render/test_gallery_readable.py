@@ -65,6 +65,7 @@ def test_compare_page_sets_the_architectures_side_by_side(gallery_site) -> None:
     for key, (a, b) in want.items():
         assert rows[key][0].startswith(f"{a:,}") and rows[key][1].startswith(f"{b:,}"), (key, rows[key])
     assert rows["head_dim"][0].startswith(f"{llama.hidden_size // llama.num_attention_heads:,}")
+    assert rows["head_dim"][1].startswith(f"{v3.qk_nope_head_dim + v3.qk_rope_head_dim:,}")  # MLA: query/key head
     assert rows["experts"][0].startswith("—") and rows["experts"][1].startswith(f"{v3.n_routed_experts:,}")
     assert rows["top_k"][1].startswith(f"{v3.num_experts_per_tok:,}")
     assert rows["layers"][0].startswith(f"{llama.num_hidden_layers}")

@@ -111,7 +111,11 @@ def architecture(record: Any) -> dict[str, dict[str, Any]]:
     for name, keys in _ARCH_KEYS.items():
         v, k = _config_int(config, keys)
         out[name] = _cell(v, fmt.count(v) if v is not None else "—", k)
-    if out["head_dim"]["value"] is None and out["hidden"]["value"] and out["heads"]["value"]:
+    nope, _ = _config_int(config, ("qk_nope_head_dim",))
+    rope, _ = _config_int(config, ("qk_rope_head_dim",))
+    if nope and rope:  # latent attention: a query/key head is its no-rotary and rotary parts together
+        out["head_dim"] = _cell(nope + rope, fmt.count(nope + rope), "qk_nope_head_dim + qk_rope_head_dim")
+    elif out["head_dim"]["value"] is None and out["hidden"]["value"] and out["heads"]["value"]:
         hd = out["hidden"]["value"] // out["heads"]["value"]
         out["head_dim"] = _cell(hd, fmt.count(hd), "hidden ÷ heads")
     if out["kv_heads"]["value"] is None and out["heads"]["value"]:
