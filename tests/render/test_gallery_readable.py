@@ -45,8 +45,8 @@ def test_gallery_pages_fit_and_the_diff_opens_on_its_summary(gallery_site, chrom
 
 def _rows(page_html: str) -> dict[str, tuple[str, str]]:
     out = {}
-    for key, a, b in re.findall(r'<tr data-fig="([^"]+)"><th scope="row">[^<]*</th><td class="num cmp-a">(.*?)</td>'
-                                r'<td class="num cmp-b">(.*?)</td>', page_html):
+    for key, a, b in re.findall(r'<tr data-fig="([^"]+)"><th scope="row">[^<]*</th><td class="num cmp-a"[^>]*>(.*?)'
+                                r'</td><td class="num cmp-b"[^>]*>(.*?)</td>', page_html):
         out[key] = tuple(html.unescape(re.sub(r"<[^>]+>", "", x)).strip() for x in (a, b))
     return out
 
