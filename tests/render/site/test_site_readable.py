@@ -77,3 +77,18 @@ def test_one_name_per_layer_kind(default_site: Path) -> None:
         text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page[page.index("<main"):]))
         bare = re.findall(r"(\S+) compressed sparse attention layer", text)
         assert bare and all(w in ("hash-routed", "score-routed") for w in bare), (rel, sorted(set(bare)))
+
+
+def test_dataflow_lanes_leave_room_at_the_right_edge(default_site: Path) -> None:
+    """The values used again further down run in lanes right of every box: lanes at least 16 px apart, the first
+    clear of the widest box, all inside the picture."""
+    page = (default_site / "n/model.layers.2.self_attn.html").read_text()
+    svg = page[page.index('<svg class="dataflow"'):]
+    svg = svg[:svg.index("</svg>")]
+    width = float(re.search(r'viewBox="0 0 ([\d.]+) ', svg).group(1))
+    right = max(float(x) + float(w) for x, w in re.findall(r'<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', svg))
+    lanes = sorted({float(x) for d in re.findall(r'<path class="e" d="([^"]+)"', svg)
+                    for x in re.findall(r"H([\d.]+)$", d) if float(x) > right + 4})  # not an arrow into a box
+    assert len(lanes) >= 3, lanes  # this attention reads its inputs again further down
+    assert lanes[0] - right >= 16 and lanes[-1] < width, (right, lanes, width)
+    assert min(b - a for a, b in zip(lanes, lanes[1:])) >= 16, lanes
