@@ -8,7 +8,7 @@ TORCH  := torch==2.13.0
 PIP     := $(BIN)/pip install -q --no-compile
 COMPILE := $(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 
-.PHONY: install install-test site test bench sweep sweep-shapes gallery docs clean
+.PHONY: install install-test site readme-picture test bench sweep sweep-shapes gallery docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ site: install
 	$(BIN)/archviz build examples/deepseek-v4-flash/config.json \
 		--checkpoint examples/deepseek-v4-flash/manifest.json.gz \
 		--annotations examples/deepseek-v4-flash/annotations.toml --cost -o site
+
+# the README's picture: the default site's output projection page in headless Chromium (needs the test extras'
+# playwright and /usr/bin/chromium)
+readme-picture: site install-test
+	$(BIN)/python scripts/explorer_picture.py site docs/explorer.png
 
 # in parallel, one worker a core (pytest-xdist); a test file's tests stay on one worker, so its module fixtures are
 # built once, and files that share a session fixture (the small gallery) go to one worker (tests/conftest.py's groups)

@@ -160,6 +160,39 @@ def toplevel_sites(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def make_site_command(out: Path) -> list[str]:
+    """The Makefile's `site` recipe, its `$(BIN)/archviz` run as this interpreter's archviz and its output in `out`."""
+    import re
+    import shlex
+
+    text = (REPO / "Makefile").read_text().replace("\\\n", " ")
+    recipe = re.search(r"^site:.*\n\t(.+)$", text, re.M)
+    assert recipe, "the Makefile has no site target"
+    args = shlex.split(recipe.group(1))
+    assert args[0] == "$(BIN)/archviz" and args[1] == "build", args
+    at = args.index("-o")
+    args[at + 1] = str(out)
+    return [sys.executable, "-m", "archviz.cli", *args[1:]]
+
+
+@pytest.fixture(scope="session")
+def default_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site `make site` builds (the Makefile's recipe, run as a process), once per run: its model's folder."""
+    import time
+
+    out = tmp_path_factory.mktemp("default-site") / "site"
+    cmd = make_site_command(out)
+    assert "--annotations" in cmd and "examples/deepseek-v4-flash/annotations.toml" in cmd
+    t = time.monotonic()
+    env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    took = time.monotonic() - t
+    assert r.returncode == 0, r.stderr
+    print(f"default site built in {took:.1f} s")  # ~6–9 s on two shared cores
+    assert took < 60, f"the default site took {took:.0f} s to build"
+    return out / "deepseek-v4-flash"
+
+
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     """One headless Chromium for the whole run (one per xdist worker); each test opens its own pages in it.
@@ -184,12 +217,12 @@ def archviz_cli() -> Cli:
 
 # Session fixtures that several files share: under `make test` (pytest-xdist, --dist loadfile) every file that names
 # one runs on the same worker (FileGroups below), so it is built once in the run, not once a worker.
-_SHARED_SESSION_FIXTURES = ("gallery_site", "toplevel_sites")
+_SHARED_SESSION_FIXTURES = ("gallery_site", "toplevel_sites", "default_site")
 # The files (or groups) that took longest in a run of the whole suite (--durations), handed out first, longest first,
 # so that none starts last and leaves the other worker idle; then the files with `slow` tests, then the rest.
 # Ranked from `make test` on a fresh clone, PYTEST_ADDOPTS=--durations=0 (seconds, 2 workers): 124, 68, 58, 34, 29,
 # then 10-13 each.
-_LONGEST_FIRST = ("render/site/test_annotations.py", "gallery_site", "toplevel_sites", "cli/test_ci_integrations.py",
+_LONGEST_FIRST = ("default_site", "gallery_site", "toplevel_sites", "cli/test_ci_integrations.py",
                   "probe/test_tensor_parallel.py", "adversarial/test_records_outputs_exits.py",
                   "adversarial/test_adv_remote.py", "checkpoint/test_checkpoint_fuzz.py", "render/site/test_browser.py",
                   "adversarial/test_adv_special_files.py", "render/site/test_pages.py", "probe/test_run.py")

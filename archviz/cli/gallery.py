@@ -235,7 +235,7 @@ def gallery(
         else:
             kept = sum(1 for r in results if r.get("cached") and r["failures"])
             err.print(f"wrote the gallery of {counts['indexed']} of {counts['tried']} models ({counts['failed']} "
-                      f"failed, {counts['partial']} with figures missing) to {output}/ — open "
+                      f"failed, {counts['partial']} with figures missing, {counts['blank']} blank cells) to {output}/ — open "
                       f"{os.path.join(output, 'index.html')}; coverage.html says why"
                       + (f"; {kept} failures were read from the records cache, nothing having changed (--no-cache "
                          "tries them again)" if kept else "")

@@ -23,6 +23,7 @@ from .match import Rename, match, rename_functions
 from .result import (
     ASPECTS, BY_PATH, BY_RULE, BY_STRUCTURE, WITHIN, Change, Delta, Folded, ModelDiff, NodeDiff, Pair, Subtree,
 )
+from .summary import summarize
 from .totals import totals
 
 
@@ -143,6 +144,7 @@ def diff(a: ModelRecord, b: ModelRecord, *, rules: object | None = None, renames
         compared=tuple(x for x in ASPECTS if x in aspects), ignored=ignored, matched=len(pairs),
         modules_a=len(a.modules), modules_b=len(b.modules), renamed=tuple(renamed), nodes=tuple(nodes),
         added=tuple(added), removed=tuple(removed), totals=deltas, folded=folded, notes=tuple(notes),
+        summary=summarize(a, b, deltas, folded),
     )
 
 

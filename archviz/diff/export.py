@@ -27,7 +27,7 @@ def _folded(f: Folded) -> dict[str, Any]:
 
 
 def to_json(d: ModelDiff) -> dict[str, Any]:
-    return {
+    return {  # "summary" last: what reads first on the terminal and the site, here beside the full lists
         "schema": SCHEMA,
         "verdict": "identical" if d.identical else "different",
         "a": {"source": d.a, "name": d.a_name, "modules": d.modules_a},
@@ -45,7 +45,19 @@ def to_json(d: ModelDiff) -> dict[str, Any]:
         "modules": [{"a": n.a, "b": n.b, "how": n.how, "parameters": n.parameters,
                      "changes": [_change(c) for c in n.changes]} for n in d.nodes],
         "notes": list(d.notes),
+        "summary": _summary(d),
     }
+
+
+def _summary(d: ModelDiff) -> dict[str, Any] | None:
+    s = d.summary
+    if s is None:
+        return None
+    return {"config": [{"key": c.key, "a": c.a, "b": c.b} for c in s.config],
+            "stacks": [{"path": x.path, "a": x.a, "b": x.b, "kinds_a": x.kinds_a, "kinds_b": x.kinds_b}
+                       for x in s.stacks],
+            "totals": [{"name": t.name, "a": t.a, "b": t.b, "delta": t.delta} for t in s.totals],
+            "lines_only": s.lines_only}
 
 
 __all__ = ["SCHEMA", "to_json"]

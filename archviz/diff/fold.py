@@ -62,6 +62,13 @@ def _count_text(paths: Sequence[str], kinds: Kinds) -> str:
     return f"× {n:,} modules"
 
 
+def _item_name(path: str) -> str:
+    """A subtree's name for folding: its attribute name, or for an item of a list (`layers.32`) the list's path with
+    the index left out, so that layers 32-60 added or removed alike read once, "× 29 layers"."""
+    parent, _, name = path.rpartition(".")
+    return f"{parent}.*" if name.isdigit() else name
+
+
 def fold(a: ModelRecord, b: ModelRecord, nodes: Iterable[NodeDiff], renamed: Iterable[Pair],
          added: Iterable[Subtree], removed: Iterable[Subtree], kinds: tuple["Kinds", "Kinds"] | None = None,
          indexes: tuple[dict, dict] | None = None) -> tuple[Folded, ...]:
@@ -84,9 +91,9 @@ def fold(a: ModelRecord, b: ModelRecord, nodes: Iterable[NodeDiff], renamed: Ite
         key = ("changed", ka.kind(nd.a), kb.kind(nd.b), nd.changes)
         groups.setdefault(key, []).append(nd)
     for st in removed:
-        groups.setdefault(("removed", st.path.rsplit(".", 1)[-1], ka.kind(st.path), st.parameters), []).append(st)
+        groups.setdefault(("removed", _item_name(st.path), ka.kind(st.path), st.parameters), []).append(st)
     for st in added:
-        groups.setdefault(("added", st.path.rsplit(".", 1)[-1], kb.kind(st.path), st.parameters), []).append(st)
+        groups.setdefault(("added", _item_name(st.path), kb.kind(st.path), st.parameters), []).append(st)
     ia, ib = indexes or (a.index(), b.index())
     out: list[Folded] = []
     for key, items in groups.items():

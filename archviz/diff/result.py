@@ -114,6 +114,38 @@ class Folded:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigChange:
+    """One config key whose value differs (None: the key is absent on that side); values as JSON text."""
+
+    key: str
+    a: str | None
+    b: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """A list of blocks at the model's top (`model.layers`, `mtp`): how many items each side holds (0: absent), and
+    the main list's layer kinds ("1 dense + 2 MoE")."""
+
+    path: str
+    a: int
+    b: int
+    kinds_a: str = ""
+    kinds_b: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What a diff says first (archviz.diff.summary): config keys changed, layers per stack, the headline totals, and
+    how many modules moved in the source only."""
+
+    config: tuple[ConfigChange, ...]
+    stacks: tuple[Stack, ...]
+    totals: tuple[Delta, ...]  # the headline totals that both sides have (differing or not)
+    lines_only: int  # modules whose only change is where their code sits (files and line numbers)
+
+
+@dataclass(frozen=True, slots=True)
 class ModelDiff:
     """The difference between two models' records."""
 
@@ -133,6 +165,7 @@ class ModelDiff:
     totals: tuple[Delta, ...]
     folded: tuple[Folded, ...]  # the above, grouped
     notes: tuple[str, ...] = ()  # what could not be compared, and why
+    summary: Summary | None = None  # what reads first
 
     @property
     def identical(self) -> bool:
@@ -142,4 +175,4 @@ class ModelDiff:
 
 
 __all__ = ["ASPECTS", "BY_PATH", "BY_RULE", "BY_STRUCTURE", "WITHIN", "Change", "Pair", "NodeDiff", "Subtree",
-           "Delta", "Folded", "ModelDiff"]
+           "Delta", "Folded", "ModelDiff", "ConfigChange", "Stack", "Summary"]

@@ -9,7 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import format as fmt
-from ..diff.result import Folded, ModelDiff
+from ..diff.result import Folded, ModelDiff, Stack, Summary
+from ..diff.summary import lines_only
 from ..files.sanitize import github_data, github_property, printable
 
 
@@ -36,22 +37,68 @@ def _what(f: Folded, esc=printable) -> list[str]:
     if f.kind == "added" or f.kind == "removed":
         return [esc(f.class_name)]
     out = []
+    moved = sum(1 for c in f.changes if c.aspect == "lines")
     if f.kind == "renamed":
         out.append(f"{esc(f.class_name)}, renamed ({f'by rule {esc(f.rule)}' if f.rule else f'by {f.how}'})")
     for c in f.changes:
+        if c.aspect == "lines" and moved < len(f.changes):  # where the code sits: counted, not listed
+            continue
         before = "absent" if c.before is None else esc(c.before)
         after = "absent" if c.after is None else esc(c.after)
         if "→" in before or "→" in after or len(before) + len(after) > 60:
             out.append(f"{esc(c.what)}:\n      A {before}\n      B {after}")
         else:
             out.append(f"{esc(c.what)}: {before} → {after}")
+    if moved and moved < len(f.changes):
+        out.append(f"(and {moved} source-line {'move' if moved == 1 else 'moves'}: files and line numbers)")
     return out
 
 
+def config_line(s: Summary, limit: int = 8) -> str:
+    """'config: 3 keys differ: n_layers 4 → 12, dim 64 → 5120, block_size 32 → absent' (the first `limit`)."""
+    if not s.config:
+        return "config: the same keys and values"
+    shown = ", ".join(f"{c.key} {c.a or 'absent'} → {c.b or 'absent'}" for c in s.config[:limit])
+    more = f", and {len(s.config) - limit:,} more" if len(s.config) > limit else ""
+    n = len(s.config)
+    return f"config: {n:,} {'key differs' if n == 1 else 'keys differ'}: {shown}{more}"
+
+
+def stack_text(x: Stack) -> str:
+    """'layers 61 → 43 (A: 3 dense + 58 MoE; B: ...)', 'mtp absent → 1'."""
+    a, b = (f"{n:,}" if n else "absent" for n in (x.a, x.b))
+    kinds = "; ".join(f"{side}: {k}" for side, k in (("A", x.kinds_a), ("B", x.kinds_b)) if k)
+    return f"{x.path} {a} → {b}" if a != b else f"{x.path} {a}" + (f" ({kinds})" if kinds else "")
+
+
+def summary_view(d: ModelDiff) -> Text | None:
+    """What reads first: config keys changed, layers per stack, the headline totals with their deltas, and the
+    modules that moved in the source only (counted, not listed)."""
+    s = d.summary
+    if s is None:
+        return None
+    t = Text()
+    t.append("summary\n", style="bold")
+    t.append(printable(config_line(s)) + "\n")
+    if s.stacks:
+        t.append("layers: " + printable(", ".join(stack_text(x) for x in s.stacks)) + "\n")
+    for x in s.totals:
+        t.append(f"{printable(x.name)}: {fmt.count(x.a)} → {fmt.count(x.b)} ")
+        t.append(f"({signed(x.delta)})\n", style="bold" if x.differs else "")
+    if s.lines_only:
+        t.append(f"{s.lines_only:,} {'module' if s.lines_only == 1 else 'modules'} moved in the source only "
+                 "(files and line numbers): not listed; the JSON output lists them\n", style="dim")
+    t.rstrip()
+    return t
+
+
+def _verdict(d: ModelDiff) -> Text:
+    return Text.assemble("diff: ", ("identical" if d.identical else "different", "green" if d.identical else "red"),
+                         f"\nA = {printable(d.a)}\nB = {printable(d.b)}")
+
+
 def totals_table(d: ModelDiff) -> Table:
-    title = Text.assemble("diff: ", ("identical" if d.identical else "different", "green" if d.identical else "red"),
-                          f"\nA = {printable(d.a)}\nB = {printable(d.b)}")
-    t = Table(title=title, title_justify="left")
+    t = Table(title="all totals" if d.summary is not None else _verdict(d), title_justify="left")
     t.add_column("total", style="bold", no_wrap=True)
     t.add_column("A", justify="right")
     t.add_column("B", justify="right")
@@ -67,14 +114,16 @@ def totals_table(d: ModelDiff) -> Table:
 def changes_view(d: ModelDiff, limit: int = 40) -> Text | None:
     """One entry per folded difference: kind, where (path patterns), how many (× 43 layers), class and the
     parameter delta multiplied out; then the changes of one module of them, indented."""
-    if not d.folded:
+    folded = [f for f in d.folded if not lines_only(f)]
+    if not folded:
         return None
     n = len({x.a for x in d.nodes} | {p.a for p in d.renamed}) + len(d.added) + len(d.removed)
+    n -= sum(f.count for f in d.folded if lines_only(f))
     t = Text()
-    t.append(f"what changed: {len(d.folded):,} {'entry' if len(d.folded) == 1 else 'entries'} for {n:,} "
+    t.append(f"what changed: {len(folded):,} {'entry' if len(folded) == 1 else 'entries'} for {n:,} "
              f"{'module' if n == 1 else 'modules'} (one entry reads for every module of a kind)\n",
              style="bold")
-    for f in d.folded[:limit]:
+    for f in folded[:limit]:
         t.append(f"{f.kind:8s}", style=_KIND_STYLE[f.kind])
         t.append(" " + printable(_where(f)), style="bold")
         if f.multiplicity:
@@ -93,14 +142,16 @@ def changes_view(d: ModelDiff, limit: int = 40) -> Text | None:
         t.append("\n")
         for line in what:
             t.append("    " + "\n".join(printable(x) for x in line.split("\n")) + "\n")
-    if len(d.folded) > limit:
-        t.append(f"… {len(d.folded) - limit:,} more entries (--limit N, or --json for all)\n", style="dim")
+    if len(folded) > limit:
+        t.append(f"… {len(folded) - limit:,} more entries (--limit N, or --json for all)\n", style="dim")
     t.rstrip()
     return t
 
 
 def diff_view(d: ModelDiff, limit: int = 40) -> Group:
-    parts: list = [totals_table(d)]
+    first = summary_view(d)
+    parts: list = [_verdict(d), first] if first is not None else []
+    parts.append(totals_table(d))
     ch = changes_view(d, limit)
     if ch is not None:
         parts.append(ch)
@@ -138,4 +189,4 @@ def github_lines(d: ModelDiff, file: str | None = None, limit: int = 50) -> list
     return out
 
 
-__all__ = ["diff_view", "totals_table", "changes_view", "github_lines"]
+__all__ = ["diff_view", "totals_table", "changes_view", "summary_view", "github_lines", "config_line", "stack_text"]

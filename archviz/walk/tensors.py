@@ -1,6 +1,6 @@
 """Every tensor of a module classified and counted by the accounting rules.
 
-Accounting rules (see README "Counting"):
+Accounting rules (see docs/guide.md, "Counting"):
 - parameters are logical learned weights (kind weight or bias). A packed sub-byte dtype counts the values it holds:
   `float4_e2m1fn_x2` holds 2 per element; an int8/uint8 weight whose module declares `in_features`/`out_features`
   twice its stored size holds fp4 pairs, 2 per byte.

@@ -273,7 +273,7 @@
       });
       Array.prototype.forEach.call(cmp.tBodies[0].rows, function (r) {
         var k = r.getAttribute("data-fig"), x = a[k], y = b[k];
-        var text = function (v) { return v && typeof v === "object" ? (v.value === null ? "\u2014" : v.text) : v; };
+        var text = function (v) { return v && typeof v === "object" ? v.text : v; };
         r.querySelector(".cmp-a").textContent = text(x);
         r.querySelector(".cmp-b").textContent = text(y);
         r.querySelector(".cmp-r").textContent = x && typeof x === "object" ? ratio(x.value, y.value) : "";

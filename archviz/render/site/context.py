@@ -325,6 +325,40 @@ class ModelSite:
         hits = [self.probe[p] for p in n.paths if p in self.probe]
         return bool(hits) and all(isinstance(h, Mapping) and h.get("confirmed") for h in hits)
 
+    def moe_facts(self, n: Node, m: ModuleRecord) -> list[tuple[str, str, str]]:
+        """An experts node's or an MoE block's figures, each (name, figure, what it counts): routed experts, top-k,
+        one expert's parameters, the shared experts' and the active parameters a token reaches; [] elsewhere."""
+        moes = [x for x in self.record.summary.moe if x.path in n.paths]
+        block = not moes
+        if block:  # an MoE block: the routed experts it holds directly (one level of attribute below it)
+            moes = [x for x in self.record.summary.moe
+                    if any(x.path.startswith(f"{p}.") and "." not in x.path[len(p) + 1:] for p in n.paths)]
+        if not moes:
+            return []
+        x = moes[0]
+        rows = [("routed experts", fmt.count(x.experts), "" if x.local_experts == x.experts
+                 else f"{fmt.count(x.local_experts)} on this rank")]
+        rows.append(("experts per token (top-k)", fmt.count(x.top_k) if x.top_k else "—",
+                     "" if x.top_k else "not found in the config or the module"))
+        rows.append(("one expert", fmt.count(x.per_expert), "parameters"))
+        active = (x.top_k or 0) * x.per_expert
+        if block:
+            mod = self.index.get(n.representative)
+            shared = [c for c in self.record.modules if c.path.startswith(f"{n.representative}.")
+                      and "shared" in c.path[len(n.representative) + 1:].split(".")[0]
+                      and "." not in c.path[len(n.representative) + 1:]]
+            shared_p = sum(c.totals.parameters for c in shared)
+            if shared:
+                rows.append(("shared experts", fmt.count(shared_p), "parameters, every token"))
+            if mod is not None:
+                rest = mod.totals.parameters - x.parameters  # router, shared experts, norms: every token's
+                active = active + rest
+        if x.top_k:
+            rows.append(("active per token", fmt.count(active),
+                         f"{x.top_k} × {fmt.count(x.per_expert)}" + (" + the router and shared experts" if block
+                                                                      else "")))
+        return rows
+
     def node_context(self, nid: str) -> dict[str, Any]:
         n = self.nodes[nid]
         m = self.index.get(n.representative) or self.record.modules[0]
@@ -379,7 +413,7 @@ class ModelSite:
             "confirmed": self.confirmed(n), "excerpts": self.code_excerpts(n, m), "children": children,
             "patterns": patterns[:8], "more_patterns": max(0, len(patterns) - 8),
             "evidence": [self.evidence(c) for c in ann.get("claims", ())],
-            "learned": m.totals.parameters > 0, "flops": self.cost.node(n),
+            "learned": m.totals.parameters > 0, "flops": self.cost.node(n), "moe": self.moe_facts(n, m),
             "dataflow": flow_picture(self, n, m, "../" * n.file.count("/"), ann.get("title") or n.title),
         }
 

@@ -12,6 +12,7 @@ from ... import format as fmt
 from ...diff.result import Folded, ModelDiff
 from ...records import ModelRecord
 from ...files.sanitize import printable
+from ...diff.summary import lines_only
 from ..diff import signed
 
 # How a node reads, strongest first: what it is itself, else what it holds.
@@ -106,17 +107,53 @@ def _entry_paths(f: Folded) -> tuple[list[str], list[str]]:
     return first(f.a), first(f.b)
 
 
+_NAMED = 5  # what changed, named on an entry's first line; every change's line opens on a click
+
+
+def _aspects(f: Folded) -> str:
+    """'class, tensor weight, calls and 3 more': what changed in the entry, one line."""
+    names = list(dict.fromkeys(printable(c.what) for c in f.changes if c.aspect != "lines"))
+    if not names:
+        return "source lines only"
+    return ", ".join(names[:_NAMED]) + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
+
+
 def _entries(d: ModelDiff, sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     from ..diff import _what
 
     rows = []
     for f in d.folded:
+        if lines_only(f):
+            continue
         pa, pb = _entry_paths(f)
-        rows.append({"kind": f.kind, "sides": [_link(sa, f.a, pa), _link(sb, f.b, pb)],
-                     "multiplicity": printable(f.multiplicity),
-                     "what": [ln for x in _what(f) for ln in x.split("\n")],
+        what = [ln for x in _what(f) for ln in x.split("\n")]
+        head, more = (what[:1], what[1:]) if f.kind != "changed" else ([_aspects(f)], what)
+        la, lb = _link(sa, f.a, pa), _link(sb, f.b, pb)
+        where = [lb] if f.kind == "added" else [la] if f.kind == "removed" or la["text"] == lb["text"] else [la, lb]
+        rows.append({"kind": f.kind, "sides": [la, lb], "where": where,
+                     "multiplicity": printable(f.multiplicity), "what": head, "more": more,
                      "parameters": signed(f.parameters) if f.parameters else ""})
     return rows
+
+
+def _summary(d: ModelDiff) -> dict[str, Any] | None:
+    """The summary's tables: config keys (the first few shown, the rest behind a click), stacks, headline totals."""
+    s = d.summary
+    if s is None:
+        return None
+    config = [{"key": printable(c.key), "a": printable(c.a) if c.a is not None else "absent",
+               "b": printable(c.b) if c.b is not None else "absent"} for c in s.config]
+    return {"config": config[:_CONFIG_SHOWN], "config_more": config[_CONFIG_SHOWN:],
+            "stacks": [{"path": printable(x.path) or "(model)", "a": f"{x.a:,}" if x.a else "absent",
+                        "b": f"{x.b:,}" if x.b else "absent", "kinds": printable(
+                            "; ".join(f"{side}: {k}" for side, k in (("A", x.kinds_a), ("B", x.kinds_b)) if k))}
+                       for x in s.stacks],
+            "totals": [{"name": t.name, "a": fmt.count(t.a), "b": fmt.count(t.b), "delta": signed(t.delta),
+                        "differs": t.differs} for t in s.totals],
+            "lines_only": f"{s.lines_only:,}" if s.lines_only else ""}
+
+
+_CONFIG_SHOWN = 8
 
 
 def diff_page(d: ModelDiff, a: ModelRecord, b: ModelRecord, files: Mapping[str, bytes], slugs: Sequence[str],
@@ -138,7 +175,7 @@ def diff_page(d: ModelDiff, a: ModelRecord, b: ModelRecord, files: Mapping[str, 
              for side, ab, name in ((sa, "A", d.a_name), (sb, "B", d.b_name))]
     env = env or environment(templates_folder())
     return env.get_template("diff.html").render(root="", model=None, site=None, code_keys=[], page_kind="diff",
-                                                up="index.html", d=page, sides=sides,
+                                                up="index.html", d=page, sides=sides, summary=_summary(d),
                                                 entries=_entries(d, sa, sb))
 
 

@@ -20,7 +20,7 @@ GAP = 16  # px between rows
 LABEL = 10  # px more above a row whose incoming edge has a label
 SIDE = 16  # px between the boxes of a row (an arrow where one reads the other)
 ROW = 780  # px: the widest a row of several boxes grows (with the lanes, the picture stays inside a 1000 px column)
-LANE = 12  # px between lanes
+LANE = 18  # px between lanes (12 crowded the right edge where several values run down at once)
 TALL, SHORT = 36, 22  # box heights: two lines (modules), one line (ops, inputs, output)
 BASE = {TALL: (14, 29), SHORT: (15,)}  # each line's baseline below the box's top
 SMALL = 6.1  # px per character of the 10px edge labels
@@ -68,7 +68,7 @@ def layout(items: list[Item]) -> dict[str, Any]:
         y += h
     height = y + 8
     lane_of, lanes = _lanes(items, row_of)
-    right = 8 + maxw + 14
+    right = 8 + maxw + 20
     edges, labels = _edges(items, boxes, rows, tops, lane_of, right)
     width = right + LANE * max(0, lanes - 1) + 10 if lanes else 8 + maxw + 8
     width = max([width, *(x + len(t) * SMALL + 8 for x, _, t in labels)])

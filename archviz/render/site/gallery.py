@@ -24,7 +24,7 @@ from ...errors import ArchvizError
 from ...records import ModelRecord
 from ..cost import _ratio as ratio
 from .code import js_json
-from .gallery_rows import COLUMNS, model_row
+from .gallery_rows import ARCHITECTURE, COLUMNS, blanks, model_row
 from .gallery_reuse import Reuse
 from .templates import environment, static_files, templates_folder
 from .write import MARKER, marker_bytes
@@ -122,8 +122,10 @@ def _explorers(built: list[Entry], folder: str, reuse: Reuse | None) -> tuple[di
 
 
 def _figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The compare page's rows: the architecture side by side, then the index's other figures, then the texts."""
+    heads = list(ARCHITECTURE) + [(k, h) for k, h, _ in COLUMNS if k not in dict(ARCHITECTURE)]
     out = [{"key": key, "head": head, "a": a[key]["text"], "b": b[key]["text"],
-            "ratio": ratio(a[key]["value"], b[key]["value"])} for key, head, _ in COLUMNS]
+            "ratio": ratio(a[key]["value"], b[key]["value"])} for key, head in heads]
     for key, head in (("recipe", "layer recipe"), ("attention", "attention"), ("type", "type"), ("class", "class"),
                       ("dtype", "dtype")):
         out.append({"key": key, "head": head, "a": a[key], "b": b[key], "ratio": ""})
@@ -131,9 +133,12 @@ def _figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, str]]
 
 
 def coverage_counts(entries: Sequence[Entry]) -> dict[str, int]:
+    """How many models were tried, indexed (complete or partly), failed, and the index's blank cells."""
     indexed = [e for e in entries if e.record is not None]
+    blank = sum(len(blanks(model_row(e.record, key=e.key, slug=None, dtype_note=e.dtype, failures=e.failures)))
+                for e in indexed)
     return {"tried": len(entries), "indexed": len(indexed), "complete": sum(1 for e in indexed if not e.failures),
-            "partial": sum(1 for e in indexed if e.failures), "failed": len(entries) - len(indexed)}
+            "partial": sum(1 for e in indexed if e.failures), "failed": len(entries) - len(indexed), "blank": blank}
 
 
 def render_gallery(entries: list[Entry], pairs: Sequence[Pair] = (), *, defaults: str = "default configs",
@@ -169,7 +174,8 @@ def render_gallery(entries: list[Entry], pairs: Sequence[Pair] = (), *, defaults
     if rows:
         a, b = rows[0], rows[1] if len(rows) > 1 else rows[0]
         data = {r["key"]: {"name": r["name"], "slug": r["slug"],
-                           **{k: {"text": r[k]["text"], "value": r[k]["value"]} for k, _, _ in COLUMNS},
+                           **{k: {"text": r[k]["text"], "value": r[k]["value"]}
+                              for k in [c[0] for c in COLUMNS] + [c[0] for c in ARCHITECTURE]},
                            **{k: r[k] for k in ("recipe", "attention", "type", "class", "dtype")}} for r in rows}
         files["compare.html"] = compare_t.render(**common, page_kind="compare", a=a, b=b, figures=_figures(a, b),
                                                  choose=rows, diff=None, data=Markup(js_json(data))).encode()
@@ -180,7 +186,8 @@ def render_gallery(entries: list[Entry], pairs: Sequence[Pair] = (), *, defaults
         status = ("in the index" if not e.failures else "in the index, figures missing") if row else "failed"
         covered.append({"key": e.key, "anchor": _anchor(e.key), "slug": row["slug"] if row else None,
                         "status": status, "stage": first.get("stage"), "reason": first.get("reason"),
-                        "sets": " ".join(s for s in e.sets if not s.startswith("dtype=")) or None})
+                        "sets": " ".join(s for s in e.sets if not s.startswith("dtype=")) or None,
+                        "blanks": blanks(row) if row else []})
     files["coverage.html"] = env.get_template("gallery_coverage.html").render(
         **common, page_kind="coverage", entries=covered, coverage=coverage).encode()
     files["index.html"] = env.get_template("gallery.html").render(

@@ -93,10 +93,15 @@ def nodes_from_grouping(record: ModelRecord, grouping: Mapping[str, Any]) -> tup
     if root is None:
         raise ArchvizError(f"{record.source.name}: the grouping has no root node",
                            hint="rebuild the records with this archviz version")
+    kinds = {str(k.get("signature")): str(k.get("name") or "")
+             for k in ((grouping.get("layers") or {}).get("kinds") or ()) if isinstance(k, Mapping)}
     for n in nodes.values():
         n.children = [c for c in n.children if c in nodes]
         if n.parent is not None and n.parent not in nodes:
             n.parent = root
+        full = kinds.get(n.kind, "")
+        if full.endswith(" " + n.title):  # a layer kind named short inside its group: one name per kind
+            n.title = full
     return nodes, root
 
 

@@ -10,12 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import os
 import re
-import shlex
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -109,31 +104,10 @@ def test_descriptions_state_the_configs_numbers(notes: list[dict]) -> None:
 # The site `make site` builds
 
 
-def make_site_command(out: Path) -> list[str]:
-    """The Makefile's `site` recipe, its `$(BIN)/archviz` run as this interpreter's archviz and its output in `out`."""
-    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
-    recipe = re.search(r"^site:.*\n\t(.+)$", text, re.M)
-    assert recipe, "the Makefile has no site target"
-    args = shlex.split(recipe.group(1))
-    assert args[0] == "$(BIN)/archviz" and args[1] == "build", args
-    at = args.index("-o")
-    args[at + 1] = str(out)
-    return [sys.executable, "-m", "archviz.cli", *args[1:]]
-
-
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("default-site") / "site"
-    cmd = make_site_command(out)
-    assert "--annotations" in cmd and str(ANNOTATIONS.relative_to(ROOT)) in cmd
-    t = time.monotonic()
-    env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    took = time.monotonic() - t
-    assert r.returncode == 0, r.stderr
-    print(f"default site built in {took:.1f} s")  # ~6–9 s on two shared cores
-    assert took < 60, f"the default site took {took:.0f} s to build"
-    return out / "deepseek-v4-flash"
+def site(default_site: Path) -> Path:
+    """The default site (tests/conftest.py's `default_site`: the Makefile's `site` recipe, built once per run)."""
+    return default_site
 
 
 # One page per note: which node each selector lands on follows from the config (layers 0–1 sliding, hash-routed;

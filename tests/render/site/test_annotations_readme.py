@@ -1,4 +1,4 @@
-"""The README's names-file and annotations example, run as written: its two TOML blocks, on the default model."""
+"""The guide's (docs/guide.md) names-file and annotations example, run as written: its two TOML blocks, on the default model."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ ROOT = REPO
 
 
 def readme_block(first_line: str) -> str:
-    blocks = re.findall(r"```toml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    blocks = re.findall(r"```toml\n(.*?)```", (ROOT / "docs" / "guide.md").read_text(), re.S)
     hits = [b for b in blocks if b.startswith(first_line + "\n")]
-    assert len(hits) == 1, f"README has no single ```toml block starting {first_line!r}"
+    assert len(hits) == 1, f"docs/guide.md has no single ```toml block starting {first_line!r}"
     return hits[0]
 
 
