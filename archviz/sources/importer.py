@@ -189,6 +189,28 @@ def _as_own_package(e: BaseException, path: str, layout: Layout) -> Layout | Non
     return None
 
 
+def _shadows(name: str) -> bool:
+    """A file of this name would shadow the standard library or a module other code imported."""
+    return name in getattr(sys, "stdlib_module_names", ()) or _protected(name)
+
+
+def _after_stdlib() -> int:
+    """Where the model's folders go on sys.path: after the standard library's entries (its zip, its folder,
+    lib-dynload), so that a file beside the model named like a standard module never shadows it; before
+    site-packages, so that the model's own files come before installed packages, as when it runs itself."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    std = [os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib") if paths.get(k)]
+    last = -1
+    for i, entry in enumerate(sys.path):
+        real = os.path.realpath(entry) if entry else ""
+        if real and any(real == d or real.startswith(d + os.sep) for d in std) and "site-packages" not in real \
+                or entry.endswith(".zip") and os.path.basename(entry).startswith("python"):
+            last = i
+    return last + 1
+
+
 def _protected(name: str) -> bool:
     """A top-level module some other code imported (torch, an installed package): never purged."""
     return name in sys.modules and name not in _LOADED
@@ -204,10 +226,13 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
     folder = os.path.dirname(os.path.abspath(path))
     stem = os.path.splitext(os.path.basename(path))[0]
     package = layout.package
-    siblings = folder_modules(folder) if package is None else set()
+    # the folder's files that may be purged: never a module of the standard library or one other code imported
+    # (a `typing.py` beside model.py, never imported by it, purged the real typing and broke the pass)
+    siblings = {n for n in folder_modules(folder) if not _shadows(n)} if package is None else set()
     own = package or stem
     stubbed: dict[str, Any] = {}
-    sys.path[:0] = layout.paths
+    at = _after_stdlib()
+    sys.path[at:at] = layout.paths
     was_importing, stubs.importing = stubs.importing, True
     try:
         for _ in range(MAX_STUB_ROUNDS):

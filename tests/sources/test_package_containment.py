@@ -56,3 +56,38 @@ def test_a_planted_file_in_a_writable_parent_never_runs(archviz_cli, tmp_path: P
     assert not marker.exists(), marker.read_text()
     for name in ("pkgx", "pkgx.layers", "pkgx.model", "tilelang"):
         sys.modules.pop(name, None)
+
+
+
+NET = """import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, dim: int = 8):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        import statistics  # noqa: F401  (the standard library's, never the file beside this one)
+
+        return self.proj(x)
+"""
+
+
+def test_a_file_named_like_a_standard_module_beside_the_model_shadows_nothing(archviz_cli, tmp_path: Path) -> None:
+    """A `typing.py` and a `statistics.py` beside model.py: the model is counted and its pass runs, and neither
+    runs (the folder's files were purged from sys.modules by name, the real typing with them, and the folder went
+    ahead of the standard library)."""
+    import json
+
+    marker = tmp_path / "ran"
+    (tmp_path / "model.py").write_text(NET)
+    for name in ("typing", "statistics"):
+        (tmp_path / f"{name}.py").write_text(PLANT.format(marker=str(marker), name=name))
+    r = archviz_cli("summary", tmp_path / "model.py", "--json", "--no-cache")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["parameters"] == 8 * 8 + 8
+    r = archviz_cli("walk", tmp_path / "model.py", "--shapes", "--input", "x=2,8:float32", "--no-cache")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert '"2, 8"' in r.stdout or "[2, 8]" in r.stdout or "2,8" in r.stdout.replace(" ", "")
+    assert not marker.exists(), marker.read_text()
