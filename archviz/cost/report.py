@@ -167,17 +167,24 @@ def _modules(record: Any, subtree: dict[str, int], calls: dict[str, int], layer_
             for g in index[c].children:
                 if subtree.get(g):
                     out.append(ModuleFlops(g, kind, n, subtree[g], calls.get(g, 0)))
+    others = _other_stacks(record, layer_list)
     above = set()
-    if layer_list:
-        parts = layer_list.split(".")
-        above = {".".join(parts[:i]) for i in range(len(parts))}
+    for lst in (layer_list, *others) if layer_list else ():
+        parts = lst.split(".")
+        above |= {".".join(parts[:i]) for i in range(len(parts))}
     stack = [""]
     while stack:
         p = stack.pop()
         for c in index[p].children if p in index else ():
             if c == layer_list:
                 continue
-            if c in above:
+            if c in others:  # another stack of blocks (Flux's single blocks beside its double ones): its first block
+                items = index[c].children
+                n = len(items)
+                out.append(ModuleFlops(items[0], c, n, subtree.get(items[0], 0), calls.get(items[0], 0)))
+                out.extend(ModuleFlops(g, c, n, subtree[g], calls.get(g, 0)) for g in index[items[0]].children
+                           if subtree.get(g))
+            elif c in above:
                 stack.append(c)
             elif subtree.get(c):
                 out.append(ModuleFlops(c, "outside the layers", 1, subtree[c], calls.get(c, 0)))
@@ -187,20 +194,34 @@ def _modules(record: Any, subtree: dict[str, int], calls: dict[str, int], layer_
     return tuple(out)
 
 
+def _other_stacks(record: Any, layer_list: str | None) -> dict[str, int]:
+    """{path: blocks} of the stacks of blocks other than the layer list (archviz.group.layers.layer_stacks), each
+    a kind of its own in the cost tables, never "outside the layers"."""
+    if not layer_list:
+        return {}
+    from ..group.layers import layer_stacks
+
+    return {m.path: len(m.children) for m in layer_stacks(record)
+            if m.path != layer_list and len(m.children) > 1 and m.path}
+
+
 def _pass_cost(d: dict[str, Any], record: Any, layer_list: str | None, kinds: dict[int, str]) -> PassCost:
     flops: dict[str, int] = d["flops"]
     calls: dict[str, int] = d.get("calls", {})
     parts = {"attention": 0, "mlp": 0, "other": 0}
     by_kind: dict[str, int] = {}
     prefix = (layer_list + ".") if layer_list else None
+    others = _other_stacks(record, layer_list)
     for path, n in flops.items():
         parts[part_of(path, layer_list)] += n
         kind = "outside the layers"
         if prefix and path.startswith(prefix):
             head = path[len(prefix):].split(".", 1)[0]
             kind = kinds.get(int(head), "layer") if head.isdigit() else kind
+        else:
+            kind = next((o for o in others if path.startswith(o + ".")), kind)
         by_kind[kind] = by_kind.get(kind, 0) + n
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = {o: n for o, n in others.items()}
     for k in kinds.values():
         counts[k] = counts.get(k, 0) + 1
     subtree: dict[str, int] = {}
