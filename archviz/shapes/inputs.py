@@ -7,6 +7,7 @@ import contextlib
 import inspect
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
@@ -37,15 +38,49 @@ def cache_off(model: Any) -> Iterator[None]:
             cfg.use_cache = value
 
 
-_SIZE_KEYS = ("image_size", "img_size", "input_size")
-_CHANNEL_KEYS = ("num_channels", "in_chans", "in_channels")
+_SIZE_KEYS = ("image_size", "img_size", "input_size", "latent_size", "sample_size", "resolution")
+_CHANNEL_KEYS = ("num_channels", "in_chans", "in_channels", "latent_channels", "n_channels")
+_FRAME_KEYS = ("num_frames", "frames", "n_frames", "video_length")
+_CONSUMERS = (torch.nn.Embedding, torch.nn.EmbeddingBag, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
+              torch.nn.Linear)
+
+
+@dataclass(frozen=True)
+class InputDefault:
+    """The default first input of a forward that takes no token ids: its dims after B (ints, "T" for a time axis
+    the pass sizes), what it is in words, and where its sizes came from."""
+    dims: tuple[int | str, ...]
+    what: str
+    where: str
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def first_consumer(model: Any) -> Any:
+    """The module that first takes the forward's input, in the order the code made them: the first embedding,
+    convolution or Linear wherever it sits in the tree (a class token, position table or scale the root or a
+    container holds is no consumer), or None."""
+    for m in model.modules():
+        if isinstance(m, _CONSUMERS):
+            return m
+    return None
+
+
+def _holds_a_table(model: Any) -> bool:
+    """Any module with children that holds a 2-D parameter of its own (a hand-made embedding table `wte`): such a
+    model may read token ids without an nn.Embedding."""
+    return any(p.dim() == 2 for m in model.modules() if any(True for _ in m.children())
+               for p in m.parameters(recurse=False))
 
 
 def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
     """For a model whose forward takes images (a factory's or reference model's, a transformers model's
     pixel_values): ((C, H, W), where the sizes came from), from
     timm's `pretrained_cfg["input_size"]`, else the config's (or factory arguments') image size and channels, else
-    the channels of a first Conv2d (no embedding before it) at 224 x 224. None for everything else."""
+    the channels of the first Conv2d that takes the input (`first_consumer`) at 224 x 224. None for everything
+    else."""
     model = built.model
     for attr in ("pretrained_cfg", "default_cfg"):
         cfg = getattr(model, attr, None)
@@ -53,20 +88,98 @@ def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
         if isinstance(size, (tuple, list)) and len(size) == 3 and all(isinstance(d, int) and d > 0 for d in size):
             return (size[0], size[1], size[2]), f"{type(model).__name__}.{attr}['input_size']"
     config = built.config if isinstance(built.config, dict) else {}
+    first = first_consumer(model)
+    if built.kind != "hf" and isinstance(first, (torch.nn.Conv1d, torch.nn.Conv3d)):
+        return None  # a spectrogram, a video: not an image, whatever the config's sizes
     size_key = next((k for k in _SIZE_KEYS if k in config), None)
     if size_key is not None:
         size = config[size_key]
         hw = (size, size) if isinstance(size, int) else tuple(size)[-2:] if isinstance(size, (list, tuple)) else None
-        ch_key = next((k for k in _CHANNEL_KEYS if isinstance(config.get(k), int)), None)
-        channels = config[ch_key] if ch_key else 3
-        if hw and len(hw) == 2 and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in hw):
+        ch_key = next((k for k in _CHANNEL_KEYS if _positive(config.get(k))), None)
+        channels = config[ch_key] if ch_key else first.in_channels if isinstance(first, torch.nn.Conv2d) else 3
+        if hw and len(hw) == 2 and all(_positive(d) for d in hw):
             return (channels, hw[0], hw[1]), f"the config's {size_key}" + (f" and {ch_key}" if ch_key else "")
-    for m in model.modules():  # the first module holding weights: a Conv2d reads images
-        if any(True for _ in m.parameters(recurse=False)):
-            if isinstance(m, torch.nn.Conv2d):
-                return (m.in_channels, 224, 224), "the first Conv2d's in_channels, at 224 x 224"
-            return None
+    if isinstance(first, torch.nn.Conv2d):
+        side = _side_from_positions(model, first)
+        if side is not None:
+            return (first.in_channels, side, side), (f"the first Conv2d's in_channels and its patches, as many as "
+                                                     f"the position table {side // first.stride[0]}² holds")
+        return (first.in_channels, 224, 224), "the first Conv2d's in_channels, at 224 x 224"
     return None
+
+
+def _side_from_positions(model: Any, conv: torch.nn.Conv2d) -> int | None:
+    """The image side a patch embedding (a Conv2d whose stride is its kernel) is made for, where a learned position
+    table [1, N, D] of its width holds N = n² patches (or n² + 1 with a class token): n × the stride."""
+    stride = conv.stride[0]
+    if conv.stride != conv.kernel_size or conv.stride[0] != conv.stride[1] or stride < 2:
+        return None
+    for p in model.parameters():
+        if p.dim() == 3 and p.shape[0] == 1 and p.shape[2] == conv.out_channels and p.shape[1] > 1:
+            for n in (p.shape[1], p.shape[1] - 1):
+                root = math.isqrt(n)
+                if root > 0 and root * root == n:
+                    return root * stride
+    return None
+
+
+def consumer_default(built: Built) -> InputDefault | None:
+    """The default first input of a model file's (or factory's) forward, from the module that first takes it: an
+    image batch (`image_default`); a Conv1d's [B, C, T] (mel bins or features over time); a Conv3d's video
+    [B, C, frames, H, W] from the config's frames and image size; a Linear's features [B, T, in_features] where
+    the model has no embedding table. None: token ids."""
+    image = image_default(built)
+    if image is not None:
+        return InputDefault(image[0], "an image batch" if image[0][0] in (1, 3) else "a latent (or image) batch",
+                            image[1])
+    if built.kind == "hf":
+        return None
+    first = first_consumer(built.model)
+    config = built.config if isinstance(built.config, dict) else {}
+    name = type(first).__name__
+    if isinstance(first, torch.nn.Conv1d):
+        return InputDefault((first.in_channels, "T"), f"a batch of {first.in_channels}-channel sequences",
+                            f"the first module that takes it, {name}(in_channels={first.in_channels})")
+    if isinstance(first, torch.nn.Conv3d):
+        size = next((config[k] for k in _SIZE_KEYS if _positive(config.get(k))), 224)
+        frames = next((config[k] for k in _FRAME_KEYS if _positive(config.get(k))), 16)
+        return InputDefault((first.in_channels, frames, size, size), "a video batch",
+                            f"{name}(in_channels={first.in_channels}) and the config's frames and size "
+                            f"(else 16 × 224 × 224)")
+    if isinstance(first, torch.nn.Linear) and not _holds_a_table(built.model) and \
+            not any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for m in built.model.modules()):
+        return InputDefault(("T", first.in_features), "features",
+                            f"the first module that takes it, {name}(in_features={first.in_features})")
+    return None
+
+
+# Required arguments after the first that a conditioned model (a diffusion transformer) takes, by what they are:
+# a timestep or noise level per sample (float [B]), a class label per sample (int64 [B]).
+_TIMESTEP = re.compile(r"(t|ts|time|times|timesteps?|sigmas?|noise_levels?|noise_labels?)", re.I)
+_LABEL = re.compile(r"(y|labels?|class_labels?|class_ids?|classes)", re.I)
+
+
+def conditioning(model: Any, B: int) -> tuple[list[Any], list[str]]:
+    """The forward's required positional arguments after the first, where each is a timestep ([B] float32) or a
+    class label ([B] int64), and notes saying so; stops at the first that is neither."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return [], []
+    out: list[Any] = []
+    notes: list[str] = []
+    for p in params:
+        if p.default is not inspect.Parameter.empty or p.kind is not p.POSITIONAL_OR_KEYWORD:
+            break
+        if _TIMESTEP.fullmatch(p.name):
+            out.append(torch.zeros((B,), dtype=torch.float32, device="meta"))
+            notes.append(f"{p.name}=[B] float32 (a timestep per sample)")
+        elif _LABEL.fullmatch(p.name):
+            out.append(torch.zeros((B,), dtype=torch.long, device="meta"))
+            notes.append(f"{p.name}=[B] int64 (a class label per sample)")
+        else:
+            break
+    return out, notes
 
 
 def forward_arguments(model: Any) -> str | None:
@@ -105,9 +218,10 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     if not params:
         raise ShapeError(f"{type(model).__name__}.forward takes no inputs archviz can guess",
                          hint="give them with --input name=B,T,512[:dtype]")
-    image = image_default(built)
-    if image is not None:  # a vision model: one image batch [B, C, H, W] instead of token ids
-        return (torch.zeros((B, *image[0]), dtype=torch.float32, device="meta"),), {}
+    first = consumer_default(built)
+    if first is not None:  # an image, spectrogram, video or feature batch instead of token ids
+        x = torch.zeros((B, *(T if d == "T" else d for d in first.dims)), dtype=torch.float32, device="meta")
+        return (x, *conditioning(model, B)[0]), {}
     args: list[Any] = [ids[0] if built.tokens_1d else ids]  # gpt-oss's forward takes tokens [T]
     kwargs = {}
     if "start_pos" in names[1:]:
@@ -360,4 +474,14 @@ def merge_inputs(model: Any, base: tuple[tuple, dict], given: dict[str, Any]) ->
     bound = {p.name: a for p, a in zip(params, args) if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD}
     if len(bound) == len(args) and any(name in bound for name in given):
         return (), {**bound, **kwargs, **given}
+    if args and params and params[0].kind is inspect.Parameter.VAR_POSITIONAL and _stands_in(args[0], given):
+        return (), {**kwargs, **given}  # forward(*args, **kwargs): the given input in place of the default's
     return tuple(args), {**kwargs, **given}
+
+
+def _stands_in(default: Any, given: dict[str, Any]) -> bool:
+    """A given input takes the place of the default first input of a `forward(*args, **kwargs)`: a tensor of as
+    many dims and the same kind (token ids, floats)."""
+    return isinstance(default, torch.Tensor) and any(
+        isinstance(v, torch.Tensor) and v.dim() == default.dim() and
+        v.dtype.is_floating_point == default.dtype.is_floating_point for v in given.values())
