@@ -98,6 +98,9 @@ def check(c: Any) -> None:
         _fail("layer_kinds", "an object of layer numbers to kind names", kinds)
     _number("activation_peak", c.get("activation_peak"), optional=True)
     _strs("notes", c.get("notes", []))
+    unit = c.get("unit")
+    if unit is not None and (type(unit) is not dict or any(type(unit.get(k)) is not str for k in ("name", "inputs"))):
+        _fail("unit", 'an object of "name" and "inputs" strings', unit)
     if c.get("hardware") is not None:
         from ..errors import ArchvizError
         from .bounds import site_devices

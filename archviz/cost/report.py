@@ -144,6 +144,8 @@ class CostReport:
     kv: KVCost
     memory: MemoryCost
     notes: tuple[str, ...]
+    unit: str = "token"  # what the prefill's figures are per: a token, or an image, denoising step, audio window...
+    inputs: str | None = None  # the pass's input shapes where it is not over tokens ("[B, 4, 32, 32], [B], [B]")
 
 
 def _modules(record: Any, subtree: dict[str, int], calls: dict[str, int], layer_list: str | None,
@@ -275,7 +277,8 @@ def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:
                         training=tuple(training_bytes(record).items()))
     return CostReport(name=record.source.name, spec=record.source.spec, model_class=record.source.model_class,
                       batch=B, seq=c["seq"], context=L, prefill=prefill, decode=decode, kv=kv, memory=memory,
-                      notes=tuple(c.get("notes", ())))
+                      notes=tuple(c.get("notes", ())), unit=(c.get("unit") or {}).get("name", "token"),
+                      inputs=(c.get("unit") or {}).get("inputs"))
 
 
 def report_json(r: CostReport) -> dict[str, Any]:

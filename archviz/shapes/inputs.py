@@ -485,3 +485,27 @@ def _stands_in(default: Any, given: dict[str, Any]) -> bool:
     return isinstance(default, torch.Tensor) and any(
         isinstance(v, torch.Tensor) and v.dim() == default.dim() and
         v.dtype.is_floating_point == default.dtype.is_floating_point for v in given.values())
+
+
+def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: int) -> dict[str, str] | None:
+    """What one pass of a model that takes no positions costs per: {"name": "image" | "latent" | "denoising step" |
+    "audio window" | "video" | "sample", "inputs": the pass's input shapes as they ran, B at `batch` ("[1, 4, 32,
+    32], [1], [1]")};
+    None where the pass is over token positions (its inputs sized by T): its cost is per token."""
+    shapes = record.extra("shapes") or {}
+    if "T" in shapes.get("used", ()):
+        return None
+    root = record.modules[0] if record.modules else None
+    call = root.calls[0] if root is not None and root.calls else None
+    inputs = ", ".join("[" + ", ".join(str(batch if d == "B" else d) for d in s) + "]" for s in call.inputs) \
+        if call else "its inputs"
+    first = None if input_specs else consumer_default(built)
+    name = "sample"
+    if first is not None and len(first.dims) == 3:
+        timed = any("timestep" in n for n in conditioning(built.model, 1)[1])
+        name = "denoising step" if timed else "image" if first.dims[0] in (1, 3) else "latent"
+    elif first is not None and len(first.dims) == 4:
+        name = "video"
+    elif first is not None and len(first.dims) == 2 and isinstance(first.dims[1], int):
+        name = "audio window"
+    return {"name": name, "inputs": inputs}
