@@ -52,8 +52,11 @@ def curve_contexts(longest: int | None) -> list[int]:
 def point(decode: dict[str, Any], layer_list: str | None) -> dict[str, Any]:
     """One decode pass (as `extras["cost"]["decode"]` holds it) summed to a curve point."""
     parts = {"attention": 0, "mlp": 0, "other": 0}
+    mixing = decode.get("mixing_flops") or {}
     for path, n in decode["flops"].items():
-        parts[part_of(path, layer_list)] += n
+        m = min(mixing.get(path, 0), n)  # products of two activations: attention-like, whatever the name
+        parts["attention"] += m
+        parts[part_of(path, layer_list)] += n - m
     return {"L": decode["start"], "flops": sum(decode["flops"].values()), **parts,
             "unknown": sorted(decode.get("unknown") or {}),
             **({"attended": decode["attended_flops"]} if decode.get("attended_flops") is not None else {})}

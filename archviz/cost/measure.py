@@ -152,7 +152,8 @@ def _flops_json(fc: FlopCounter, record: Any, batch: int, tokens: int, start: in
     masked = fc.masked()
     return {"B": batch, "T": tokens, "start": start, "flops": flops, "calls": calls,
             "unknown": {p: list(w) for p, w in unknown.items()}, "notes": notes,
-            "attended_flops": sum(flops.values()) - sum(masked.values()), "masked_flops": masked}
+            "attended_flops": sum(flops.values()) - sum(masked.values()), "masked_flops": masked,
+            "mixing_flops": {p: min(n, flops[p]) for p, n in fc.mixing().items() if flops.get(p)}}
 
 
 def _layer_kinds(record: Any) -> tuple[str | None, dict[int, str]]:

@@ -52,6 +52,65 @@ def _part(rest: str) -> str:
     return "other"
 
 
+class _Parts:
+    """attention | mlp | other of a pass's FLOPs, by the ops where the names do not say: products of two
+    activations (`mixing_flops`: scores and their weighted sums, retention, linear attention, scans) are attention
+    wherever they run; a module the name calls neither is attention when its subtree holds such products, and the
+    feed-forward when it holds an expanding Linear and the one contracting back (a Conformer's `ff1`, a ViT
+    block's fc1/fc2 pair); a layer's own leaf projections beside its own scores are attention's."""
+
+    def __init__(self, record: Any, layer_list: str | None, stacks: Any, mixing: dict[str, int]):
+        self.index = record.index()
+        self.layer_list = layer_list
+        self.roots = tuple(r + "." for r in (layer_list, *stacks) if r)
+        self.mixing = mixing
+        self.sub_mix: set[str] = set()
+        for path in mixing:
+            parts = path.split(".")
+            self.sub_mix.update(".".join(parts[:i]) for i in range(len(parts) + 1))
+        self._pairs: dict[str, frozenset[str]] = {}
+
+    def split(self, path: str, n: int) -> list[tuple[str, int]]:
+        m = min(self.mixing.get(path, 0), n)
+        return [(k, v) for k, v in (("attention", m), (self.part(path), n - m)) if v]
+
+    def part(self, path: str) -> str:
+        named = part_of(path, self.layer_list)
+        if named != "other" or not path:
+            return named
+        layer = next((r + path[len(r):].split(".", 1)[0] for r in self.roots if path.startswith(r)), "")
+        rel = path[len(layer) + 1:] if layer else path
+        parts = rel.split(".") if rel else []
+        for depth in range(1, len(parts) + 1):
+            q = ".".join(filter(None, (layer, *parts[:depth])))
+            if q in self.sub_mix:
+                return "attention"
+            if self.pair(q):
+                return "mlp"
+        if len(parts) == 1:  # a leaf of the layer's own: its pair, or its projections beside its own scores
+            if path in self.pair(layer):
+                return "mlp"
+            if self.mixing.get(layer):
+                return "attention"
+        return "other"
+
+    def pair(self, path: str) -> frozenset[str]:
+        """The children of `path` that make a feed-forward pair: a Linear-like [h, d] and one [d, h] back, h > d
+        (and a third [h, d] of a gated one)."""
+        got = self._pairs.get(path)
+        if got is None:
+            m = self.index.get(path)
+            shapes: dict[str, tuple] = {}
+            for c in m.children if m is not None else ():
+                w = next((t.shape for t in self.index[c].tensors if t.name == "weight" and len(t.shape) == 2), None)
+                if w is not None and not self.index[c].children:
+                    shapes[c] = tuple(w)
+            ups = {c for c, (o, i) in shapes.items() if o > i and any(s == (i, o) for s in shapes.values())}
+            downs = {c for c, (o, i) in shapes.items() if i > o and any(s == (i, o) for s in shapes.values())}
+            got = self._pairs[path] = frozenset(ups | downs) if ups and downs else frozenset()
+        return got
+
+
 @dataclass(frozen=True, slots=True)
 class KindFlops:
     kind: str  # the layer kind (grouping's name), or "outside the layers"
@@ -214,8 +273,10 @@ def _pass_cost(d: dict[str, Any], record: Any, layer_list: str | None, kinds: di
     by_kind: dict[str, int] = {}
     prefix = (layer_list + ".") if layer_list else None
     others = _other_stacks(record, layer_list)
+    split = _Parts(record, layer_list, others, d.get("mixing_flops") or {}).split
     for path, n in flops.items():
-        parts[part_of(path, layer_list)] += n
+        for part, k in split(path, n):
+            parts[part] += k
         kind = "outside the layers"
         if prefix and path.startswith(prefix):
             head = path[len(prefix):].split(".", 1)[0]
