@@ -54,9 +54,10 @@ def point(decode: dict[str, Any], layer_list: str | None) -> dict[str, Any]:
     parts = {"attention": 0, "mlp": 0, "other": 0}
     mixing = decode.get("mixing_flops") or {}
     for path, n in decode["flops"].items():
-        m = min(mixing.get(path, 0), n)  # products of two activations: attention-like, whatever the name
+        named = part_of(path, layer_list)
+        m = min(mixing.get(path, 0), n) if named == "other" else 0  # products of two activations, names silent
         parts["attention"] += m
-        parts[part_of(path, layer_list)] += n - m
+        parts[named] += n - m
     return {"L": decode["start"], "flops": sum(decode["flops"].values()), **parts,
             "unknown": sorted(decode.get("unknown") or {}),
             **({"attended": decode["attended_flops"]} if decode.get("attended_flops") is not None else {})}

@@ -53,7 +53,7 @@ def _part(rest: str) -> str:
 
 
 class _Parts:
-    """attention | mlp | other of a pass's FLOPs, by the ops where the names do not say: products of two
+    """attention | mlp | other of a pass's FLOPs, by the names on the path (`part_of`), else by the ops: products of two
     activations (`mixing_flops`: scores and their weighted sums, retention, linear attention, scans) are attention
     wherever they run; a module the name calls neither is attention when its subtree holds such products, and the
     feed-forward when it holds an expanding Linear and the one contracting back (a Conformer's `ff1`, a ViT
@@ -71,13 +71,15 @@ class _Parts:
         self._pairs: dict[str, frozenset[str]] = {}
 
     def split(self, path: str, n: int) -> list[tuple[str, int]]:
+        named = part_of(path, self.layer_list)
+        if named != "other":  # the code's own name says (an `mlp` whose experts' weights are gathered per token)
+            return [(named, n)]
         m = min(self.mixing.get(path, 0), n)
         return [(k, v) for k, v in (("attention", m), (self.part(path), n - m)) if v]
 
     def part(self, path: str) -> str:
-        named = part_of(path, self.layer_list)
-        if named != "other" or not path:
-            return named
+        if not path:
+            return "other"
         layer = next((r + path[len(r):].split(".", 1)[0] for r in self.roots if path.startswith(r)), "")
         rel = path[len(layer) + 1:] if layer else path
         parts = rel.split(".") if rel else []
