@@ -16,6 +16,7 @@ from ..errors import ShapeError
 from ..sources import Built
 from ..input_specs import MAX_ELEMENTS, check_input_specs
 from ..sources.meta import unset_field_hint
+from .flex import block_mask_arguments, causal_block_mask
 
 
 @contextlib.contextmanager
@@ -223,7 +224,7 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
         x = torch.zeros((B, *(T if d == "T" else d for d in first.dims)), dtype=torch.float32, device="meta")
         return (x, *conditioning(model, B)[0]), {}
     args: list[Any] = [ids[0] if built.tokens_1d else ids]  # gpt-oss's forward takes tokens [T]
-    kwargs = {}
+    kwargs = {name: causal_block_mask(B, T) for name in block_mask_arguments(model)}  # flex attention's masks
     if "start_pos" in names[1:]:
         kwargs["start_pos"] = 0
     kwargs.update(sequence_lengths(model, B, T, built.tokens_1d))
