@@ -1,0 +1,92 @@
+"""Inputs that are not token ids: the default first input comes from the module that first takes it (a Conv2d behind
+a class token at the root, a Conv1d front end), a conditioned model gets its timestep and class label beside its
+latent, and `--input` stands in for the default of a `forward(*args, **kwargs)`. Shapes equal a real CPU run of the
+same fixture at the pass's sizes; sizes that the pass names derive from the fixture's config."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import pathlib
+
+import torch
+
+from realrun import real_calls, record_calls
+
+import archviz
+from archviz.records import to_json_dict
+from archviz.shapes import trace_shapes
+from archviz.walk import walk
+
+FIX = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "anyinput"
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(f"anyinput_{name}", FIX / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _traced(name: str, specs: list[str] | None = None) -> dict:
+    built = archviz.build(str(FIX / f"{name}.py"))
+    return to_json_dict(trace_shapes(built, walk(built), input_specs=specs))
+
+
+def test_an_image_model_whose_root_holds_its_class_token():
+    """The root's cls_token and position table are no consumer: the Conv2d is, and the table's 16 + 1 rows size
+    the image (4 × 4 patches of 8: 32 × 32, the config's `res`), not 224."""
+    m = _module("vitcls")
+    cfg = m.Cfg()
+    rec = _traced("vitcls")
+    shapes = rec["extras"]["shapes"]
+    assert shapes["used"] == ["B"]
+    B = shapes["B"]
+    image = (cfg.in_chans, cfg.res, cfg.res)
+    assert rec["modules"][0]["calls"][0]["inputs"] == [["B", *image]]
+    assert record_calls(rec, numeric={"B": B}) == real_calls(m.ViT(cfg), torch.zeros(B, *image))
+
+
+def test_a_strided_conv_front_end_keeps_the_time_axis_symbolic():
+    """A spectrogram [B, n_mels, T] from the first Conv1d; after two stride-2 convolutions the time axis reads
+    ceil(T/2) and ceil(T/4) (the code's (T + 2·1 − 3) // 2 + 1), never a constant, even where ceil(T/2) equals B."""
+    m = _module("audio")
+    cfg = m.Cfg()
+    rec = _traced("audio")
+    shapes = rec["extras"]["shapes"]
+    assert set(shapes["used"]) == {"B", "T"}
+    B, T = shapes["B"], shapes["T"]
+    calls = {x["path"]: x["calls"][0] for x in rec["modules"] if x.get("calls")}
+    assert calls[""]["inputs"] == [["B", cfg.n_mels, "T"]]
+    assert calls["conv1"]["outputs"] == [["B", cfg.dim, "ceil(T/2)"]]
+    assert calls["conv2"]["outputs"] == [["B", cfg.dim, "ceil(T/4)"]]
+    assert calls[""]["outputs"] == [["B", "ceil(T/4)", cfg.dim]]
+    half = (T + 2 - 3) // 2 + 1  # Conv1d(k=3, s=2, p=1)
+    quarter = (half + 2 - 3) // 2 + 1
+    real = real_calls(m.Encoder(cfg), torch.zeros(B, cfg.n_mels, T))
+    numeric = {"B": B, "T": T, "ceil(T/2)": half, "ceil(T/4)": quarter}
+    assert record_calls(rec, numeric=numeric) == real
+    assert (half, quarter) == (math.ceil(T / 2), math.ceil(T / 4))
+
+
+def test_a_latent_with_its_timestep_and_class_label():
+    m = _module("dit")
+    cfg = m.Cfg()
+    rec = _traced("dit")
+    shapes = rec["extras"]["shapes"]
+    B = shapes["B"]
+    latent = (cfg.in_channels, cfg.input_size, cfg.input_size)
+    assert rec["modules"][0]["calls"][0]["inputs"] == [["B", *latent], ["B"], ["B"]]
+    real = real_calls(m.DiT(cfg), torch.zeros(B, *latent), torch.zeros(B), torch.zeros(B, dtype=torch.long))
+    assert record_calls(rec, numeric={"B": B}) == real
+    assert any("t=[B] float32" in n and "y=[B] int64" in n for n in shapes["notes"])
+
+
+def test_input_stands_in_for_the_default_of_a_star_args_forward():
+    """`forward(*args, **kwargs)`: the token ids the pass would pass positionally give way to the named input."""
+    m = _module("argsfwd")
+    rec = _traced("argsfwd", ["tokens=B,T", "bias=B,T,16"])
+    shapes = rec["extras"]["shapes"]
+    B, T = shapes["B"], shapes["T"]
+    real = real_calls(m.Wrapper(m.Cfg()), tokens=torch.zeros(B, T, dtype=torch.long), bias=torch.zeros(B, T, 16))
+    assert record_calls(rec, numeric={"B": B, "T": T}) == real
