@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 from typing import Any, Iterator
 
 import torch
 
 
 def _flex() -> Any:
-    try:
-        import torch.nn.attention.flex_attention as fa
-    except ImportError:  # a torch without flex attention: nothing to answer
-        return None
-    return fa
+    """torch's flex attention module where the model's code imported it (else nothing to answer, nothing
+    imported)."""
+    return sys.modules.get("torch.nn.attention.flex_attention")
 
 
 def block_mask_arguments(model: Any) -> list[str]:
@@ -35,7 +34,7 @@ def _text(annotation: Any) -> str:
 
 def causal_block_mask(B: int, T: int) -> Any:
     """A causal BlockMask [B, 1, T, T] made on meta (its block tables are meta tensors too)."""
-    fa = _flex()
+    import torch.nn.attention.flex_attention as fa
     return fa.create_block_mask(lambda b, h, q, kv: q >= kv, B, None, T, T, device="meta")
 
 
@@ -54,13 +53,12 @@ def flex_on_meta() -> Iterator[None]:
         if not any(isinstance(t, torch.Tensor) and t.is_meta for t in (query, key, value)):
             validate(query, key, value, *args, **kwargs)
 
-    import torch._dynamo
-
     _answer_under_the_policy()
     fa._validate_device = on_meta
     fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
+    dynamo = sys.modules.get("torch._dynamo")  # imported where the code compiles something
     try:
-        with torch._dynamo.config.patch(disable=True):
+        with dynamo.config.patch(disable=True) if dynamo is not None else contextlib.nullcontext():
             yield
     finally:
         fa._validate_device = validate
