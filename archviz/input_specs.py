@@ -3,7 +3,8 @@ built, so that a typo is one line and exit 2 at once (`archviz.shapes.inputs` ma
 
 `name=B,T,512[:dtype]` (dims: ints, the symbols B and T, or a dim named with its size, `H=224`, or without, `H`), `name=int:5`,
 `name=float:0.5`, `name=bool:true`, `name=none`, `name=list:T` or `name=list:512,512` (a list of ints, B and T:
-per-sequence lengths, as mistral-inference's `seqlens: List[int]`).
+per-sequence lengths, as mistral-inference's `seqlens: List[int]`), `name=[{key: 3,1024,1024, size: list:1024,1024}]`
+(a list of dicts) or `name={tokens: B,T, labels: B,T}` (a dict, or the dataclass the forward's annotation names).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ _EXAMPLE = "e.g. --input x=B,T,512:float32, --input n=int:5 or --input mask=none
 def check_input_specs(specs: list[str] | None) -> list[tuple[str, str, Any]]:
     """Every `--input` read, or a ShapeError naming the one that is wrong and how to write it: [(name, kind,
     payload)], kind "none", "int", "float", "bool" (payload the value), "list" (payload a tuple of ints, "B" and
-    "T") or "tensor" (payload (dims, dtype name)),
+    "T"), "tensor" (payload (dims, dtype name)) or "records" (payload a dict {key: (kind, payload)}, or a tuple of
+    them for a list of dicts),
     dims being ints, "B", "T" or (name, size), size None for a dim named without one (`x=B,3,H,W`). A name given twice with different specs is refused."""
     out: list[tuple[str, str, Any]] = []
     seen: dict[str, str] = {}
@@ -64,6 +66,8 @@ def _read_spec(spec: str) -> tuple[str, str, Any]:
                          hint=f"write --input NAME=dims[:dtype], {_EXAMPLE}")
     if rest.strip().lower() == "none":
         return name, "none", None
+    if rest.strip()[:1] in ("[", "{"):
+        return name, "records", _records(rest.strip(), where, name)
     dims_text, _, dtype_text = rest.partition(":")
     dims_text, dtype_text = dims_text.strip(), dtype_text.strip()
     if dims_text in ("int", "float", "bool"):
@@ -130,3 +134,37 @@ def _list(text: str, where: str, name: str) -> tuple:
 
 
 _SYMBOL = re.compile(r"(?!(?:B|T)$)[A-Za-z_]\w*")
+
+# A record's next entry: `, key:` where what follows the colon starts a value (dims, a list, none, int:/float:/bool:/
+# list:), so that a dtype after dims (`3,H,W:float32`) is never read as a key.
+_NEXT_KEY = re.compile(r",\s*(?=[A-Za-z_]\w*\s*:\s*(?:[0-9BT\[{]|none\b|(?:int|float|bool|list):))")
+_RECORD_FORM = "e.g. --input 'batched_input=[{image: 3,1024,1024, original_size: list:1024,1024}]'"
+MAX_RECORDS = 64  # dicts in one list input
+
+
+def _records(text: str, where: str, name: str) -> Any:
+    """`[{key: value, ...}, ...]` (a list of dicts, as a forward taking `batched_input: list[dict]` reads them) or
+    `{key: value, ...}` (one dict: a dataclass or mapping of inputs); each value as `--input` reads one."""
+    many = text.startswith("[")
+    if many and not text.endswith("]") or not many and not text.endswith("}"):
+        raise ShapeError(f"{where}: a list of dicts ends with ], a dict with }}", hint=_RECORD_FORM)
+    body = text[1:-1].strip() if many else text
+    groups = re.findall(r"\{([^{}]*)\}", body)
+    if re.sub(r"\{[^{}]*\}", "", body).strip(" ,") or (not many and len(groups) != 1):
+        raise ShapeError(f"{where}: not a list of {{key: value}} dicts", hint=_RECORD_FORM)
+    if len(groups) > MAX_RECORDS:
+        raise ShapeError(f"{where}: {len(groups)} dicts, more than {MAX_RECORDS}", hint=_RECORD_FORM)
+    out = []
+    for group in groups:
+        record: dict[str, tuple[str, Any]] = {}
+        for entry in filter(None, (e.strip() for e in _NEXT_KEY.split(group))):
+            key, colon, value = entry.partition(":")
+            if not colon or not key.strip().isidentifier():
+                raise ShapeError(f"{where}: {shown(entry, 40)} is not key: value", hint=_RECORD_FORM)
+            if value.strip()[:1] in ("[", "{"):
+                raise ShapeError(f"{where}: a dict's value is dims or a number, not another list or dict",
+                                 hint=_RECORD_FORM)
+            _, kind, payload = _read_spec(f"{key.strip()}={value.strip()}")
+            record[key.strip()] = (kind, payload)
+        out.append(record)
+    return tuple(out) if many else out[0]

@@ -4,9 +4,11 @@ the hints when an input is missing."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import math
 import re
+import typing
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -224,6 +226,9 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
         x = torch.zeros((B, *(T if d == "T" else d for d in first.dims)), dtype=torch.float32, device="meta")
         return (x, *conditioning(model, B)[0]), {}
     args: list[Any] = [ids[0] if built.tokens_1d else ids]  # gpt-oss's forward takes tokens [T]
+    held = dataclass_argument(model)
+    if held is not None and held[0] == names[0]:  # forward(self, inputs: Batch): the token ids in its fields
+        args = [filled_dataclass(held[1], {}, args[0])]
     kwargs = {name: causal_block_mask(B, T) for name in block_mask_arguments(model)}  # flex attention's masks
     if "start_pos" in names[1:]:
         kwargs["start_pos"] = 0
@@ -340,31 +345,37 @@ def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None 
     symbols B and T, or a dim the user names with its size (`x=B,3,H=224,W=224`: H and W, sized 224 unless `sizes`
     says otherwise); the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
     `name=none` passes None, `name=list:T,T` a list of ints. A spec that is wrong is a ShapeError (`check_input_specs`)."""
-    kwargs: dict[str, Any] = {}
-    for name, kind, payload in check_input_specs(specs):
-        if kind == "list":  # per-sequence lengths (seqlens=list:T,T): B and T at this pass's sizes
-            kwargs[name] = [B if x == "B" else T if x == "T" else x for x in payload]
-            continue
-        if kind != "tensor":
-            kwargs[name] = payload
-            continue
-        dims_spec, dtype = payload
-        dims = [B if d == "B" else T if d == "T" else (sizes or {}).get(d[0], d[1]) if isinstance(d, tuple) else d
-                for d in dims_spec]
-        for d, size in zip(dims_spec, dims):
-            if size is None:  # a dim named without a size (x=B,3,H,W) that no default input sizes: see default_sizes
-                raise ShapeError(f"--input {name}=...: dim {d[0]!r} has no size to take",
-                                 hint=f"name it with its size, e.g. {d[0]}=224")
-        if math.prod(dims) > MAX_ELEMENTS:  # torch would overflow computing its storage size
-            raise ShapeError(f"--input {name}=...: {' × '.join(map(str, dims))} elements at B={B}, T={T} are more "
-                             f"than any input holds (at most {MAX_ELEMENTS:,})",
-                             hint="give fewer or smaller dims, e.g. B,T,512")
-        torch_dtype = getattr(torch, dtype, None)
-        if not isinstance(torch_dtype, torch.dtype):  # a name this torch has not
-            raise ShapeError(f"--input {name}=...:{dtype}: torch {torch.__version__} has no dtype {dtype!r}",
-                             hint="e.g. float32, bfloat16, int64")
-        kwargs[name] = torch.zeros(dims, dtype=torch_dtype, device="meta")
-    return (), kwargs
+    pass_sizes = (B, T, sizes or {})
+    return (), {name: _value(name, kind, payload, pass_sizes) for name, kind, payload in check_input_specs(specs)}
+
+
+def _value(name: str, kind: str, payload: Any, pass_sizes: tuple[int, int, dict[str, int]]) -> Any:
+    """One read `--input` value made for the pass: a meta tensor, a number, None, a list of ints, or a list of dicts
+    (or one dict) of such values."""
+    B, T, sizes = pass_sizes
+    if kind == "list":  # per-sequence lengths (seqlens=list:T,T): B and T at this pass's sizes
+        return [B if x == "B" else T if x == "T" else x for x in payload]
+    if kind == "records":  # batched_input=[{image: 3,1024,1024}]; inputs={tokens: B,T}
+        one = lambda r: {k: _value(f"{name}[{k!r}]", kd, pl, pass_sizes) for k, (kd, pl) in r.items()}  # noqa: E731
+        return [one(r) for r in payload] if isinstance(payload, tuple) else one(payload)
+    if kind != "tensor":
+        return payload
+    dims_spec, dtype = payload
+    dims = [B if d == "B" else T if d == "T" else sizes.get(d[0], d[1]) if isinstance(d, tuple) else d
+            for d in dims_spec]
+    for d, size in zip(dims_spec, dims):
+        if size is None:  # a dim named without a size (x=B,3,H,W) that no default input sizes: see default_sizes
+            raise ShapeError(f"--input {name}=...: dim {d[0]!r} has no size to take",
+                             hint=f"name it with its size, e.g. {d[0]}=224")
+    if math.prod(dims) > MAX_ELEMENTS:  # torch would overflow computing its storage size
+        raise ShapeError(f"--input {name}=...: {' × '.join(map(str, dims))} elements at B={B}, T={T} are more "
+                         f"than any input holds (at most {MAX_ELEMENTS:,})",
+                         hint="give fewer or smaller dims, e.g. B,T,512")
+    torch_dtype = getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, torch.dtype):  # a name this torch has not
+        raise ShapeError(f"--input {name}=...:{dtype}: torch {torch.__version__} has no dtype {dtype!r}",
+                         hint="e.g. float32, bfloat16, int64")
+    return torch.zeros(dims, dtype=torch_dtype, device="meta")
 
 
 _NAMED = re.compile(r"(?!(?:B|T)=)[A-Za-z_]\w*=\d+")
@@ -435,6 +446,12 @@ def spec_symbols(specs: list[str] | None) -> set[str]:
     """The symbols (B, T, and dims the user named) that `--input` specs size their tensors by."""
     used: set[str] = set()
     for spec in specs or ():
+        if spec.partition("=")[2].strip()[:1] in ("[", "{"):  # a list of dicts, or a dict: B and T in their dims
+            for _, _, payload in check_input_specs([spec]):
+                for record in payload if isinstance(payload, tuple) else (payload,):
+                    used.update(d for kind, pl in record.values() if kind == "tensor" for d in pl[0]
+                                if d in ("B", "T"))
+            continue
         dims_text, _, items = spec.partition("=")[2].partition(":")
         if dims_text.strip() == "list":  # seqlens=list:T,T
             used.update(x.strip() for x in items.split(",") if x.strip() in ("B", "T"))
@@ -472,12 +489,68 @@ def merge_inputs(model: Any, base: tuple[tuple, dict], given: dict[str, Any]) ->
         params = list(inspect.signature(model.forward).parameters.values())
     except (TypeError, ValueError):
         params = []
+    held = dataclass_argument(model)
+    if held is not None and isinstance(given.get(held[0]), dict):  # inputs={tokens: B,T}: the dataclass of them
+        default = next((a for p, a in zip(params, args) if p.name == held[0]), None)
+        ids = next((getattr(default, f.name) for f in dataclasses.fields(default)
+                    if isinstance(getattr(default, f.name), torch.Tensor)), None) if default is not None else None
+        given = {**given, held[0]: filled_dataclass(held[1], given[held[0]], ids)}
     bound = {p.name: a for p, a in zip(params, args) if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD}
     if len(bound) == len(args) and any(name in bound for name in given):
         return (), {**bound, **kwargs, **given}
     if args and params and params[0].kind is inspect.Parameter.VAR_POSITIONAL and _stands_in(args[0], given):
         return (), {**kwargs, **given}  # forward(*args, **kwargs): the given input in place of the default's
     return tuple(args), {**kwargs, **given}
+
+
+def input_tensors(values: Any) -> list[Any]:
+    """The tensors in a forward's input values: tensors themselves, the fields of a dataclass of inputs, the items
+    of lists and dicts of them (a list of dicts of images)."""
+    out: list[Any] = []
+    stack = list(values)
+    while stack:
+        v = stack.pop(0)
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            stack.extend(getattr(v, f.name) for f in dataclasses.fields(v))
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    return out
+
+
+def dataclass_argument(model: Any) -> tuple[str, type] | None:
+    """(name, class) of the forward's first argument where its annotation is a dataclass (`forward(self, inputs:
+    Batch)`, read as `inputs.tokens`); None otherwise."""
+    try:
+        first = next(iter(inspect.signature(model.forward).parameters.values()), None)
+        hints = typing.get_type_hints(model.forward) if first is not None else {}
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve names no dataclass
+        return None
+    cls = hints.get(first.name) if first is not None else None
+    return (first.name, cls) if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+
+
+def filled_dataclass(cls: type, given: dict[str, Any], ids: Any) -> Any:
+    """`cls` made of the given fields, each required field not given that holds a tensor filled with the token
+    ids (`ids`), the others left to their defaults; a required field of another kind is a ShapeError naming it."""
+    hints = typing.get_type_hints(cls)
+    values = dict(given)
+    for f in dataclasses.fields(cls):
+        if f.name in values or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        if "Tensor" in str(hints.get(f.name, "")) and ids is not None:
+            values[f.name] = ids
+        else:
+            raise ShapeError(f"{cls.__name__}.{f.name} (a field of the forward's input) was not given",
+                             hint=f"give it inside the input's dict, e.g. --input 'inputs={{{f.name}: B,T}}'")
+    unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ShapeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}",
+                         hint=f"its fields: {', '.join(f.name for f in dataclasses.fields(cls))}")
+    return cls(**values)
 
 
 def _stands_in(default: Any, given: dict[str, Any]) -> bool:

@@ -54,6 +54,7 @@ from .inputs import (
     default_sizes,
     forward_arguments,
     conditioning,
+    input_tensors,
     consumer_default,
     list_notes,
     merge_inputs,
@@ -232,8 +233,8 @@ def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: l
     notes: list[str] = []
     if inputs is not None:
         return args, kwargs, user, {"B", "T"}, notes  # inputs made by the caller (the probe): sized by B and T
-    defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
-    kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
+    defaults = input_tensors((*base[0], *base[1].values()))
+    kept = any(v is d for d in defaults for v in input_tensors((*args, *kwargs.values())))
     first = consumer_default(built) if kept and (built.kind != "hf" or "pixel_values" in base[1]) else None
     ids = {"T"} if built.tokens_1d else {"B", "T"}  # token ids [T] (gpt-oss, packed sequences) have no B
     used = ({"B"} | ({"T"} if "T" in first.dims else set()) if first else ids if kept else set()) | \

@@ -9,11 +9,13 @@ import importlib.util
 import math
 import pathlib
 
+import pytest
 import torch
 
 from realrun import real_calls, record_calls
 
 import archviz
+from archviz.errors import ShapeError
 from archviz.records import to_json_dict
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
@@ -90,3 +92,38 @@ def test_input_stands_in_for_the_default_of_a_star_args_forward():
     B, T = shapes["B"], shapes["T"]
     real = real_calls(m.Wrapper(m.Cfg()), tokens=torch.zeros(B, T, dtype=torch.long), bias=torch.zeros(B, T, 16))
     assert record_calls(rec, numeric={"B": B, "T": T}) == real
+
+
+def _traced_class(name: str, cls: str, specs: list[str] | None = None) -> dict:
+    built = archviz.build(str(FIX / f"{name}.py"), model_class=cls)
+    return to_json_dict(trace_shapes(built, walk(built), input_specs=specs))
+
+
+def test_a_list_of_dicts_as_a_promptable_segmenter_takes_it():
+    m = _module("promptable")
+    cfg = m.Config()
+    size = 4 * cfg.patch
+    spec = f"batched_input=[{{image: 3,{size},{size}, original_size: list:40,48}}, {{image: 3,{size},{size}, " \
+           "original_size: list:40,48}]"
+    rec = _traced_class("promptable", "Segmenter", [spec])
+    records = [{"image": torch.zeros(3, size, size), "original_size": [40, 48]} for _ in range(2)]
+    assert record_calls(rec) == real_calls(m.Segmenter(cfg), records)
+    assert rec["modules"][0]["calls"][0]["outputs"] == [[1, 1, 40, 48], [1, 1, 40, 48]]
+
+
+def test_a_dataclass_of_inputs():
+    """forward(self, inputs: Batch) reads inputs.tokens: the pass fills the dataclass's tensor fields with token ids,
+    and `--input 'inputs={tokens: B,T}'` gives them; a field it does not have is named with the fields it has."""
+    m = _module("promptable")
+    for specs in (None, ["inputs={tokens: B,T}"]):
+        rec = _traced_class("promptable", "Tagger", specs)
+        shapes = rec["extras"]["shapes"]
+        B, T = shapes["B"], shapes["T"]
+        assert set(shapes["used"]) == {"B", "T"}
+        real = real_calls(m.Tagger(m.Config()), m.Batch(tokens=torch.zeros(B, T, dtype=torch.long)))
+        got = record_calls(rec, numeric={"B": B, "T": T})
+        assert got.pop("")[0]["inputs"] == [[B, T]]  # the dataclass's tensor (the real run's hooks see no tensor)
+        assert got == {path: calls for path, calls in real.items() if path}
+    with pytest.raises(ShapeError) as e:
+        _traced_class("promptable", "Tagger", ["inputs={tokns: B,T}"])
+    assert e.value.message == "Batch has no field tokns" and e.value.hint == "its fields: tokens, labels"
