@@ -133,8 +133,8 @@ def consumer_default(built: Built) -> InputDefault | None:
     the model has no embedding table. None: token ids."""
     image = image_default(built)
     if image is not None:
-        return InputDefault(image[0], "an image batch" if image[0][0] in (1, 3) else "a latent (or image) batch",
-                            image[1])
+        latent = built.kind != "hf" and image[0][0] not in (1, 3)  # 4 channels of a diffusion model's latent
+        return InputDefault(image[0], "a latent (or image) batch" if latent else "an image batch", image[1])
     if built.kind == "hf":
         return None
     first = first_consumer(built.model)
