@@ -71,11 +71,17 @@ def first_consumer(model: Any) -> Any:
     return None
 
 
-def _holds_a_table(model: Any) -> bool:
-    """Any module with children that holds a 2-D parameter of its own (a hand-made embedding table `wte`): such a
-    model may read token ids without an nn.Embedding."""
-    return any(p.dim() == 2 for m in model.modules() if any(True for _ in m.children())
-               for p in m.parameters(recurse=False))
+def _holds_a_table(model: Any, first: Any) -> bool:
+    """A 2-D parameter held by a module with children (a hand-made embedding table `wte`), or a leaf module with
+    parameters before `first` (a ParallelEmbedding of its own making): such a model may read token ids without an
+    nn.Embedding."""
+    for m in model.modules():
+        if m is first:
+            return False
+        own = list(m.parameters(recurse=False))
+        if own and (not any(True for _ in m.children()) or any(p.dim() == 2 for p in own)):
+            return True
+    return False
 
 
 def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
@@ -149,7 +155,7 @@ def consumer_default(built: Built) -> InputDefault | None:
         return InputDefault((first.in_channels, frames, size, size), "a video batch",
                             f"{name}(in_channels={first.in_channels}) and the config's frames and size "
                             f"(else 16 × 224 × 224)")
-    if isinstance(first, torch.nn.Linear) and not _holds_a_table(built.model) and \
+    if isinstance(first, torch.nn.Linear) and not _holds_a_table(built.model, first) and \
             not any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for m in built.model.modules()):
         return InputDefault(("T", first.in_features), "features",
                             f"the first module that takes it, {name}(in_features={first.in_features})")
