@@ -117,6 +117,28 @@ def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
     return None
 
 
+def _window(model: Any, first: torch.nn.Conv1d) -> tuple[int, str] | None:
+    """(frames, where) of the fixed window a Conv1d front end takes (an audio encoder's 3,000 mel frames): the rows
+    N of a position table [N, D] (or [1, N, D]) of the front end's output width, times the strides of its chain of
+    Conv1d (each taking the last one's channels)."""
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv1d)]
+    chain = [first]
+    for m in convs[convs.index(first) + 1:]:
+        if m.in_channels != chain[-1].out_channels:
+            break
+        chain.append(m)
+    stride = math.prod(m.stride[0] for m in chain)
+    width = chain[-1].out_channels
+    for name, t in (*model.named_parameters(), *model.named_buffers()):
+        if isinstance(model.get_submodule(name.rpartition(".")[0]), _CONSUMERS):
+            continue  # a layer's weight, not a table of positions
+        shape = tuple(t.shape)
+        rows = shape[0] if len(shape) == 2 else shape[1] if len(shape) == 3 and shape[0] == 1 else 0
+        if rows > 1 and shape[-1] == width:
+            return rows * stride, f"the position table {name} ({rows:,} rows) × the front end's stride {stride}"
+    return None
+
+
 def _side_from_positions(model: Any, conv: torch.nn.Conv2d) -> int | None:
     """The image side a patch embedding (a Conv2d whose stride is its kernel) is made for, where a learned position
     table [1, N, D] of its width holds N = n² patches (or n² + 1 with a class token): n × the stride."""
@@ -147,6 +169,10 @@ def consumer_default(built: Built) -> InputDefault | None:
     config = built.config if isinstance(built.config, dict) else {}
     name = type(first).__name__
     if isinstance(first, torch.nn.Conv1d):
+        window = _window(built.model, first)
+        if window is not None:  # a fixed window, as the position table after the front end holds it
+            return InputDefault((first.in_channels, window[0]), f"a batch of {first.in_channels}-channel windows",
+                                f"{name}(in_channels={first.in_channels}) and {window[1]}")
         return InputDefault((first.in_channels, "T"), f"a batch of {first.in_channels}-channel sequences",
                             f"the first module that takes it, {name}(in_channels={first.in_channels})")
     if isinstance(first, torch.nn.Conv3d):

@@ -127,3 +127,14 @@ def test_a_dataclass_of_inputs():
     with pytest.raises(ShapeError) as e:
         _traced_class("promptable", "Tagger", ["inputs={tokns: B,T}"])
     assert e.value.message == "Batch has no field tokns" and e.value.hint == "its fields: tokens, labels"
+
+
+def test_a_fixed_audio_window_from_the_position_table():
+    """n_audio_ctx rows after a stride-2 front end: a window of 2 · n_audio_ctx frames, which the forward asserts."""
+    m = _module("window")
+    d = m.Dims()
+    rec = _traced("window")
+    B = rec["extras"]["shapes"]["B"]
+    assert rec["modules"][0]["calls"][0]["inputs"] == [["B", d.n_mels, 2 * d.n_audio_ctx]]
+    real = real_calls(m.AudioEncoder(d), torch.zeros(B, d.n_mels, 2 * d.n_audio_ctx))
+    assert record_calls(rec, numeric={"B": B}) == real
