@@ -114,7 +114,43 @@ def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
             return (first.in_channels, side, side), (f"the first Conv2d's in_channels and its patches, as many as "
                                                      f"the position table {side // first.stride[0]}² holds")
         return (first.in_channels, 224, 224), "the first Conv2d's in_channels, at 224 x 224"
+    if isinstance(first, torch.nn.Linear) and built.kind != "hf":
+        return _linear_patches(model, first)
     return None
+
+
+def _linear_patches(model: Any, first: torch.nn.Linear) -> tuple[tuple[int, int, int], str] | None:
+    """An image cut into patches by a reshape and embedded by a Linear of C·p² inputs (`Rearrange('b c (h p1) (w
+    p2) -> b (h w) (p1 p2 c)')`, then Linear(p·p·C, D)), where a position table [n² (+ 1), D] says how many:
+    (C, n·p, n·p), C the first of 3, 1, 4 that makes p whole. None where no table says so, or an embedding table
+    takes token ids."""
+    if any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for m in model.modules()):
+        return None
+    for _, rows in _position_tables(model, first.out_features):
+        for n in (rows - 1, rows):
+            side = math.isqrt(n)
+            if side < 2 or side * side != n:
+                continue
+            for channels in (3, 1, 4):
+                patch = math.isqrt(first.in_features // channels)
+                if channels * patch * patch == first.in_features and patch > 1:
+                    return (channels, side * patch, side * patch), (
+                        f"the first Linear's {first.in_features} inputs ({channels} channels × {patch}² patch) "
+                        f"and the position table's {side}² patches")
+    return None
+
+
+def _position_tables(model: Any, width: int) -> list[tuple[str, int]]:
+    """(name, rows N) of the tables [N, width] or [1, N, width] (N > 1) among the model's parameters and buffers
+    that are no layer's weight: learned or fixed position tables (a class token's one row left out)."""
+    out = []
+    for name, t in (*model.named_parameters(), *model.named_buffers()):
+        shape = tuple(t.shape)
+        rows = shape[0] if len(shape) == 2 else shape[1] if len(shape) == 3 and shape[0] == 1 else 0
+        if rows > 1 and shape[-1] == width and \
+                not isinstance(model.get_submodule(name.rpartition(".")[0]), _CONSUMERS):
+            out.append((name, rows))
+    return out
 
 
 def _window(model: Any, first: torch.nn.Conv1d) -> tuple[int, str] | None:
@@ -129,28 +165,22 @@ def _window(model: Any, first: torch.nn.Conv1d) -> tuple[int, str] | None:
         chain.append(m)
     stride = math.prod(m.stride[0] for m in chain)
     width = chain[-1].out_channels
-    for name, t in (*model.named_parameters(), *model.named_buffers()):
-        if isinstance(model.get_submodule(name.rpartition(".")[0]), _CONSUMERS):
-            continue  # a layer's weight, not a table of positions
-        shape = tuple(t.shape)
-        rows = shape[0] if len(shape) == 2 else shape[1] if len(shape) == 3 and shape[0] == 1 else 0
-        if rows > 1 and shape[-1] == width:
-            return rows * stride, f"the position table {name} ({rows:,} rows) × the front end's stride {stride}"
+    for name, rows in _position_tables(model, width):
+        return rows * stride, f"the position table {name} ({rows:,} rows) × the front end's stride {stride}"
     return None
 
 
 def _side_from_positions(model: Any, conv: torch.nn.Conv2d) -> int | None:
     """The image side a patch embedding (a Conv2d whose stride is its kernel) is made for, where a learned position
-    table [1, N, D] of its width holds N = n² patches (or n² + 1 with a class token): n × the stride."""
+    table [N, D] or [1, N, D] of its width holds N = n² patches (or n² + 1 with a class token): n × the stride."""
     stride = conv.stride[0]
     if conv.stride != conv.kernel_size or conv.stride[0] != conv.stride[1] or stride < 2:
         return None
-    for p in model.parameters():
-        if p.dim() == 3 and p.shape[0] == 1 and p.shape[2] == conv.out_channels and p.shape[1] > 1:
-            for n in (p.shape[1], p.shape[1] - 1):
-                root = math.isqrt(n)
-                if root > 0 and root * root == n:
-                    return root * stride
+    for _, rows in _position_tables(model, conv.out_channels):
+        for n in (rows, rows - 1):
+            root = math.isqrt(n)
+            if root > 1 and root * root == n:
+                return root * stride
     return None
 
 

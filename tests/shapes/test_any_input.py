@@ -138,3 +138,14 @@ def test_a_fixed_audio_window_from_the_position_table():
     assert rec["modules"][0]["calls"][0]["inputs"] == [["B", d.n_mels, 2 * d.n_audio_ctx]]
     real = real_calls(m.AudioEncoder(d), torch.zeros(B, d.n_mels, 2 * d.n_audio_ctx))
     assert record_calls(rec, numeric={"B": B}) == real
+
+
+def test_patches_cut_by_a_reshape_and_embedded_by_a_linear():
+    """Linear(C·p², D) after a LayerNorm, and a 2-D position table of n² + 1 rows: a [C, n·p, n·p] image."""
+    m = _module("linpatch")
+    c = m.Config()
+    rec = _traced("linpatch")
+    B = rec["extras"]["shapes"]["B"]
+    image = (c.channels, c.side, c.side)
+    assert rec["modules"][0]["calls"][0]["inputs"] == [["B", *image]]
+    assert record_calls(rec, numeric={"B": B}) == real_calls(m.PatchViT(c), torch.zeros(B, *image))
