@@ -149,3 +149,16 @@ def test_patches_cut_by_a_reshape_and_embedded_by_a_linear():
     image = (c.channels, c.side, c.side)
     assert rec["modules"][0]["calls"][0]["inputs"] == [["B", *image]]
     assert record_calls(rec, numeric={"B": B}) == real_calls(m.PatchViT(c), torch.zeros(B, *image))
+
+
+def test_pooling_and_a_reshape_keep_the_time_axis_symbolic():
+    m = _module("pool")
+    c = m.Cfg()
+    rec = _traced("pool")
+    shapes = rec["extras"]["shapes"]
+    B, T = shapes["B"], shapes["T"]
+    calls = {x["path"]: x["calls"][0] for x in rec["modules"] if x.get("calls")}
+    assert calls["pool"]["outputs"] == [["B", c.dim, "T/2"]]
+    assert calls["proj"]["inputs"] == [["B", "T/4", 2 * c.dim]]
+    real = real_calls(m.Enc(c), torch.zeros(B, c.n_mels, T))
+    assert record_calls(rec, numeric={"B": B, "T": T, "T/2": T // 2, "T/4": T // 2 // 2}) == real
