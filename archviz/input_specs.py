@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import ShapeError, shown
 
-__all__ = ["DTYPES", "MAX_DIM", "MAX_ELEMENTS", "MAX_NDIM", "check_input_specs"]
+__all__ = ["DTYPES", "MAX_DIM", "MAX_ELEMENTS", "MAX_NDIM", "check_input_specs", "expand_input_files"]
 
 #: torch's dtype names (`torch.float32`, `torch.long`, ...), as torch 2.4 to 2.9 spell them.
 DTYPES = frozenset({
@@ -33,6 +33,74 @@ _BOOLS = {"1": True, "true": True, "0": False, "false": False}
 _EXAMPLE = "e.g. --input x=B,T,512:float32, --input n=int:5 or --input mask=none"
 
 
+MAX_INPUTS_FILE = 1 << 16  # bytes of an inputs file
+
+
+def expand_input_files(specs: Any) -> list[str]:
+    """The specs with each `@path` (a small TOML or JSON inputs file: `name = "B,3,224,224:float32"`, `n = 5`,
+    `[[batched_input]]` tables of `key = "3,1024,1024"` values) replaced by the `name=...` specs it holds, in its
+    order. The file is read bounded and never run; a value it cannot hold is a ShapeError naming it."""
+    out: list[str] = []
+    for spec in specs or ():
+        if not spec.startswith("@"):
+            out.append(spec)
+            continue
+        for name, value in _inputs_file(spec[1:]).items():
+            out.append(f"{name}={_spec_text(value, spec, name)}")
+    return out
+
+
+def _inputs_file(path: str) -> dict[str, Any]:
+    from .files.safeio import read_regular
+    from .files.safejson import loads
+
+    raw = read_regular(path, max_bytes=MAX_INPUTS_FILE, what="inputs file", error=ShapeError)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ShapeError(f"inputs file {shown(path)}: not UTF-8 (byte {e.start})", hint="write it as UTF-8") from None
+    if path.endswith(".json"):
+        data = loads(text, where=f"inputs file {shown(path)}", error=ShapeError)
+    else:
+        try:
+            import tomllib  # type: ignore[import-not-found]
+        except ImportError:  # Python 3.10
+            raise ShapeError(f"inputs file {shown(path)}: reading TOML needs Python 3.11",
+                             hint="write the inputs as JSON, in a file ending in .json") from None
+        try:
+            data = tomllib.loads(text)
+        except ValueError as e:
+            raise ShapeError(f"inputs file {shown(path)}: not TOML ({shown(str(e), 80)})",
+                             hint='write name = "B,3,224,224:float32" lines, or JSON ending in .json') from None
+    if type(data) is not dict:
+        raise ShapeError(f"inputs file {shown(path)}: not a table of inputs by name", hint=_FILE_FORM)
+    return data
+
+
+_FILE_FORM = 'e.g. x = "B,3,224,224:float32", n = 5, and [[batched_input]] tables of image = "3,1024,1024"'
+
+
+def _spec_text(value: Any, where: str, name: str) -> str:
+    """An inputs file's value as the text `--input name=` takes."""
+    if isinstance(value, bool):
+        return f"bool:{str(value).lower()}"
+    if isinstance(value, int):
+        return f"int:{value}"
+    if isinstance(value, float):
+        return f"float:{value}"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return "list:" + ",".join(map(str, value))
+    if isinstance(value, dict) or isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        records = [value] if isinstance(value, dict) else value
+        text = ", ".join("{" + ", ".join(f"{k}: {_spec_text(v, where, f'{name}.{k}')}" for k, v in r.items()) + "}"
+                         for r in records)
+        return "{" + text[1:-1] + "}" if isinstance(value, dict) else f"[{text}]"
+    raise ShapeError(f"inputs file {shown(where[1:])}: {name} is neither dims, a number, a list of ints nor "
+                     "tables of them", hint=_FILE_FORM)
+
+
 def check_input_specs(specs: list[str] | None) -> list[tuple[str, str, Any]]:
     """Every `--input` read, or a ShapeError naming the one that is wrong and how to write it: [(name, kind,
     payload)], kind "none", "int", "float", "bool" (payload the value), "list" (payload a tuple of ints, "B" and
@@ -41,7 +109,7 @@ def check_input_specs(specs: list[str] | None) -> list[tuple[str, str, Any]]:
     dims being ints, "B", "T" or (name, size), size None for a dim named without one (`x=B,3,H,W`). A name given twice with different specs is refused."""
     out: list[tuple[str, str, Any]] = []
     seen: dict[str, str] = {}
-    for spec in specs or ():
+    for spec in expand_input_files(specs):
         item = _read_spec(spec)
         name = item[0]
         if name in seen and seen[name] != spec:

@@ -16,7 +16,7 @@ import torch
 
 from ..errors import ShapeError
 from ..sources import Built
-from ..input_specs import MAX_ELEMENTS, check_input_specs
+from ..input_specs import MAX_ELEMENTS, check_input_specs, expand_input_files
 from ..sources.meta import unset_field_hint
 from .flex import block_mask_arguments, causal_block_mask
 
@@ -457,7 +457,7 @@ def default_sizes(built: Built, specs: list[str] | None, B: int, T: int) -> dict
     """{name: size} for the dims `--input` names without a size (`x=B,3,H,W`): each takes the size of the same dim
     of the default input it stands in for -- the same argument, of as many dims (a vision model's image batch
     [B, C, H, W] from its config) -- so `H=224` need not be written. One line with the fix where none has one."""
-    wanted = [(spec, i, d) for spec in specs or () for i, d in _bare_dims(spec)]
+    wanted = [(spec, i, d) for spec in expand_input_files(specs) for i, d in _bare_dims(spec)]
     if not wanted:
         return {}
     try:
@@ -507,7 +507,7 @@ def _config_image(built: Built) -> tuple[int, int, int] | None:
 def spec_symbols(specs: list[str] | None) -> set[str]:
     """The symbols (B, T, and dims the user named) that `--input` specs size their tensors by."""
     used: set[str] = set()
-    for spec in specs or ():
+    for spec in expand_input_files(specs):
         if spec.partition("=")[2].strip()[:1] in ("[", "{"):  # a list of dicts, or a dict: B and T in their dims
             for _, _, payload in check_input_specs([spec]):
                 for record in payload if isinstance(payload, tuple) else (payload,):
@@ -531,7 +531,7 @@ def named_sizes(specs: list[str] | None, sizes: dict[str, int] | None = None) ->
     """{name: size} of the dims the user named in `--input` specs (`H=224`, or `H` sized by `sizes`), in the order
     the specs name them."""
     out: dict[str, int] = {}
-    for spec in specs or ():
+    for spec in expand_input_files(specs):
         dims_text = spec.partition("=")[2].partition(":")[0]
         for d in (d.strip() for d in dims_text.split(",")):
             if _NAMED.fullmatch(d):

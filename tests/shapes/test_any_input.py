@@ -162,3 +162,21 @@ def test_pooling_and_a_reshape_keep_the_time_axis_symbolic():
     assert calls["proj"]["inputs"] == [["B", "T/4", 2 * c.dim]]
     real = real_calls(m.Enc(c), torch.zeros(B, c.n_mels, T))
     assert record_calls(rec, numeric={"B": B, "T": T, "T/2": T // 2, "T/4": T // 2 // 2}) == real
+
+
+def test_an_inputs_file_holds_the_same_inputs(tmp_path):
+    """`--input @inputs.toml` (or .json): tables of dicts, numbers and lists, as the inline form writes them."""
+    m = _module("promptable")
+    size = 4 * m.Config().patch
+    toml = tmp_path / "inputs.toml"
+    toml.write_text("multimask_output = false\n" + f'[[batched_input]]\nimage = "3,{size},{size}"\n'
+                    "original_size = [40, 48]\n")
+    rec = _traced_class("promptable", "Segmenter", [f"@{toml}"])
+    real = real_calls(m.Segmenter(m.Config()), [{"image": torch.zeros(3, size, size), "original_size": [40, 48]}])
+    assert record_calls(rec) == real
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"batched_input": [{"image": [[1]]}]}')
+    with pytest.raises(ShapeError) as e:
+        _traced_class("promptable", "Segmenter", [f"@{bad}"])
+    assert e.value.message == (f"inputs file '{bad}': batched_input.image is neither dims, a number, a list of ints "
+                               "nor tables of them")
