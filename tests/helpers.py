@@ -246,3 +246,16 @@ def one_line_error(r) -> str:
     assert len(lines) == 1, r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     return lines[0]
+
+
+ANYINPUT = TESTS / "fixtures" / "anyinput"  # models whose inputs, layers and labels are not an LLM's
+
+
+def anyinput(name: str):
+    """The fixture module tests/fixtures/anyinput/NAME.py, imported afresh (for a real CPU run of the same code)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"anyinput_{name}", ANYINPUT / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

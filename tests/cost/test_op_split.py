@@ -5,11 +5,11 @@ counted by torch's FlopCounterMode on a real CPU run of the same fixture."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+
+from helpers import ANYINPUT, anyinput
 
 from archviz.cost.measure import measure
 from archviz.cost.options import CostOptions
@@ -17,14 +17,8 @@ from archviz.cost.report import cost_report
 from archviz.render.cost import cost_tables
 from archviz.sources.options import BuildOptions
 
-FIX = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "anyinput"
-
-
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(f"anyinput_{name}", FIX / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+FIX = ANYINPUT
+_module = anyinput
 
 
 def test_a_retention_layer_is_attention_and_a_glu_the_mlp():

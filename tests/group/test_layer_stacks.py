@@ -5,12 +5,11 @@ derived from the fixtures' configs and from a real CPU run of the same fixture."
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 
 import pytest
 import torch
 
+from helpers import ANYINPUT, anyinput
 from realrun import real_calls, record_calls
 
 import archviz
@@ -23,14 +22,8 @@ from archviz.records import to_json_dict
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
 
-FIX = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "anyinput"
-
-
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(f"anyinput_{name}", FIX / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+FIX = ANYINPUT
+_module = anyinput
 
 
 def test_a_module_dict_and_a_second_stack():

@@ -5,13 +5,12 @@ same fixture at the pass's sizes; sizes that the pass names derive from the fixt
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import pathlib
 
 import pytest
 import torch
 
+from helpers import ANYINPUT, anyinput
 from realrun import real_calls, record_calls
 
 import archviz
@@ -20,14 +19,8 @@ from archviz.records import to_json_dict
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
 
-FIX = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "anyinput"
-
-
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(f"anyinput_{name}", FIX / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+FIX = ANYINPUT
+_module = anyinput
 
 
 def _traced(name: str, specs: list[str] | None = None) -> dict:
