@@ -79,3 +79,13 @@ def test_flex_attention_and_a_module_dict_of_layers():
         fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = saved
     assert record_calls(to_json_dict(rec), numeric={"B": B, "T": T}) == real
     assert [m.path for m in rec.modules if m.parent == "layers"] == [f"layers.{i}" for i in range(cfg.n_layers)]
+
+
+def test_a_mask_sized_from_the_data_is_expanded():
+    """positions = arange(T): their max is T - 1, so the mask of max + 1 rows expands to [B, H, T, T]."""
+    m = _module("ddmask")
+    built = archviz.build(str(FIX / "ddmask.py"))
+    rec = to_json_dict(trace_shapes(built, walk(built)))
+    B, T = rec["extras"]["shapes"]["B"], rec["extras"]["shapes"]["T"]
+    real = real_calls(m.M(m.Cfg()), torch.zeros(B, T, dtype=torch.long))
+    assert record_calls(rec, numeric={"B": B, "T": T}) == real
