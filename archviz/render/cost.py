@@ -52,7 +52,7 @@ def _split(p: Any) -> str:
     return f"attention {p.attention / p.flops:.0%} · MLP {p.mlp / p.flops:.0%} · other {p.other / p.flops:.0%}"
 
 
-def _a(unit: str) -> str:
+def a_unit(unit: str) -> str:
     """'a token', 'an image', 'an audio window'."""
     return f"{'an' if unit[:1] in 'aeiou' else 'a'} {unit}"
 
@@ -68,7 +68,7 @@ def cost_tables(r: Any) -> Group:
     head.add_column("value", justify="right")
     head.add_column("", style="dim")
     p, d = r.prefill, r.decode
-    head.add_row("prefill FLOPs", fmt.count(p.flops), f"{flops(p.flops)} · {flops(p.per_token)} {_a(r.unit)}")
+    head.add_row("prefill FLOPs", fmt.count(p.flops), f"{flops(p.flops)} · {flops(p.per_token)} {a_unit(r.unit)}")
     head.add_row("  split", "", _split(p))
     if p.attended_flops is not None and p.attended_flops != p.flops:
         head.add_row("  attended", fmt.count(p.attended_flops), "over the positions the masks keep")

@@ -14,7 +14,7 @@ from ...cost.bounds import site_devices, tokens_per_s_curve
 from ...cost.curve import STANDARD, CurvePoint, curve_points
 from ...cost.per_node import CostIndex
 from ...cost.report import cost_report
-from ..cost import flops as flops_text, nbytes as bytes_text, rate as rate_text, tokens as tokens_text
+from ..cost import a_unit, flops as flops_text, nbytes as bytes_text, rate as rate_text, tokens as tokens_text
 from .nodes import Node, instances, mult_text
 
 # the chart's box (viewBox units) and its plot area
@@ -93,8 +93,10 @@ class SiteCost:
                                     f"Decode tokens per second at B = {B} against context length L on {on}: an "
                                     "upper bound (memory, compute and interconnect bounds)", si("tok/s")))
         p, d, m = r.prefill, r.decode, r.memory
-        facts = [("prefill FLOPs", f"at B = {B}, T = {r.seq:,}", fmt.count(p.flops),
-                  f"{flops_text(p.flops)} · {flops_text(p.per_token)} a token", "cost-prefill"),
+        per_token = r.unit == "token"  # else a pass over an image, a latent, an audio window: no positions
+        facts = [("prefill FLOPs", f"at B = {B}, T = {r.seq:,}" if per_token else f"one pass over {r.inputs}",
+                  fmt.count(p.flops), f"{flops_text(p.flops)} · {flops_text(p.per_token)} {a_unit(r.unit)}",
+                  "cost-prefill"),
                  ("  split", "", "", split(p), "cost-prefill-split")]
         if d is not None:
             facts += [("decode FLOPs", f"B = {B} new token{'s' if B > 1 else ''} at L = {tokens_text(r.context)}",
@@ -114,8 +116,8 @@ class SiteCost:
         tr = dict(m.training)
         facts += [("weights", "", bytes_text(m.weights),
                    " · ".join(f"{k} {bytes_text(v)}" for k, v in m.weights_by_dtype), "cost-weights"),
-                  ("activation peak", "", bytes_text(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens",
-                   "cost-activations"),
+                  ("activation peak", "", bytes_text(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens"
+                   if per_token else f"one pass of {B} {r.unit}{'s' if B > 1 else ''}", "cost-activations"),
                   ("serving memory", "", bytes_text(m.serving), "weights + KV + activation peak", "cost-serving"),
                   ("training memory", "", bytes_text(tr.get("total")), str(tr.get("formula", "")), "cost-training")]
         unknown = []
