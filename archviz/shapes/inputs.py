@@ -583,6 +583,33 @@ def input_tensors(values: Any) -> list[Any]:
     return out
 
 
+_LIST_OF_DICTS = re.compile(r"(?:list|List|Sequence)\[(?:typing\.)?(?:dict|Dict|Mapping)")
+
+
+def structured_forms(model: Any) -> str | None:
+    """The form to type for each forward argument whose annotation asks for a list of dicts or a dataclass of
+    inputs (`batched_input: List[Dict[str, Any]]`, `inputs: Batch`), or None where none does."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    forms = []
+    held = dataclass_argument(model)
+    for p in params:
+        text = _annotation_text(p.annotation)
+        if _LIST_OF_DICTS.search(text):
+            forms.append(f"--input '{p.name}=[{{image: 3,1024,1024, original_size: list:1024,1024}}]' (a list of "
+                         "dicts, its keys as the code reads them)")
+        elif held is not None and held[0] == p.name:
+            fields = ", ".join(f"{f.name}: B,T" for f in dataclasses.fields(held[1])[:2])
+            forms.append(f"--input '{p.name}={{{fields}}}' (the fields of {held[1].__name__})")
+    return "; ".join(forms) or None
+
+
+def _annotation_text(annotation: Any) -> str:
+    return annotation if isinstance(annotation, str) else str(annotation).replace("typing.", "")
+
+
 def dataclass_argument(model: Any) -> tuple[str, type] | None:
     """(name, class) of the forward's first argument where its annotation is a dataclass (`forward(self, inputs:
     Batch)`, read as `inputs.tokens`); None otherwise."""

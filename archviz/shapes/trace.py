@@ -55,6 +55,7 @@ from .inputs import (
     forward_arguments,
     conditioning,
     input_tensors,
+    structured_forms,
     consumer_default,
     list_notes,
     merge_inputs,
@@ -478,8 +479,12 @@ def _arguments_hint(built: Built, input_specs: list[str] | None) -> str | None:
     args = forward_arguments(built.model)
     if args is None:
         return None
-    return (f"; the pass fed token ids [B, T] to {args}: give each tensor argument as NAME=dims[:dtype] (dims "
-            "are ints, B, T; e.g. an image NAME=B,3,224,224, features NAME=B,T,64:float32)")
+    structured = structured_forms(built.model)
+    first = consumer_default(built)
+    fed = f"{first.what} [B, {', '.join(map(str, first.dims))}]" if first is not None else "token ids [B, T]"
+    return (f"; the pass fed {fed} to {args}: give each tensor argument as NAME=dims[:dtype] (dims "
+            "are ints, B, T; e.g. an image NAME=B,3,224,224, features NAME=B,T,64:float32)" +
+            (f"; {structured}" if structured else ""))
 
 
 def _user_frame(e: BaseException) -> str | None:
