@@ -116,8 +116,7 @@ class SiteCost:
         tr = dict(m.training)
         facts += [("weights", "", bytes_text(m.weights),
                    " · ".join(f"{k} {bytes_text(v)}" for k, v in m.weights_by_dtype), "cost-weights"),
-                  ("activation peak", "", bytes_text(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens"
-                   if per_token else f"one pass of {B} {r.unit}{'s' if B > 1 else ''}", "cost-activations"),
+                  ("activation peak", "", bytes_text(m.activation_peak), _peak_text(r, B), "cost-activations"),
                   ("serving memory", "", bytes_text(m.serving), "weights + KV + activation peak", "cost-serving"),
                   ("training memory", "", bytes_text(tr.get("total")), str(tr.get("formula", "")), "cost-training")]
         unknown = []
@@ -208,5 +207,11 @@ def chart(cid: str, points: Sequence[tuple[int, float]], y_label: str, unit: Cal
             "points": [{"x": x(L), "y": y(v), "L": L, "v": f"{v:.17g}", "title": f"L = {tokens_text(L)}: {unit(v)}"}
                        for L, v in pts]}
 
+
+
+def _peak_text(r: Any, B: int) -> str:
+    """What the activation peak is of: a prefill chunk of T tokens, or one pass of B images, latents, windows."""
+    return f"one prefill chunk of {r.seq:,} tokens" if r.unit == "token" else \
+        f"one pass of {B} {r.unit}{'s' if B > 1 else ''}"
 
 __all__ = ["SiteCost", "chart", "CurvePoint"]
