@@ -10,18 +10,20 @@ _CONTAINERS = ("ModuleList", "Sequential", "ModuleDict")
 
 
 def _is_stack(m: ModuleRecord, index: dict) -> bool:
-    """A container of blocks: a ModuleList, Sequential or ModuleDict (torchtitan's `layers["0"]`), or any module
-    whose children are all numbered and of one class, whose items have children of their own (not routed
-    experts, not a list of bare Linears)."""
+    """A container of blocks whose items have children of their own (not routed experts, not a list of bare
+    Linears): a ModuleList or Sequential; a ModuleDict of blocks of one class (`layers["0"]`, ...); or any module
+    whose children are all numbered blocks of one class."""
     if not m.children or "expert" in m.name.lower():
         return False
     items = [index[c] for c in m.children]
     if not any(i.children for i in items):
         return False
-    if m.class_name in _CONTAINERS:
+    if m.class_name in ("ModuleList", "Sequential"):
         return True
-    return len(items) > 1 and not m.tensors and len({i.class_name for i in items}) == 1 and \
-        all(c.rsplit(".", 1)[-1].isdigit() for c in m.children)
+    same = len({i.class_name for i in items}) == 1  # blocks of one class (dense and MoE layers of one block class)
+    if m.class_name == "ModuleDict":  # layers["0"], ...; never a dict of different towers or heads
+        return same
+    return len(items) > 1 and not m.tensors and same and all(c.rsplit(".", 1)[-1].isdigit() for c in m.children)
 
 
 def layer_stacks(record: ModelRecord) -> list[ModuleRecord]:
