@@ -89,3 +89,22 @@ def test_a_mask_sized_from_the_data_is_expanded():
     B, T = rec["extras"]["shapes"]["B"], rec["extras"]["shapes"]["T"]
     real = real_calls(m.M(m.Cfg()), torch.zeros(B, T, dtype=torch.long))
     assert record_calls(rec, numeric={"B": B, "T": T}) == real
+
+
+def test_a_dict_of_towers_is_no_stack():
+    """A ModuleDict of two different towers holds layers; it is not one: the towers' own lists are."""
+    from helpers import hand_record
+
+    rec = hand_record([
+        ("", "Top", {}, []),
+        ("towers", "ModuleDict", {}, []),
+        ("towers.text", "TextTower", {}, []),
+        ("towers.text.blocks", "ModuleList", {}, []),
+        *[(f"towers.text.blocks.{i}", "Block", {}, []) for i in range(3)],
+        *[(f"towers.text.blocks.{i}.fc", "Linear", {}, [("weight", (8, 8))]) for i in range(3)],
+        ("towers.vision", "VisionTower", {}, []),
+        ("towers.vision.stages", "ModuleList", {}, []),
+        *[(f"towers.vision.stages.{i}", "Stage", {}, []) for i in range(2)],
+        *[(f"towers.vision.stages.{i}.conv", "Conv2d", {}, [("weight", (4, 4))]) for i in range(2)],
+    ])
+    assert [s.path for s in layer_stacks(rec)] == ["towers.text.blocks", "towers.vision.stages"]
