@@ -3,7 +3,8 @@ built, so that a typo is one line and exit 2 at once (`archviz.shapes.inputs` ma
 
 `name=B,T,512[:dtype]` (dims: ints, the symbols B and T, or a dim named with its size, `H=224`, or without, `H`), `name=int:5`,
 `name=float:0.5`, `name=bool:true`, `name=none`, `name=list:T` or `name=list:512,512` (a list of ints, B and T:
-per-sequence lengths, as mistral-inference's `seqlens: List[int]`).
+per-sequence lengths, as mistral-inference's `seqlens: List[int]`), `name=[{key: 3,1024,1024, size: list:1024,1024}]`
+(a list of dicts) or `name={tokens: B,T, labels: B,T}` (a dict, or the dataclass the forward's annotation names).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from .errors import ShapeError, shown
 
-__all__ = ["DTYPES", "MAX_DIM", "MAX_ELEMENTS", "MAX_NDIM", "check_input_specs"]
+__all__ = ["DTYPES", "MAX_DIM", "MAX_ELEMENTS", "MAX_NDIM", "check_input_specs", "expand_input_files"]
 
 #: torch's dtype names (`torch.float32`, `torch.long`, ...), as torch 2.4 to 2.9 spell them.
 DTYPES = frozenset({
@@ -32,14 +33,83 @@ _BOOLS = {"1": True, "true": True, "0": False, "false": False}
 _EXAMPLE = "e.g. --input x=B,T,512:float32, --input n=int:5 or --input mask=none"
 
 
+MAX_INPUTS_FILE = 1 << 16  # bytes of an inputs file
+
+
+def expand_input_files(specs: Any) -> list[str]:
+    """The specs with each `@path` (a small TOML or JSON inputs file: `name = "B,3,224,224:float32"`, `n = 5`,
+    `[[batched_input]]` tables of `key = "3,1024,1024"` values) replaced by the `name=...` specs it holds, in its
+    order. The file is read bounded and never run; a value it cannot hold is a ShapeError naming it."""
+    out: list[str] = []
+    for spec in specs or ():
+        if not spec.startswith("@"):
+            out.append(spec)
+            continue
+        for name, value in _inputs_file(spec[1:]).items():
+            out.append(f"{name}={_spec_text(value, spec, name)}")
+    return out
+
+
+def _inputs_file(path: str) -> dict[str, Any]:
+    from .files.safeio import read_regular
+    from .files.safejson import loads
+
+    raw = read_regular(path, max_bytes=MAX_INPUTS_FILE, what="inputs file", error=ShapeError)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ShapeError(f"inputs file {shown(path)}: not UTF-8 (byte {e.start})", hint="write it as UTF-8") from None
+    if path.endswith(".json"):
+        data = loads(text, where=f"inputs file {shown(path)}", error=ShapeError)
+    else:
+        try:
+            import tomllib  # type: ignore[import-not-found]
+        except ImportError:  # Python 3.10
+            raise ShapeError(f"inputs file {shown(path)}: reading TOML needs Python 3.11",
+                             hint="write the inputs as JSON, in a file ending in .json") from None
+        try:
+            data = tomllib.loads(text)
+        except ValueError as e:
+            raise ShapeError(f"inputs file {shown(path)}: not TOML ({shown(str(e), 80)})",
+                             hint='write name = "B,3,224,224:float32" lines, or JSON ending in .json') from None
+    if type(data) is not dict:
+        raise ShapeError(f"inputs file {shown(path)}: not a table of inputs by name", hint=_FILE_FORM)
+    return data
+
+
+_FILE_FORM = 'e.g. x = "B,3,224,224:float32", n = 5, and [[batched_input]] tables of image = "3,1024,1024"'
+
+
+def _spec_text(value: Any, where: str, name: str) -> str:
+    """An inputs file's value as the text `--input name=` takes."""
+    if isinstance(value, bool):
+        return f"bool:{str(value).lower()}"
+    if isinstance(value, int):
+        return f"int:{value}"
+    if isinstance(value, float):
+        return f"float:{value}"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return "list:" + ",".join(map(str, value))
+    if isinstance(value, dict) or isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        records = [value] if isinstance(value, dict) else value
+        text = ", ".join("{" + ", ".join(f"{k}: {_spec_text(v, where, f'{name}.{k}')}" for k, v in r.items()) + "}"
+                         for r in records)
+        return "{" + text[1:-1] + "}" if isinstance(value, dict) else f"[{text}]"
+    raise ShapeError(f"inputs file {shown(where[1:])}: {name} is neither dims, a number, a list of ints nor "
+                     "tables of them", hint=_FILE_FORM)
+
+
 def check_input_specs(specs: list[str] | None) -> list[tuple[str, str, Any]]:
     """Every `--input` read, or a ShapeError naming the one that is wrong and how to write it: [(name, kind,
     payload)], kind "none", "int", "float", "bool" (payload the value), "list" (payload a tuple of ints, "B" and
-    "T") or "tensor" (payload (dims, dtype name)),
+    "T"), "tensor" (payload (dims, dtype name)) or "records" (payload a dict {key: (kind, payload)}, or a tuple of
+    them for a list of dicts),
     dims being ints, "B", "T" or (name, size), size None for a dim named without one (`x=B,3,H,W`). A name given twice with different specs is refused."""
     out: list[tuple[str, str, Any]] = []
     seen: dict[str, str] = {}
-    for spec in specs or ():
+    for spec in expand_input_files(specs):
         item = _read_spec(spec)
         name = item[0]
         if name in seen and seen[name] != spec:
@@ -64,6 +134,8 @@ def _read_spec(spec: str) -> tuple[str, str, Any]:
                          hint=f"write --input NAME=dims[:dtype], {_EXAMPLE}")
     if rest.strip().lower() == "none":
         return name, "none", None
+    if rest.strip()[:1] in ("[", "{"):
+        return name, "records", _records(rest.strip(), where, name)
     dims_text, _, dtype_text = rest.partition(":")
     dims_text, dtype_text = dims_text.strip(), dtype_text.strip()
     if dims_text in ("int", "float", "bool"):
@@ -130,3 +202,37 @@ def _list(text: str, where: str, name: str) -> tuple:
 
 
 _SYMBOL = re.compile(r"(?!(?:B|T)$)[A-Za-z_]\w*")
+
+# A record's next entry: `, key:` where what follows the colon starts a value (dims, a list, none, int:/float:/bool:/
+# list:), so that a dtype after dims (`3,H,W:float32`) is never read as a key.
+_NEXT_KEY = re.compile(r",\s*(?=[A-Za-z_]\w*\s*:\s*(?:[0-9BT\[{]|none\b|(?:int|float|bool|list):))")
+_RECORD_FORM = "e.g. --input 'batched_input=[{image: 3,1024,1024, original_size: list:1024,1024}]'"
+MAX_RECORDS = 64  # dicts in one list input
+
+
+def _records(text: str, where: str, name: str) -> Any:
+    """`[{key: value, ...}, ...]` (a list of dicts, as a forward taking `batched_input: list[dict]` reads them) or
+    `{key: value, ...}` (one dict: a dataclass or mapping of inputs); each value as `--input` reads one."""
+    many = text.startswith("[")
+    if many and not text.endswith("]") or not many and not text.endswith("}"):
+        raise ShapeError(f"{where}: a list of dicts ends with ], a dict with }}", hint=_RECORD_FORM)
+    body = text[1:-1].strip() if many else text
+    groups = re.findall(r"\{([^{}]*)\}", body)
+    if re.sub(r"\{[^{}]*\}", "", body).strip(" ,") or (not many and len(groups) != 1):
+        raise ShapeError(f"{where}: not a list of {{key: value}} dicts", hint=_RECORD_FORM)
+    if len(groups) > MAX_RECORDS:
+        raise ShapeError(f"{where}: {len(groups)} dicts, more than {MAX_RECORDS}", hint=_RECORD_FORM)
+    out = []
+    for group in groups:
+        record: dict[str, tuple[str, Any]] = {}
+        for entry in filter(None, (e.strip() for e in _NEXT_KEY.split(group))):
+            key, colon, value = entry.partition(":")
+            if not colon or not key.strip().isidentifier():
+                raise ShapeError(f"{where}: {shown(entry, 40)} is not key: value", hint=_RECORD_FORM)
+            if value.strip()[:1] in ("[", "{"):
+                raise ShapeError(f"{where}: a dict's value is dims or a number, not another list or dict",
+                                 hint=_RECORD_FORM)
+            _, kind, payload = _read_spec(f"{key.strip()}={value.strip()}")
+            record[key.strip()] = (kind, payload)
+        out.append(record)
+    return tuple(out) if many else out[0]

@@ -269,3 +269,16 @@ def modules_cache(folder: Path) -> Iterator[Path]:
                 del sys.modules[name]
             sys.modules.update(before[0])
             sys.path[:] = before[1]
+
+
+ANYINPUT = TESTS / "fixtures" / "anyinput"  # models whose inputs, layers and labels are not an LLM's
+
+
+def anyinput(name: str):
+    """The fixture module tests/fixtures/anyinput/NAME.py, imported afresh (for a real CPU run of the same code)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"anyinput_{name}", ANYINPUT / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

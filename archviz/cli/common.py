@@ -102,7 +102,9 @@ InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forwar
                                                      "the default token ids or replacing the one of its name: "
                                                      "name=B,T,512[:dtype], name=int:5, name=none (repeatable); "
                                                      "name a dim H=224, or H alone to take the default input's "
-                                                     "size")]
+                                                     "size; a list of dicts name=[{image: 3,1024,1024}], a dict "
+                                                     "name={tokens: B,T}; @inputs.toml or @inputs.json: a file of "
+                                                     "them")]
 KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
                                                      "with @archviz.kernels.shape_rule(...)")]
 BatchOpt = Annotated[Optional[int], typer.Option("--batch", help="batch size B for the meta forward pass (default: a "

@@ -131,7 +131,7 @@ def inspect(
     debug: DebugOpt = False,
 ) -> None:
     """A module's tree with per-module counts, shapes and call sites: `archviz inspect hf:deepseek_v3 layer 3`."""
-    from ..group.layers import resolve_target
+    from ..group.layers import layer_note, resolve_target
     from ..render.terminal import grouped_tree, module_card, module_tree, run_notes
     from ..render.views import module_json
 
@@ -145,6 +145,9 @@ def inspect(
                              kernel_rules=kernel_rules, every_block=every_block, train=train)
         record = load_record(source, build, passes, group=not flat, names=names, cache=not no_cache)
         path = resolve_target(record, target or [])
+        note = layer_note(record, target or [])
+        if note:
+            err.print(f"note: {note}", highlight=False, soft_wrap=True)
         if json_:
             emit_json(module_json(record, path))
             return

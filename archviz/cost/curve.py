@@ -21,7 +21,7 @@ from .report import part_of
 K, M = 1 << 10, 1 << 20
 STANDARD = (K, 4 * K, 16 * K, 64 * K, 128 * K, 256 * K, M)  # the lengths context claims are quoted at
 _MAX_KEYS = ("max_position_embeddings", "max_seq_len", "n_positions", "max_sequence_length", "seq_length",
-             "block_size", "n_ctx", "context_length")
+             "block_size", "n_ctx", "context_length", "sequence_len", "max_sequence_len")
 
 
 def max_positions(config: Any) -> int | None:
@@ -52,8 +52,12 @@ def curve_contexts(longest: int | None) -> list[int]:
 def point(decode: dict[str, Any], layer_list: str | None) -> dict[str, Any]:
     """One decode pass (as `extras["cost"]["decode"]` holds it) summed to a curve point."""
     parts = {"attention": 0, "mlp": 0, "other": 0}
+    mixing = decode.get("mixing_flops") or {}
     for path, n in decode["flops"].items():
-        parts[part_of(path, layer_list)] += n
+        named = part_of(path, layer_list)
+        m = min(mixing.get(path, 0), n) if named == "other" else 0  # products of two activations, names silent
+        parts["attention"] += m
+        parts[named] += n - m
     return {"L": decode["start"], "flops": sum(decode["flops"].values()), **parts,
             "unknown": sorted(decode.get("unknown") or {}),
             **({"attended": decode["attended_flops"]} if decode.get("attended_flops") is not None else {})}

@@ -59,6 +59,7 @@ def _pass(where: str, d: Any) -> None:
     _strs(f"{where}.notes", d.get("notes", []))
     _int(f"{where}.attended_flops", d.get("attended_flops"), optional=True)
     _counts(f"{where}.masked_flops", d.get("masked_flops", {}))
+    _counts(f"{where}.mixing_flops", d.get("mixing_flops", {}))
 
 
 def check(c: Any) -> None:
@@ -105,6 +106,9 @@ def check(c: Any) -> None:
         _str("dtype.dtype", chosen.get("dtype"), optional=True)
         _str("dtype.origin", chosen.get("origin"))
         _str("dtype.said", chosen.get("said"))
+    unit = c.get("unit")
+    if unit is not None and (type(unit) is not dict or any(type(unit.get(k)) is not str for k in ("name", "inputs"))):
+        _fail("unit", 'an object of "name" and "inputs" strings', unit)
     if c.get("hardware") is not None:
         from ..errors import ArchvizError
         from .bounds import site_devices

@@ -154,6 +154,20 @@ def _in_stub_call() -> bool:
     return False
 
 
+MIXING = -2  # an event's rows field for a product of two activations (-1: any other op; >= 0: a module's call)
+
+
+def _storages(tensors: Any) -> set[int]:
+    """The storages `tensors` hold (a view shares its base's), as ids."""
+    out: set[int] = set()
+    for t in tensors:
+        try:
+            out.add(t.untyped_storage()._cdata)
+        except (RuntimeError, NotImplementedError, AttributeError, TypeError):  # a tensor subclass with no storage
+            continue
+    return out
+
+
 def module_paths(model: torch.nn.Module) -> dict[int, str]:
     """id(module) -> its first path in pre-order, as the tracer names modules (one walk; share it between passes)."""
     from ..walk.walker import preorder
@@ -190,6 +204,7 @@ class FlopCounter:
         self._open: list[tuple[str, Any, int]] = []
         self._runs: dict[tuple[str, Any], tuple[int, int]] = {}  # (path, input signature) -> its first call's events
         self._handles: list[Any] = []
+        self._weights = _storages((*model.parameters(), *model.buffers()))
 
     # -- trace_shapes' callbacks
     def observe(self, func: Any, args: tuple, kwargs: dict, out: Any, path: str) -> None:
@@ -212,7 +227,12 @@ class FlopCounter:
             share = self.masks.sdpa(args, kwargs)
         elif is_product(func):
             share = self.masks.product(func, args, out, len(self.events))
-        self.events.append((path, n, None, -1, n if share is None else round(n * share)))
+        mixing = is_sdpa(func) or is_product(func) and not self._reads_weights(args)
+        self.events.append((path, n, None, MIXING if mixing else -1, n if share is None else round(n * share)))
+
+    def _reads_weights(self, args: tuple) -> bool:
+        """An operand is (a view of) a parameter or buffer: a projection, not scores or their weighted sum."""
+        return bool(self._weights & _storages(a for a in args if isinstance(a, torch.Tensor)))
 
     def kernel(self, path: str, qualname: str, args: tuple, kwargs: dict, result: Any) -> None:
         from ..shapes.kernels import flops_formula
@@ -290,6 +310,16 @@ class FlopCounter:
             elif n:
                 flops[path] = flops.get(path, 0) + n
         return flops, calls, {p: tuple(w) for p, w in unknown.items()}
+
+    def mixing(self) -> dict[str, int]:
+        """FLOPs per module path of products between two activations (attention's scores and their weighted sum,
+        retention, linear attention, a scan's state products) and of fused attention: attention-like work by the
+        ops, whatever the module is named."""
+        out: dict[str, int] = {}
+        for path, n, why, rows, _ in self.events:
+            if rows == MIXING and why is None and n:
+                out[path] = out.get(path, 0) + n
+        return out
 
     def masked(self) -> dict[str, int]:
         """FLOPs spent on masked positions per module path (as written − attended)."""

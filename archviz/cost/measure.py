@@ -152,7 +152,8 @@ def _flops_json(fc: FlopCounter, record: Any, batch: int, tokens: int, start: in
     masked = fc.masked()
     return {"B": batch, "T": tokens, "start": start, "flops": flops, "calls": calls,
             "unknown": {p: list(w) for p, w in unknown.items()}, "notes": notes,
-            "attended_flops": sum(flops.values()) - sum(masked.values()), "masked_flops": masked}
+            "attended_flops": sum(flops.values()) - sum(masked.values()), "masked_flops": masked,
+            "mixing_flops": {p: min(n, flops[p]) for p, n in fc.mixing().items() if flops.get(p)}}
 
 
 def _layer_kinds(record: Any) -> tuple[str | None, dict[int, str]]:
@@ -202,9 +203,9 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
         context, more = _lengths(None if given is None else context,
                                  curve_contexts(max_positions(record.source.config)))
     limit = model_limit(dict(record.source.config), built.model)
-    if limit is not None and seq_given is None and not input_specs and seq > limit[0]:
-        notes.append(f"prefill at T = {limit[0]:,}, the longest sequence the model takes ({limit[1]}); --seq sets "
-                     "another")
+    if limit is not None and not input_specs and seq > limit[0]:
+        notes.append(f"prefill at T = {limit[0]:,}, the longest sequence the model takes ({limit[1]}); " +
+                     ("--seq sets another" if seq_given is None else f"not at the {seq_given:,} asked"))
         seq = limit[0]
     if limit is not None and given is None and not auto and context > limit[0]:
         notes.append(f"decode and KV cache at context {limit[0]:,}, the model's limit ({limit[1]}); --context sets "
@@ -224,7 +225,10 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
         notes.extend([note] if note else [])
     else:
         traced, fc, act = prefill()
-    prefill = _flops_json(fc, traced, batch, seq, 0)
+    from ..shapes.inputs import pass_unit
+
+    unit = pass_unit(built, traced, input_specs, batch)  # an image, a denoising step...: the pass has no positions
+    prefill = _flops_json(fc, traced, batch, 1 if unit else seq, 0)
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
 
@@ -235,7 +239,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,
             **({"curve": curve} if curve else {}),
             "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
-            "activation_peak": act.peak if act is not None else None, "notes": notes}
+            "activation_peak": act.peak if act is not None else None, "notes": notes, **({"unit": unit} if unit else {})}
     return traced.with_extra("cost", cost)
 
 

@@ -54,6 +54,67 @@ def _part(rest: str) -> str:
     return "other"
 
 
+class _Parts:
+    """attention | mlp | other of a pass's FLOPs, by the names on the path (`part_of`), else by the ops: products of two
+    activations (`mixing_flops`: scores and their weighted sums, retention, linear attention, scans) are attention
+    wherever they run; a module the name calls neither is attention when its subtree holds such products, and the
+    feed-forward when it holds an expanding Linear and the one contracting back (a Conformer's `ff1`, a ViT
+    block's fc1/fc2 pair); a layer's own leaf projections beside its own scores are attention's."""
+
+    def __init__(self, record: Any, layer_list: str | None, stacks: Any, mixing: dict[str, int]):
+        self.index = record.index()
+        self.layer_list = layer_list
+        self.roots = tuple(r + "." for r in (layer_list, *stacks) if r)
+        self.mixing = mixing
+        self.sub_mix: set[str] = set()
+        for path in mixing:
+            parts = path.split(".")
+            self.sub_mix.update(".".join(parts[:i]) for i in range(len(parts) + 1))
+        self._pairs: dict[str, frozenset[str]] = {}
+
+    def split(self, path: str, n: int) -> list[tuple[str, int]]:
+        named = part_of(path, self.layer_list)
+        if named != "other":  # the code's own name says (an `mlp` whose experts' weights are gathered per token)
+            return [(named, n)]
+        m = min(self.mixing.get(path, 0), n)
+        return [(k, v) for k, v in (("attention", m), (self.part(path), n - m)) if v]
+
+    def part(self, path: str) -> str:
+        if not path:
+            return "other"
+        layer = next((r + path[len(r):].split(".", 1)[0] for r in self.roots if path.startswith(r)), "")
+        rel = path[len(layer) + 1:] if layer else path
+        parts = rel.split(".") if rel else []
+        for depth in range(1, len(parts) + 1):
+            q = ".".join(filter(None, (layer, *parts[:depth])))
+            if q in self.sub_mix:
+                return "attention"
+            if self.pair(q):
+                return "mlp"
+        if len(parts) == 1:  # a leaf of the layer's own: its pair, or its projections beside its own scores
+            if path in self.pair(layer):
+                return "mlp"
+            if self.mixing.get(layer):
+                return "attention"
+        return "other"
+
+    def pair(self, path: str) -> frozenset[str]:
+        """The children of `path` that make a feed-forward pair: a Linear-like [h, d] and one [d, h] back, h > d
+        (and a third [h, d] of a gated one)."""
+        got = self._pairs.get(path)
+        if got is None:
+            m = self.index.get(path)
+            shapes: dict[str, tuple] = {}
+            for c in m.children if m is not None else ():
+                w = next((t.shape for t in self.index[c].tensors if t.name == "weight" and len(t.shape) == 2), None)
+                if w is not None and not self.index[c].children:
+                    shapes[c] = tuple(w)
+            ups = {c for c, (o, i) in shapes.items() if o > i and any(s == (i, o) for s in shapes.values())}
+            downs = {c for c, (o, i) in shapes.items() if i > o and any(s == (i, o) for s in shapes.values())}
+            got = self._pairs[path] = frozenset(ups | downs) if ups and downs else frozenset()
+        return got
+
+
 @dataclass(frozen=True, slots=True)
 class KindFlops:
     kind: str  # the layer kind (grouping's name), or "outside the layers"
@@ -161,6 +222,8 @@ class CostReport:
     dtype_said: str = ""  # where it came from, for a reader: "bfloat16 (the config names none)"
     config_said: str | None = None  # "transformers' default config for TYPE" for hf:TYPE, else None
     reprojection: Reprojection | None = None  # the decode step's re-expansion of cached latents, where there is one
+    unit: str = "token"  # what the prefill's figures are per: a token, or an image, denoising step, audio window...
+    inputs: str | None = None  # the pass's input shapes where it is not over tokens ("[B, 4, 32, 32], [B], [B]")
 
     @property
     def decode_absorbed(self) -> int | None:
@@ -193,17 +256,24 @@ def _modules(record: Any, subtree: dict[str, int], calls: dict[str, int], layer_
             for g in index[c].children:
                 if subtree.get(g):
                     out.append(ModuleFlops(g, kind, n, subtree[g], calls.get(g, 0)))
+    others = _other_stacks(record, layer_list)
     above = set()
-    if layer_list:
-        parts = layer_list.split(".")
-        above = {".".join(parts[:i]) for i in range(len(parts))}
+    for lst in (layer_list, *others) if layer_list else ():
+        parts = lst.split(".")
+        above |= {".".join(parts[:i]) for i in range(len(parts))}
     stack = [""]
     while stack:
         p = stack.pop()
         for c in index[p].children if p in index else ():
             if c == layer_list:
                 continue
-            if c in above:
+            if c in others:  # another stack of blocks (Flux's single blocks beside its double ones): its first block
+                items = index[c].children
+                n = len(items)
+                out.append(ModuleFlops(items[0], c, n, subtree.get(items[0], 0), calls.get(items[0], 0)))
+                out.extend(ModuleFlops(g, c, n, subtree[g], calls.get(g, 0)) for g in index[items[0]].children
+                           if subtree.get(g))
+            elif c in above:
                 stack.append(c)
             elif subtree.get(c):
                 out.append(ModuleFlops(c, "outside the layers", 1, subtree[c], calls.get(c, 0)))
@@ -213,20 +283,36 @@ def _modules(record: Any, subtree: dict[str, int], calls: dict[str, int], layer_
     return tuple(out)
 
 
+def _other_stacks(record: Any, layer_list: str | None) -> dict[str, int]:
+    """{path: blocks} of the stacks of blocks other than the layer list (archviz.group.layers.layer_stacks), each
+    a kind of its own in the cost tables, never "outside the layers"."""
+    if not layer_list:
+        return {}
+    from ..group.layers import layer_stacks
+
+    return {m.path: len(m.children) for m in layer_stacks(record)
+            if m.path != layer_list and len(m.children) > 1 and m.path}
+
+
 def _pass_cost(d: dict[str, Any], record: Any, layer_list: str | None, kinds: dict[int, str]) -> PassCost:
     flops: dict[str, int] = d["flops"]
     calls: dict[str, int] = d.get("calls", {})
     parts = {"attention": 0, "mlp": 0, "other": 0}
     by_kind: dict[str, int] = {}
     prefix = (layer_list + ".") if layer_list else None
+    others = _other_stacks(record, layer_list)
+    split = _Parts(record, layer_list, others, d.get("mixing_flops") or {}).split
     for path, n in flops.items():
-        parts[part_of(path, layer_list)] += n
+        for part, k in split(path, n):
+            parts[part] += k
         kind = "outside the layers"
         if prefix and path.startswith(prefix):
             head = path[len(prefix):].split(".", 1)[0]
             kind = kinds.get(int(head), "layer") if head.isdigit() else kind
+        else:
+            kind = next((o for o in others if path.startswith(o + ".")), kind)
         by_kind[kind] = by_kind.get(kind, 0) + n
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = {o: n for o, n in others.items()}
     for k in kinds.values():
         counts[k] = counts.get(k, 0) + 1
     subtree: dict[str, int] = {}
@@ -281,7 +367,8 @@ def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:
     return CostReport(name=record.source.name, spec=record.source.spec, model_class=record.source.model_class,
                       batch=B, seq=c["seq"], context=L, prefill=prefill, decode=decode, kv=kv, memory=memory,
                       notes=tuple(c.get("notes", ())), **_provenance(record, c.get("dtype")),
-                      reprojection=_reprojection(record, c))
+                      reprojection=_reprojection(record, c), unit=(c.get("unit") or {}).get("name", "token"),
+                      inputs=(c.get("unit") or {}).get("inputs"))
 
 
 def _reprojection(record: Any, c: dict[str, Any]) -> Reprojection | None:

@@ -6,8 +6,8 @@ Identical layers and experts become one node with a multiplicity ("Ã— 2 groups Ã
 
 from __future__ import annotations
 
-from .layers import layer_path, main_layer_list, resolve_target
+from .layers import layer_note, layer_path, layer_stacks, main_layer_list, resolve_target
 from .tree import NAMES_ENV, group, grouping, layer_membership, load_names, multiplicity_text
 
 __all__ = ["group", "grouping", "load_names", "layer_membership", "multiplicity_text", "NAMES_ENV",
-           "main_layer_list", "layer_path", "resolve_target"]
+           "main_layer_list", "layer_path", "layer_stacks", "layer_note", "resolve_target"]

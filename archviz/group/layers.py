@@ -6,30 +6,58 @@ from ..errors import ArchvizError
 from ..records import ModelRecord, ModuleRecord
 
 _PREFERRED = ("layers", "h", "blocks", "layer", "block")
+_CONTAINERS = ("ModuleList", "Sequential", "ModuleDict")
+
+
+def _is_stack(m: ModuleRecord, index: dict) -> bool:
+    """A container of blocks whose items have children of their own (not routed experts, not a list of bare
+    Linears): a ModuleList or Sequential; a ModuleDict of blocks of one class (`layers["0"]`, ...); or any module
+    whose children are all numbered blocks of one class."""
+    if not m.children or "expert" in m.name.lower():
+        return False
+    items = [index[c] for c in m.children]
+    if not any(i.children for i in items):
+        return False
+    if m.class_name in ("ModuleList", "Sequential"):
+        return True
+    same = len({i.class_name for i in items}) == 1  # blocks of one class (dense and MoE layers of one block class)
+    if m.class_name == "ModuleDict":  # layers["0"], ...; never a dict of different towers or heads
+        return same
+    return len(items) > 1 and not m.tensors and same and all(c.rsplit(".", 1)[-1].isdigit() for c in m.children)
+
+
+def layer_stacks(record: ModelRecord) -> list[ModuleRecord]:
+    """Every stack of repeated blocks (Flux's double and single blocks are two), the main one first: a list of
+    more than one block before one of a single block (a model cut to one layer with --set), a list named as layer
+    lists are, the most parameters, the shallowest. A stack inside another stack's items is not one of them."""
+    index = record.index()
+    classes, paths = record.column("class_name"), record.column("path")
+    # candidates: the containers, and the parents of a module numbered 0 (read without making a compact file's
+    # other modules)
+    parents = {p.rpartition(".")[0] for p in paths if p.rpartition(".")[2] == "0"}
+    found: list[tuple[tuple, ModuleRecord]] = []
+    for i, p in enumerate(paths):
+        if classes[i] not in _CONTAINERS and p not in parents:
+            continue
+        m = index[p]
+        if not _is_stack(m, index):
+            continue
+        depth = m.path.count(".") if m.path else 0
+        found.append(((len(m.children) > 1, m.name in _PREFERRED, m.totals.parameters, -depth), m))
+    found.sort(key=lambda km: km[0], reverse=True)
+    out: list[ModuleRecord] = []
+    for _, m in found:
+        if not any(m.path.startswith(o.path + ".") or o.path.startswith(m.path + ".") or not m.path for o in out):
+            out.append(m)
+    return out
 
 
 def main_layer_list(record: ModelRecord) -> ModuleRecord:
-    """The ModuleList holding the model's repeated blocks: the list with the most parameters among lists whose items
-    have children of their own (not routed experts)."""
-    index = record.index()
-    best: tuple | None = None
-    lists = [i for i, cn in enumerate(record.column("class_name")) if cn in ("ModuleList", "Sequential")]
-    for m in map(record.modules.__getitem__, lists):  # (a compact file's other modules stay unread)
-        if not m.children:
-            continue
-        if "expert" in m.name.lower():
-            continue
-        items = [index[c] for c in m.children]
-        if not any(i.children for i in items):
-            continue
-        depth = m.path.count(".") if m.path else 0
-        # a list of one block counts only where none holds more (a model cut to one layer with --set)
-        key = (len(m.children) > 1, m.name in _PREFERRED, m.totals.parameters, -depth)
-        if best is None or key > best[0]:
-            best = (key, m)
-    if best is None:
+    """The container holding the model's repeated blocks: the first of `layer_stacks`."""
+    stacks = layer_stacks(record)
+    if not stacks:
         raise ArchvizError("no layer list found in this model", hint="name a module path instead of `layer N`")
-    return best[1]
+    return stacks[0]
 
 
 def layer_path(record: ModelRecord, n: int) -> str:
@@ -40,8 +68,28 @@ def layer_path(record: ModelRecord, n: int) -> str:
             return c
     first, last = children[0].rsplit(".", 1)[-1], children[-1].rsplit(".", 1)[-1]
     held = f"1 layer ({first})" if len(children) == 1 else f"{len(children)} layers ({first}–{last})"
-    raise ArchvizError(f"layer {n}: {lst.path or 'the layer list'} has {held}",
+    raise ArchvizError(f"layer {n}: {lst.path or 'the layer list'} has {held}" + _others(record, lst),
                        hint="give a layer number in that range" if len(children) > 1 else f"give layer {first}")
+
+
+def _others(record: ModelRecord, lst: ModuleRecord) -> str:
+    others = [m for m in layer_stacks(record)[1:] if len(m.children) > 1]
+    if not others:
+        return ""
+    return "; other stacks: " + ", ".join(f"{m.path} ({len(m.children)})" for m in others)
+
+
+def layer_note(record: ModelRecord, target: list[str]) -> str | None:
+    """For `layer N` in a model of several stacks of blocks: which stack it took and the others, by path (a path
+    such as `single_blocks.3` reaches their layers); None otherwise."""
+    if not target or target[0] not in ("layer", "layers") or len(target) != 2:
+        return None
+    lst = main_layer_list(record)
+    others = _others(record, lst)
+    if not others:
+        return None
+    return f"layer {target[1]} of {lst.path} ({len(lst.children)} blocks, the largest stack){others}: give a path " \
+           f"such as {layer_stacks(record)[1].children[0]} for theirs"
 
 
 def resolve_target(record: ModelRecord, target: list[str]) -> str:

@@ -53,17 +53,24 @@ def _split(p: Any) -> str:
     return f"attention {p.attention / p.flops:.0%} · MLP {p.mlp / p.flops:.0%} · other {p.other / p.flops:.0%}"
 
 
+def a_unit(unit: str) -> str:
+    """'a token', 'an image', 'an audio window'."""
+    return f"{'an' if unit[:1] in 'aeiou' else 'a'} {unit}"
+
+
 def cost_tables(r: Any) -> Group:
     """One model: totals, per layer kind and module, KV cache per kind, memory, and what could not be counted."""
     parts: list[Any] = []
-    title = f"{r.name} · cost at B={r.batch}, prefill T={r.seq:,}, context L={tokens(r.context)}"
+    title = f"{r.name} · cost at B={r.batch}, " + (f"prefill T={r.seq:,}, context L={tokens(r.context)}"
+                                                   if r.unit == "token" else
+                                                   f"one pass over {r.inputs} (per {r.unit})")
     head = FitTable(Column("what", NUMBER, style="bold"), Column("value", NUMBER, justify="right"),
                     Column("", style="dim"),
                     title=Text(safe(title)), show_header=False)
     p, d = r.prefill, r.decode
     if r.config_said:
         head.add_row("config", "", safe(r.config_said))
-    head.add_row("prefill FLOPs", fmt.count(p.flops), f"{flops(p.flops)} · {flops(p.per_token)} a token")
+    head.add_row("prefill FLOPs", fmt.count(p.flops), f"{flops(p.flops)} · {flops(p.per_token)} {a_unit(r.unit)}")
     head.add_row("  split", "", _split(p))
     if p.attended_flops is not None and p.attended_flops != p.flops:
         head.add_row("  attended", fmt.count(p.attended_flops), "over the positions the masks keep")
@@ -86,7 +93,8 @@ def cost_tables(r: Any) -> Group:
                      f"of which {nbytes(kv.fixed)} fixed (windows, states)" if kv.fixed else "")
     m = r.memory
     head.add_row("weights", nbytes(m.weights), safe(weights_dtype_text(r, nbytes)))
-    head.add_row("activation peak", nbytes(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens")
+    head.add_row("activation peak", nbytes(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens"
+                 if r.unit == "token" else f"one pass of {r.batch} {r.unit}{'s' if r.batch > 1 else ''}")
     head.add_row("serving memory", nbytes(m.serving), "weights + KV + activation peak")
     tr = dict(m.training)
     head.add_row("training memory", nbytes(tr.get("total")), "weights + gradients + 12 B/param of Adam state")

@@ -178,6 +178,11 @@ def named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], u
         if derive and not isinstance(a, str) and int(o) != int(d):
             out.append(derived(int(d), int(o), (B, T), (second.B, second.T), second.cuts))
             continue
+        if derive and a in ("B", "T", "B·T") and a != b and int(o) != int(d):
+            # a derived dim equal to a symbol at the first sizes only (ceil(T/2) = 7 = B at B = 7, T = 13)
+            text = derived(int(d), int(o), (B, T), (second.B, second.T), second.cuts)
+            out.append(int(d) if " at " in text else text)
+            continue
         if isinstance(b, str) and b in second.user and user.get(int(d)) is not None and \
                 second.user[b] - int(d) == 8 * (list(second.user).index(b) + 1):
             out.append(b)  # a named dim whose size another shares in the first pass: the second tells them apart

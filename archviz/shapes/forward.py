@@ -15,6 +15,7 @@ from ..records import ModelRecord
 from ..sources import Built, stubs
 from ..sources.meta import meta_methods_answered, warnings_noted
 from .collectives import collectives_answered
+from .flex import flex_on_meta
 from .imports import ImportsInForward
 from .inputs import cache_off
 from .memo import BlockMemo
@@ -80,7 +81,7 @@ def run_forward(built: Built, record: ModelRecord, tracer: Tracer, inputs: tuple
         with warnings_noted(warned), torch.no_grad(), torch.device("meta"), \
                 DispatchPolicy(tracer.policy, observer), TolistPolicy(tracer.policy), meta_methods_answered(), \
                 collectives_answered(built.world_size, built.rank, tracer.assume), \
-                cache_off(built.model) if built.kind == "hf" else nullcontext(), \
+                cache_off(built.model) if built.kind == "hf" else nullcontext(), flex_on_meta(), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
                                  lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
             built.model(*args, **kwargs)

@@ -4,17 +4,21 @@ the hints when an input is missing."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import math
 import re
+import typing
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
 
 from ..errors import ShapeError
 from ..sources import Built
-from ..input_specs import MAX_ELEMENTS, check_input_specs
+from ..input_specs import MAX_ELEMENTS, check_input_specs, expand_input_files
 from ..sources.meta import unset_field_hint
+from .flex import block_mask_arguments, causal_block_mask
 
 
 @contextlib.contextmanager
@@ -37,15 +41,55 @@ def cache_off(model: Any) -> Iterator[None]:
             cfg.use_cache = value
 
 
-_SIZE_KEYS = ("image_size", "img_size", "input_size")
-_CHANNEL_KEYS = ("num_channels", "in_chans", "in_channels")
+_SIZE_KEYS = ("image_size", "img_size", "input_size", "latent_size", "sample_size", "resolution")
+_CHANNEL_KEYS = ("num_channels", "in_chans", "in_channels", "latent_channels", "n_channels")
+_FRAME_KEYS = ("num_frames", "frames", "n_frames", "video_length")
+_CONSUMERS = (torch.nn.Embedding, torch.nn.EmbeddingBag, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
+              torch.nn.Linear)
+
+
+@dataclass(frozen=True)
+class InputDefault:
+    """The default first input of a forward that takes no token ids: its dims after B (ints, "T" for a time axis
+    the pass sizes), what it is in words, and where its sizes came from."""
+    dims: tuple[int | str, ...]
+    what: str
+    where: str
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def first_consumer(model: Any) -> Any:
+    """The module that first takes the forward's input, in the order the code made them: the first embedding,
+    convolution or Linear wherever it sits in the tree (a class token, position table or scale the root or a
+    container holds is no consumer), or None."""
+    for m in model.modules():
+        if isinstance(m, _CONSUMERS):
+            return m
+    return None
+
+
+def _holds_a_table(model: Any, first: Any) -> bool:
+    """A 2-D parameter held by a module with children (a hand-made embedding table `wte`), or a leaf module with
+    parameters before `first` (a ParallelEmbedding of its own making): such a model may read token ids without an
+    nn.Embedding."""
+    for m in model.modules():
+        if m is first:
+            return False
+        own = list(m.parameters(recurse=False))
+        if own and (not any(True for _ in m.children()) or any(p.dim() == 2 for p in own)):
+            return True
+    return False
 
 
 def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
     """For a model whose forward takes images (a factory's or reference model's, a transformers model's
     pixel_values): ((C, H, W), where the sizes came from), from
     timm's `pretrained_cfg["input_size"]`, else the config's (or factory arguments') image size and channels, else
-    the channels of a first Conv2d (no embedding before it) at 224 x 224. None for everything else."""
+    the channels of the first Conv2d that takes the input (`first_consumer`) at 224 x 224. None for everything
+    else."""
     model = built.model
     for attr in ("pretrained_cfg", "default_cfg"):
         cfg = getattr(model, attr, None)
@@ -53,20 +97,154 @@ def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
         if isinstance(size, (tuple, list)) and len(size) == 3 and all(isinstance(d, int) and d > 0 for d in size):
             return (size[0], size[1], size[2]), f"{type(model).__name__}.{attr}['input_size']"
     config = built.config if isinstance(built.config, dict) else {}
+    first = first_consumer(model)
+    if built.kind != "hf" and isinstance(first, (torch.nn.Conv1d, torch.nn.Conv3d)):
+        return None  # a spectrogram, a video: not an image, whatever the config's sizes
     size_key = next((k for k in _SIZE_KEYS if k in config), None)
     if size_key is not None:
         size = config[size_key]
         hw = (size, size) if isinstance(size, int) else tuple(size)[-2:] if isinstance(size, (list, tuple)) else None
-        ch_key = next((k for k in _CHANNEL_KEYS if isinstance(config.get(k), int)), None)
-        channels = config[ch_key] if ch_key else 3
-        if hw and len(hw) == 2 and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in hw):
+        ch_key = next((k for k in _CHANNEL_KEYS if _positive(config.get(k))), None)
+        channels = config[ch_key] if ch_key else first.in_channels if isinstance(first, torch.nn.Conv2d) else 3
+        if hw and len(hw) == 2 and all(_positive(d) for d in hw):
             return (channels, hw[0], hw[1]), f"the config's {size_key}" + (f" and {ch_key}" if ch_key else "")
-    for m in model.modules():  # the first module holding weights: a Conv2d reads images
-        if any(True for _ in m.parameters(recurse=False)):
-            if isinstance(m, torch.nn.Conv2d):
-                return (m.in_channels, 224, 224), "the first Conv2d's in_channels, at 224 x 224"
-            return None
+    if isinstance(first, torch.nn.Conv2d):
+        side = _side_from_positions(model, first)
+        if side is not None:
+            return (first.in_channels, side, side), (f"the first Conv2d's in_channels and its patches, as many as "
+                                                     f"the position table {side // first.stride[0]}² holds")
+        return (first.in_channels, 224, 224), "the first Conv2d's in_channels, at 224 x 224"
+    if isinstance(first, torch.nn.Linear) and built.kind != "hf":
+        return _linear_patches(model, first)
     return None
+
+
+def _linear_patches(model: Any, first: torch.nn.Linear) -> tuple[tuple[int, int, int], str] | None:
+    """An image cut into patches by a reshape and embedded by a Linear of C·p² inputs (`Rearrange('b c (h p1) (w
+    p2) -> b (h w) (p1 p2 c)')`, then Linear(p·p·C, D)), where a position table [n² (+ 1), D] says how many:
+    (C, n·p, n·p), C the first of 3, 1, 4 that makes p whole. None where no table says so, or an embedding table
+    takes token ids."""
+    if any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for m in model.modules()):
+        return None
+    for _, rows in _position_tables(model, first.out_features):
+        for n in (rows - 1, rows):
+            side = math.isqrt(n)
+            if side < 2 or side * side != n:
+                continue
+            for channels in (3, 1, 4):
+                patch = math.isqrt(first.in_features // channels)
+                if channels * patch * patch == first.in_features and patch > 1:
+                    return (channels, side * patch, side * patch), (
+                        f"the first Linear's {first.in_features} inputs ({channels} channels × {patch}² patch) "
+                        f"and the position table's {side}² patches")
+    return None
+
+
+def _position_tables(model: Any, width: int) -> list[tuple[str, int]]:
+    """(name, rows N) of the tables [N, width] or [1, N, width] (N > 1) among the model's parameters and buffers
+    that are no layer's weight: learned or fixed position tables (a class token's one row left out)."""
+    out = []
+    for name, t in (*model.named_parameters(), *model.named_buffers()):
+        shape = tuple(t.shape)
+        rows = shape[0] if len(shape) == 2 else shape[1] if len(shape) == 3 and shape[0] == 1 else 0
+        if rows > 1 and shape[-1] == width and \
+                not isinstance(model.get_submodule(name.rpartition(".")[0]), _CONSUMERS):
+            out.append((name, rows))
+    return out
+
+
+def _window(model: Any, first: torch.nn.Conv1d) -> tuple[int, str] | None:
+    """(frames, where) of the fixed window a Conv1d front end takes (an audio encoder's 3,000 mel frames): the rows
+    N of a position table [N, D] (or [1, N, D]) of the front end's output width, times the strides of its chain of
+    Conv1d (each taking the last one's channels)."""
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv1d)]
+    chain = [first]
+    for m in convs[convs.index(first) + 1:]:
+        if m.in_channels != chain[-1].out_channels:
+            break
+        chain.append(m)
+    stride = math.prod(m.stride[0] for m in chain)
+    width = chain[-1].out_channels
+    for name, rows in _position_tables(model, width):
+        return rows * stride, f"the position table {name} ({rows:,} rows) × the front end's stride {stride}"
+    return None
+
+
+def _side_from_positions(model: Any, conv: torch.nn.Conv2d) -> int | None:
+    """The image side a patch embedding (a Conv2d whose stride is its kernel) is made for, where a learned position
+    table [N, D] or [1, N, D] of its width holds N = n² patches (or n² + 1 with a class token): n × the stride."""
+    stride = conv.stride[0]
+    if conv.stride != conv.kernel_size or conv.stride[0] != conv.stride[1] or stride < 2:
+        return None
+    for _, rows in _position_tables(model, conv.out_channels):
+        for n in (rows, rows - 1):
+            root = math.isqrt(n)
+            if root > 1 and root * root == n:
+                return root * stride
+    return None
+
+
+def consumer_default(built: Built) -> InputDefault | None:
+    """The default first input of a model file's (or factory's) forward, from the module that first takes it: an
+    image batch (`image_default`); a Conv1d's [B, C, T] (mel bins or features over time); a Conv3d's video
+    [B, C, frames, H, W] from the config's frames and image size; a Linear's features [B, T, in_features] where
+    the model has no embedding table. None: token ids."""
+    image = image_default(built)
+    if image is not None:
+        latent = built.kind != "hf" and image[0][0] not in (1, 3)  # 4 channels of a diffusion model's latent
+        return InputDefault(image[0], "a latent (or image) batch" if latent else "an image batch", image[1])
+    if built.kind == "hf":
+        return None
+    first = first_consumer(built.model)
+    config = built.config if isinstance(built.config, dict) else {}
+    name = type(first).__name__
+    if isinstance(first, torch.nn.Conv1d):
+        window = _window(built.model, first)
+        if window is not None:  # a fixed window, as the position table after the front end holds it
+            return InputDefault((first.in_channels, window[0]), f"a batch of {first.in_channels}-channel windows",
+                                f"{name}(in_channels={first.in_channels}) and {window[1]}")
+        return InputDefault((first.in_channels, "T"), f"a batch of {first.in_channels}-channel sequences",
+                            f"the first module that takes it, {name}(in_channels={first.in_channels})")
+    if isinstance(first, torch.nn.Conv3d):
+        size = next((config[k] for k in _SIZE_KEYS if _positive(config.get(k))), 224)
+        frames = next((config[k] for k in _FRAME_KEYS if _positive(config.get(k))), 16)
+        return InputDefault((first.in_channels, frames, size, size), "a video batch",
+                            f"{name}(in_channels={first.in_channels}) and the config's frames and size "
+                            f"(else 16 × 224 × 224)")
+    if isinstance(first, torch.nn.Linear) and not _holds_a_table(built.model, first) and \
+            not any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for m in built.model.modules()):
+        return InputDefault(("T", first.in_features), "features",
+                            f"the first module that takes it, {name}(in_features={first.in_features})")
+    return None
+
+
+# Required arguments after the first that a conditioned model (a diffusion transformer) takes, by what they are:
+# a timestep or noise level per sample (float [B]), a class label per sample (int64 [B]).
+_TIMESTEP = re.compile(r"(t|ts|time|times|timesteps?|sigmas?|noise_levels?|noise_labels?)", re.I)
+_LABEL = re.compile(r"(y|labels?|class_labels?|class_ids?|classes)", re.I)
+
+
+def conditioning(model: Any, B: int) -> tuple[list[Any], list[str]]:
+    """The forward's required positional arguments after the first, where each is a timestep ([B] float32) or a
+    class label ([B] int64), and notes saying so; stops at the first that is neither."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return [], []
+    out: list[Any] = []
+    notes: list[str] = []
+    for p in params:
+        if p.default is not inspect.Parameter.empty or p.kind is not p.POSITIONAL_OR_KEYWORD:
+            break
+        if _TIMESTEP.fullmatch(p.name):
+            out.append(torch.zeros((B,), dtype=torch.float32, device="meta"))
+            notes.append(f"{p.name}=[B] float32 (a timestep per sample)")
+        elif _LABEL.fullmatch(p.name):
+            out.append(torch.zeros((B,), dtype=torch.long, device="meta"))
+            notes.append(f"{p.name}=[B] int64 (a class label per sample)")
+        else:
+            break
+    return out, notes
 
 
 def forward_arguments(model: Any) -> str | None:
@@ -105,11 +283,15 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     if not params:
         raise ShapeError(f"{type(model).__name__}.forward takes no inputs archviz can guess",
                          hint="give them with --input name=B,T,512[:dtype]")
-    image = image_default(built)
-    if image is not None:  # a vision model: one image batch [B, C, H, W] instead of token ids
-        return (torch.zeros((B, *image[0]), dtype=torch.float32, device="meta"),), {}
+    first = consumer_default(built)
+    if first is not None:  # an image, spectrogram, video or feature batch instead of token ids
+        x = torch.zeros((B, *(T if d == "T" else d for d in first.dims)), dtype=torch.float32, device="meta")
+        return (x, *conditioning(model, B)[0]), {}
     args: list[Any] = [ids[0] if built.tokens_1d else ids]  # gpt-oss's forward takes tokens [T]
-    kwargs = {}
+    held = dataclass_argument(model)
+    if held is not None and held[0] == names[0]:  # forward(self, inputs: Batch): the token ids in its fields
+        args = [filled_dataclass(held[1], {}, args[0])]
+    kwargs = {name: causal_block_mask(B, T) for name in block_mask_arguments(model)}  # flex attention's masks
     if "start_pos" in names[1:]:
         kwargs["start_pos"] = 0
     kwargs.update(sequence_lengths(model, B, T, built.tokens_1d))
@@ -225,31 +407,37 @@ def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None 
     symbols B and T, or a dim the user names with its size (`x=B,3,H=224,W=224`: H and W, sized 224 unless `sizes`
     says otherwise); the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
     `name=none` passes None, `name=list:T,T` a list of ints. A spec that is wrong is a ShapeError (`check_input_specs`)."""
-    kwargs: dict[str, Any] = {}
-    for name, kind, payload in check_input_specs(specs):
-        if kind == "list":  # per-sequence lengths (seqlens=list:T,T): B and T at this pass's sizes
-            kwargs[name] = [B if x == "B" else T if x == "T" else x for x in payload]
-            continue
-        if kind != "tensor":
-            kwargs[name] = payload
-            continue
-        dims_spec, dtype = payload
-        dims = [B if d == "B" else T if d == "T" else (sizes or {}).get(d[0], d[1]) if isinstance(d, tuple) else d
-                for d in dims_spec]
-        for d, size in zip(dims_spec, dims):
-            if size is None:  # a dim named without a size (x=B,3,H,W) that no default input sizes: see default_sizes
-                raise ShapeError(f"--input {name}=...: dim {d[0]!r} has no size to take",
-                                 hint=f"name it with its size, e.g. {d[0]}=224")
-        if math.prod(dims) > MAX_ELEMENTS:  # torch would overflow computing its storage size
-            raise ShapeError(f"--input {name}=...: {' × '.join(map(str, dims))} elements at B={B}, T={T} are more "
-                             f"than any input holds (at most {MAX_ELEMENTS:,})",
-                             hint="give fewer or smaller dims, e.g. B,T,512")
-        torch_dtype = getattr(torch, dtype, None)
-        if not isinstance(torch_dtype, torch.dtype):  # a name this torch has not
-            raise ShapeError(f"--input {name}=...:{dtype}: torch {torch.__version__} has no dtype {dtype!r}",
-                             hint="e.g. float32, bfloat16, int64")
-        kwargs[name] = torch.zeros(dims, dtype=torch_dtype, device="meta")
-    return (), kwargs
+    pass_sizes = (B, T, sizes or {})
+    return (), {name: _value(name, kind, payload, pass_sizes) for name, kind, payload in check_input_specs(specs)}
+
+
+def _value(name: str, kind: str, payload: Any, pass_sizes: tuple[int, int, dict[str, int]]) -> Any:
+    """One read `--input` value made for the pass: a meta tensor, a number, None, a list of ints, or a list of dicts
+    (or one dict) of such values."""
+    B, T, sizes = pass_sizes
+    if kind == "list":  # per-sequence lengths (seqlens=list:T,T): B and T at this pass's sizes
+        return [B if x == "B" else T if x == "T" else x for x in payload]
+    if kind == "records":  # batched_input=[{image: 3,1024,1024}]; inputs={tokens: B,T}
+        one = lambda r: {k: _value(f"{name}[{k!r}]", kd, pl, pass_sizes) for k, (kd, pl) in r.items()}  # noqa: E731
+        return [one(r) for r in payload] if isinstance(payload, tuple) else one(payload)
+    if kind != "tensor":
+        return payload
+    dims_spec, dtype = payload
+    dims = [B if d == "B" else T if d == "T" else sizes.get(d[0], d[1]) if isinstance(d, tuple) else d
+            for d in dims_spec]
+    for d, size in zip(dims_spec, dims):
+        if size is None:  # a dim named without a size (x=B,3,H,W) that no default input sizes: see default_sizes
+            raise ShapeError(f"--input {name}=...: dim {d[0]!r} has no size to take",
+                             hint=f"name it with its size, e.g. {d[0]}=224")
+    if math.prod(dims) > MAX_ELEMENTS:  # torch would overflow computing its storage size
+        raise ShapeError(f"--input {name}=...: {' × '.join(map(str, dims))} elements at B={B}, T={T} are more "
+                         f"than any input holds (at most {MAX_ELEMENTS:,})",
+                         hint="give fewer or smaller dims, e.g. B,T,512")
+    torch_dtype = getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, torch.dtype):  # a name this torch has not
+        raise ShapeError(f"--input {name}=...:{dtype}: torch {torch.__version__} has no dtype {dtype!r}",
+                         hint="e.g. float32, bfloat16, int64")
+    return torch.zeros(dims, dtype=torch_dtype, device="meta")
 
 
 _NAMED = re.compile(r"(?!(?:B|T)=)[A-Za-z_]\w*=\d+")
@@ -269,7 +457,7 @@ def default_sizes(built: Built, specs: list[str] | None, B: int, T: int) -> dict
     """{name: size} for the dims `--input` names without a size (`x=B,3,H,W`): each takes the size of the same dim
     of the default input it stands in for -- the same argument, of as many dims (a vision model's image batch
     [B, C, H, W] from its config) -- so `H=224` need not be written. One line with the fix where none has one."""
-    wanted = [(spec, i, d) for spec in specs or () for i, d in _bare_dims(spec)]
+    wanted = [(spec, i, d) for spec in expand_input_files(specs) for i, d in _bare_dims(spec)]
     if not wanted:
         return {}
     try:
@@ -319,7 +507,13 @@ def _config_image(built: Built) -> tuple[int, int, int] | None:
 def spec_symbols(specs: list[str] | None) -> set[str]:
     """The symbols (B, T, and dims the user named) that `--input` specs size their tensors by."""
     used: set[str] = set()
-    for spec in specs or ():
+    for spec in expand_input_files(specs):
+        if spec.partition("=")[2].strip()[:1] in ("[", "{"):  # a list of dicts, or a dict: B and T in their dims
+            for _, _, payload in check_input_specs([spec]):
+                for record in payload if isinstance(payload, tuple) else (payload,):
+                    used.update(d for kind, pl in record.values() if kind == "tensor" for d in pl[0]
+                                if d in ("B", "T"))
+            continue
         dims_text, _, items = spec.partition("=")[2].partition(":")
         if dims_text.strip() == "list":  # seqlens=list:T,T
             used.update(x.strip() for x in items.split(",") if x.strip() in ("B", "T"))
@@ -337,7 +531,7 @@ def named_sizes(specs: list[str] | None, sizes: dict[str, int] | None = None) ->
     """{name: size} of the dims the user named in `--input` specs (`H=224`, or `H` sized by `sizes`), in the order
     the specs name them."""
     out: dict[str, int] = {}
-    for spec in specs or ():
+    for spec in expand_input_files(specs):
         dims_text = spec.partition("=")[2].partition(":")[0]
         for d in (d.strip() for d in dims_text.split(",")):
             if _NAMED.fullmatch(d):
@@ -357,7 +551,124 @@ def merge_inputs(model: Any, base: tuple[tuple, dict], given: dict[str, Any]) ->
         params = list(inspect.signature(model.forward).parameters.values())
     except (TypeError, ValueError):
         params = []
+    held = dataclass_argument(model)
+    if held is not None and isinstance(given.get(held[0]), dict):  # inputs={tokens: B,T}: the dataclass of them
+        default = next((a for p, a in zip(params, args) if p.name == held[0]), None)
+        ids = next((getattr(default, f.name) for f in dataclasses.fields(default)
+                    if isinstance(getattr(default, f.name), torch.Tensor)), None) if default is not None else None
+        given = {**given, held[0]: filled_dataclass(held[1], given[held[0]], ids)}
     bound = {p.name: a for p, a in zip(params, args) if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD}
     if len(bound) == len(args) and any(name in bound for name in given):
         return (), {**bound, **kwargs, **given}
+    if args and params and params[0].kind is inspect.Parameter.VAR_POSITIONAL and _stands_in(args[0], given):
+        return (), {**kwargs, **given}  # forward(*args, **kwargs): the given input in place of the default's
     return tuple(args), {**kwargs, **given}
+
+
+def input_tensors(values: Any) -> list[Any]:
+    """The tensors in a forward's input values: tensors themselves, the fields of a dataclass of inputs, the items
+    of lists and dicts of them (a list of dicts of images)."""
+    out: list[Any] = []
+    stack = list(values)
+    while stack:
+        v = stack.pop(0)
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            stack.extend(getattr(v, f.name) for f in dataclasses.fields(v))
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    return out
+
+
+_LIST_OF_DICTS = re.compile(r"(?:list|List|Sequence)\[(?:typing\.)?(?:dict|Dict|Mapping)")
+
+
+def structured_forms(model: Any) -> str | None:
+    """The form to type for each forward argument whose annotation asks for a list of dicts or a dataclass of
+    inputs (`batched_input: List[Dict[str, Any]]`, `inputs: Batch`), or None where none does."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    forms = []
+    held = dataclass_argument(model)
+    for p in params:
+        text = _annotation_text(p.annotation)
+        if _LIST_OF_DICTS.search(text):
+            forms.append(f"--input '{p.name}=[{{image: 3,1024,1024, original_size: list:1024,1024}}]' (a list of "
+                         "dicts, its keys as the code reads them)")
+        elif held is not None and held[0] == p.name:
+            fields = ", ".join(f"{f.name}: B,T" for f in dataclasses.fields(held[1])[:2])
+            forms.append(f"--input '{p.name}={{{fields}}}' (the fields of {held[1].__name__})")
+    return "; ".join(forms) or None
+
+
+def _annotation_text(annotation: Any) -> str:
+    return annotation if isinstance(annotation, str) else str(annotation).replace("typing.", "")
+
+
+def dataclass_argument(model: Any) -> tuple[str, type] | None:
+    """(name, class) of the forward's first argument where its annotation is a dataclass (`forward(self, inputs:
+    Batch)`, read as `inputs.tokens`); None otherwise."""
+    try:
+        first = next(iter(inspect.signature(model.forward).parameters.values()), None)
+        hints = typing.get_type_hints(model.forward) if first is not None else {}
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve names no dataclass
+        return None
+    cls = hints.get(first.name) if first is not None else None
+    return (first.name, cls) if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+
+
+def filled_dataclass(cls: type, given: dict[str, Any], ids: Any) -> Any:
+    """`cls` made of the given fields, each required field not given that holds a tensor filled with the token
+    ids (`ids`), the others left to their defaults; a required field of another kind is a ShapeError naming it."""
+    hints = typing.get_type_hints(cls)
+    values = dict(given)
+    for f in dataclasses.fields(cls):
+        if f.name in values or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        if "Tensor" in str(hints.get(f.name, "")) and ids is not None:
+            values[f.name] = ids
+        else:
+            raise ShapeError(f"{cls.__name__}.{f.name} (a field of the forward's input) was not given",
+                             hint=f"give it inside the input's dict, e.g. --input 'inputs={{{f.name}: B,T}}'")
+    unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ShapeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}",
+                         hint=f"its fields: {', '.join(f.name for f in dataclasses.fields(cls))}")
+    return cls(**values)
+
+
+def _stands_in(default: Any, given: dict[str, Any]) -> bool:
+    """A given input takes the place of the default first input of a `forward(*args, **kwargs)`: a tensor of as
+    many dims and the same kind (token ids, floats)."""
+    return isinstance(default, torch.Tensor) and any(
+        isinstance(v, torch.Tensor) and v.dim() == default.dim() and
+        v.dtype.is_floating_point == default.dtype.is_floating_point for v in given.values())
+
+
+def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: int) -> dict[str, str] | None:
+    """What one pass of a model that takes no positions costs per: {"name": "image" | "latent" | "denoising step" |
+    "audio window" | "video" | "sample", "inputs": the pass's input shapes as they ran, B at `batch` ("[1, 4, 32,
+    32], [1], [1]")};
+    None where the pass is over token positions (its inputs sized by T): its cost is per token."""
+    shapes = record.extra("shapes") or {}
+    if "T" in shapes.get("used", ()):
+        return None
+    root = record.modules[0] if record.modules else None
+    call = root.calls[0] if root is not None and root.calls else None
+    inputs = ", ".join("[" + ", ".join(str(batch if d == "B" else d) for d in s) + "]" for s in call.inputs) \
+        if call else "its inputs"
+    first = None if input_specs else consumer_default(built)
+    name = "sample"
+    if first is not None and len(first.dims) == 3:
+        timed = any("timestep" in n for n in conditioning(built.model, 1)[1])
+        name = "denoising step" if timed else "image" if first.dims[0] in (1, 3) else "latent"
+    elif first is not None and len(first.dims) == 4:
+        name = "video"
+    elif first is not None and len(first.dims) == 2 and isinstance(first.dims[1], int):
+        name = "audio window"
+    return {"name": name, "inputs": inputs}

@@ -397,6 +397,17 @@ class DispatchPolicy(TorchDispatchMode):
             first = out[0] if isinstance(out, tuple) else out
             if prov is not None and prov.value is not None and isinstance(first, torch.Tensor):
                 p.set(first, _Prov(value=prov.value))  # the extreme of equal values is that value
+            elif prov is not None and prov.range and prov.k is None and isinstance(first, torch.Tensor):
+                # positions made by arange(n): the largest is n - 1, the least 0 (a mask sized from them fits T)
+                top = func in (aten.max.default, aten.amax.default, aten.max.dim)
+                p.set(first, _Prov(value=float(prov.range - 1 if top else 0)))
+            return
+        if func in (aten.arange.default, aten.arange.start, aten.arange.start_step) and \
+                isinstance(out, torch.Tensor) and out.dim() == 1 and not out.dtype.is_floating_point:
+            start = args[0] if func is not aten.arange.default and args else 0
+            step = args[2] if func is aten.arange.start_step and len(args) > 2 else 1
+            if start == 0 and step == 1 and out.shape[0] > 0:
+                p.set(out, _Prov(range=int(out.shape[0])))  # 0, 1, ..., n - 1: each value once
             return
         if func is aten.one_hot.default:
             n = out.shape[-1]

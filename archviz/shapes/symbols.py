@@ -174,6 +174,7 @@ def derived(d: int, o: int, first: tuple[int, int], second: tuple[int, int], cut
     for r in sorted(set(cuts) | {2 ** k for k in range(1, 13)}):
         if r > 1:
             forms.append((f"ceil(T/{r})", lambda b, t, r=r: -(-t // r)))
+            forms.append((f"T/{r}", lambda b, t, r=r: t // r))  # floor: a pooling or reshape at an odd T
             forms.append((f"T+T/{r}", lambda b, t, r=r: t + t / r))
             c, c2 = d - t1 // r, d - t1 - t1 // r
             if c and r in cuts:  # two unknowns fit any line through two points: only the config's own ratios

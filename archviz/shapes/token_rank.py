@@ -19,7 +19,7 @@ from typing import Any, Callable
 from ..errors import ArchvizError, ShapeError
 from ..input_specs import check_input_specs
 from ..sources import Built
-from .inputs import forward_arguments, image_default
+from .inputs import consumer_default, forward_arguments
 
 #: Uses of the ids that say nothing of their rank: looked past.
 _SILENT = frozenset({"device", "dtype", "is_cuda", "is_meta", "requires_grad", "to", "long", "int", "cpu", "cuda",
@@ -33,7 +33,7 @@ _DEPTH = 3  # methods followed
 def may_take_1d(built: Built, inputs: Any, input_specs: list[str] | None) -> bool:
     """The pass feeds default token ids [B, T] that could be [T] instead: a model file's or factory's forward whose
     first argument the default fills with token ids (not an image), --input not giving that argument."""
-    if built.kind == "hf" or inputs is not None or built.tokens_1d or image_default(built) is not None or \
+    if built.kind == "hf" or inputs is not None or built.tokens_1d or consumer_default(built) is not None or \
             forward_arguments(built.model) is None:
         return False
     first = next(iter(inspect.signature(built.model.forward).parameters), None)

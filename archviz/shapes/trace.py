@@ -53,7 +53,10 @@ from .inputs import (
     default_inputs,
     default_sizes,
     forward_arguments,
-    image_default,
+    conditioning,
+    input_tensors,
+    structured_forms,
+    consumer_default,
     list_notes,
     merge_inputs,
     missing_input_hint,
@@ -231,16 +234,20 @@ def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: l
     notes: list[str] = []
     if inputs is not None:
         return args, kwargs, user, {"B", "T"}, notes  # inputs made by the caller (the probe): sized by B and T
-    defaults = [v for v in (*base[0], *base[1].values()) if isinstance(v, torch.Tensor)]
-    kept = any(v is d for d in defaults for v in (*args, *kwargs.values()))
-    image = image_default(built) if kept and (built.kind != "hf" or "pixel_values" in base[1]) else None
+    defaults = input_tensors((*base[0], *base[1].values()))
+    kept = any(v is d for d in defaults for v in input_tensors((*args, *kwargs.values())))
+    first = consumer_default(built) if kept and (built.kind != "hf" or "pixel_values" in base[1]) else None
     ids = {"T"} if built.tokens_1d else {"B", "T"}  # token ids [T] (gpt-oss, packed sequences) have no B
-    used = ({"B"} if image else ids if kept else set()) | spec_symbols(input_specs)
-    if image is not None:
-        first = "pixel_values" if built.kind == "hf" else \
+    used = ({"B"} | ({"T"} if "T" in first.dims else set()) if first else ids if kept else set()) | \
+        spec_symbols(input_specs)
+    if first is not None:
+        where = "pixel_values" if built.kind == "hf" else \
             f"the first argument of {forward_arguments(built.model) or 'forward'}"
-        notes.append(f"default input: an image batch [B, {', '.join(map(str, image[0]))}] (float32) from "
-                     f"{image[1]}, passed as {first}; --input NAME=... gives another")
+        notes.append(f"default input: {first.what} [B, {', '.join(map(str, first.dims))}] (float32) from "
+                     f"{first.where}, passed as {where}; --input NAME=... gives another")
+        extra = conditioning(built.model, B)[1] if built.kind != "hf" else []
+        if extra:
+            notes.append(f"default inputs beside it: {', '.join(extra)}; --input NAME=... gives others")
     if built.kind != "hf":  # seqlens: List[int] made up beside the token ids
         notes.extend(list_notes(built, kwargs, {name for name, _, _ in check_input_specs(input_specs)}))
     return args, kwargs, user, used, notes
@@ -472,8 +479,12 @@ def _arguments_hint(built: Built, input_specs: list[str] | None) -> str | None:
     args = forward_arguments(built.model)
     if args is None:
         return None
-    return (f"; the pass fed token ids [B, T] to {args}: give each tensor argument as NAME=dims[:dtype] (dims "
-            "are ints, B, T; e.g. an image NAME=B,3,224,224, features NAME=B,T,64:float32)")
+    structured = structured_forms(built.model)
+    first = consumer_default(built)
+    fed = f"{first.what} [B, {', '.join(map(str, first.dims))}]" if first is not None else "token ids [B, T]"
+    return (f"; the pass fed {fed} to {args}: give each tensor argument as NAME=dims[:dtype] (dims "
+            "are ints, B, T; e.g. an image NAME=B,3,224,224, features NAME=B,T,64:float32)" +
+            (f"; {structured}" if structured else ""))
 
 
 def _user_frame(e: BaseException) -> str | None:

@@ -12,7 +12,8 @@ def test_input_option_feeds_the_meta_forward(archviz_cli):
 
 
 def test_bad_input_spec_is_one_line_exit_2(archviz_cli):
-    p = archviz_cli("inspect", "vision:build", "--input", "pixels=B,Q,24")
+    # (B,Q,24 is valid: Q takes the size of the default features' [B, T, 24] time axis; no default has 4 dims)
+    p = archviz_cli("inspect", "vision:build", "--input", "pixels=B,Q,2,24")
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "'Q' is not an int, B or T" in p.stderr
 

@@ -46,8 +46,20 @@ def test_default_image_input(spec, overrides, model, image):
                for n in shapes["notes"])
 
 
+def test_a_first_linear_takes_features(archviz_cli):
+    """No embedding table anywhere, and the first module that takes the input is Linear(24, 48): features
+    [B, T, 24], as a real run of the same factory shows."""
+    import vision
+
+    rec = _traced("vision:build")
+    shapes = rec["extras"]["shapes"]
+    B, T = shapes["B"], shapes["T"]
+    assert rec["modules"][0]["calls"][0]["inputs"] == [["B", "T", 24]]
+    assert record_calls(rec, numeric={"B": B, "T": T}) == real_calls(vision.build(), torch.zeros(B, T, 24))
+
+
 def test_no_inference_lists_the_forward_arguments(archviz_cli):
-    r = archviz_cli("inspect", "vision:build")
+    r = archviz_cli("inspect", "vision:build_tabled")
     assert r.returncode == 2 and r.stdout == ""
-    assert "Encoder.forward(pixels, scale=1.0)" in r.stderr  # vision.py's own signature
+    assert "Tabled.forward(pixels, kind=None)" in r.stderr  # vision.py's own signature
     assert "give each tensor argument as NAME=dims[:dtype]" in r.stderr

@@ -35,9 +35,9 @@ def runs(archviz_cli, tmp_path_factory):
         "inspect": ["inspect", "warns:model", "--input", "x=B,T,8"],
         "walk": ["walk", "warns:model", "--shapes", "--input", "x=B,T,8", "-o", d / "r.json"],
         "site": ["build", "warns:model", "--input", "x=B,T,8", "-o", d / "site"],
-        "site_no_input": ["build", "warns:model", "-o", d / "site2"],
+        "site_no_input": ["build", "warns:opaque", "-o", d / "site2"],  # (warns:model takes features by default)
         "probe": ["probe", "warns:token_model", "--json"],
-        "probe_not_ids": ["probe", "warns:model"],
+        "probe_not_ids": ["probe", "warns:opaque"],
     })
 
 

@@ -14,7 +14,7 @@ from ...cost.bounds import site_devices, tokens_per_s_curve
 from ...cost.curve import STANDARD, CurvePoint, curve_points
 from ...cost.per_node import CostIndex
 from ...cost.report import cost_report, kv_dtype_text, weights_dtype_text
-from ..cost import flops as flops_text, nbytes as bytes_text, rate as rate_text, reprojection_note, \
+from ..cost import a_unit, flops as flops_text, nbytes as bytes_text, rate as rate_text, reprojection_note, \
     tokens as tokens_text
 from .nodes import Node, instances, mult_text
 
@@ -102,8 +102,10 @@ class SiteCost:
                                     f"Decode tokens per second at B = {B} against context length L on {on}: an "
                                     "upper bound (memory, compute and interconnect bounds)", si("tok/s")))
         p, d, m = r.prefill, r.decode, r.memory
-        facts = [("prefill FLOPs", f"at B = {B}, T = {r.seq:,}", fmt.count(p.flops),
-                  f"{flops_text(p.flops)} · {flops_text(p.per_token)} a token", "cost-prefill"),
+        per_token = r.unit == "token"  # else a pass over an image, a latent, an audio window: no positions
+        facts = [("prefill FLOPs", f"at B = {B}, T = {r.seq:,}" if per_token else f"one pass over {r.inputs}",
+                  fmt.count(p.flops), f"{flops_text(p.flops)} · {flops_text(p.per_token)} {a_unit(r.unit)}",
+                  "cost-prefill"),
                  ("  split", "", "", split(p), "cost-prefill-split")]
         if d is not None:
             facts += [("decode FLOPs", f"B = {B} new token{'s' if B > 1 else ''} at L = {tokens_text(r.context)}",
@@ -122,8 +124,7 @@ class SiteCost:
         tr = dict(m.training)
         facts += [("weights", "", bytes_text(m.weights),
                    weights_dtype_text(r, bytes_text), "cost-weights"),
-                  ("activation peak", "", bytes_text(m.activation_peak), f"one prefill chunk of {r.seq:,} tokens",
-                   "cost-activations"),
+                  ("activation peak", "", bytes_text(m.activation_peak), _peak_text(r, B), "cost-activations"),
                   ("serving memory", "", bytes_text(m.serving), "weights + KV + activation peak", "cost-serving"),
                   ("training memory", "", bytes_text(tr.get("total")), str(tr.get("formula", "")), "cost-training")]
         unknown = []
@@ -215,5 +216,11 @@ def chart(cid: str, points: Sequence[tuple[int, float]], y_label: str, unit: Cal
             "points": [{"x": x(L), "y": y(v), "L": L, "v": f"{v:.17g}", "title": f"L = {tokens_text(L)}: {unit(v)}"}
                        for L, v in pts]}
 
+
+
+def _peak_text(r: Any, B: int) -> str:
+    """What the activation peak is of: a prefill chunk of T tokens, or one pass of B images, latents, windows."""
+    return f"one prefill chunk of {r.seq:,} tokens" if r.unit == "token" else \
+        f"one pass of {B} {r.unit}{'s' if B > 1 else ''}"
 
 __all__ = ["SiteCost", "chart", "CurvePoint"]

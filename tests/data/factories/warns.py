@@ -42,3 +42,16 @@ class TokenModel(nn.Module):
 
 def token_model() -> TokenModel:
     return TokenModel()
+
+
+class Opaque(Model):
+    """The same model holding an embedding table it never reads: nothing says its input is features rather than
+    token ids, so a pass without --input fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unused = nn.Embedding(2, 8)
+
+
+def opaque() -> Opaque:
+    return Opaque()
