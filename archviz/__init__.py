@@ -167,7 +167,7 @@ def cost(source: Any, *, context: int | None = None, seq: int | None = None, bat
         >>> import archviz
         >>> c = archviz.cost("hf:llama", context=1024, overrides={"num_hidden_layers": 1, "hidden_size": 64,
         ...                  "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2})
-        >>> c.report.kv.per_token == 2 * 1 * 2 * 16 * 4  # K and V, 1 layer, 2 KV heads of 16, float32
+        >>> c.report.kv.per_token == 2 * 1 * 2 * 16 * 2  # K and V, 1 layer, 2 KV heads of 16, bfloat16
         True
     """
     from .cost.options import CostOptions

@@ -46,7 +46,8 @@ CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safeten
                                                                         "*.safetensors.index.json, manifest "
                                                                         "(.json/.json.gz), .gguf (or one of its "
                                                                         "split files), torch.save zip (.bin/.pt/.pth) "
-                                                                        "or hf://owner/name[@rev][/file.gguf]")]
+                                                                        "or hf://owner/name (@rev and /file.gguf "
+                                                                        "may follow)")]
 RulesOpt = Annotated[Optional[str], typer.Option("--rules", help="a rules file (JSON, or TOML on Python 3.11+): "
                                                                  "renames, fuse, ignore, explain; see "
                                                                  "archviz/checkpoint/rules/")]
@@ -191,7 +192,7 @@ def _check_ranks(source: str, checkpoint: str, world_size: int, pattern: str | N
 def manifest(
     checkpoint: Annotated[str, typer.Argument(help=".safetensors file, shard folder, *.safetensors.index.json, "
                                                    "manifest, .gguf, torch.save zip or "
-                                                   "hf://owner/name[@rev][/file.gguf]")],
+                                                   "hf://owner/name (@rev and /file.gguf may follow)")],
     output: Annotated[str, typer.Option("--output", "-o", help="manifest to write; gzip'd when it ends in .gz")],
     timeout: TimeoutOpt = 10.0,
     world_size: Annotated[Optional[int], typer.Option("--world-size", help="a folder of one shard per rank: "

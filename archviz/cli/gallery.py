@@ -335,9 +335,9 @@ def _diff_of(a: Any, b: Any, spec_a: str, spec_b: str) -> Any:
 
     def made() -> Any:
         from ..diff import diff as diff_records
-        from .diff import _live_renames
+        from ..diff.renames import live_renames
 
-        return diff_records(a, b, renames=_live_renames(a, b), spec_a=spec_a, spec_b=spec_b)
+        return diff_records(a, b, renames=live_renames(a, b), spec_a=spec_a, spec_b=spec_b)
     return made
 
 

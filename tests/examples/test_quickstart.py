@@ -73,8 +73,8 @@ def test_factory_from_a_file(outputs: list[str]) -> None:
 
 
 def test_cost_at_two_context_lengths(outputs: list[str]) -> None:
-    # K and V, 2 layers, 2 KV heads of 16, float32, at L = 8K
-    kv = 2 * 2 * 2 * (64 // 4) * 4 * 8192
+    # K and V, 2 layers, 2 KV heads of 16, bfloat16 (the config names no dtype), at L = 8K
+    kv = 2 * 2 * 2 * (64 // 4) * 2 * 8192
     text = re.sub(r"<[^>]+>", "", outputs[4])
     assert "KV" in text and "8K" in text
     assert f"{kv // 1024 // 1024:.2f} MiB" in text or f"{kv / 2**20:.2f} MiB" in text

@@ -29,7 +29,9 @@ def test_summary_and_inspect_are_the_commands_json_and_text(archviz_cli) -> None
     text = archviz_cli("inspect", "hf:llama", "layer", "1", *SETS).stdout
     shown = str(inspected)
     assert shown.splitlines()[0].strip() == text.splitlines()[0].strip() == "model.layers.1"
-    assert f"{LAYER:,} × 2 layers = {2 * LAYER:,}" in shown and f"{LAYER:,} × 2 layers = {2 * LAYER:,}" in text
+    # the grouped tree's row of the layers: parameters, ×, total (a table laid out at the console's width)
+    row = re.compile(rf"{LAYER:,}\s*│\s*2 layers\s*│\s*{2 * LAYER:,}")
+    assert row.search(shown) and row.search(text), (shown, text)
 
 
 def test_the_html_folds_without_script_and_inherits_the_theme() -> None:

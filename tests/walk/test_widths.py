@@ -31,7 +31,7 @@ def test_widths_without_a_constructor_name_take_the_config_field_everywhere(arch
     names = json.loads(p.stdout)["dim_names"]
     assert names[str(cfg.hidden_size)] == "hidden_size" and names[str(cfg.num_experts_per_tok)] == "num_experts_per_tok"
     p = archviz_cli(*run)
-    assert f"[B·T, {cfg.hidden_size} hidden_size]" in p.stdout, p.stdout
+    assert f"[B·T, hidden_size={cfg.hidden_size}]" in p.stdout, p.stdout  # dims carry their names (issue 44)
 
 
 def test_a_constructor_inside_a_conditional_expression_names_its_widths():
