@@ -14,6 +14,7 @@ reads it, and how to set it.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import linecache
 import os
@@ -190,25 +191,27 @@ def _as_own_package(e: BaseException, path: str, layout: Layout) -> Layout | Non
 
 
 def _shadows(name: str) -> bool:
-    """A file of this name would shadow the standard library or a module other code imported."""
-    return name in getattr(sys, "stdlib_module_names", ()) or _protected(name)
+    """A file of this name would shadow a module of the standard library (which archviz, torch and the model all
+    share: purged, the next import of it would run the file beside the model)."""
+    return name in getattr(sys, "stdlib_module_names", ())
 
 
-def _after_stdlib() -> int:
-    """Where the model's folders go on sys.path: after the standard library's entries (its zip, its folder,
-    lib-dynload), so that a file beside the model named like a standard module never shadows it; before
-    site-packages, so that the model's own files come before installed packages, as when it runs itself."""
-    import sysconfig
+class _StandardLibraryFirst:
+    """A finder, ahead of the path finder while the model's code is imported: a module of the standard library is
+    found in the standard library's folders alone, so that a file beside the model named like one (`statistics.py`)
+    never stands in for it, while the model's folder stays first on sys.path for its own modules."""
 
-    paths = sysconfig.get_paths()
-    std = [os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib") if paths.get(k)]
-    last = -1
-    for i, entry in enumerate(sys.path):
-        real = os.path.realpath(entry) if entry else ""
-        if real and any(real == d or real.startswith(d + os.sep) for d in std) and "site-packages" not in real \
-                or entry.endswith(".zip") and os.path.basename(entry).startswith("python"):
-            last = i
-    return last + 1
+    def __init__(self) -> None:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        self.folders = [p for p in dict.fromkeys(paths.get(k) for k in ("stdlib", "platstdlib")) if p]
+        self.folders += [os.path.join(f, "lib-dynload") for f in self.folders]
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if path is not None or name not in getattr(sys, "stdlib_module_names", ()):
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, self.folders)
 
 
 def _protected(name: str) -> bool:
@@ -226,13 +229,15 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
     folder = os.path.dirname(os.path.abspath(path))
     stem = os.path.splitext(os.path.basename(path))[0]
     package = layout.package
-    # the folder's files that may be purged: never a module of the standard library or one other code imported
-    # (a `typing.py` beside model.py, never imported by it, purged the real typing and broke the pass)
+    # the folder's files that may be purged: never a module of the standard library (a `typing.py` beside model.py,
+    # never imported by it, purged the real typing and broke the pass)
     siblings = {n for n in folder_modules(folder) if not _shadows(n)} if package is None else set()
     own = package or stem
     stubbed: dict[str, Any] = {}
-    at = _after_stdlib()
-    sys.path[at:at] = layout.paths
+    sys.path[:0] = layout.paths
+    first = _StandardLibraryFirst()
+    sys.meta_path.insert(next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder),
+                              len(sys.meta_path)), first)
     was_importing, stubs.importing = stubs.importing, True
     try:
         for _ in range(MAX_STUB_ROUNDS):
@@ -280,6 +285,7 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
                 raise _raised(path, e, layout) from e
         raise SourceError(f"{path}: too many failing imports", hint="install the model's dependencies")
     finally:
+        sys.meta_path.remove(first)
         stubs.importing = was_importing
         for p in layout.paths:
             if p in sys.path:
