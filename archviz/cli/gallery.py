@@ -319,7 +319,7 @@ def _checkpoints(texts: list[str] | None) -> dict[str, str]:
 
 def _models(sources: list[str] | None, transformers: str | None, named: list[str]) -> list[tuple[str, str]]:
     """(key, source) of every model of the gallery: --transformers' types, then the SOURCEs; each once, and every
-    model `named` (by --sets, --checkpoint) among them."""
+    model `named` (by its config fields or checkpoint) among them."""
     models: list[tuple[str, str]] = []
     if transformers:
         from ..sources.hf_types import model_types
@@ -331,7 +331,7 @@ def _models(sources: list[str] | None, transformers: str | None, named: list[str
         raise ArchvizError("a model is named twice", hint="give each SOURCE and type once")
     for name in named:
         if name not in keys:
-            raise ArchvizError(f"{name}: --sets/--checkpoint name a model the gallery does not build",
+            raise ArchvizError(f"{name}: its config fields or checkpoint name a model the gallery does not build",
                                hint=f"name one of: {', '.join(keys[:8])}{' …' if len(keys) > 8 else ''}")
     return models
 
