@@ -240,6 +240,28 @@ def site(records: Any, output: str, *, annotations: str | None = None, source_ur
                       source_url=source_url)
 
 
+def gallery(sources: Any, output: str, *, transformers: str | None = None, pairs: Any = (), derived: bool = True,
+            sets: Mapping[str, Mapping[str, Any]] | None = None, checkpoints: Mapping[str, str] | None = None,
+            **run: Any) -> Any:
+    """The gallery `archviz gallery` writes, into the folder `output` (replaced atomically): each model's explorer,
+    a table comparing them, compare pages and a coverage page naming every failure; returns what was written
+    (`.counts`: tried, indexed, failed, ...; `.to_json()`: what the command's `--json` prints).
+
+    `sources`: source strings (as `load` takes them); `transformers`: transformers' model types, from their default
+    configs ("all", "causal" or a comma list); `pairs`: (A, B) or "A:B", two models of the gallery compared in full;
+    `derived`: each transformers type beside the type its code derives from; `sets`: a model -> config fields to
+    build it with; `checkpoints`: a model -> a checkpoint or manifest; `run`: `jobs` (worker processes, default the
+    cores; 1 counts every model in this process), `timeout` (seconds a model may take), `cache` (default True)."""
+    from .cli.gallery import GalleryOptions, set_texts, write_gallery
+
+    pairs = tuple(tuple(p.split(":", 1)) if isinstance(p, str) else tuple(p) for p in pairs)
+    if any(len(p) != 2 for p in pairs):
+        raise ValueError(f"pairs: each (A, B) or \"A:B\", not {pairs!r}")
+    options = GalleryOptions(transformers=transformers, pairs=pairs, derived=derived, sets=set_texts(sets or {}),
+                             checkpoints=dict(checkpoints or {}), **run)
+    return write_gallery([sources] if isinstance(sources, str) else list(sources), output, options)
+
+
 def _build_options(options: Any, fields: Mapping[str, Any]) -> Any:
     """A `BuildOptions` from one, or from its fields given as keywords (overrides as a mapping)."""
     from .sources import BuildOptions
@@ -253,5 +275,5 @@ def _build_options(options: Any, fields: Mapping[str, Any]) -> Any:
     return BuildOptions(**fields)
 
 
-__all__ = ["__version__", "build", "load", "summary", "inspect", "cost", "check", "diff", "site", "ModelRecord",
-           "ArchvizError", "SourceError", "CheckpointError", "ShapeError"]
+__all__ = ["__version__", "build", "load", "summary", "inspect", "cost", "check", "diff", "site", "gallery",
+           "ModelRecord", "ArchvizError", "SourceError", "CheckpointError", "ShapeError"]

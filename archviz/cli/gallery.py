@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated, Any, Optional
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Mapping, Optional
 
 import typer
 
@@ -31,23 +32,34 @@ def _sets_file(path: str | None) -> dict[str, list[str]]:
     with refused_as(lambda m: ArchvizError(f"--sets {path}: {m}", hint=hint)):
         for k, v in want_table("", data, what="an object mapping each model to its config fields").items():
             want_table(k, v, what="an object of config fields")
-    out = {str(k): [f"{f}={json.dumps(v)}" for f, v in fields.items()] for k, fields in data.items()}
+    out = set_texts(data)
     check_options(sets={f"--sets {path} ({k})": v for k, v in out.items()})
     return out
 
 
-def _pairs(texts: list[str] | None, keys: list[str]) -> list[tuple[str, str]]:
+def set_texts(data: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Each model's config fields and values as the `key=value` texts it is built with (a value as JSON)."""
+    return {str(k): [f"{f}={json.dumps(v)}" for f, v in fields.items()] for k, fields in data.items()}
+
+
+def _pairs(texts: list[str] | None) -> tuple[tuple[str, str], ...]:
     out = []
     for t in texts or ():
         a, sep, b = t.partition(":")
         if not sep or not a or not b:
             raise ArchvizError(f"--pairs {t!r}: not A:B", hint="write e.g. --pairs deepseek_v3:deepseek_v32")
+        out.append((a, b))
+    return tuple(out)
+
+
+def _in_gallery(pairs: tuple[tuple[str, str], ...], keys: list[str]) -> list[tuple[str, str]]:
+    """The pairs to compare, each of two models of the gallery."""
+    for a, b in pairs:
         unknown = [x for x in (a, b) if x not in keys]
         if unknown:
-            raise ArchvizError(f"--pairs {t!r}: {', '.join(unknown)} is not in the gallery",
+            raise ArchvizError(f"the pair {a} and {b}: {', '.join(unknown)} is not in the gallery",
                                hint="name two of its models: a transformers type or a SOURCE as given")
-        out.append((a, b))
-    return out
+    return list(pairs)
 
 
 def _served(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool, timeout: float,
@@ -86,7 +98,8 @@ def _served(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool
                     + (f": {tail[-1][:300]}" if tail else ""))}]}
 
 
-def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float) -> list[dict[str, Any]]:
+def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeout: float,
+         shown: bool) -> list[dict[str, Any]]:
     """Each (key, source, sets): its dtype and prefill length chosen (gallery_work.build_choice), read from the records cache here, else
     counted by gallery_work.run_one: in this process with n = 1, else each in a process of its own, n at a time.
     Each result has "dtype" and "sets" (as built), "failures", and "record" or "records" (JSON) unless it failed."""
@@ -119,7 +132,7 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
     os.environ["ARCHVIZ_CACHE_ENTRIES"] = str(max(int(kept or 0) if (kept or "").isdigit() else 0,
                                                   MAX_ENTRIES + 2 * len(jobs)))  # every model's entries are kept
     try:
-        _count(todo, n, use_cache, timeout, results)
+        _count(todo, n, use_cache, timeout, results, shown)
         # a second round for the models whose code refused what was chosen for them: bfloat16 (counted in
         # float32), or a prefill of the config's max positions (counted at half of it; `first`: their first try)
         todo.clear()
@@ -132,7 +145,7 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
             if instead is not None:
                 chosen[i] = instead
                 looked_up(i, source)
-        _count(todo, n, use_cache, timeout, results)
+        _count(todo, n, use_cache, timeout, results, shown)
         for i, (choice, result) in first.items():
             if results[i].get("failures"):  # it fails at half the tokens too: the failure at the config's length
                 chosen[i], results[i] = choice, result
@@ -145,10 +158,10 @@ def _run(jobs: list[tuple[str, str, list[str]]], n: int, use_cache: bool, timeou
 
 
 def _count(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool, timeout: float,
-           results: dict[int, dict[str, Any]]) -> None:
+           results: dict[int, dict[str, Any]], shown: bool) -> None:
     if not todo:
         return  # every model read from the records cache: no worker started (torch is not imported)
-    with progress_bar("counting models") as cb:
+    with progress_bar("counting models", shown) as cb:
         if n <= 1:
             from .gallery_work import run_one
 
@@ -197,53 +210,99 @@ def gallery(
             raise ArchvizError("no models: give SOURCEs or --transformers",
                                hint="e.g. archviz gallery --transformers causal -o gallery")
         check_options(positive={"--jobs": jobs}, timeout=timeout)
-        per_model = _sets_file(sets_file)
-        checkpoints = _checkpoints(checkpoint)
-        models = _models(sources, transformers, [*per_model, *checkpoints])
-        keys = [k for k, _ in models]
-        named = _pairs(pairs, keys)
-        from ..render.site.write import check_target
-
-        check_target(output)  # a folder that is not a site fails before an hour of builds
-        check_count(jobs or 0, "worker processes (--jobs)")
-        n = jobs or min(os.cpu_count() or 1, MAX_CHILDREN)
-        results = _run([(k, s, per_model.get(k, [])) for k, s in models], n, not no_cache, timeout)
-        entries = _entries(models, results, checkpoints)
-        made = _compared(entries, named, bool(derived and transformers))
-        what = "transformers' default configs" if transformers else "their configs"
-        from ..render.site.gallery import render_gallery
-        from ..render.site.gallery_reuse import Reuse, basis
-        from ..render.site.templates import templates_folder
-
-        reuse = Reuse(output, basis(templates_folder())) if not no_cache else None
-        with progress_bar("rendering pages"):
-            files = render_gallery(entries, made, defaults=what, reuse=reuse)
-        from ..render.site import write_site
-
-        write_site(files, output)
-        if reuse is not None:
-            reuse.save()  # after the site is in place: the next run reuses only what this one wrote
-        from ..render.site.gallery import coverage_counts
-
-        counts = coverage_counts(entries)
-        pages = {"rendered": reuse.rendered if reuse else counts["indexed"], "reused": reuse.reused if reuse else 0,
-                 "diffs_rendered": reuse.pages_rendered if reuse else sum(1 for k in files if k.startswith("diff-")),
-                 "diffs_reused": reuse.pages_reused if reuse else 0}
+        options = GalleryOptions(transformers=transformers, pairs=_pairs(pairs), derived=derived,
+                                 sets=_sets_file(sets_file), checkpoints=_checkpoints(checkpoint), jobs=jobs,
+                                 timeout=timeout, cache=not no_cache, progress=True)
+        made = write_gallery(sources or [], output, options)
+        counts, pages = made.counts, made.pages
         if json_:
-            emit_json({"output": output, **counts, "pairs": len(made), **pages,
-                       "failures": [{"model": e.key, **e.failures[0]} for e in entries if e.failures]})
+            emit_json(made.to_json())
         else:
-            kept = sum(1 for r in results if r.get("cached") and r["failures"])
             err.print(f"wrote the gallery of {counts['indexed']} of {counts['tried']} models ({counts['failed']} "
                       f"failed, {counts['partial']} with figures missing, {counts['blank']} blank cells) to {output}/ — open "
                       f"{os.path.join(output, 'index.html')}; coverage.html says why"
-                      + (f"; {kept} failures were read from the records cache, nothing having changed (--no-cache "
-                         "tries them again)" if kept else "")
+                      + (f"; {made.kept} failures were read from the records cache, nothing having changed (--no-cache "
+                         "tries them again)" if made.kept else "")
                       + (f"; the pages of {pages['reused']} models and {pages['diffs_reused']} diffs were unchanged "
                          "since the last run, and kept" if pages["reused"] or pages["diffs_reused"] else ""),
                       highlight=False, markup=False)
         if not counts["indexed"]:
             raise typer.Exit(1)
+
+
+@dataclass(frozen=True)
+class GalleryOptions:
+    """What a gallery holds beside its SOURCEs, and how it is made: the command's options, `archviz.gallery`'s
+    keywords."""
+
+    transformers: str | None = None  # transformers' model types, from their default configs: all, causal or a list
+    pairs: tuple[tuple[str, str], ...] = ()  # (A, B): two models of the gallery, their compare page with the diff
+    derived: bool = True  # also each transformers type beside the type its code derives from
+    sets: Mapping[str, list[str]] = field(default_factory=dict)  # a model -> its config fields (`key=value` texts)
+    checkpoints: Mapping[str, str] = field(default_factory=dict)  # a model -> a checkpoint or manifest to compare
+    jobs: int | None = None  # worker processes (None: the cores); 1 counts every model in this process
+    timeout: float = 900.0  # seconds one model may take (jobs above 1: each runs in a process of its own)
+    cache: bool = True  # the records cache, and the last run's pages kept where nothing they show changed
+    progress: bool = False  # progress bars on stderr (on a terminal only): the command's
+
+
+@dataclass(frozen=True)
+class GalleryResult:
+    """What `write_gallery` wrote: the coverage counts, the compare pages, the pages rendered and reused, and each
+    failed model's first failure."""
+
+    output: str
+    counts: dict[str, int]  # tried, indexed, complete, partial, failed, blank (render.site.gallery.coverage_counts)
+    pairs: int
+    pages: dict[str, int]  # rendered, reused, diffs_rendered, diffs_reused
+    failures: list[dict[str, Any]]
+    kept: int  # failures read from the records cache (nothing having changed)
+
+    def to_json(self) -> dict[str, Any]:
+        """What `archviz gallery --json` prints."""
+        return {"output": self.output, **self.counts, "pairs": self.pairs, **self.pages, "failures": self.failures}
+
+
+def write_gallery(sources: list[str], output: str, options: GalleryOptions = GalleryOptions()) -> GalleryResult:
+    """Every model of `sources` and `options.transformers` counted, its pages and the gallery's written into the
+    folder `output` (replaced atomically): what `archviz gallery` writes. Prints nothing (`options.progress`: the
+    command's progress bars)."""
+    if not sources and not options.transformers:
+        raise ArchvizError("no models: a gallery needs sources or transformers' types",
+                           hint="name at least one model")
+    models = _models(sources, options.transformers, [*options.sets, *options.checkpoints])
+    named = _in_gallery(options.pairs, [k for k, _ in models])
+    from ..render.site.write import check_target
+
+    check_target(output)  # a folder that is not a site fails before an hour of builds
+    check_count(options.jobs or 0, "worker processes")
+    n = options.jobs or min(os.cpu_count() or 1, MAX_CHILDREN)
+    results = _run([(k, s, list(options.sets.get(k, []))) for k, s in models], n, options.cache, options.timeout,
+                   options.progress)
+    entries = _entries(models, results, dict(options.checkpoints))
+    made = _compared(entries, named, bool(options.derived and options.transformers))
+    what = "transformers' default configs" if options.transformers else "their configs"
+    from ..render.site.gallery import render_gallery
+    from ..render.site.gallery_reuse import Reuse, basis
+    from ..render.site.templates import templates_folder
+
+    reuse = Reuse(output, basis(templates_folder())) if options.cache else None
+    with progress_bar("rendering pages", options.progress):
+        files = render_gallery(entries, made, defaults=what, reuse=reuse)
+    from ..render.site import write_site
+
+    write_site(files, output)
+    if reuse is not None:
+        reuse.save()  # after the site is in place: the next run reuses only what this one wrote
+    from ..render.site.gallery import coverage_counts
+
+    counts = coverage_counts(entries)
+    pages = {"rendered": reuse.rendered if reuse else counts["indexed"], "reused": reuse.reused if reuse else 0,
+             "diffs_rendered": reuse.pages_rendered if reuse else sum(1 for k in files if k.startswith("diff-")),
+             "diffs_reused": reuse.pages_reused if reuse else 0}
+    return GalleryResult(output, counts, len(made), pages,
+                         [{"model": e.key, **e.failures[0]} for e in entries if e.failures],
+                         sum(1 for r in results if r.get("cached") and r["failures"]))
 
 
 def _checkpoints(texts: list[str] | None) -> dict[str, str]:
@@ -260,7 +319,7 @@ def _checkpoints(texts: list[str] | None) -> dict[str, str]:
 
 def _models(sources: list[str] | None, transformers: str | None, named: list[str]) -> list[tuple[str, str]]:
     """(key, source) of every model of the gallery: --transformers' types, then the SOURCEs; each once, and every
-    model `named` (by --sets, --checkpoint) among them."""
+    model `named` (by its config fields or checkpoint) among them."""
     models: list[tuple[str, str]] = []
     if transformers:
         from ..sources.hf_types import model_types
@@ -272,7 +331,7 @@ def _models(sources: list[str] | None, transformers: str | None, named: list[str
         raise ArchvizError("a model is named twice", hint="give each SOURCE and type once")
     for name in named:
         if name not in keys:
-            raise ArchvizError(f"{name}: --sets/--checkpoint name a model the gallery does not build",
+            raise ArchvizError(f"{name}: its config fields or checkpoint name a model the gallery does not build",
                                hint=f"name one of: {', '.join(keys[:8])}{' …' if len(keys) > 8 else ''}")
     return models
 
@@ -341,4 +400,4 @@ def _diff_of(a: Any, b: Any, spec_a: str, spec_b: str) -> Any:
     return made
 
 
-__all__ = ["gallery"]
+__all__ = ["GalleryOptions", "GalleryResult", "gallery", "set_texts", "write_gallery"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -173,7 +174,9 @@ def test_action_is_a_composite_whose_inputs_are_all_used(action: dict) -> None:
     assert action["runs"]["using"] == "composite"
     inputs = action["inputs"]
     assert {"source", "checkpoint", "args", "python-version"} <= set(inputs)
-    assert inputs["source"]["required"] is True and inputs["checkpoint"]["required"] is True
+    # source and checkpoint may come from the project file ([tool.archviz]): empty by default
+    assert inputs["source"]["required"] is False and inputs["checkpoint"]["required"] is False
+    assert inputs["source"]["default"] == "" and inputs["checkpoint"]["default"] == ""
     for name, spec in inputs.items():
         assert spec.get("description"), name
         if not spec.get("required"):
@@ -196,10 +199,34 @@ def step_env(step: dict, inputs: dict[str, str]) -> dict[str, str]:
             for k, v in (step.get("env") or {}).items()}
 
 
-def test_action_check_step_runs_archviz_check(action: dict, minilm: Path, tmp_path: Path, archviz_cli) -> None:
-    """The check step's own script, run by bash as the runner runs it (`bash -e {0}`), with the real archviz."""
+def console_script(tmp_path: Path) -> Path:
+    """A folder holding the `archviz` console script, as pip would write it, for this interpreter."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "archviz").write_text(f"#!{sys.executable}\nfrom archviz.cli import main\nmain()\n")
+    (bin_dir / "archviz").chmod(0o755)
+    return bin_dir
+
+
+def run_check_step(action: dict, tmp_path: Path, cwd: Path, inputs: dict[str, str]) -> subprocess.CompletedProcess:
+    """The check step's own script, run by bash as the runner runs it (`bash -e {0}`) in `cwd`, with the real
+    archviz; `inputs` over the Action's defaults."""
     step = next(s for s in action["runs"]["steps"] if "archviz check" in s.get("run", ""))
     assert "--format github" in step["run"]
+    script = tmp_path / "step.sh"
+    script.write_text(step["run"])
+    bin_dir = tmp_path / "bin" if (tmp_path / "bin").is_dir() else console_script(tmp_path)
+    env = {**os.environ, **step_env(step, {**{k: str(v.get("default", "")) for k, v in action["inputs"].items()},
+                                           **inputs})}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = str(REPO)
+    env.pop("FORCE_COLOR", None)
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_action_check_step_runs_archviz_check(action: dict, minilm: Path, tmp_path: Path, archviz_cli) -> None:
+    """The check step's own script with `source` and `checkpoint` given."""
     manifest = tmp_path / "model.manifest.json.gz"
     r = archviz_cli("manifest", minilm / "model.safetensors", "-o", manifest)
     assert r.returncode == 0, r.stderr
@@ -210,21 +237,10 @@ def test_action_check_step_runs_archviz_check(action: dict, minilm: Path, tmp_pa
         path.write_text(json.dumps({**config, "intermediate_size": inter}))
     rules = tmp_path / "rules.json"  # given through `args`: it must reach archviz as its own two words
     rules.write_text(json.dumps({"ignore": [{"pattern": "position_ids$", "label": "legacy buffer"}]}))
-    bin_dir = tmp_path / "bin"  # the `archviz` console script, as pip would write it, for this interpreter
-    bin_dir.mkdir()
-    (bin_dir / "archviz").write_text(f"#!{sys.executable}\nfrom archviz.cli import main\nmain()\n")
-    (bin_dir / "archviz").chmod(0o755)
-    script = tmp_path / "step.sh"
-    script.write_text(step["run"])
 
     def run(source: Path, args: str = "") -> subprocess.CompletedProcess:
-        env = {**os.environ, **step_env(step, {**{k: str(v.get("default", "")) for k, v in action["inputs"].items()},
-                                               "source": str(source), "checkpoint": str(manifest), "args": args})}
-        env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
-        env["PYTHONPATH"] = str(REPO)
-        env.pop("FORCE_COLOR", None)
-        return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=300)
+        return run_check_step(action, tmp_path, tmp_path,
+                              {"source": str(source), "checkpoint": str(manifest), "args": args})
 
     r = run(good, f"--rules {rules}")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -234,3 +250,27 @@ def test_action_check_step_runs_archviz_check(action: dict, minilm: Path, tmp_pa
     model, stored = intermediate_counts(minilm, 1024)
     assert (f"::error file={bad},title=archviz check%3A mismatch::encoder.layer.{{0-5}}.intermediate.dense: "
             f"mismatch: model {model:,} parameters, checkpoint {stored:,}") in r.stdout
+
+
+def test_action_with_no_inputs_checks_what_the_project_file_names(action: dict, minilm: Path, tmp_path: Path,
+                                                                    archviz_cli) -> None:
+    """No `with:` at all: the step runs `archviz check` with no arguments, which reads `[tool.archviz]` of the
+    checked-out pyproject.toml (paths relative to it). (A mismatch's annotation is tested above with inputs: one
+    build here keeps the suite's time.)"""
+    project = tmp_path / "repo"
+    (project / "tests").mkdir(parents=True)
+    r = archviz_cli("manifest", minilm / "model.safetensors", "-o", project / "tests" / "model.manifest.json.gz")
+    assert r.returncode == 0, r.stderr
+    config = json.loads((minilm / "config.json").read_text())
+    (project / "config.json").write_text(json.dumps(config))
+    (project / "pyproject.toml").write_text('[project]\nname = "p"\n\n[tool.archviz]\nsource = "config.json"\n'
+                                            'checkpoint = "tests/model.manifest.json.gz"\n')
+    r = run_check_step(action, tmp_path, project, {})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("::notice ") and "title=archviz check::match: model " in r.stdout
+    # the model archviz matched is the project's: its total is the checkpoint's, from the real file's shapes
+    from safetensors import safe_open
+
+    with safe_open(str(minilm / "model.safetensors"), framework="numpy") as f:
+        stored = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys() if not k.endswith("position_ids"))
+    assert f"match: model {stored:,} parameters" in r.stdout, r.stdout

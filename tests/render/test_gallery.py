@@ -253,7 +253,7 @@ def test_a_changed_model_renders_its_pages_and_its_diff_again(gallery_site, monk
     ([], "no models"),
     (["--transformers", "llama", "--pairs", "llama"], "not A:B"),
     (["--transformers", "llama", "--pairs", "llama:mistral"], "mistral is not in the gallery"),
-    (["--transformers", "llama", "--checkpoint", "mistral=x.json"], "mistral: --sets/--checkpoint"),
+    (["--transformers", "llama", "--checkpoint", "mistral=x.json"], "mistral: its config fields or checkpoint"),
     (["--transformers", "llama", "--jobs", "0"], "--jobs 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path):
