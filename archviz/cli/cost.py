@@ -103,6 +103,10 @@ def cost(
                                                     "fields")] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs of each --hardware device (tensor and expert "
                                                 "parallel); default 1")] = None,
+    checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", "-k", help="SOURCE's weights as this "
+                                                      "checkpoint stores them (a GGUF's quant mix, .safetensors, "
+                                                      "...): checked against the model, its matching tensors' "
+                                                      "bytes")] = None,
     no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
@@ -111,7 +115,8 @@ def cost(
     (per layer kind and module, attention/MLP split; routed experts counted for the tokens the policy routes them),
     KV cache bytes per token and at (B, L) from the caches the code keeps, and memory to serve (weights + KV +
     activation peak of one prefill chunk) and to train (weights, gradients, Adam states). `archviz cost
-    hf:deepseek_v3 --context 1M`; two sources: side by side with B / A."""
+    hf:deepseek_v3 --context 1M`; two sources: side by side with B / A. With --checkpoint file.gguf the weights are
+    the bytes the file stores for the model's tensors (its real quant mix), once the file matches the model."""
     with handled(debug, json_):  # before the imports below: a typo costs no torch import
         check_options(sets={"--set": set_, "--set2": set2}, positive={"--batch": batch, "--gpus": gpus},
                       world_size=world_size, rank=rank)
@@ -136,6 +141,8 @@ def cost(
         sides = [(source, build)] + ([(source2, BuildOptions(config=config2, overrides=overrides(set2, "--set2")))]
                                      if source2 is not None else [])
         records = [_cost_records(src, b, options, given, not no_cache) for src, b in sides]
+        if checkpoint:
+            records[0] = _checked(records[0], checkpoint)
         reports = [cost_report(r, asked) for r in records]
         if output:
             atomic_write(output, dumps_compact(records[0]) + "\n")
@@ -182,6 +189,16 @@ def _cost_records(source: str, build: BuildOptions, options: CostOptions, given:
         raise ArchvizError(f"{source}: these records carry no cost",
                            hint="write them with `archviz cost SOURCE -o FILE`, or give the model source")
     return record
+
+
+def _checked(record: Any, checkpoint: str) -> Any:
+    """The records checked against --checkpoint (archviz.checkpoint.compare): its verdicts and the bytes it stores
+    for the weights, which the report then counts."""
+    from ..checkpoint.compare import compare
+    from .common import spinner
+
+    with spinner(f"reading {checkpoint}"):
+        return compare(record, checkpoint)
 
 
 def _show(records: list[Any], reports: list[Any], bounds: list[list[Any]], json_: bool, hardware: bool) -> None:
