@@ -51,7 +51,8 @@ def stored_weights(record: Any) -> StoredWeights | None:
     source = str(ck.get("source") or "the checkpoint")
     name = source.rstrip("/").rsplit("/", 1)[-1] or source
     verdict = str(ck.get("verdict"))
-    stored = (ck.get("summary") or {}).get("stored") if verdict == "match" else None
+    summary = ck.get("summary")
+    stored = summary.get("stored") if verdict == "match" and isinstance(summary, dict) else None
     types = stored.get("types") if isinstance(stored, dict) else None
     if not isinstance(types, list) or not all(isinstance(t, dict) and isinstance(t.get("type"), str)
                                               and type(t.get("bytes")) is int for t in types):

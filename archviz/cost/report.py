@@ -370,8 +370,9 @@ def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:
                         stored_in=stored.source if by_type is not None else None)
     notes = tuple(c.get("notes", ()))
     if stored is not None and by_type is None:
-        notes += (f"weights counted as the code holds them: the checkpoint check of {stored.source} is no match "
-                  f"({stored.verdict}), so its stored bytes are not this model's",)
+        notes += (f"weights counted as the code holds them: the checkpoint check of {stored.source} " + (
+            f"is no match ({stored.verdict}), so its stored bytes are not this model's" if stored.verdict != "match"
+            else "kept no stored bytes per type (records of an earlier check)"),)
     return CostReport(name=record.source.name, spec=record.source.spec, model_class=record.source.model_class,
                       batch=B, seq=c["seq"], context=L, prefill=prefill, decode=decode, kv=kv, memory=memory,
                       notes=notes, **_provenance(record, c.get("dtype")),
