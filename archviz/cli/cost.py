@@ -140,9 +140,12 @@ def cost(
                              trust_remote_code=trust_remote_code, quantized=quantized)
         sides = [(source, build)] + ([(source2, BuildOptions(config=config2, overrides=overrides(set2, "--set2")))]
                                      if source2 is not None else [])
+        inventory = _inventory(checkpoint) if checkpoint else None  # its headers first: a bad file costs no build
         records = [_cost_records(src, b, options, given, not no_cache) for src, b in sides]
-        if checkpoint:
-            records[0] = _checked(records[0], checkpoint)
+        if inventory is not None:
+            from ..checkpoint.compare import compare
+
+            records[0] = compare(records[0], inventory)
         reports = [cost_report(r, asked) for r in records]
         if output:
             atomic_write(output, dumps_compact(records[0]) + "\n")
@@ -191,14 +194,14 @@ def _cost_records(source: str, build: BuildOptions, options: CostOptions, given:
     return record
 
 
-def _checked(record: Any, checkpoint: str) -> Any:
-    """The records checked against --checkpoint (archviz.checkpoint.compare): its verdicts and the bytes it stores
-    for the weights, which the report then counts."""
-    from ..checkpoint.compare import compare
+def _inventory(checkpoint: str) -> Any:
+    """--checkpoint's headers (archviz.checkpoint.open_checkpoint), read before the build: the report counts the
+    bytes it stores for the model's weights once the records are checked against it."""
+    from ..checkpoint import open_checkpoint
     from .common import spinner
 
     with spinner(f"reading {checkpoint}"):
-        return compare(record, checkpoint)
+        return open_checkpoint(checkpoint)
 
 
 def _show(records: list[Any], reports: list[Any], bounds: list[list[Any]], json_: bool, hardware: bool) -> None:
