@@ -68,10 +68,13 @@ class CheckpointIndex:
             names = [c for c in stored if isinstance(c, str)] if isinstance(stored, list) else []
             if not names or "." not in e["model"] or any(_count(c) > _NAMES_PER_ENTRY for c in names):
                 continue
-            for model_name in _model_names(e):
-                _, idx = split_indices(model_name)
-                held = out.setdefault(model_name.rsplit(".", 1)[0], [])
-                held.extend(_indexed(c, idx) for c in names)
+            try:
+                for model_name in _model_names(e):
+                    _, idx = split_indices(model_name)
+                    held = out.setdefault(model_name.rsplit(".", 1)[0], [])
+                    held.extend(_indexed(c, idx) for c in names)
+            except ValueError:  # a range that does not read: that entry names nothing
+                continue
         return out
 
     def for_paths(self, paths: Sequence[str]) -> dict[str, Any] | None:
