@@ -86,7 +86,7 @@ def _spelled_out(entries: list[Any], positions: list[int]) -> Iterable[tuple[int
             yield p, Entry(mt.name, mt.module, u.names, first.verdict, first.kind, first.model_elements,
                            first.checkpoint_elements, first.parameter, first.model_shape, first.checkpoint_shape,
                            first.model_dtype, first.checkpoint_dtype, first.note, first.tag, first.explained,
-                           first.fused)
+                           first.fused, first.checkpoint_bytes)
 
 
 def _entry_parts(e: Entry, path: str) -> tuple[str | None, int, tuple[tuple[int, int], ...]]:

@@ -64,7 +64,8 @@ def compact_entry_list(entries: Sequence[Any], split_names: bool = False,
         else:
             nk = None
         return (e.verdict, e.kind, e.model_elements, e.checkpoint_elements, nk, tuple(e.model_shape or ()),
-                tuple(e.checkpoint_shape or ()), e.model_dtype or None, e.checkpoint_dtype or None)
+                tuple(e.checkpoint_shape or ()), e.model_dtype or None, e.checkpoint_dtype or None,
+                e.checkpoint_bytes)
 
     split = split_name if split_names else split_indices
     for k, e in enumerate(entries):

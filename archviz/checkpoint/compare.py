@@ -37,7 +37,7 @@ from typing import Any, Iterable, Literal, Mapping
 
 from archviz.gcpause import collector_paused
 from archviz.errors import CheckpointError
-from archviz.records import ModelRecord
+from archviz.records import BIAS, SCALE, TABLE, WEIGHT, ModelRecord
 
 from .records import CheckpointInventory
 from .hf_live import FACTS_KEY, live_ruleset
@@ -173,7 +173,8 @@ def _compare(record: ModelRecord, inventory: CheckpointInventory, rules: Rules |
         if u.scales:
             note += f"; {ck_desc(u)} with {len(u.scales)} scale(s)"
         entries.append(Entry(None, module, u.names, "checkpoint-only", label, 0, u.elements, param,
-                              None, u.logical_shape, None, u.info.dtype, note, label, explained))
+                              None, u.logical_shape, None, u.info.dtype, note, label, explained,
+                              checkpoint_bytes=u.stored_bytes))
         ck_only.append({"name": u.name, "kind": label, "dtype": u.info.dtype, "shape": list(u.info.shape),
                         "elements": u.elements, "explained": explained,
                         **({"scales": [s.name for s in u.scales]} if u.scales else {})})
@@ -250,6 +251,9 @@ def _result(record: ModelRecord, inv: CheckpointInventory, found: _Found, used: 
         "unexplained": unexplained,
         "scales": {"paired": scales_paired, "weights_with_bad_scales": bad_scales},
     }
+    stored = stored_totals(entries)
+    if stored is not None:
+        summary["stored"] = stored
     if compact or (compact is None and sum(counts.values()) > COMPACT_ABOVE):
         tensors = compact_entry_list(entries, plain, positions)
         ck_list = compact_checkpoint_only(ck_only)
@@ -269,6 +273,29 @@ def _result(record: ModelRecord, inv: CheckpointInventory, found: _Found, used: 
         "modules": module_verdicts(record, entries, positions),
         "checkpoint_only": ck_list,
     }
+
+
+#: The model tensor kinds whose checkpoint bytes are the weights' (buffers and tied second names left out).
+STORED_KINDS = frozenset({WEIGHT, BIAS, SCALE, TABLE})
+
+
+def stored_totals(entries: Iterable[Any]) -> dict[str, Any] | None:
+    """What the checkpoint stores for the model's weights: ``{"bytes", "elements", "types": [{"type", "elements",
+    "bytes"}]}`` summed over the matched entries of weights, biases, scales and tables (each checkpoint tensor once,
+    its scales with it), the types by bytes, most first; None where a matched tensor's size is not known."""
+    by: dict[str, list[int]] = {}
+    for e in entries:
+        if e.verdict != "match" or e.kind not in STORED_KINDS:
+            continue
+        if e.checkpoint_bytes is None:
+            return None
+        n = len(e.members) if type(e) is FamilyEntry else 1
+        row = by.setdefault(e.checkpoint_dtype or "?", [0, 0])
+        row[0] += n * e.checkpoint_elements
+        row[1] += n * e.checkpoint_bytes
+    types = [{"type": k, "elements": v[0], "bytes": v[1]} for k, v in sorted(by.items(), key=lambda kv: (-kv[1][1],
+                                                                                                       kv[0]))]
+    return {"bytes": sum(t["bytes"] for t in types), "elements": sum(t["elements"] for t in types), "types": types}
 
 
 def _shapes(targets: Mapping[str, Any], aliases: Mapping[str, str]) -> dict[str, tuple[int, ...]]:

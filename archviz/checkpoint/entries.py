@@ -126,6 +126,7 @@ class Entry:
     tag: str | None = None  # short, generic form of the note for module summaries
     explained: bool = True  # checkpoint-only: a rule or label explains it
     fused: int = 0  # number of checkpoint tensors summed (fused entries)
+    checkpoint_bytes: int | None = None  # bytes its checkpoint tensors (and their scales) occupy on disk
     members: ClassVar[Any] = None  # one pair (a FamilyEntry, families.py, has many)
     # (model tensor, checkpoint unit, the verdict it shares) of a direct entry: the compact tensor list reads their
     # names' splits, and the rest of its key once per verdict
@@ -147,6 +148,8 @@ class Entry:
             d["checkpoint_dtype"] = self.checkpoint_dtype
         if self.fused:
             d["fused"] = self.fused
+        if self.checkpoint_bytes is not None:
+            d["checkpoint_bytes"] = self.checkpoint_bytes
         return d
 
 
@@ -227,9 +230,10 @@ class DirectEntries:
             e = _direct(mt, u, self.block, self.rules, met, [ex for ex, a in zip(explains, applies) if a])
             proto = self.memo[key] = (e.verdict, e.kind, e.model_elements, e.checkpoint_elements, e.parameter,
                                       e.model_shape, e.checkpoint_shape, e.model_dtype, e.checkpoint_dtype, e.note,
-                                      e.tag), check_scales(u, self.block, self.rules.fp4_block)[0]
+                                      e.tag), check_scales(u, self.block, self.rules.fp4_block)[0], \
+                e.checkpoint_bytes
         u.scales_ok = proto[1]
-        return Entry(mt.name, mt.module, u.names, *proto[0], pair=(mt, u, proto))
+        return Entry(mt.name, mt.module, u.names, *proto[0], checkpoint_bytes=proto[2], pair=(mt, u, proto))
 
 
 def missing_entry(mt: ModelTensor) -> Entry:
@@ -283,7 +287,8 @@ def _direct(mt: ModelTensor, u: Unit, block: tuple[int, int], rules: Rules, met:
     param = t.kind in (WEIGHT, BIAS)
     return Entry(mt.name, mt.module, u.names, verdict, t.kind, t.elements, u.elements, param,
                  m_shape if verdict != "match" else None, c_shape if verdict != "match" else None, t.dtype,
-                 u.info.dtype, "; ".join(notes) or None, "; ".join(dict.fromkeys(tags)) or None)
+                 u.info.dtype, "; ".join(notes) or None, "; ".join(dict.fromkeys(tags)) or None,
+                 checkpoint_bytes=u.stored_bytes)
 
 
 def fused_entry(mt: ModelTensor, units: list[Unit], block: tuple[int, int], rules: Rules) -> Entry:
@@ -325,7 +330,7 @@ def fused_entry(mt: ModelTensor, units: list[Unit], block: tuple[int, int], rule
     dtypes = "/".join(sorted({u.info.dtype for u in units}))
     return Entry(mt.name, mt.module, compress_names(n for u in units for n in u.names), verdict, t.kind, t.elements,
                   total, t.kind in (WEIGHT, BIAS), tuple(t.logical_shape or t.shape) if verdict != "match" else None,
-                  None, t.dtype, dtypes, "; ".join(notes), tag, fused=len(units))
+                  None, t.dtype, dtypes, "; ".join(notes), tag, fused=len(units), checkpoint_bytes=_stored(units))
 
 
 def split_entries(mts: list[ModelTensor], units: list[Unit], rules: Rules) -> list[Entry]:
@@ -344,7 +349,8 @@ def split_entries(mts: list[ModelTensor], units: list[Unit], rules: Rules) -> li
     names = compress_names(n for u in units for n in u.names)
     dtypes = "/".join(sorted({u.info.dtype for u in units}))
     out: list[Entry] = []
-    given = 0
+    given = given_bytes = 0
+    stored = _stored(units)
     for i, mt in enumerate(mts):
         t = mt.rec
         if verdict == "match":
@@ -352,13 +358,23 @@ def split_entries(mts: list[ModelTensor], units: list[Unit], rules: Rules) -> li
         else:
             share = ck_total - given if i == len(mts) - 1 else ck_total * t.elements // max(model_total, 1)
         given += share
+        part = None  # its share of the stored bytes, in proportion (exact where it takes whole blocks)
+        if stored is not None:
+            part = stored - given_bytes if i == len(mts) - 1 else stored * share // max(ck_total, 1)
+            given_bytes += part
         dnote, dtag = _dtype_note(t.dtype, units, None)
         note = "; ".join(notes + ([dnote] if dnote else []))
         tag = notes[0] if verdict == "mismatch" else "split at load (by sums)" + (f"; {dtag}" if dtag else "")
         out.append(Entry(mt.name, mt.module, names, verdict, t.kind, t.elements, share, t.kind in (WEIGHT, BIAS),
                           tuple(t.logical_shape or t.shape) if verdict != "match" else None, None, t.dtype, dtypes,
-                          note, tag, fused=len(units)))
+                          note, tag, fused=len(units), checkpoint_bytes=part))
     return out
+
+
+def _stored(units: Sequence[Unit]) -> int | None:
+    """Bytes the units (and their scales) occupy on disk, or None where a dtype's size is not known."""
+    sizes = [u.stored_bytes for u in units]
+    return None if None in sizes else sum(sizes)  # type: ignore[arg-type]
 
 
 def checkpoint_only_label(u: Unit, rules: Rules, ruleset: Ruleset, config: Mapping[str, Any],

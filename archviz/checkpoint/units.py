@@ -58,6 +58,15 @@ class Unit:
         return self.info.name
 
     @property
+    def stored_bytes(self) -> int | None:
+        """Bytes the tensor and its scales occupy on disk (a GGML type's whole blocks, ggml_types.py); None where a
+        dtype's size is not known."""
+        try:
+            return self.info.nbytes + sum(s.nbytes for s in self.scales)
+        except KeyError:
+            return None
+
+    @property
     def logical_shape(self) -> tuple[int, ...]:
         s = self.info.shape
         return s[:-1] + (s[-1] * 2,) if self.packed and s else s

@@ -40,6 +40,9 @@ from ..records import dumps_compact
 from ..sources.options import BuildOptions
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+CheckpointOpt = Annotated[Optional[str], typer.Option("--checkpoint", "-k", help="count SOURCE's weights as this "
+                                                     "checkpoint stores them (a GGUF's real quant mix, safetensors "
+                                                     "...), once it matches the model")]
 MAX_TOKENS = 1 << 30  # the largest --seq/--context: a 10**12-token pass is refused, not run
 
 
@@ -103,6 +106,7 @@ def cost(
                                                     "fields")] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs of each --hardware device (tensor and expert "
                                                 "parallel); default 1")] = None,
+    checkpoint: CheckpointOpt = None,
     no_cache: NoCacheOpt = False,
     json_: JsonOpt = False,
     debug: DebugOpt = False,
@@ -118,7 +122,6 @@ def cost(
         L = None if context is None else parse_tokens(context, "--context")
         T = None if seq is None else parse_tokens(seq, "--seq")
         devices = _devices(hardware, gpus)
-    from ..cost.report import cost_report
 
     with handled(debug, json_), output_option(output, json_):
         given = [f for f, v in (("--context", context), ("--seq", seq), ("--batch", batch), ("--every-block",
@@ -135,8 +138,7 @@ def cost(
                              trust_remote_code=trust_remote_code, quantized=quantized)
         sides = [(source, build)] + ([(source2, BuildOptions(config=config2, overrides=overrides(set2, "--set2")))]
                                      if source2 is not None else [])
-        records = [_cost_records(src, b, options, given, not no_cache) for src, b in sides]
-        reports = [cost_report(r, asked) for r in records]
+        records, reports = _all_records(sides, options, given, not no_cache, checkpoint, asked)
         if output:
             atomic_write(output, dumps_compact(records[0]) + "\n")
         _show(records, reports, _bounds(records, devices, gpus or 1, asked), json_, bool(devices))
@@ -182,6 +184,28 @@ def _cost_records(source: str, build: BuildOptions, options: CostOptions, given:
         raise ArchvizError(f"{source}: these records carry no cost",
                            hint="write them with `archviz cost SOURCE -o FILE`, or give the model source")
     return record
+
+
+def _all_records(sides: list[tuple[str, BuildOptions]], options: CostOptions, given: list[str], cache: bool,
+                 checkpoint: str | None, kv_dtype: str | None) -> tuple[list[Any], list[Any]]:
+    """Each source's records with the cost extra, and its report (KV bytes in `kv_dtype` where asked); SOURCE's
+    checked against --checkpoint (archviz.checkpoint.compare), so that its report counts the bytes the file stores
+    for the weights. The checkpoint's headers are read first: a bad file costs no build."""
+    from ..cost.report import cost_report
+
+    inventory = None
+    if checkpoint:
+        from ..checkpoint import open_checkpoint
+        from .common import spinner
+
+        with spinner(f"reading {checkpoint}"):
+            inventory = open_checkpoint(checkpoint)
+    records = [_cost_records(src, b, options, given, cache) for src, b in sides]
+    if inventory is not None:
+        from ..checkpoint.compare import compare
+
+        records[0] = compare(records[0], inventory)
+    return records, [cost_report(r, kv_dtype) for r in records]
 
 
 def _show(records: list[Any], reports: list[Any], bounds: list[list[Any]], json_: bool, hardware: bool) -> None:

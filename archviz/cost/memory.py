@@ -16,6 +16,7 @@ are not included.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -28,6 +29,38 @@ def weight_bytes(record: Any) -> dict[str, int]:
             if t.kind in ("weight", "bias", "scale", "table"):
                 out[t.dtype] = out.get(t.dtype, 0) + t.bytes
     return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class StoredWeights:
+    """What the checkpoint the records were checked against stores for the weights."""
+
+    source: str  # its file name (`model.Q8_0.gguf`)
+    verdict: str  # the check's: "match" or "mismatch"
+    by_type: dict[str, int] | None  # bytes per stored type (its quant mix); None where the check is no match
+
+
+def stored_weights(record: Any) -> StoredWeights | None:
+    """The weights' bytes per stored type as the checkpoint the records were checked against holds them: the bytes
+    of its tensors that match the model's weights, biases, scales and tables (``extra("checkpoint")["summary"]
+    ["stored"]``); None where the records carry no check. A check that is no match gives no bytes (the file does
+    not hold this model: its bytes are not this model's)."""
+    ck = record.extra("checkpoint")
+    if not isinstance(ck, dict):
+        return None
+    source = str(ck.get("source") or "the checkpoint")
+    name = source.rstrip("/").rsplit("/", 1)[-1] or source
+    verdict = str(ck.get("verdict"))
+    summary = ck.get("summary")
+    stored = summary.get("stored") if verdict == "match" and isinstance(summary, dict) else None
+    types = stored.get("types") if isinstance(stored, dict) else None
+    if not isinstance(types, list) or not all(isinstance(t, dict) and isinstance(t.get("type"), str)
+                                              and type(t.get("bytes")) is int for t in types):
+        return StoredWeights(name, verdict, None)
+    by: dict[str, int] = {}
+    for t in types:
+        by[t["type"]] = by.get(t["type"], 0) + t["bytes"]
+    return StoredWeights(name, verdict, by)
 
 
 def training_bytes(record: Any) -> dict[str, Any]:

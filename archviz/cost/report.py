@@ -24,7 +24,7 @@ from typing import Any
 
 from ..paths import compress_paths
 from .kv import element_bytes, entry_bytes, per_token_bytes
-from .memory import training_bytes, weight_bytes
+from .memory import stored_weights, training_bytes, weight_bytes
 from .provenance import config_said
 
 _ATTENTION = ("attn", "attention", "self_attn", "cross_attn", "mixer", "attn_layer")
@@ -192,6 +192,7 @@ class MemoryCost:
     activation_peak: int | None
     serving: float  # weights + kv + activation peak
     training: tuple[tuple[str, Any], ...]  # weights, gradients, optimizer, total, formula
+    stored_in: str | None = None  # the checkpoint whose stored bytes (quant mix) the weights are; None: the code's
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,15 +359,23 @@ def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:
                 fixed=sum(e.at_context for e in entries if not e.per_token),
                 by_kind=tuple(KVKind(k, len(v[0]), v[1], v[2]) for k, v in by_kind.items()),
                 entries=tuple(entries))
-    wb = weight_bytes(record)
+    stored = stored_weights(record)
+    by_type = stored.by_type if stored is not None else None
+    wb = by_type if by_type is not None else weight_bytes(record)
     weights = sum(wb.values())
     peak = c.get("activation_peak")
     memory = MemoryCost(weights_by_dtype=tuple(wb.items()), weights=weights, kv=kv.at_context,
                         activation_peak=peak, serving=weights + kv.at_context + (peak or 0),
-                        training=tuple(training_bytes(record).items()))
+                        training=tuple(training_bytes(record).items()),
+                        stored_in=stored.source if by_type is not None else None)
+    notes = tuple(c.get("notes", ()))
+    if stored is not None and by_type is None:
+        notes += (f"weights counted as the code holds them: the checkpoint check of {stored.source} " + (
+            f"is no match ({stored.verdict}), so its stored bytes are not this model's" if stored.verdict != "match"
+            else "kept no stored bytes per type (records of an earlier check)"),)
     return CostReport(name=record.source.name, spec=record.source.spec, model_class=record.source.model_class,
                       batch=B, seq=c["seq"], context=L, prefill=prefill, decode=decode, kv=kv, memory=memory,
-                      notes=tuple(c.get("notes", ())), **_provenance(record, c.get("dtype")),
+                      notes=notes, **_provenance(record, c.get("dtype")),
                       reprojection=_reprojection(record, c), unit=(c.get("unit") or {}).get("name", "token"),
                       inputs=(c.get("unit") or {}).get("inputs"))
 
@@ -409,9 +418,12 @@ def kv_dtype_text(r: CostReport, asked_by: str = "asked") -> str:
 
 
 def weights_dtype_text(r: CostReport, bytes_text: Any) -> str:
-    """The weights' dtypes and where they came from: "in bfloat16 (the config names none)" where the model was
-    counted in one dtype, else each dtype with its bytes (`bytes_text`: how the renderer writes bytes)."""
+    """The weights' dtypes and where they came from: "as stored in model.Q8_0.gguf: Q8_0 21.25 KiB, F32 640 B" where
+    a checkpoint's quant mix gave them, "in bfloat16 (the config names none)" where the model was counted in one
+    dtype, else each dtype with its bytes (`bytes_text`: how the renderer writes bytes)."""
     by = r.memory.weights_by_dtype
+    if r.memory.stored_in:
+        return f"as stored in {r.memory.stored_in}: " + ", ".join(f"{k} {bytes_text(v)}" for k, v in by)
     if r.dtype and [k for k, _ in by] == [r.dtype]:
         return f"in {r.dtype_said}"
     return " · ".join(f"{k} {bytes_text(v)}" for k, v in by)

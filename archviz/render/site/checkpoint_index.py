@@ -33,6 +33,27 @@ class CheckpointIndex:
                         if len(a["notes"]) < 6:
                             a["notes"].append(f"{path}: {note}")
                 p = None if not p else (p.rsplit(".", 1)[0] if "." in p else "")
+        self._stored: dict[str, dict[str, list[int]]] | None = None
+
+    def stored(self, path: str) -> dict[str, list[int]]:
+        """{stored type: [logical elements, bytes]} of what the checkpoint stores for the model tensors under
+        `path` (every tensor paired with one, whatever its verdict); empty where the check kept no bytes."""
+        if self._stored is None:
+            self._stored = {}
+            for e in self.ck.get("tensors") or ():
+                b = e.get("checkpoint_bytes") if isinstance(e, Mapping) else None
+                if not isinstance(b, int) or isinstance(b, bool) or e.get("verdict") == "checkpoint-only":
+                    continue
+                dtype, el = str(e.get("checkpoint_dtype") or "?"), e.get("checkpoint_elements")
+                el = el if isinstance(el, int) and not isinstance(el, bool) else 0
+                for name in _model_names(e):
+                    p: str | None = name.rsplit(".", 1)[0] if "." in name else ""
+                    while p is not None:
+                        row = self._stored.setdefault(p, {}).setdefault(dtype, [0, 0])
+                        row[0] += el
+                        row[1] += b
+                        p = None if not p else (p.rsplit(".", 1)[0] if "." in p else "")
+        return self._stored.get(path, {})
 
     def names_by_module(self) -> dict[str, list[str]]:
         """Model module path -> the checkpoint tensor names stored for its own tensors (`layers.7.attn.wo_b.weight`
@@ -45,11 +66,10 @@ class CheckpointIndex:
                 continue
             stored = e.get("checkpoint")
             names = [c for c in stored if isinstance(c, str)] if isinstance(stored, list) else []
-            if not names or "." not in e["model"] or _count(e["model"]) > _NAMES_PER_ENTRY \
-                    or any(_count(c) > _NAMES_PER_ENTRY for c in names):
+            if not names or "." not in e["model"] or any(_count(c) > _NAMES_PER_ENTRY for c in names):
                 continue
             try:
-                for model_name in expand_pattern(e["model"]):
+                for model_name in _model_names(e):
                     _, idx = split_indices(model_name)
                     held = out.setdefault(model_name.rsplit(".", 1)[0], [])
                     held.extend(_indexed(c, idx) for c in names)
@@ -58,7 +78,9 @@ class CheckpointIndex:
         return out
 
     def for_paths(self, paths: Sequence[str]) -> dict[str, Any] | None:
-        out = {"model": 0, "checkpoint": 0, "verdicts": {}, "notes": [], "instances": 0, "bad": []}
+        out = {"model": 0, "checkpoint": 0, "verdicts": {}, "notes": [], "instances": 0, "bad": [],
+               "stored": {}, "uniform": True}
+        first: dict[str, list[int]] | None = None
         for p in paths:
             a = self.direct.get(p)
             if a is not None:
@@ -70,6 +92,13 @@ class CheckpointIndex:
             if a is None:
                 continue
             out["instances"] += 1
+            held = self.stored(p)
+            first = held if first is None else first
+            out["uniform"] = out["uniform"] and held == first
+            for dtype, (el, b) in held.items():
+                row = out["stored"].setdefault(dtype, [0, 0])
+                row[0] += el
+                row[1] += b
             out["model"] += a["model"]
             out["checkpoint"] += a["checkpoint"]
             for k, v in a["verdicts"].items():
@@ -81,6 +110,22 @@ class CheckpointIndex:
                 if len(out["notes"]) < 6:
                     out["notes"].append(n)
         return out if out["instances"] else None
+
+
+def _model_names(e: Mapping[str, Any]) -> list[str]:
+    """The model tensor names a tensors entry stands for (a compact entry's patterns expanded, `|` between them);
+    none for an entry standing for more than a bound of names, or whose ranges do not read (a records file is
+    untrusted)."""
+    model = e.get("model")
+    if not isinstance(model, str):
+        return []
+    patterns = model.split(" | ")
+    if sum(_count(p) for p in patterns) > _NAMES_PER_ENTRY:
+        return []
+    try:
+        return [n for p in patterns for n in expand_pattern(p)]
+    except ValueError:  # a range that does not read: that entry names nothing
+        return []
 
 
 def _count(pattern: str) -> int:
@@ -132,16 +177,32 @@ def search_names(names: Sequence[str], most: int = 16) -> list[str]:
     return compress_paths(plain)[:most]
 
 
+def stored_text(agg: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the checkpoint stores for a node's tensors, for its facts: the bytes over every instance (and per
+    instance where each holds the same), and per stored type its bytes and bits per logical weight."""
+    stored = agg.get("stored") or {}
+    if not stored:
+        return None
+    total = sum(b for _, b in stored.values())
+    types = [{"type": k, "bytes": fmt.count(b), "bits": f"{8 * b / el:.2f}" if el else None}
+             for k, (el, b) in sorted(stored.items(), key=lambda kv: (-kv[1][1], kv[0]))]
+    per = total // agg["instances"] if agg["uniform"] and agg["instances"] > 1 else None
+    return {"bytes": fmt.count(total), "human": fmt.nbytes(total), "types": types,
+            "per_instance": fmt.count(per) if per is not None else None}
+
+
 def checkpoint_text(agg: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if agg is None:
         return None
     bad = {k: v for k, v in agg["verdicts"].items() if k != "match"}
+    stored = stored_text(agg)
     if not bad and agg["model"] == agg["checkpoint"]:
         return {"ok": True, "text": "the model total matches the checkpoint’s tensors "
-                                    f"({fmt.count(agg['checkpoint'])} parameters).", "notes": [], "paths": []}
+                                    f"({fmt.count(agg['checkpoint'])} parameters).", "notes": [], "paths": [],
+                "stored": stored}
     diff = agg["model"] - agg["checkpoint"]
     what = ", ".join(f"{v:,} {k}" for k, v in sorted(bad.items()))
     text = (f"mismatch: the model holds {fmt.count(agg['model'])} parameters, the checkpoint "
             f"{fmt.count(agg['checkpoint'])} ({'+' if diff > 0 else ''}{fmt.count(diff)})"
             + (f"; {what}" if what else "") + ".")
-    return {"ok": False, "text": text, "notes": list(agg["notes"]), "paths": list(agg["bad"])}
+    return {"ok": False, "text": text, "notes": list(agg["notes"]), "paths": list(agg["bad"]), "stored": stored}
