@@ -93,3 +93,23 @@ def test_dataflow_lanes_leave_room_at_the_right_edge(default_site: Path) -> None
     assert len(lanes) >= 3, lanes  # this attention reads its inputs again further down
     assert lanes[0] - right >= 16 and lanes[-1] < width, (right, lanes, width)
     assert min(b - a for a, b in zip(lanes, lanes[1:])) >= 16, lanes
+
+
+def test_sizes_on_node_pages_carry_their_names(default_site: Path) -> None:
+    """Sizes that several config fields (or products of two) equal are named by what stands beside them: the
+    final-stream norm's 16384 by the hc_mult × hidden_size it was viewed from, the KV norm's 512 by its sibling
+    projection's head_dim (index_topk is 512 too), the query norm's 1024 by q_lora_rank (so is o_lora_rank)."""
+    c = CONFIG
+    assert c["head_dim"] == c["index_topk"] and c["q_lora_rank"] == c["o_lora_rank"]  # one field alone cannot say
+    streams = c["hc_mult"] * c["hidden_size"]
+    assert streams == c["n_routed_experts"] * c["num_attention_heads"]  # nor one product
+    want = {"n/model.hc_head.input_norm.html": f"{streams} hc_mult × hidden_size",
+            "n/model.layers.2.self_attn.kv_norm.html": f"{c['head_dim']} head_dim",
+            "n/model.layers.2.self_attn.q_a_norm.html": f"{c['q_lora_rank']} q_lora_rank"}
+    for rel, name in want.items():
+        page = (default_site / rel).read_text()
+        text = _text(page, "<main", "</main>")
+        assert f"in [B batch, T positions, {name}]" in text, (rel, re.findall(r"in \[[^\]]*\]", text)[:2])
+        assert f"out [B batch, T positions, {name}]" in text, rel
+    flow = (default_site / "n/model.hc_head.html").read_text()  # the dataflow's view to the norm's input
+    assert f"[B, T, {streams} hc_mult × hidden_size]" in flow and f"[B, T, {streams}]" not in flow
