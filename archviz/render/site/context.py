@@ -259,11 +259,13 @@ class ModelSite:
             if not has_bias:
                 notes.append("This projection has no bias parameter.")
             i, o = lin
+            local = self.widths(m)
+            oi = [f"{fmt.count(d)} {self.names.name(d, local, near) or ''}".strip()
+                  for near in [self.names.names_near([i, o], local)] for d in (o, i)]
             if logical_shape(w) == (o, i):
-                notes.append(f"The module holds the weight output by input, [out, in] = [{fmt.count(o)}, "
-                             f"{fmt.count(i)}].")
+                notes.append(f"The module holds the weight output by input, [out, in] = [{oi[0]}, {oi[1]}].")
             elif logical_shape(w) == (i, o):
-                notes.append(f"The weight is stored input by output, [in, out] = [{fmt.count(i)}, {fmt.count(o)}].")
+                notes.append(f"The weight is stored input by output, [in, out] = [{oi[1]}, {oi[0]}].")
         stored: dict[str, list[str]] = {}  # dtype -> parameter tensors, in order: one sentence per dtype
         for t in m.tensors:
             if t.kind in (WEIGHT, BIAS) and t.dtype:

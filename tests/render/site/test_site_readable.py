@@ -98,7 +98,8 @@ def test_dataflow_lanes_leave_room_at_the_right_edge(default_site: Path) -> None
 def test_sizes_on_node_pages_carry_their_names(default_site: Path) -> None:
     """Sizes that several config fields (or products of two) equal are named by what stands beside them: the
     final-stream norm's 16384 by the hc_mult × hidden_size it was viewed from, the KV norm's 512 by its sibling
-    projection's head_dim (index_topk is 512 too), the query norm's 1024 by q_lora_rank (so is o_lora_rank)."""
+    projection's head_dim (index_topk is 512 too), the query norm's 1024 by q_lora_rank (so is o_lora_rank); the
+    weight's [out, in] note names both."""
     c = CONFIG
     assert c["head_dim"] == c["index_topk"] and c["q_lora_rank"] == c["o_lora_rank"]  # one field alone cannot say
     streams = c["hc_mult"] * c["hidden_size"]
@@ -113,3 +114,5 @@ def test_sizes_on_node_pages_carry_their_names(default_site: Path) -> None:
         assert f"out [B batch, T positions, {name}]" in text, rel
     flow = (default_site / "n/model.hc_head.html").read_text()  # the dataflow's view to the norm's input
     assert f"[B, T, {streams} hc_mult × hidden_size]" in flow and f"[B, T, {streams}]" not in flow
+    kv = _text((default_site / "n/model.layers.2.self_attn.kv_proj.html").read_text(), "<main", "</main>")
+    assert f"[out, in] = [{c['head_dim']:,} head_dim, {c['hidden_size']:,} hidden_size]" in kv  # the weight's note
