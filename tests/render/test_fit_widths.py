@@ -109,6 +109,8 @@ def test_long_paths_are_shortened_from_the_middle_keeping_the_layer(width: int, 
 
     assert shorten_path("model.layers.3.feed_forward.mlp.experts", width) == expected
     assert len(expected) <= width
+    folded = expected.replace("3", "{0-1}")  # a run of layers, as the diff folds them, keeps its range
+    assert shorten_path("model.layers.{0-1}.feed_forward.mlp.experts", width + 4) == folded
 
 
 def test_check_fits_80_100_160_columns(archviz_cli, tmp_path: Path) -> None:
