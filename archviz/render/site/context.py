@@ -418,7 +418,7 @@ class ModelSite:
                 f"A repeating group of consecutive list items, {mult_text(n.multiplicity[-1:])[2:]}: each group "
                 f"holds the parts below, in order." if n.virtual and n.count > 1 else
                 f"{len(n.children)} parts of {m.class_name} gathered under one title." if n.virtual  # names [groups]
-                else describe(m, self.names, len(n.children))),
+                else describe(m, self.names, len(n.children), self.widths(m))),
             "generated_description": not ann.get("description"),
             "crumbs": crumbs, "parent_href": self.nodes[n.parent].file if n.parent is not None else None,
             "call_sites": sites,
