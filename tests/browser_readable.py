@@ -29,7 +29,7 @@ MEASURE = """() => {
           height: document.documentElement.scrollHeight, broken};
 }"""
 
-WIDTHS = ((390, 844), (1280, 800))
+WIDTHS = ((390, 844), (768, 1024), (1280, 800))  # phone, tablet, desktop
 SHOTS = Path(os.environ.get("ARCHVIZ_SHOTS") or tempfile.gettempdir()) / "archviz-shots"
 
 

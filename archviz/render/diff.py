@@ -4,14 +4,16 @@ files or model code (untrusted), so control characters are shown escaped, never 
 
 from __future__ import annotations
 
-from rich.console import Group
-from rich.table import Table
+from typing import Iterator
+
+from rich.console import Console, ConsoleOptions, Group
 from rich.text import Text
 
 from .. import format as fmt
 from ..diff.result import Folded, ModelDiff, Stack, Summary
 from ..diff.summary import lines_only
 from ..files.sanitize import github_data, github_property, printable
+from .fit import NUMBER, Column, FitTable, shorten_path
 
 
 def signed(n: int | None) -> str:
@@ -23,8 +25,10 @@ def signed(n: int | None) -> str:
 _KIND_STYLE = {"added": "green", "removed": "red", "renamed": "yellow", "changed": "cyan"}
 
 
-def _where(f: Folded) -> str:
-    a, b = ", ".join(f.a), ", ".join(f.b)
+def _where(f: Folded, width: int | None = None) -> str:
+    """The entry's paths (A's → B's); with `width`, each path shortened from the middle to fit it (the layer kept)."""
+    cut = (lambda p: p) if width is None else (lambda p: shorten_path(p, width))
+    a, b = ", ".join(cut(p) for p in f.a), ", ".join(cut(p) for p in f.b)
     if f.kind == "added":
         return b
     if f.kind == "removed" or a == b:
@@ -97,12 +101,11 @@ def _verdict(d: ModelDiff) -> Text:
                          f"\nA = {printable(d.a)}\nB = {printable(d.b)}")
 
 
-def totals_table(d: ModelDiff) -> Table:
-    t = Table(title="all totals" if d.summary is not None else _verdict(d), title_justify="left")
-    t.add_column("total", style="bold", no_wrap=True)
-    t.add_column("A", justify="right")
-    t.add_column("B", justify="right")
-    t.add_column("B − A", justify="right")
+def totals_table(d: ModelDiff) -> FitTable:
+    """Every total that differs (and parameters, modules): A, B and B − A, laid out for the console (numbers whole)."""
+    t = FitTable(Column("total", style="bold"), Column("A", NUMBER, justify="right"),
+                 Column("B", NUMBER, justify="right"), Column("B − A", NUMBER, justify="right", drop=1),
+                 title="all totals" if d.summary is not None else _verdict(d))
     for x in d.totals:
         if x.differs or x.name in ("parameters", "modules") or (x.a is None) != (x.b is None):  # one side's: shown
             t.add_row(printable(x.name), fmt.count(x.a), fmt.count(x.b),
@@ -111,41 +114,59 @@ def totals_table(d: ModelDiff) -> Table:
     return t
 
 
-def changes_view(d: ModelDiff, limit: int = 40) -> Text | None:
+class Changes:
+    """The folded differences, laid out when printed: each path shortened from the middle (the layer kept) where one
+    would not fit the console's width; numbers and words wrap whole."""
+
+    def __init__(self, d: ModelDiff, folded: list[Folded], limit: int) -> None:
+        self.d, self.folded, self.limit = d, folded, limit
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        yield self.text(max(options.max_width - 10, 18))
+
+    def text(self, path_width: int | None = None) -> Text:
+        d, folded, limit = self.d, self.folded, self.limit
+        n = len({x.a for x in d.nodes} | {p.a for p in d.renamed}) + len(d.added) + len(d.removed)
+        n -= sum(f.count for f in d.folded if lines_only(f))
+        t = Text()
+        t.append(f"what changed: {len(folded):,} {'entry' if len(folded) == 1 else 'entries'} for {n:,} "
+                 f"{'module' if n == 1 else 'modules'} (one entry reads for every module of a kind)\n",
+                 style="bold")
+        for f in folded[:limit]:
+            _entry(t, f, path_width)
+        if len(folded) > limit:
+            t.append(f"… {len(folded) - limit:,} more entries (--limit N, or --json for all)\n", style="dim")
+        t.rstrip()
+        return t
+
+
+def _entry(t: Text, f: Folded, path_width: int | None) -> None:
+    """One folded difference on `t`: kind, where, how many, class, the parameter delta; its changes indented."""
+    t.append(f"{f.kind:8s}", style=_KIND_STYLE[f.kind])
+    t.append(" " + printable(_where(f, path_width)), style="bold")
+    if f.multiplicity:
+        t.append(" " + printable(f.multiplicity))
+    what = _what(f)
+    if f.kind != "changed":
+        t.append("  " + printable(what[0]))
+        what = what[1:]
+    else:
+        t.append(f"  {printable(f.class_name)}")
+    if f.parameters_each:
+        each = signed(f.parameters_each)
+        t.append("  " + (f"{each} parameters" if f.count == 1
+                         else f"{each} {f.multiplicity or f'× {f.count:,}'} = {signed(f.parameters)} parameters"),
+                 style="bold")
+    t.append("\n")
+    for line in what:
+        t.append("    " + "\n".join(printable(x) for x in line.split("\n")) + "\n")
+
+
+def changes_view(d: ModelDiff, limit: int = 40) -> Changes | None:
     """One entry per folded difference: kind, where (path patterns), how many (× 43 layers), class and the
     parameter delta multiplied out; then the changes of one module of them, indented."""
     folded = [f for f in d.folded if not lines_only(f)]
-    if not folded:
-        return None
-    n = len({x.a for x in d.nodes} | {p.a for p in d.renamed}) + len(d.added) + len(d.removed)
-    n -= sum(f.count for f in d.folded if lines_only(f))
-    t = Text()
-    t.append(f"what changed: {len(folded):,} {'entry' if len(folded) == 1 else 'entries'} for {n:,} "
-             f"{'module' if n == 1 else 'modules'} (one entry reads for every module of a kind)\n",
-             style="bold")
-    for f in folded[:limit]:
-        t.append(f"{f.kind:8s}", style=_KIND_STYLE[f.kind])
-        t.append(" " + printable(_where(f)), style="bold")
-        if f.multiplicity:
-            t.append(" " + printable(f.multiplicity))
-        what = _what(f)
-        if f.kind != "changed":
-            t.append("  " + printable(what[0]))
-            what = what[1:]
-        else:
-            t.append(f"  {printable(f.class_name)}")
-        if f.parameters_each:
-            each = signed(f.parameters_each)
-            t.append("  " + (f"{each} parameters" if f.count == 1
-                             else f"{each} {f.multiplicity or f'× {f.count:,}'} = {signed(f.parameters)} parameters"),
-                     style="bold")
-        t.append("\n")
-        for line in what:
-            t.append("    " + "\n".join(printable(x) for x in line.split("\n")) + "\n")
-    if len(folded) > limit:
-        t.append(f"… {len(folded) - limit:,} more entries (--limit N, or --json for all)\n", style="dim")
-    t.rstrip()
-    return t
+    return Changes(d, folded, limit) if folded else None
 
 
 def diff_view(d: ModelDiff, limit: int = 40) -> Group:
@@ -189,4 +210,4 @@ def github_lines(d: ModelDiff, file: str | None = None, limit: int = 50) -> list
     return out
 
 
-__all__ = ["diff_view", "totals_table", "changes_view", "summary_view", "github_lines", "config_line", "stack_text"]
+__all__ = ["Changes", "diff_view", "totals_table", "changes_view", "summary_view", "github_lines", "config_line", "stack_text"]

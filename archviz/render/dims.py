@@ -43,8 +43,10 @@ class DimNames:
         """The record's config fields, renamed by the names file its grouping was made with."""
         return cls(dict(record.source.config), dim_renames(record))
 
-    def name(self, d: int, local: Mapping[int, str] | None = None) -> str | None:
-        found = self._found(d, local)
+    def name(self, d: int, local: Mapping[int, str] | None = None, near: Sequence[str] = ()) -> str | None:
+        """`near`: the names of the sizes beside `d` (its shape's other dims, the module's other widths); where
+        several config fields (or products) equal `d`, the one made only of fields named near it is its name."""
+        found = self._found(d, local, near)
         if self.renames:
             mine = self.renames.get(str(d))
             if mine is not None:
@@ -53,28 +55,65 @@ class DimNames:
                 return self.renames.get(found, found)
         return found
 
-    def _found(self, d: int, local: Mapping[int, str] | None = None) -> str | None:
+    def _found(self, d: int, local: Mapping[int, str] | None = None, near: Sequence[str] = ()) -> str | None:
         if local and d in local:  # the walk put the code's name in the config's terms; "" when it could not
             return local[d] or None  # (no name beats one guessed from the config)
         s = self.single.get(d)
         if s:
-            return s[0] if len(s) == 1 else None
+            return s[0] if len(s) == 1 else _pick(s, near)
         if d < _MIN_PRODUCT:  # small numbers are products of two fields by chance: a rotary half-width of 32
             return None       # is not hc_mult × o_groups (4 × 8)
         p = self.product.get(d)
-        return p[0] if p and len(p) == 1 else None
+        return (p[0] if len(p) == 1 else _pick(p, near)) if p else None
 
-    def dim(self, d: int | str, local: Mapping[int, str] | None = None, words: bool = True) -> str:
+    def names_near(self, dims: Sequence[int | str], local: Mapping[int, str] | None = None) -> list[str]:
+        """The names that `dims` have on their own (each one field or product, or the module's own width name)."""
+        out = [n for n in (local or {}).values() if n]
+        for d in dims:
+            if isinstance(d, int) and not isinstance(d, bool):
+                n = self._found(d, local)
+                if n:
+                    out.append(n)
+        return out
+
+    def dim(self, d: int | str, local: Mapping[int, str] | None = None, words: bool = True,
+            near: Sequence[str] = ()) -> str:
         """`words=False` keeps symbols short: "B", not "B batch"."""
         if isinstance(d, str):
             word = (self.renames.get(d) or _SYMBOLS.get(d)) if words else None
             return f"{d} {word}" if word else d
-        n = self.name(d, local)
+        n = self.name(d, local, near)
         return f"{d} {n}" if n else str(d)
 
-    def shape(self, dims: Sequence[int | str], local: Mapping[int, str] | None = None, words: bool = True) -> str:
-        """`local`: the module's own width names (from the expression that built it) come first."""
-        return "[" + ", ".join(self.dim(d, local, words) for d in dims) + "]"
+    def shape(self, dims: Sequence[int | str], local: Mapping[int, str] | None = None, words: bool = True,
+              near: Sequence[int | str] = ()) -> str:
+        """`local`: the module's own width names (from the expression that built it) come first. A size several
+        fields equal is named by the one whose fields name the shape's other dims, its module's widths, or `near`
+        (the other dims of the module's calls): [B, T, 16384] beside [B, T, 4 hc_mult, 4096 hidden_size] reads
+        16384 hc_mult × hidden_size."""
+        beside = self.names_near([*dims, *near], local)
+        return "[" + ", ".join(self.dim(d, local, words, beside) for d in dims) + "]"
+
+
+def width_names(m: Any, around: Sequence[Any]) -> dict[int, str]:
+    """`m`'s own width names (the expression that built it), then those its neighbours' expressions give (`around`:
+    its children and siblings) where they agree: a norm beside `Linear(dim, q_lora_rank)` reads 1024 q_lora_rank even
+    where o_lora_rank is 1024 too; two neighbours naming one width two ways name it neither."""
+    seen: dict[int, set[str]] = {}
+    for x in around:
+        for v, n in x.dims:
+            if n:
+                seen.setdefault(v, set()).add(n)
+    out = {v: next(iter(ns)) for v, ns in seen.items() if len(ns) == 1}
+    out.update(dict(m.dims))
+    return out
+
+
+def _pick(candidates: Sequence[str], near: Sequence[str]) -> str | None:
+    """The one candidate (a field, or `a × b`) made only of fields named in `near`; None when none or several are."""
+    fields = {f for n in near for f in n.split(" × ")}
+    fit = [c for c in candidates if all(f in fields for f in c.split(" × "))]
+    return fit[0] if len(fit) == 1 else None
 
 
 def dim_renames(record: Any) -> dict[str, str]:
@@ -99,4 +138,4 @@ def named_dims(m: Any, config: Mapping[str, Any], renames: Mapping[str, str] | N
     return out
 
 
-__all__ = ["DimNames", "dim_renames", "named_dims"]
+__all__ = ["DimNames", "dim_renames", "named_dims", "width_names"]

@@ -9,6 +9,7 @@ what shows them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -21,6 +22,7 @@ from rich.text import Text
 from .text import SafeText
 
 NUMBER, PATH, TEXT = "number", "path", "text"
+_LAYER = re.compile(r"\{?\d+(?:[-–]\d+)?\}?")  # a layer's number, or a folded run of them: 3, {0-1}, 32–60
 PATH_MIN = 18  # a path is never shortened below this many cells (or its own length)
 HINT = "--json shows every column"
 
@@ -43,7 +45,7 @@ def shorten_path(path: str, width: int) -> str:
         return path
     indent = path[:len(path) - len(path.lstrip(" "))]
     segs = path.strip(" ").split(".")
-    at = next((i for i, s in enumerate(segs) if s.isdigit()), 0)
+    at = next((i for i, s in enumerate(segs) if _LAYER.fullmatch(s)), 0)
     for start in range(at + 1):  # model.layers.3, then layers.3, then 3
         for lead in (indent, ""):
             head = lead + ("…" if start else "") + ".".join(segs[start:at + 1])

@@ -50,8 +50,9 @@ def _fits(text: str, width: int) -> None:
     assert not over, (width, over[:3])
 
 
-def _check(cli, args: list[Any], must: set[int]) -> None:
-    """`archviz ARGS` at each width: within it, and every number the --json and the 160-column table share whole."""
+def _check(cli, args: list[Any], must: set[int]) -> dict[int, str]:
+    """`archviz ARGS` at each width: within it, and every number the --json and the 160-column table share whole;
+    the text at each width."""
     data = json.loads(cli(*args, "--json").stdout)
     texts = {width: cli(*args, columns=width).stdout for width in WIDTHS}
     numbers = _shown(data, texts[160])
@@ -64,6 +65,7 @@ def _check(cli, args: list[Any], must: set[int]) -> None:
         assert not cut or dropped, (width, cut[:5])  # a number goes only with a column said to be left out
         if width >= 100 or not dropped:
             assert not cut, (width, cut[:5], args)
+    return texts
 
 
 def test_cost_summary_and_inspect_fit_80_100_160_columns(archviz_cli, tmp_path: Path) -> None:
@@ -107,6 +109,8 @@ def test_long_paths_are_shortened_from_the_middle_keeping_the_layer(width: int, 
 
     assert shorten_path("model.layers.3.feed_forward.mlp.experts", width) == expected
     assert len(expected) <= width
+    folded = expected.replace("3", "{0-1}")  # a run of layers, as the diff folds them, keeps its range
+    assert shorten_path("model.layers.{0-1}.feed_forward.mlp.experts", width + 4) == folded
 
 
 def test_check_fits_80_100_160_columns(archviz_cli, tmp_path: Path) -> None:
@@ -126,3 +130,22 @@ def test_check_fits_80_100_160_columns(archviz_cli, tmp_path: Path) -> None:
     s = data["summary"]
     _check(archviz_cli, args, {s["model_parameters"], s["checkpoint_parameters"]})
     assert "modules that differ" in archviz_cli(*args, columns=80).stdout
+
+
+def test_diff_fits_80_100_160_columns(archviz_cli) -> None:
+    """`archviz diff` of the toplevel fixture under two configs (8 → 9 layers): the summary, the totals table and the
+    changes at each width, every count its --json gives (parameters, bytes, their deltas) whole."""
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "toplevel"
+    model = folder / "model.py"
+    args = ["diff", model, model, "--config-a", folder / "config.json", "--config-b", folder / "config_text.json"]
+    data = json.loads(archviz_cli(*args, "--json").stdout)
+    totals = {t["name"]: t for t in data["totals"]}
+    p = totals["parameters"]
+    assert p["b"] - p["a"] == p["delta"] != 0
+    texts = _check(archviz_cli, args, {p["a"], p["b"], p["delta"]})
+    for width, text in texts.items():
+        assert re.search(r"┃ total +┃ +A ┃ +B ┃ +B − A ┃", text), width
+    narrow = archviz_cli(*args, columns=40).stdout  # too narrow for four columns: B − A goes, said so; A, B whole
+    _fits(narrow, 40)
+    assert re.search(r"┃ total +┃ +A ┃ +B ┃\n", narrow) and _whole(p["a"], narrow) and _whole(p["b"], narrow), narrow
+    assert "B − A not shown at 40 columns: a wider" in narrow, narrow

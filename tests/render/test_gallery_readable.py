@@ -1,5 +1,5 @@
-"""The small gallery (conftest's `gallery_site`) as a person reads it: no page scrolls sideways at 390×844 or
-1280×800 and no figure breaks across lines; the diff page of two transformers types opens on its summary and is
+"""The small gallery (conftest's `gallery_site`) as a person reads it: no page scrolls sideways at 390×844, 768×1024
+or 1280×800 and no figure breaks across lines; the diff page of two transformers types opens on its summary and is
 under 4 screens tall at 1280×800; the compare page of a pair sets the two architectures side by side (figures from
 transformers' own default configs and the gallery's --sets, read here); the coverage page counts every blank cell of
 the index."""
@@ -25,8 +25,9 @@ def _pages(out):
 
 def test_gallery_pages_fit_and_the_diff_opens_on_its_summary(gallery_site, chromium) -> None:
     bad, heights = {}, {}
-    for w, h in WIDTHS:
-        page = chromium.new_page(viewport={"width": w, "height": h})
+    page = chromium.new_page()
+    for w, h in WIDTHS:  # one page, resized
+        page.set_viewport_size({"width": w, "height": h})
         for name, path in _pages(gallery_site.out).items():
             if not path.exists():
                 path = next(path.parent.glob(path.name.replace("0-1", "*")))
@@ -38,7 +39,7 @@ def test_gallery_pages_fit_and_the_diff_opens_on_its_summary(gallery_site, chrom
                 tops = page.evaluate("""() => ['diff-summary', 'diff-changes'].map(
                     id => document.getElementById(id).getBoundingClientRect().top + scrollY)""")
                 assert tops[0] < min(tops[1], h), tops  # the summary first, on the first screen
-        page.close()
+    page.close()
     assert bad == {}
     assert heights[("diff", 1280)] < 4 * 800, heights
 

@@ -110,7 +110,7 @@ def test_flow_names_the_inputs_by_the_forward_arguments(blocks):
     # the two tensors of `pair` have one shape: one box for both (issue 32 item 3)
     assert [t.split(" ")[0] for t in texts[:5]] == ["x", "freqs", "pair[0–1]", "rest[0]", "mask"]
     assert texts[2].startswith("pair[0–1] ×2 [B, T, 16")
-    assert texts[1] == "freqs [16]"  # torch.ones(d): the width, not B or T
+    assert texts[1] == "freqs [16 d]"  # torch.ones(d): the width, not B or T, named as its child `nn.Linear(d, d)`
     assert not any(t.startswith("input") for t in texts)
 
 

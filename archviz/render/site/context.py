@@ -9,7 +9,7 @@ import re
 from typing import Any, Mapping
 
 from ... import format as fmt
-from ..dims import DimNames
+from ..dims import DimNames, width_names
 from ...errors import ArchvizError
 from ...records import (
     ALIAS,
@@ -71,6 +71,9 @@ class ModelSite:
                 if held is None or self.nodes[held].depth < n.depth:
                     self.node_of[p] = nid
         self.names = DimNames.for_record(record)  # config fields, renamed by the names file's [dims]
+        self.kids: dict[str | None, list[ModuleRecord]] = {}
+        for x in record.modules:
+            self.kids.setdefault(x.parent, []).append(x)
         self.upstream = Upstream(record, source_url)
         ck = record.extra("checkpoint")
         self.checkpoint = ck if isinstance(ck, Mapping) else None
@@ -83,6 +86,11 @@ class ModelSite:
         self.cost = SiteCost(record)  # FLOPs and KV figures where the records carry the cost extra
 
     # --- pieces
+
+    def widths(self, m: ModuleRecord) -> dict[int, str]:
+        """The width names of `m`'s page: its own, then those its children and siblings agree on."""
+        siblings = self.kids.get(m.parent, ()) if m.parent is not None else ()
+        return width_names(m, [x for x in (*self.kids.get(m.path, ()), *siblings) if x is not m])
 
     def excerpt(self, title: str, span: SourceSpan | tuple[str, int, int], marks: Mapping[int, str] | None = None,
                 absolute: str | None = None) -> dict[str, Any] | None:
@@ -251,11 +259,13 @@ class ModelSite:
             if not has_bias:
                 notes.append("This projection has no bias parameter.")
             i, o = lin
+            local = self.widths(m)
+            oi = [f"{fmt.count(d)} {self.names.name(d, local, near) or ''}".strip()
+                  for near in [self.names.names_near([i, o], local)] for d in (o, i)]
             if logical_shape(w) == (o, i):
-                notes.append(f"The module holds the weight output by input, [out, in] = [{fmt.count(o)}, "
-                             f"{fmt.count(i)}].")
+                notes.append(f"The module holds the weight output by input, [out, in] = [{oi[0]}, {oi[1]}].")
             elif logical_shape(w) == (i, o):
-                notes.append(f"The weight is stored input by output, [in, out] = [{fmt.count(i)}, {fmt.count(o)}].")
+                notes.append(f"The weight is stored input by output, [in, out] = [{oi[1]}, {oi[0]}].")
         stored: dict[str, list[str]] = {}  # dtype -> parameter tensors, in order: one sentence per dtype
         for t in m.tensors:
             if t.kind in (WEIGHT, BIAS) and t.dtype:
@@ -383,8 +393,12 @@ class ModelSite:
         shapes = None
         if calls:
             c = calls[0]
-            shapes = {"inputs": [self.names.shape(s, dict(m.dims)) for s in c.inputs],
-                      "outputs": [self.names.shape(s, dict(m.dims)) for s in c.outputs],
+            pm = self.index.get(m.parent) if m.parent is not None else None
+            near = [d for x in (c, *(pm.calls[:1] if pm is not None else ())) for s in (*x.inputs, *x.outputs)
+                    for d in s]  # a size is named by those beside it: its module's and its parent's in and out
+            local = self.widths(m)
+            shapes = {"inputs": [self.names.shape(s, local, near=near) for s in c.inputs],
+                      "outputs": [self.names.shape(s, local, near=near) for s in c.outputs],
                       "input_dtypes": list(c.input_dtypes), "output_dtypes": list(c.output_dtypes),
                       "calls": len(calls)}
         rows, notes = self.calculation(n, m)
@@ -404,7 +418,7 @@ class ModelSite:
                 f"A repeating group of consecutive list items, {mult_text(n.multiplicity[-1:])[2:]}: each group "
                 f"holds the parts below, in order." if n.virtual and n.count > 1 else
                 f"{len(n.children)} parts of {m.class_name} gathered under one title." if n.virtual  # names [groups]
-                else describe(m, self.names, len(n.children))),
+                else describe(m, self.names, len(n.children), self.widths(m))),
             "generated_description": not ann.get("description"),
             "crumbs": crumbs, "parent_href": self.nodes[n.parent].file if n.parent is not None else None,
             "call_sites": sites,

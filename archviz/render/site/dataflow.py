@@ -36,10 +36,11 @@ def flow_picture(ms: Any, n: Any, m: ModuleRecord, mroot: str, title: str, colla
     flow = m.flow
     if flow is None or not flow.steps or getattr(n, "virtual", False):
         return None
-    local = dict(m.dims)
+    local = ms.widths(m)
+    near = [d for c in m.calls[:1] for s in (*c.inputs, *c.outputs) for d in s]  # the module's own in and out
 
     def shape(dims: Any) -> str:
-        return ms.names.shape(dims, local, words=False)
+        return ms.names.shape(dims, local, words=False, near=near)
 
     prefix = f"{m.path}." if m.path else ""
 

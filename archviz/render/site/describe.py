@@ -4,7 +4,7 @@ words for its tensors' shapes and sizes."""
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ... import format as fmt
 from ..dims import DimNames
@@ -69,15 +69,17 @@ def component_text(t: TensorRecord) -> str:
                                                                                                         t.name)
 
 
-def describe(m: ModuleRecord, names: DimNames, child_count: int) -> str:
-    """A one-line description generated from the module and its shapes."""
+def describe(m: ModuleRecord, names: DimNames, child_count: int, local: Mapping[int, str] | None = None) -> str:
+    """A one-line description generated from the module and its shapes (`local`: the page's width names, by default
+    the module's own)."""
+    local = dict(m.dims) if local is None else local
     lin = linear_dims(m)
     w = main_weight(m)
     cls = m.class_name
     low = cls.lower()
     if lin:
         i, o = lin
-        inn = names.name(i, dict(m.dims))
+        inn = names.name(i, local)
         src = f"the {fmt.count(i)} {'(' + inn + ') ' if inn and inn != names.width_key else ''}input features"
         if names.width is not None and i == names.width:
             src = f"the model width ({fmt.count(i)})"
@@ -100,6 +102,7 @@ def describe(m: ModuleRecord, names: DimNames, child_count: int) -> str:
         return first if len(first) <= 240 else first[:239] + "…"
     if m.calls and m.calls[0].inputs and m.calls[0].outputs:
         c = m.calls[0]
-        return f"{cls}: {names.shape(c.inputs[0], dict(m.dims))} in, {names.shape(c.outputs[0], dict(m.dims))} out."
+        ends = (c.inputs[0], c.outputs[0])
+        return f"{cls}: {names.shape(ends[0], local, near=ends[1])} in, {names.shape(ends[1], local, near=ends[0])} out."
     parts = f"{child_count} parts, " if child_count else ""
     return f"{cls}: {parts}{fmt.count(m.totals.parameters)} parameters per instance."

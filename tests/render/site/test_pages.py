@@ -241,7 +241,7 @@ def test_node_page_shows_counts_code_and_links(tiny, tmp_path):
     assert "× 4 layers" in html and text_of(html, "total") == "1,536"
     assert "24 × 16 = 384" in html.replace("16 × 24", "24 × 16") or "16 × 24 = 384" in html
     assert "This projection has no bias parameter." in html
-    assert "[out, in] = [16, 24]" in html
+    assert "[out, in] = [16 dim, 24 hidden]" in html  # named as `nn.Linear(hidden, dim)` built it
     # the owner's code: Block.__init__ (built) and Block.forward (called), highlighted into the page itself
     assert 'data-start="7"' in html and "where down is built" in html and "where down is called" in html
     assert re.search(r'data-marks="14"', html) and re.search(r'data-marks="18"', html)

@@ -1,7 +1,7 @@
-"""The default site (`make site`) reads at phone and desktop width in a real Chromium: no page of a sample of each kind
-scrolls sideways at 390×844 or 1280×800, no figure breaks across lines, and the node pages read as the seed does (the
-breadcrumb with no dangling separator, MoE blocks and experts with their figures). Figures are derived here from the
-example's config.json, never read from archviz's output."""
+"""The default site (`make site`) reads at phone, tablet and desktop width in a real Chromium: no page of a sample of
+each kind scrolls sideways at 390×844, 768×1024 or 1280×800, no figure breaks across lines, and the node pages read as
+the seed does (the breadcrumb with no dangling separator, MoE blocks and experts with their figures). Figures are
+derived here from the example's config.json, never read from archviz's output."""
 
 from __future__ import annotations
 
@@ -28,14 +28,15 @@ PAGES = {"site-index": "../index.html", "overview": "index.html", "group": "n/mo
 
 def test_sample_pages_fit_at_phone_and_desktop_width(default_site: Path, chromium) -> None:
     bad = {}
-    for w, h in WIDTHS:
-        page = chromium.new_page(viewport={"width": w, "height": h})
+    page = chromium.new_page()
+    for w, h in WIDTHS:  # one page, resized: each width costs the loads, not a new page
+        page.set_viewport_size({"width": w, "height": h})
         for name, rel in PAGES.items():
             shot = name if name in ("output-projection", "attention") else None
             got = measure(page, default_site / rel, shot)
             if not fits(got):
                 bad[f"{name} at {w}"] = got
-        page.close()
+    page.close()
     assert bad == {}
 
 
@@ -92,3 +93,26 @@ def test_dataflow_lanes_leave_room_at_the_right_edge(default_site: Path) -> None
     assert len(lanes) >= 3, lanes  # this attention reads its inputs again further down
     assert lanes[0] - right >= 16 and lanes[-1] < width, (right, lanes, width)
     assert min(b - a for a, b in zip(lanes, lanes[1:])) >= 16, lanes
+
+
+def test_sizes_on_node_pages_carry_their_names(default_site: Path) -> None:
+    """Sizes that several config fields (or products of two) equal are named by what stands beside them: the
+    final-stream norm's 16384 by the hc_mult × hidden_size it was viewed from, the KV norm's 512 by its sibling
+    projection's head_dim (index_topk is 512 too), the query norm's 1024 by q_lora_rank (so is o_lora_rank); the
+    weight's [out, in] note names both."""
+    c = CONFIG
+    assert c["head_dim"] == c["index_topk"] and c["q_lora_rank"] == c["o_lora_rank"]  # one field alone cannot say
+    streams = c["hc_mult"] * c["hidden_size"]
+    assert streams == c["n_routed_experts"] * c["num_attention_heads"]  # nor one product
+    want = {"n/model.hc_head.input_norm.html": f"{streams} hc_mult × hidden_size",
+            "n/model.layers.2.self_attn.kv_norm.html": f"{c['head_dim']} head_dim",
+            "n/model.layers.2.self_attn.q_a_norm.html": f"{c['q_lora_rank']} q_lora_rank"}
+    for rel, name in want.items():
+        page = (default_site / rel).read_text()
+        text = _text(page, "<main", "</main>")
+        assert f"in [B batch, T positions, {name}]" in text, (rel, re.findall(r"in \[[^\]]*\]", text)[:2])
+        assert f"out [B batch, T positions, {name}]" in text, rel
+    flow = (default_site / "n/model.hc_head.html").read_text()  # the dataflow's view to the norm's input
+    assert f"[B, T, {streams} hc_mult × hidden_size]" in flow and f"[B, T, {streams}]" not in flow
+    kv = _text((default_site / "n/model.layers.2.self_attn.kv_proj.html").read_text(), "<main", "</main>")
+    assert f"[out, in] = [{c['head_dim']:,} head_dim, {c['hidden_size']:,} hidden_size]" in kv  # the weight's note
