@@ -1,6 +1,7 @@
 """Issues 34 and 46 — the probe on torch.distributed: `archviz probe --world-size 2` and `4` beside the single-process
 probe of the same reduced copy, on the DeepSeek-V3-style fixture (tests/fixtures/dsv3like, with `moe_inter_dim=128`
-so the shared expert's width splits into whole activation blocks on 4 ranks).
+and `n_heads=8`, so the shared expert's width and the attention output's input split into whole activation blocks
+of 32 on 4 ranks, as DeepSeek's kernels require).
 
 Each case runs in its own process. The N = 2 case's peak RSS is the largest rank's (the ranks are that process's
 children: RUSAGE_CHILDREN's maximum), beside the launcher's own.
@@ -17,7 +18,7 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures", "dsv3like")
 MODEL, CONFIG = os.path.join(FIX, "model.py"), os.path.join(FIX, "config.json")
-OVERRIDES = {"moe_inter_dim": 128}
+OVERRIDES = {"moe_inter_dim": 128, "n_heads": 8}  # every split a whole block (32) at N = 4
 
 TITLE = "Issues 34, 46 — the probe on torch.distributed (gloo, CPU)"
 GOAL = ("the probe at N = 2 and 4 ranks beside the single-process probe of the same reduced copy (the ratio is "
