@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ShapeError
-from . import kernel_packages, kernels  # noqa: F401 - kernel_packages registers its rules
+from . import kernel_packages, kernels, mlstm_kernels  # noqa: F401 - they register their rules
 from .flow import MAX_TENSORS, FlowFrame
 from .policy import Policy
 

@@ -64,6 +64,32 @@ def set_call_handler(handler: Callable[[str, tuple, dict], Any] | None) -> Calla
     return previous
 
 
+#: Classes a kernel package's class names build instead of a stub (`RMSNorm(d)` of mamba_ssm's triton norms: an
+#: nn.Module holding the package's documented parameters, so they are counted), by qualified name. Registered by
+#: the shape stage's kernel rules (`stand_in`).
+_STAND_INS: dict[str, type] = {}
+
+
+def stand_in(*names: str) -> Callable[[type], type]:
+    """Register `cls` as what the stubbed class(es) `names` (qualified: `package.module.Class`) build: constructed
+    with the caller's arguments wherever the model calls the stub (building or in a forward)."""
+
+    def deco(cls: type) -> type:
+        for n in names:
+            _STAND_INS[n] = cls
+        return cls
+
+    return deco
+
+
+def through_rule(qualname: str, rule: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A stand-in's call of its package's kernel `qualname`: answered as a stub's call is inside a meta pass (so
+    the pass notes the kernel and its FLOPs), else `rule` itself."""
+    if _call_handler is not None:
+        return _call_handler(qualname, args, kwargs)
+    return rule(*args, **kwargs)
+
+
 class StubFunction:
     """A callable stand-in; also usable as a decorator factory (`@tilelang.jit(...)`), a class or a namespace."""
 
@@ -73,13 +99,21 @@ class StubFunction:
         self.__module__ = qualname.rsplit(".", 1)[0] if "." in qualname else qualname
         self._registry = registry
         self._given: dict[str, Any] = {}  # a call's arguments by name, read back as attributes
+        self._made_by: str | None = None  # the kernel package's decorator that made it from the model's function
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        made = _STAND_INS.get(self.__qualname__)
+        if made is not None:
+            return made(*args, **kwargs)
         installable = self.__qualname__.split(".")[0] in self._registry.installable
         if _call_handler is not None:
             try:
                 return _call_handler(self.__qualname__, args, kwargs)
             except ShapeError as e:
+                if self._made_by is not None and "has no shape rule" in e.message:
+                    # the model's own kernel (`@triton.jit def _fwd_kernel`): answered as its decorator's kind is
+                    # (`triton.jit(name)`: a launch writes into the tensors it is given), where a rule says how
+                    return _call_handler(f"{self._made_by}({self.__qualname__})", args, kwargs)
                 if not installable or "has no shape rule" not in e.message:
                     raise
         if installable and self._registry.importing:
@@ -105,6 +139,7 @@ class StubFunction:
             target = args[0]
             if isinstance(target, (types.FunctionType, type)):
                 target = self._registry.function(f"{target.__module__}.{target.__qualname__}")
+                target._made_by = self.__qualname__.removesuffix("()")  # `triton.jit`: how a launch is answered
             if isinstance(target, StubFunction):
                 for key, value in self._given.items():
                     target.__dict__.setdefault(key, value)
