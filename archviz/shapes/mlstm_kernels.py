@@ -37,14 +37,24 @@ _ALSO = (f"{_T}.chunkwise.mlstm_chunkwise__limit_chunk", f"{_T}.chunkwise.mlstm_
          f"{_T}.chunkwise.triton_limit_chunk.mlstm_chunkwise__limit_chunk")
 
 
-def _mlstm_flops(q, k, v, *rest: Any, **kw: Any) -> int:
-    """As the quadratic (parallel) form counts it, the chunkwise kernels' upper bound: S²/2 causal (query, key)
-    pairs of B·NH heads, 2·DHQK for the score and 2·DHHV for the weighted value: B·NH·S²·(DHQK + DHHV)."""
+def _parallel_flops(q, k, v, *rest: Any, **kw: Any) -> int:
+    """The quadratic (parallel) form: S²/2 causal (query, key) pairs of B·NH heads, 2·DHQK for the score and
+    2·DHHV for the weighted value: B·NH·S²·(DHQK + DHHV)."""
     b, nh, s, dqk = q.shape
     return b * nh * s * s * (dqk + v.shape[-1])
 
 
-@shape_rule(*_KERNELS.values(), *_ALSO, flops=_mlstm_flops)
+def _chunkwise_flops(q, k, v, *rest: Any, chunk_size: int = 64, **kw: Any) -> int:
+    """The chunkwise form, linear in S: the parallel form within chunks of L = min(S, chunk_size) tokens
+    (B·NH·S·L·(DHQK + DHHV)), and per token 2·DHQK·DHHV to add k vᵀ to the state and 2·DHQK·DHHV to read it
+    with q."""
+    b, nh, s, dqk = q.shape
+    dhv = v.shape[-1]
+    return b * nh * s * (min(s, int(chunk_size)) * (dqk + dhv) + 4 * dqk * dhv)
+
+
+@shape_rule(*(p for n, p in _KERNELS.items() if n.startswith("parallel")), flops=_parallel_flops)
+@shape_rule(*(p for n, p in _KERNELS.items() if n.startswith("chunkwise")), *_ALSO, flops=_chunkwise_flops)
 def mlstm_kernel(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False,
                  eps=1e-6, chunk_size=64, autocast_kernel_dtype=None, **kwargs):
     """h [B, NH, S, DHHV] (and the last states (c, n, m) where `return_last_states`) of the mLSTM: per step
@@ -59,7 +69,8 @@ def mlstm_kernel(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, 
         return (h, states) if return_last_states else h
     c = c_initial.float() if c_initial is not None else q.new_zeros((b, nh, dqk, dhv), dtype=torch.float32)
     n = n_initial.float() if n_initial is not None else q.new_zeros((b, nh, dqk), dtype=torch.float32)
-    m = m_initial.float()[..., 0] if m_initial is not None else q.new_zeros((b, nh), dtype=torch.float32)
+    m = m_initial.float()[..., 0] if m_initial is not None else q.new_full((b, nh), float("-inf"),
+                                                                          dtype=torch.float32)  # no state yet
     log_f = F.logsigmoid(f.float())
     hs = []
     for t in range(s):
