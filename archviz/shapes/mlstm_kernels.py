@@ -123,10 +123,10 @@ class mLSTMBackend(torch.nn.Module):  # noqa: N801 - the package's own name
         self.kernel = _KERNELS.get(self.config.chunkwise_kernel, _KERNELS["chunkwise--native_autograd"])
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i: torch.Tensor, f: torch.Tensor,
-                c_initial: Any = None, n_initial: Any = None, m_initial: Any = None, return_last_states: Any = None,
-                mode: Any = None) -> Any:
-        mode = mode or self.config.mode
-        last = True if "inference" in mode else (self.config.return_last_states if return_last_states is None
-                                                 else return_last_states)
+                c_initial: Any = None, n_initial: Any = None, m_initial: Any = None, **options: Any) -> Any:
+        """`options`: the package's return_last_states and mode (the config's where not given)."""
+        mode = options.get("mode") or self.config.mode
+        given = options.get("return_last_states")
+        last = True if "inference" in mode else (self.config.return_last_states if given is None else given)
         return through_rule(self.kernel, mlstm_kernel, q, k, v, i, f, c_initial, n_initial, m_initial,
                             return_last_states=last, eps=self.config.eps, chunk_size=self.config.chunk_size)
