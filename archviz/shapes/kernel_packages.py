@@ -333,6 +333,23 @@ def selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_
     return (y, state) if return_last_state else y
 
 
+@shape_rule("selective_scan_cuda.fwd", flops=_scan_flops)
+def selective_scan_cuda_fwd(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False):
+    """mamba_ssm's compiled scan, as its wrapper calls it: [out, x] (and out_z where z is given): out the scan
+    [b, d, l] in delta's dtype before the gate, x the states at the end of each 2048-token chunk [b, d, chunks, 2n]
+    in A's dtype (the state at the odd indices of the last chunk), out_z = out · silu(z)."""
+    b, d, length = u.shape
+    n = A.shape[-1]
+    x = torch.zeros((b, d, -(-length // 2048), 2 * n), dtype=A.dtype, device=u.device)
+    if _meta(u, delta, A, B, C):
+        out = torch.empty_like(delta)
+        return [out, x] + ([torch.empty_like(z)] if z is not None else [])
+    out, last = selective_scan_fn(u, delta, A, B, C, D, None, delta_bias, delta_softplus, return_last_state=True)
+    x[:, :, -1, 1::2] = last.to(x.dtype)
+    out = out.to(delta.dtype)
+    return [out, x] + ([(out.float() * F.silu(z.float())).to(z.dtype)] if z is not None else [])
+
+
 def _conv_flops(x, weight, *rest: Any, **kw: Any) -> int:
     """A depthwise causal convolution of width w: 2·b·d·l·w."""
     return 2 * x.numel() * weight.shape[-1]

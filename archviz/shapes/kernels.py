@@ -97,6 +97,12 @@ def _meta_of(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return deco
 
 
+def own_name(qualname: str) -> str:
+    """The kernel a stub call names: `pkg._fwd_kernel` of `triton.jit(pkg._fwd_kernel)` (the model's own kernel,
+    asked as its decorator's kind), else the name itself."""
+    return qualname.split("(", 1)[1][:-1] if qualname.endswith(")") and "(" in qualname else qualname
+
+
 def lookup(qualname: str, *, meta: bool = False) -> tuple[Callable[..., Any], str] | None:
     """The rule for a stubbed callable: its exact registration first, then (for a kernel the model's code defines,
     asked as `decorator(name)`) its decorator's rule, then a DeepSeek kernel of the same name (its shape-only twin

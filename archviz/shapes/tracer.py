@@ -272,8 +272,7 @@ class Tracer:
                              hint=f"declare one: @archviz.kernels.shape_rule({qualname!r}) in a file passed with "
                                   f"--kernel-rules FILE (see archviz/shapes/kernels.py)")
         fn, impl = hit
-        # the model's own kernel answered by its decorator's rule: `pkg._fwd_kernel → triton.jit`
-        self.kernel(qualname[len(impl) + 1:-1] if qualname.startswith(f"{impl}(") else qualname, impl)
+        self.kernel(kernels.own_name(qualname), impl)  # the model's own kernel: `pkg._fwd_kernel → triton.jit`
         result = fn(*args, **kwargs)
         if self.on_kernel is not None:
             self.on_kernel(self.stack[-1] if self.stack else "", qualname, args, kwargs, result)

@@ -22,6 +22,11 @@ KERNEL_PACKAGES = frozenset({
     "causal_conv1d", "mlstm_kernels", "deep_gemm", "transformer_engine", "apex", "flashinfer", "selective_scan_cuda",
     "causal_conv1d_cuda", "fla", "liger_kernel", "bitsandbytes", "kernel",
 })
+#: The compiled CUDA extensions of kernel packages (their setup's ext_modules), imported only by the package's own
+#: wrappers, which have no path without them: stubbed even where the import is guarded (`try: import
+#: selective_scan_cuda` / `except ImportError: selective_scan_cuda = None`), so those wrappers run on meta and the
+#: extension's functions are answered by shape rules.
+EXTENSION_MODULES = frozenset({"selective_scan_cuda", "causal_conv1d_cuda"})
 # Import names whose pip distribution is named otherwise.
 _PIP_NAMES = {"yaml": "pyyaml", "PIL": "pillow", "cv2": "opencv-python", "sklearn": "scikit-learn",
               "google": "protobuf", "attr": "attrs"}

@@ -249,3 +249,29 @@ def test_a_launch_of_the_models_own_triton_kernel_traces_on_meta(monkeypatch):
     assert _concrete(mods["norm"].calls[0].outputs[0], 2, 5) == tuple(normed.shape)
     assert _concrete(mods[""].calls[0].outputs[0], 2, 5) == tuple(model(x).shape)
     assert "triton_norm._rms_fwd_kernel → triton.jit" in mods["norm"].kernels
+
+
+def test_a_guarded_import_of_a_kernel_packages_cuda_extension_is_stubbed_and_its_scan_answered(monkeypatch):
+    """`try: import selective_scan_cuda` / `except ImportError: ... = None` in the package's own wrapper, which has no
+    path without it: the extension is stubbed all the same, and its `fwd` answered by its rule."""
+    u, delta, A = _randn(2, 6, 5), _randn(2, 6, 5), -torch.rand(6, 3, generator=G)
+    B, C, D, z, bias = _randn(2, 1, 3, 5), _randn(2, 1, 3, 5), _randn(6), _randn(2, 6, 5), _randn(6)
+    fwd, _ = kernels.lookup("selective_scan_cuda.fwd")
+    out, x, out_z = fwd(u, delta, A, B, C, D, z, bias, True)
+    assert torch.allclose(out_z, _ref_scan(u, delta, A, B[:, 0], C[:, 0], D, z, bias, True), atol=1e-5)
+    assert torch.allclose(out * F.silu(z), out_z, atol=1e-5) and x.shape == (2, 6, 1, 6)
+    assert _sig(_on_meta(fwd, u, delta, A, B, C, D, z, bias, True)) == _sig([out, x, out_z])
+
+    cfg = json.loads((FIX / "guarded_scan.json").read_text())
+    record, mods = _traced("guarded_scan")
+    assert "selective_scan_cuda" in record.source.stubbed_imports
+    assert "selective_scan_cuda.fwd" in mods[""].kernels
+
+    def ref_fwd(u, delta, A, B, C, D, z, delta_bias, softplus):
+        y = _ref_scan(u, delta, A, B[:, 0] if B.dim() == 4 else B, C[:, 0] if C.dim() == 4 else C, D, z,
+                      delta_bias, softplus)
+        return y, torch.zeros(u.shape[0], u.shape[1], 1, 2 * A.shape[1]), y
+
+    mod = _load("guarded_scan", {"selective_scan_cuda": {"fwd": ref_fwd}}, monkeypatch)
+    logits, last = mod.ScanLM(mod.ScanConfig(**cfg))(torch.randint(0, cfg["vocab_size"], (2, 5), generator=G))
+    assert [_concrete(s, 2, 5) for s in mods[""].calls[0].outputs] == [tuple(logits.shape), tuple(last.shape)]
