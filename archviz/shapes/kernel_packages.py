@@ -1,6 +1,8 @@
 """Rules for the commonly used entry points of CUDA-only kernel packages a model may import (stubbed here, as they
-cannot install without a GPU toolchain): flash_attn, xformers (its attention and block-diagonal masks),
-mamba_ssm's selective scan and fused Mamba block, causal_conv1d and deep_gemm. fast_hadamard_transform's `hadamard_transform` is a DeepSeek kernel rule (archviz/shapes/kernels.py).
+cannot install without a GPU toolchain): flash_attn, xformers (its attention and block-diagonal masks), mamba_ssm's
+selective scan (its compiled `selective_scan_cuda.fwd` too), fused Mamba block and triton norms (`RMSNorm`: a
+stand-in module holding its weight), causal_conv1d, deep_gemm, and a launch of a `@triton.jit` kernel of the model's
+own code. fast_hadamard_transform's `hadamard_transform` is a DeepSeek kernel rule (archviz/shapes/kernels.py).
 
 As the DeepSeek rules are, each is written from the kernel's documented semantics in plain torch, so one function
 serves as the meta pass's shape rule (on meta it only makes the outputs) and as the probe's CPU stand-in; each has
