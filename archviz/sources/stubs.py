@@ -69,17 +69,17 @@ def set_call_handler(handler: Callable[[str, tuple, dict], Any] | None) -> Calla
     return previous
 
 
-#: Classes a kernel package's class names build instead of a stub (`RMSNorm(d)` of mamba_ssm's triton norms: an
-#: nn.Module holding the package's documented parameters, so they are counted), by qualified name. Registered by
-#: the shape stage's kernel rules (`stand_in`).
-_STAND_INS: dict[str, type] = {}
+#: What a kernel package's names are instead of stubs, by qualified name: its classes (`RMSNorm` of mamba_ssm's
+#: triton norms: an nn.Module holding the package's documented parameters, so they are counted) and factories.
+#: Registered by the shape stage's kernel rules (`stand_in`).
+_STAND_INS: dict[str, Any] = {}
 
 
-def stand_in(*names: str) -> Callable[[type], type]:
-    """Register `cls` as what the stubbed class(es) `names` (qualified: `package.module.Class`) build: constructed
-    with the caller's arguments wherever the model calls the stub (building or in a forward)."""
+def stand_in(*names: str) -> Callable[[Any], Any]:
+    """Register `cls` (a class, or a function) as what the stubbed name(s) `names` (qualified:
+    `package.module.Class`) are: the model's code imports it in the stub's place."""
 
-    def deco(cls: type) -> type:
+    def deco(cls: Any) -> Any:
         for n in names:
             _STAND_INS[n] = cls
         return cls
@@ -107,9 +107,6 @@ class StubFunction:
         self._made_by: str | None = None  # the kernel package's decorator that made it from the model's function
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        made = _STAND_INS.get(self.__qualname__)
-        if made is not None:
-            return made(*args, **kwargs)
         installable = self.__qualname__.split(".")[0] in self._registry.installable
         if _call_handler is not None:
             try:
@@ -238,6 +235,7 @@ class StubRegistry:
     def __init__(self) -> None:
         self.modules: dict[str, str] = {}  # module name -> reason
         self.names: dict[str, StubFunction] = {}
+        self.stood_in: set[str] = set()  # names taken that a stand-in answered
         self.installable: set[str] = set()  # top-level packages not installed that pip would install
         self.importing = False  # the model's code is being imported (archviz.sources.importer sets it)
         self.native_notes: list[str] = []  # what its import-time native code was answered with (sources.native)
@@ -260,7 +258,13 @@ class StubRegistry:
         return MissingPackage(f"the model calls {qualname}, and {top} is not installed",
                               hint=f"pip install {pip_name(top)} (plain Python: it runs on meta once installed)")
 
-    def function(self, qualname: str) -> StubFunction:
+    def function(self, qualname: str) -> Any:
+        """The stub of `qualname`, made once; a name with a stand-in (`stand_in`) is that class itself, so module code
+        may also subclass it and test `isinstance(m, (nn.LayerNorm, RMSNorm))`."""
+        made = _STAND_INS.get(qualname)
+        if made is not None:
+            self.stood_in.add(qualname)
+            return made
         fn = self.names.get(qualname)
         if fn is None:
             fn = self.names[qualname] = StubFunction(qualname, self)
@@ -270,4 +274,5 @@ class StubRegistry:
         """Stubbed modules and the names taken from them, sorted: `kernel`, `kernel.act_quant`, ..."""
         out = set(self.modules)
         out.update(self.names)
+        out.update(self.stood_in)
         return tuple(sorted(out))
