@@ -235,12 +235,13 @@ class FlopCounter:
         return bool(self._weights & _storages(a for a in args if isinstance(a, torch.Tensor)))
 
     def kernel(self, path: str, qualname: str, args: tuple, kwargs: dict, result: Any) -> None:
-        from ..shapes.kernels import flops_formula
+        from ..shapes.kernels import flops_formula, own_name
 
         formula = flops_formula(qualname)
         if formula is None:
-            self.events.append((path, 0, f"stubbed kernel {qualname} has no FLOPs formula (declare one: "
-                                         f"@archviz.kernels.shape_rule({qualname!r}, flops=...))", -1, 0))
+            name = own_name(qualname)
+            self.events.append((path, 0, f"stubbed kernel {name} has no FLOPs formula (declare one: "
+                                         f"@archviz.kernels.shape_rule({name!r}, flops=...))", -1, 0))
             return
         n = int(formula(*args, **kwargs))
         self.events.append((path, n, None, -1, n))

@@ -13,6 +13,7 @@ import torch
 from ..errors import ShapeError
 from ..records import ModelRecord
 from ..sources import Built, stubs
+from ..sources.cuda_queries import cuda_answered
 from ..sources.meta import meta_methods_answered, warnings_noted
 from .collectives import collectives_answered
 from .flex import flex_on_meta
@@ -81,6 +82,7 @@ def run_forward(built: Built, record: ModelRecord, tracer: Tracer, inputs: tuple
         with warnings_noted(warned), torch.no_grad(), torch.device("meta"), \
                 DispatchPolicy(tracer.policy, observer), TolistPolicy(tracer.policy), meta_methods_answered(), \
                 collectives_answered(built.world_size, built.rank, tracer.assume), \
+                cuda_answered(lambda what, how: tracer.assume(f"{what}: {how}")), \
                 cache_off(built.model) if built.kind == "hf" else nullcontext(), flex_on_meta(), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
                                  lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):

@@ -1,6 +1,8 @@
 """Rules for the commonly used entry points of CUDA-only kernel packages a model may import (stubbed here, as they
-cannot install without a GPU toolchain): flash_attn, xformers (its attention and block-diagonal masks),
-mamba_ssm's selective scan and fused Mamba block, causal_conv1d and deep_gemm. fast_hadamard_transform's `hadamard_transform` is a DeepSeek kernel rule (archviz/shapes/kernels.py).
+cannot install without a GPU toolchain): flash_attn, xformers (its attention and block-diagonal masks), mamba_ssm's
+selective scan (its compiled `selective_scan_cuda.fwd` too), fused Mamba block and triton norms (`RMSNorm`: a
+stand-in module holding its weight), causal_conv1d, deep_gemm, and a launch of a `@triton.jit` kernel of the model's
+own code. fast_hadamard_transform's `hadamard_transform` is a DeepSeek kernel rule (archviz/shapes/kernels.py).
 
 As the DeepSeek rules are, each is written from the kernel's documented semantics in plain torch, so one function
 serves as the meta pass's shape rule (on meta it only makes the outputs) and as the probe's CPU stand-in; each has
@@ -13,6 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..sources.stubs import stand_in, through_rule
 from .kernels import _expand_blocks, _no_flops, shape_rule
 
 
@@ -150,6 +153,20 @@ def triton_next_power_of_2(n: int) -> int:
 @shape_rule("triton.cdiv", flops=_no_flops)
 def triton_cdiv(a: int, b: int) -> int:
     return -(-int(a) // int(b))
+
+
+@shape_rule("triton.jit")
+def triton_launch(*args: Any, **kwargs: Any) -> None:
+    """A launch of a kernel the model's code defines with `@triton.jit` (`_fwd_kernel[grid](x, y, ...)`): a triton
+    kernel returns nothing and writes into the tensors it is given, which the launching code allocated with their
+    shapes, so on meta a launch has nothing to do. Its values cannot be made on the CPU (its FLOPs are unknown)."""
+    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    if tensors and not _meta(*tensors):
+        from ..errors import ShapeError
+
+        raise ShapeError("a @triton.jit kernel of the model's code cannot run on the CPU",
+                         hint="its shapes come from the meta pass; values need a GPU with triton")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -318,6 +335,23 @@ def selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_
     return (y, state) if return_last_state else y
 
 
+@shape_rule("selective_scan_cuda.fwd", flops=_scan_flops)
+def selective_scan_cuda_fwd(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False):
+    """mamba_ssm's compiled scan, as its wrapper calls it: [out, x] (and out_z where z is given): out the scan
+    [b, d, l] in delta's dtype before the gate, x the states at the end of each 2048-token chunk [b, d, chunks, 2n]
+    in A's dtype (the state at the odd indices of the last chunk), out_z = out · silu(z)."""
+    b, d, length = u.shape
+    n = A.shape[-1]
+    x = torch.zeros((b, d, -(-length // 2048), 2 * n), dtype=A.dtype, device=u.device)
+    if _meta(u, delta, A, B, C):
+        out = torch.empty_like(delta)
+        return [out, x] + ([torch.empty_like(z)] if z is not None else [])
+    out, last = selective_scan_fn(u, delta, A, B, C, D, None, delta_bias, delta_softplus, return_last_state=True)
+    x[:, :, -1, 1::2] = last.to(x.dtype)
+    out = out.to(delta.dtype)
+    return [out, x] + ([(out.float() * F.silu(z.float())).to(z.dtype)] if z is not None else [])
+
+
 def _conv_flops(x, weight, *rest: Any, **kw: Any) -> int:
     """A depthwise causal convolution of width w: 2·b·d·l·w."""
     return 2 * x.numel() * weight.shape[-1]
@@ -395,6 +429,75 @@ def mamba_inner_fn(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_wei
         C = (x_dbl[..., r + n:r + 2 * n] + (C_proj_bias if C_proj_bias is not None else 0)).transpose(1, 2)
     y = selective_scan_fn(u, delta, A, B, C, D, z=z, delta_bias=delta_bias, delta_softplus=delta_softplus)
     return F.linear(y.transpose(1, 2), out_proj_weight, out_proj_bias)
+
+
+def _norm_flops(x, weight, *rest: Any, **kw: Any) -> int:
+    """About 5 operations an element (the residual add, the statistics, the scale and shift) for each output."""
+    weight1 = kw.get("weight1", rest[3] if len(rest) > 3 else None)
+    return 5 * x.numel() * (2 if weight1 is not None else 1)
+
+
+_LAYER_NORM_PATHS = ("mamba_ssm.ops.triton.layer_norm", "mamba_ssm.ops.triton.layernorm")
+
+
+@shape_rule(*(f"{m}.layer_norm_fn" for m in _LAYER_NORM_PATHS), flops=_norm_flops)
+def layer_norm_fn(x, weight, bias, residual=None, x1=None, weight1=None, bias1=None, eps=1e-6, dropout_p=0.0,
+                  rowscale=None, prenorm=False, residual_in_fp32=False, is_rms_norm=False,
+                  return_dropout_mask=False):
+    """mamba_ssm's fused add + norm: h = x·rowscale + x1 + residual (in residual's dtype, float32 where
+    `residual_in_fp32`, else x's), normalised over the last dim (RMS where `is_rms_norm`) with weight and bias ->
+    y in x's shape and dtype; with weight1 a second output y1 of h; with `prenorm` h is returned after them (the
+    residual stream), with `return_dropout_mask` the dropout masks (bool, x's shape) last. Dropout is not applied
+    (the shapes and an eval pass are the same)."""
+    res_dtype = residual.dtype if residual is not None else (torch.float32 if residual_in_fp32 else x.dtype)
+    h = x.float() * (rowscale.float().reshape(*x.shape[:-1], 1) if rowscale is not None else 1)
+    for more in (x1, residual):
+        h = h + more.float() if more is not None else h
+
+    def normed(w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        if is_rms_norm:
+            y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * w.float()
+        else:
+            y = F.layer_norm(h, (h.shape[-1],), w.float(), None, eps)
+        return (y + b.float() if b is not None else y).to(x.dtype)
+
+    outs = [normed(weight, bias)]
+    if weight1 is not None:
+        outs.append(normed(weight1, bias1))
+    if prenorm:
+        outs.append(h.to(res_dtype))
+    if return_dropout_mask:
+        outs += [torch.ones(x.shape, dtype=torch.bool, device=x.device), None if x1 is None else
+                 torch.ones(x.shape, dtype=torch.bool, device=x.device)]
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+@shape_rule(*(f"{m}.rms_norm_fn" for m in _LAYER_NORM_PATHS), flops=_norm_flops)
+def rms_norm_fn(x, weight, bias, residual=None, x1=None, weight1=None, bias1=None, eps=1e-6, dropout_p=0.0,
+                rowscale=None, prenorm=False, residual_in_fp32=False, return_dropout_mask=False):
+    """`layer_norm_fn` with `is_rms_norm`."""
+    return layer_norm_fn(x, weight, bias, residual, x1, weight1, bias1, eps, dropout_p, rowscale, prenorm,
+                         residual_in_fp32, True, return_dropout_mask)
+
+
+@stand_in(*(f"{m}.RMSNorm" for m in _LAYER_NORM_PATHS))
+class RMSNorm(torch.nn.Module):
+    """mamba_ssm's triton RMSNorm(hidden_size, eps=1e-5, dropout_p=0.0, device=None, dtype=None): a weight of
+    hidden_size (ones), no bias; forward(x, residual=None, prenorm=False, residual_in_fp32=False) is
+    `rms_norm_fn`."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-5, dropout_p: float = 0.0, device: Any = None,
+                 dtype: Any = None):
+        super().__init__()
+        self.eps = eps
+        self.drop = torch.nn.Dropout(dropout_p) if dropout_p > 0.0 else None
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+        self.register_parameter("bias", None)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None, prenorm: bool = False,
+                residual_in_fp32: bool = False) -> Any:
+        return through_rule(f"{_LAYER_NORM_PATHS[0]}.rms_norm_fn", rms_norm_fn, x, self.weight, self.bias,
+                            residual=residual, eps=self.eps, prenorm=prenorm, residual_in_fp32=residual_in_fp32)
 
 
 @shape_rule("mamba_ssm.ops.triton.selective_state_update.selective_state_update", flops=lambda state, *a, **k:

@@ -97,12 +97,22 @@ def _meta_of(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return deco
 
 
+def own_name(qualname: str) -> str:
+    """The kernel a stub call names: `pkg._fwd_kernel` of `triton.jit(pkg._fwd_kernel)` (the model's own kernel,
+    asked as its decorator's kind), else the name itself."""
+    return qualname.split("(", 1)[1][:-1] if qualname.endswith(")") and "(" in qualname else qualname
+
+
 def lookup(qualname: str, *, meta: bool = False) -> tuple[Callable[..., Any], str] | None:
-    """The rule for a stubbed callable: its exact registration first, then a DeepSeek kernel of the same name
-    (its shape-only twin when `meta`)."""
+    """The rule for a stubbed callable: its exact registration first, then (for a kernel the model's code defines,
+    asked as `decorator(name)`) its decorator's rule, then a DeepSeek kernel of the same name (its shape-only twin
+    when `meta`)."""
     fn = _RULES.get(qualname)
     if fn is not None:
         return fn, qualname
+    kind = qualname.split("(", 1)[0] if qualname.endswith(")") else None  # `triton.jit(model._fwd_kernel)`
+    if kind is not None and kind in _RULES:
+        return _RULES[kind], kind
     name = qualname.rsplit(".", 1)[-1]
     fn = (_META.get(name) if meta else None) or _GENERIC.get(name)
     if fn is not None:

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ShapeError
-from . import kernel_packages, kernels  # noqa: F401 - kernel_packages registers its rules
+from . import kernel_packages, kernels, mlstm_kernels  # noqa: F401 - they register their rules
 from .flow import MAX_TENSORS, FlowFrame
 from .policy import Policy
 
@@ -272,7 +272,7 @@ class Tracer:
                              hint=f"declare one: @archviz.kernels.shape_rule({qualname!r}) in a file passed with "
                                   f"--kernel-rules FILE (see archviz/shapes/kernels.py)")
         fn, impl = hit
-        self.kernel(qualname, impl)
+        self.kernel(kernels.own_name(qualname), impl)  # the model's own kernel: `pkg._fwd_kernel → triton.jit`
         result = fn(*args, **kwargs)
         if self.on_kernel is not None:
             self.on_kernel(self.stack[-1] if self.stack else "", qualname, args, kwargs, result)

@@ -67,6 +67,26 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
+def _answering(name: str, fn: Callable[..., Any], answer: Callable[[str, str], None]) -> Any:
+    """`fn` (a query, or the no-op class standing for a type) answering as torch.cuda's `name` and noting each call.
+    A type stays a type, so module code that annotates with it (`torch.cuda.Stream | None`) or checks
+    `isinstance` against it still imports and runs."""
+
+    def noted(value: Any) -> Any:
+        answer(f"torch.cuda.{name}()",
+               "skipped (no GPU here: built on meta)" if value is None or isinstance(value, _Stream) else
+               f"answered {_shown(value)} (no GPU here: built on meta)")
+        return value
+
+    if isinstance(fn, type):
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            fn.__init__(self, *args, **kwargs)
+            noted(self)
+
+        return type(name, (fn,), {"__init__": __init__})
+    return lambda *args, **kwargs: noted(fn(*args, **kwargs))
+
+
 @contextlib.contextmanager
 def cuda_answered(answer: Callable[[str, str], None]) -> Iterator[None]:
     """torch.cuda's queries answered inside (see the module doc); `answer(what, how)` notes each."""
@@ -81,14 +101,7 @@ def cuda_answered(answer: Callable[[str, str], None]) -> Iterator[None]:
         for name, fn in _ANSWERS.items():
             saved[name] = getattr(cuda, name)
 
-            def answered(*args: Any, _name: str = name, _fn: Callable = fn, **kwargs: Any) -> Any:
-                value = _fn(*args, **kwargs)
-                answer(f"torch.cuda.{_name}()",
-                       "skipped (no GPU here: built on meta)" if value is None or isinstance(value, _Stream) else
-                       f"answered {_shown(value)} (no GPU here: built on meta)")
-                return value
-
-            setattr(cuda, name, answered)
+            setattr(cuda, name, _answering(name, fn, answer))
     try:
         yield
     finally:

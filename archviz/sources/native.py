@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 from .cuda_queries import cuda_answered
 from .meta import model_line, scripts_kept_python
 from .offline import nothing_fetched
-from .stubs import StubRegistry, pip_name
+from .stubs import EXTENSION_MODULES, StubModule, StubRegistry, pip_name
 
 #: Compiled packages that module code uses only through decorators and a few helpers (`numba.jit`, `numba.prange`):
 #: when not installed they import as stand-ins whose decorators return the function itself.
@@ -118,15 +118,17 @@ class _StandInFinder:
         self.made: list[str] = []
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name.split(".")[0] not in DECORATOR_PACKAGES:
+        if name.split(".")[0] not in DECORATOR_PACKAGES | EXTENSION_MODULES:
             return None
         return importlib.machinery.ModuleSpec(name, self, is_package=True)  # type: ignore[arg-type]
 
     def create_module(self, spec: Any) -> Any:
         top = spec.name.split(".")[0]
+        self.made.append(spec.name)
+        if top in EXTENSION_MODULES:
+            return self.stubs.module(spec.name, "a kernel package's compiled CUDA extension, not built here")
         self.stubs.modules.setdefault(top, f"not installed (pip install {pip_name(top)}): its decorators pass "
                                            "functions through uncompiled")
-        self.made.append(spec.name)
         return _StandIn(spec.name, self.note)
 
     def exec_module(self, module: Any) -> None:
@@ -222,7 +224,7 @@ def native_answered(stubs: StubRegistry, notes: list[str]) -> Iterator[None]:
         if finder in sys.meta_path:
             sys.meta_path.remove(finder)  # type: ignore[arg-type]
         for name in finder.made:  # the model's modules keep theirs; the next import finds the package anew
-            if isinstance(sys.modules.get(name), _StandIn):
+            if isinstance(sys.modules.get(name), (_StandIn, StubModule)):
                 del sys.modules[name]
 
 

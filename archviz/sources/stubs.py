@@ -22,6 +22,11 @@ KERNEL_PACKAGES = frozenset({
     "causal_conv1d", "mlstm_kernels", "deep_gemm", "transformer_engine", "apex", "flashinfer", "selective_scan_cuda",
     "causal_conv1d_cuda", "fla", "liger_kernel", "bitsandbytes", "kernel",
 })
+#: The compiled CUDA extensions of kernel packages (their setup's ext_modules), imported only by the package's own
+#: wrappers, which have no path without them: stubbed even where the import is guarded (`try: import
+#: selective_scan_cuda` / `except ImportError: selective_scan_cuda = None`), so those wrappers run on meta and the
+#: extension's functions are answered by shape rules.
+EXTENSION_MODULES = frozenset({"selective_scan_cuda", "causal_conv1d_cuda"})
 # Import names whose pip distribution is named otherwise.
 _PIP_NAMES = {"yaml": "pyyaml", "PIL": "pillow", "cv2": "opencv-python", "sklearn": "scikit-learn",
               "google": "protobuf", "attr": "attrs"}
@@ -64,6 +69,32 @@ def set_call_handler(handler: Callable[[str, tuple, dict], Any] | None) -> Calla
     return previous
 
 
+#: What a kernel package's names are instead of stubs, by qualified name: its classes (`RMSNorm` of mamba_ssm's
+#: triton norms: an nn.Module holding the package's documented parameters, so they are counted) and factories.
+#: Registered by the shape stage's kernel rules (`stand_in`).
+_STAND_INS: dict[str, Any] = {}
+
+
+def stand_in(*names: str) -> Callable[[Any], Any]:
+    """Register `cls` (a class, or a function) as what the stubbed name(s) `names` (qualified:
+    `package.module.Class`) are: the model's code imports it in the stub's place."""
+
+    def deco(cls: Any) -> Any:
+        for n in names:
+            _STAND_INS[n] = cls
+        return cls
+
+    return deco
+
+
+def through_rule(qualname: str, rule: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A stand-in's call of its package's kernel `qualname`: answered as a stub's call is inside a meta pass (so
+    the pass notes the kernel and its FLOPs), else `rule` itself."""
+    if _call_handler is not None:
+        return _call_handler(qualname, args, kwargs)
+    return rule(*args, **kwargs)
+
+
 class StubFunction:
     """A callable stand-in; also usable as a decorator factory (`@tilelang.jit(...)`), a class or a namespace."""
 
@@ -73,6 +104,7 @@ class StubFunction:
         self.__module__ = qualname.rsplit(".", 1)[0] if "." in qualname else qualname
         self._registry = registry
         self._given: dict[str, Any] = {}  # a call's arguments by name, read back as attributes
+        self._made_by: str | None = None  # the kernel package's decorator that made it from the model's function
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         installable = self.__qualname__.split(".")[0] in self._registry.installable
@@ -80,6 +112,10 @@ class StubFunction:
             try:
                 return _call_handler(self.__qualname__, args, kwargs)
             except ShapeError as e:
+                if self._made_by is not None and "has no shape rule" in e.message:
+                    # the model's own kernel (`@triton.jit def _fwd_kernel`): answered as its decorator's kind is
+                    # (`triton.jit(name)`: a launch writes into the tensors it is given), where a rule says how
+                    return _call_handler(f"{self._made_by}({self.__qualname__})", args, kwargs)
                 if not installable or "has no shape rule" not in e.message:
                     raise
         if installable and self._registry.importing:
@@ -105,6 +141,7 @@ class StubFunction:
             target = args[0]
             if isinstance(target, (types.FunctionType, type)):
                 target = self._registry.function(f"{target.__module__}.{target.__qualname__}")
+                target._made_by = self.__qualname__.removesuffix("()")  # `triton.jit`: how a launch is answered
             if isinstance(target, StubFunction):
                 for key, value in self._given.items():
                     target.__dict__.setdefault(key, value)
@@ -198,6 +235,7 @@ class StubRegistry:
     def __init__(self) -> None:
         self.modules: dict[str, str] = {}  # module name -> reason
         self.names: dict[str, StubFunction] = {}
+        self.stood_in: set[str] = set()  # names taken that a stand-in answered
         self.installable: set[str] = set()  # top-level packages not installed that pip would install
         self.importing = False  # the model's code is being imported (archviz.sources.importer sets it)
         self.native_notes: list[str] = []  # what its import-time native code was answered with (sources.native)
@@ -220,7 +258,13 @@ class StubRegistry:
         return MissingPackage(f"the model calls {qualname}, and {top} is not installed",
                               hint=f"pip install {pip_name(top)} (plain Python: it runs on meta once installed)")
 
-    def function(self, qualname: str) -> StubFunction:
+    def function(self, qualname: str) -> Any:
+        """The stub of `qualname`, made once; a name with a stand-in (`stand_in`) is that class itself, so module code
+        may also subclass it and test `isinstance(m, (nn.LayerNorm, RMSNorm))`."""
+        made = _STAND_INS.get(qualname)
+        if made is not None:
+            self.stood_in.add(qualname)
+            return made
         fn = self.names.get(qualname)
         if fn is None:
             fn = self.names[qualname] = StubFunction(qualname, self)
@@ -230,4 +274,5 @@ class StubRegistry:
         """Stubbed modules and the names taken from them, sorted: `kernel`, `kernel.act_quant`, ..."""
         out = set(self.modules)
         out.update(self.names)
+        out.update(self.stood_in)
         return tuple(sorted(out))
