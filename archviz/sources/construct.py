@@ -10,6 +10,7 @@ import torch
 
 from ..errors import ArchvizError, SourceError
 from .meta import CUDA_HINT, build_failure_hint, is_cuda_insistence, meta_build, user_frame
+from .guard import time_limit
 
 
 def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: str = "meta"
@@ -21,7 +22,7 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
     attr = getattr(fn, "__name__", spec)
 
     def construct() -> tuple[Any, Any]:
-        with meta_build(device) as notes:
+        with meta_build(device) as notes, time_limit(f"building {attr}"):
             return fn(**kwargs), notes  # --set key=value: the factory's keyword arguments
 
     try:

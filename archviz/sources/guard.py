@@ -8,8 +8,8 @@ verdict, and `--json` must stay JSON. So, inside `model_code()`:
 And inside `importing(name)`, around the import of a model file or factory module: an exit (`sys.exit`, argparse
 refusing the arguments of archviz's own command line) or a `KeyboardInterrupt` the code raised itself (not a Ctrl-C)
 is one line, "the model code exited (status N) while importing model.py"; what the code printed before it (argparse's
-usage lines) is held back, its last line kept for the hint. An import that never ends (a loop, a wait on a server)
-ends after ARCHVIZ_IMPORT_TIMEOUT seconds (default 300) with one line naming the file and line it was at.
+usage lines) is held back, its last line kept for the hint. An import, or a build (`time_limit`), that never ends (a
+loop, a wait on a server) ends after ARCHVIZ_MODEL_TIMEOUT seconds (default 300) with one line naming where it was.
 
 Why in-process and not a child process: the records hold nothing a child could not send back, but the build's
 live model is what the walk, the meta pass and the probe read, and a child would have to rebuild it for each. A model
@@ -85,12 +85,12 @@ def _exit_status(code: Any) -> int:
     return 0 if code is None else code if isinstance(code, int) else 1
 
 
-IMPORT_TIMEOUT_ENV = "ARCHVIZ_IMPORT_TIMEOUT"
-DEFAULT_IMPORT_TIMEOUT = 300.0  # seconds a model file or factory module may take to import
+MODEL_TIMEOUT_ENV = "ARCHVIZ_MODEL_TIMEOUT"
+DEFAULT_MODEL_TIMEOUT = 300.0  # seconds a model's code may take to import, and again to build
 
 
 class _Stuck(BaseException):
-    """The import outlived its deadline (a BaseException: the model's own `except Exception` cannot eat it)."""
+    """The code outlived its deadline (a BaseException: the model's own `except Exception` cannot eat it)."""
 
     def __init__(self, where: str) -> None:
         super().__init__(where)
@@ -109,19 +109,38 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _Stuck(where)
 
 
-def _import_deadline() -> tuple[float, Any]:
-    """(seconds, the SIGALRM handler to put back) for an import run under a deadline; (seconds, None) where no
-    timer can be set (another thread, no SIGALRM) or one is already running."""
+def _deadline() -> tuple[float, Any]:
+    """(seconds, the SIGALRM handler to put back) for code run under a deadline; (seconds, None) where no timer can
+    be set (another thread, no SIGALRM) or one is already running (the outer block's deadline holds)."""
     try:
-        limit = float(os.environ.get(IMPORT_TIMEOUT_ENV) or DEFAULT_IMPORT_TIMEOUT)
+        limit = float(os.environ.get(MODEL_TIMEOUT_ENV) or DEFAULT_MODEL_TIMEOUT)
     except ValueError:
-        limit = DEFAULT_IMPORT_TIMEOUT
+        limit = DEFAULT_MODEL_TIMEOUT
     if not (limit > 0 and limit < 1e9) or not hasattr(signal, "setitimer") or \
             threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
         return limit, None
     before = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)
     return limit, before
+
+
+@contextmanager
+def time_limit(what: str) -> Iterator[None]:
+    """The model's code run in this block (its import, its constructor) ends after ARCHVIZ_MODEL_TIMEOUT seconds
+    (default 300) with one line naming the file, line and function it was at: a loop or a wait that never ends
+    hung the command with no limit."""
+    limit, alarm = _deadline()
+    try:
+        yield
+    except _Stuck as e:
+        raise SourceError(f"{what} did not end within {limit:g} s: it was at {e.where}",
+                          hint=f"archviz waits {MODEL_TIMEOUT_ENV} seconds (default {DEFAULT_MODEL_TIMEOUT:g}) for a "
+                               "model's code to import and to build; set it higher where it is slow, not stuck"
+                          ) from None
+    finally:
+        if alarm is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, alarm)
 
 
 @contextmanager
@@ -151,14 +170,9 @@ def importing(name: str) -> Iterator[None]:
             except (ValueError, OSError):
                 pass
     sys.stdout = sys.stderr = held
-    limit, alarm = _import_deadline()
     try:
-        yield
-    except _Stuck as e:
-        raise SourceError(f"importing {name} did not end within {limit:g} s: it was at {e.where}",
-                          hint=f"archviz waits {IMPORT_TIMEOUT_ENV} seconds (default {DEFAULT_IMPORT_TIMEOUT:g}) for "
-                               "a model's code to import; set it higher where the import is slow, not stuck"
-                          ) from None
+        with time_limit(f"importing {name}"):
+            yield
     except SystemExit as e:
         printed = held.getvalue()
         held = io.StringIO()
@@ -176,9 +190,6 @@ def importing(name: str) -> Iterator[None]:
         raise SourceError(f"the model code exited (KeyboardInterrupt, raised by the code, not a Ctrl-C) while "
                           f"importing {name}", hint="remove the raise from the path that imports the model") from None
     finally:
-        if alarm is not None:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, alarm)
         sys.stdout, sys.stderr = saved
         if installed:
             signal.signal(signal.SIGINT, old_handler)

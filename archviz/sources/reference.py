@@ -271,6 +271,7 @@ class Target:
 def build_target(t: Target, config: dict[str, Any] | None, config_path: str | None, options: BuildOptions) -> Built:
     """Build `t.obj` on meta: a class from its config object (or keyword arguments), a builder function from the
     config's keys and the --set values as keyword arguments."""
+    from .guard import time_limit
     from .meta import construction_error, is_cuda_insistence, meta_build, names_a_missing_field
     from .process_group import constructed
 
@@ -295,7 +296,8 @@ def build_target(t: Target, config: dict[str, Any] | None, config_path: str | No
         notes = called + notes
     else:
         def construct() -> Any:
-            with meta_build(options.device) as meta_notes, process_group_as(options.world_size, options.rank):
+            with meta_build(options.device) as meta_notes, process_group_as(options.world_size, options.rank), \
+                    time_limit(f"building {getattr(cls, '__name__', 'the model')}"):
                 if dtype_obj is not None:
                     torch.set_default_dtype(dtype_obj)
                 model = cls(args, **extra) if args is not None else cls(**kwargs, **extra)
