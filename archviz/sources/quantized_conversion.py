@@ -1,0 +1,188 @@
+"""torch.ao.quantization's eager conversion answered while a model is built on meta.
+
+A quantizable model's factory (`quantize=True`) sets a qconfig, `prepare`s the float model (observers), runs a
+calibration forward and `convert`s it (int8 weights packed with their scales); `quantize_dynamic` converts with no
+calibration. On meta the observers cannot read their values (`Tensor.item()`) and packed int8 weights cannot be made.
+Inside `conversion_answered(answer)`, `prepare` only propagates the qconfig (no observers: nothing to calibrate on
+meta), and `convert` (which `quantize_dynamic` calls) swaps each module the real one would for a module of the
+converted class that keeps its weight as an int8 meta tensor, its bias, and the shape of its weight's scales and
+zero points (per tensor or per output channel, from the qconfig's weight observer), and runs the float module in the
+meta pass. The walker counts them as it counts a real converted module (walk/converted.py): one parameter per weight
+value, the scales apart. `answer(what, how)` notes each call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from typing import Any, Callable, Iterator
+
+import torch
+
+NOTE = "converted by torch.ao.quantization: counted as int8 weights, scales apart"
+#: Where torch.ao.quantization's converted modules live.
+CONVERTED_NAMESPACES = ("torch.ao.nn.quantized", "torch.ao.nn.intrinsic.quantized")
+_MODULES = ("torch.ao.quantization", "torch.ao.quantization.quantize", "torch.quantization",
+            "torch.quantization.quantize")
+
+
+def is_converted(module: Any) -> bool:
+    """Whether `module` is one of torch.ao.quantization's converted modules (or derives from one)."""
+    return any(c.__module__.startswith(CONVERTED_NAMESPACES) for c in type(module).__mro__)
+
+
+class _ConvertedOnMeta(torch.nn.Module):
+    """A converted weighted module on meta (mixed in before the converted class, whose name and kind it takes)."""
+
+    def __init__(self, float_module: torch.nn.Module, weight: torch.Tensor, bias: Any, qconfig: Any) -> None:
+        torch.nn.Module.__init__(self)
+        object.__setattr__(self, "float_module", float_module)  # runs the meta pass; not a submodule: not counted
+        observer = qconfig.weight()
+        dtype = getattr(observer, "dtype", torch.qint8)
+        quantized = dtype in (torch.qint8, torch.quint8, torch.qint32)
+        self.weight_dtype = str(dtype).replace("torch.", "")
+        self._weight = torch.empty(weight.shape, dtype=torch.int8 if quantized else dtype, device="meta")
+        self._bias = None if bias is None else torch.empty(bias.shape, dtype=bias.dtype, device="meta")
+        per_channel = "per_channel" in str(getattr(observer, "qscheme", ""))
+        shape = (weight.shape[getattr(observer, "ch_axis", 0)],) if per_channel else ()
+        self.qparams = (("weight_scale", shape, "float64"), ("weight_zero_point", shape, "int64")) if quantized else ()
+        self.scale, self.zero_point = 1.0, 0
+
+    def _weight_bias(self) -> tuple[torch.Tensor, Any]:
+        return self._weight, self._bias
+
+    def _weight_qparams(self) -> tuple:
+        return self.qparams
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.float_module(*args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return f"weight={tuple(self._weight.shape)}, dtype={self.weight_dtype}, built on meta"
+
+
+class _RunsFloat(torch.nn.Module):
+    """Mixed in before a converted class with no packed weight (a Quantize, an activation) made on meta by its own
+    `from_float`: the meta pass runs the float module it was made from."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.float_module(*args, **kwargs)
+
+
+class _QParamsAnswered(torch.nn.Module):
+    """A module's activation observer where none ran: scale 1, zero point 0, of the qconfig's activation dtype."""
+
+    def __init__(self, qconfig: Any) -> None:
+        super().__init__()
+        observer = qconfig.activation()
+        self.dtype = getattr(observer, "dtype", torch.quint8)
+        self.qscheme = getattr(observer, "qscheme", torch.per_tensor_affine)
+
+    def calculate_qparams(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.tensor([1.0], device="cpu"), torch.tensor([0], device="cpu")
+
+    def forward(self, x: Any) -> Any:
+        return x
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def _on_meta(target: type, base: type) -> type:
+    """`base` mixed in before the converted class `target`: its name, module and kind, meta's answers."""
+    made = _CLASSES.get(target)
+    if made is None:
+        made = _CLASSES[target] = type(target.__name__, (base, target), {"__module__": target.__module__})
+    return made
+
+
+def _weight_and_bias(module: torch.nn.Module) -> tuple[Any, Any]:
+    """A float (or fused) module's weight and bias: its own, or its first weighted part's (Conv + ReLU fused). A
+    batch norm fused in (Conv + BN, folded at conversion) gives a bias of one value per output channel."""
+    parts = list(module.modules())
+    for m in parts:
+        w = m._parameters.get("weight")
+        if isinstance(w, torch.Tensor):
+            bias = m._parameters.get("bias")
+            if bias is None and any(isinstance(p, torch.nn.modules.batchnorm._BatchNorm) for p in parts):
+                bias = torch.empty(w.shape[0], dtype=w.dtype, device="meta")
+            return w, bias
+    return None, None
+
+
+def _swapped(module: torch.nn.Module, mapping: dict, qat: dict) -> torch.nn.Module | None:
+    """What the real convert would put in `module`'s place, made on meta; None where it would keep it. A fused
+    Conv + BN that `prepare_qat` would have swapped for its QAT module (not run on meta) converts as that would."""
+    target = mapping.get(type(module)) or mapping.get(qat.get(type(module)))
+    qconfig = getattr(module, "qconfig", None)
+    if target is None or qconfig is None:
+        return None
+    weight, bias = _weight_and_bias(module)
+    if weight is not None and callable(getattr(target, "_weight_bias", None)):
+        return _on_meta(target, _ConvertedOnMeta)(module, weight, bias, qconfig)
+    saved = getattr(module, "activation_post_process", None)
+    module.activation_post_process = _QParamsAnswered(qconfig)
+    try:
+        made = target.from_float(module)
+    except Exception:  # noqa: BLE001 - a converted class that cannot be made on meta: the float module stays
+        return None
+    finally:
+        del module.activation_post_process
+        if saved is not None:
+            module.activation_post_process = saved
+    if made is module:
+        return None
+    made.__class__ = _on_meta(type(made), _RunsFloat)
+    object.__setattr__(made, "float_module", module)  # not a submodule: not counted
+    return made
+
+
+def _convert_children(module: torch.nn.Module, mapping: dict, qat: dict) -> None:
+    for name, child in list(module.named_children()):
+        new = _swapped(child, mapping, qat)
+        if new is None:
+            _convert_children(child, mapping, qat)
+        else:
+            module._modules[name] = new
+
+
+@contextlib.contextmanager
+def conversion_answered(answer: Callable[[str, str], None]) -> Iterator[None]:
+    """`prepare` and `convert` of torch.ao.quantization answered on meta inside (see the module doc)."""
+    import importlib
+
+    from torch.ao.quantization import propagate_qconfig_
+    from torch.ao.quantization.quantization_mappings import (
+        get_default_qat_module_mappings,
+        get_default_static_quant_module_mappings,
+    )
+
+    def prepare(model: torch.nn.Module, inplace: bool = False, *args: Any, **kwargs: Any) -> torch.nn.Module:
+        model = model if inplace else copy.deepcopy(model)
+        propagate_qconfig_(model, qconfig_dict=None)
+        answer("torch.ao.quantization.prepare", "answered without observers: nothing to calibrate on meta")
+        return model
+
+    def convert(model: torch.nn.Module, mapping: dict | None = None, inplace: bool = False, *args: Any,
+                **kwargs: Any) -> torch.nn.Module:
+        model = model if inplace else copy.deepcopy(model)
+        _convert_children(model, get_default_static_quant_module_mappings() if mapping is None else mapping,
+                          get_default_qat_module_mappings())
+        answer("torch.ao.quantization.convert", NOTE)
+        return model
+
+    saved = []
+    for name in _MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        for attr, fn in (("prepare", prepare), ("prepare_qat", prepare), ("convert", convert)):
+            if hasattr(mod, attr):
+                saved.append((mod, attr, getattr(mod, attr)))
+                setattr(mod, attr, fn)
+    try:
+        yield
+    finally:
+        for mod, attr, fn in reversed(saved):
+            setattr(mod, attr, fn)

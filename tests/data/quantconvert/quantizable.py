@@ -1,0 +1,48 @@
+"""A quantizable vision net in the style of a vision library's `quantize=True` factory (QuantStub/DeQuantStub,
+qconfig set, prepare, a calibration forward on a random image, convert), and a dynamic-quantized Linear stack."""
+
+import torch
+from torch import nn
+from torch.ao import quantization as tq
+
+WIDTHS = (3, 8, 16)
+CLASSES = 10
+HIDDEN = (32, 48, 24)
+
+
+class SmallNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.quant = tq.QuantStub()
+        self.conv1 = nn.Conv2d(WIDTHS[0], WIDTHS[1], 3, padding=1)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(WIDTHS[1], WIDTHS[2], 3, padding=1, bias=False)
+        self.relu2 = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(WIDTHS[2], CLASSES)
+        self.dequant = tq.DeQuantStub()
+
+    def forward(self, x):
+        x = self.quant(x)
+        x = self.relu1(self.conv1(x))
+        x = self.relu2(self.conv2(x))
+        x = self.pool(x).flatten(1)
+        return self.dequant(self.fc(x))
+
+
+def build(quantize=True):
+    model = SmallNet()
+    if quantize:
+        model.eval()
+        model.qconfig = tq.get_default_qconfig("fbgemm")
+        tq.prepare(model, inplace=True)
+        model(torch.rand(1, WIDTHS[0], 16, 16))  # calibration
+        tq.convert(model, inplace=True)
+    return model
+
+
+def dynamic():
+    layers = []
+    for a, b in zip(HIDDEN, HIDDEN[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return tq.quantize_dynamic(nn.Sequential(*layers), {nn.Linear}, dtype=torch.qint8)
