@@ -8,6 +8,9 @@ Accounting rules (see docs/guide.md, "Counting"):
   float tensor attached to the weight (`weight.scale`) or named after it (`scale`, `weight_scale_inv`, ...) whose
   shape divides the weight's into blocks. A name alone decides nothing: a `scale` beside an unquantized weight is a
   learned weight.
+- a module converted by torch.ao.quantization holds its weight packed, not as a parameter (walk/converted.py): the
+  weight counts one parameter per int8 value, the bias as a bias; its scales and zero points, and a converted
+  QuantStub's scale and zero point buffers, are quantization scales.
 - integer tensors held as parameters (hash-routing tables) are kind `table`; buffers are kind `buffer`; neither is a
   parameter.
 - a tensor reachable under several names counts once, where first seen in module order; later names are `alias`.
