@@ -32,33 +32,40 @@ def is_converted(module: Any) -> bool:
 
 
 class _ConvertedOnMeta(torch.nn.Module):
-    """A converted weighted module on meta (mixed in before the converted class, whose name and kind it takes)."""
+    """A converted weighted module on meta (mixed in before the converted class, whose name and kind it takes): its
+    weights as int8 meta tensors (one `weight`, or a dynamic RNN's per gate set and layer), its biases, the shapes of
+    its weights' scales and zero points."""
 
-    def __init__(self, float_module: torch.nn.Module, weight: torch.Tensor, bias: Any, qconfig: Any) -> None:
+    def __init__(self, float_module: torch.nn.Module, weights: dict[str, torch.Tensor], biases: dict[str, Any],
+                 qconfig: Any) -> None:
         torch.nn.Module.__init__(self)
         object.__setattr__(self, "float_module", float_module)  # runs the meta pass; not a submodule: not counted
         observer = qconfig.weight()
         dtype = getattr(observer, "dtype", torch.qint8)
         quantized = dtype in (torch.qint8, torch.quint8, torch.qint32)
         self.weight_dtype = str(dtype).replace("torch.", "")
-        self._weight = torch.empty(weight.shape, dtype=torch.int8 if quantized else dtype, device="meta")
-        self._bias = None if bias is None else torch.empty(bias.shape, dtype=bias.dtype, device="meta")
+        self.weights = {n: torch.empty(w.shape, dtype=torch.int8 if quantized else dtype, device="meta")
+                        for n, w in weights.items()}
+        self.biases = {n: torch.empty(b.shape, dtype=b.dtype, device="meta") for n, b in biases.items()}
         per_channel = "per_channel" in str(getattr(observer, "qscheme", ""))
-        shape = (weight.shape[getattr(observer, "ch_axis", 0)],) if per_channel else ()
-        self.qparams = (("weight_scale", shape, "float64"), ("weight_zero_point", shape, "int64")) if quantized else ()
+        axis = getattr(observer, "ch_axis", 0)
+        self.qparams = {n: ((f"{n}_scale", shape, "float64"), (f"{n}_zero_point", shape, "int64")) if quantized else ()
+                        for n, w in weights.items() for shape in [(w.shape[axis],) if per_channel else ()]}
         self.scale, self.zero_point = 1.0, 0
 
-    def _weight_bias(self) -> tuple[torch.Tensor, Any]:
-        return self._weight, self._bias
+    def _weight_bias(self) -> Any:
+        if list(self.weights) == ["weight"]:
+            return self.weights["weight"], self.biases.get("bias")
+        return {"weight": self.weights, "bias": self.biases}  # as a dynamic RNN answers
 
-    def _weight_qparams(self) -> tuple:
-        return self.qparams
+    def _weight_qparams(self, name: str) -> tuple:
+        return self.qparams[name]
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.float_module(*args, **kwargs)
 
     def extra_repr(self) -> str:
-        return f"weight={tuple(self._weight.shape)}, dtype={self.weight_dtype}, built on meta"
+        return f"{', '.join(self.weights)}: {self.weight_dtype}, built on meta"
 
 
 class _RunsFloat(torch.nn.Module):
@@ -96,9 +103,10 @@ def _on_meta(target: type, base: type) -> type:
     return made
 
 
-def _weight_and_bias(module: torch.nn.Module) -> tuple[Any, Any]:
-    """A float (or fused) module's weight and bias: its own, or its first weighted part's (Conv + ReLU fused). A
-    batch norm fused in (Conv + BN, folded at conversion) gives a bias of one value per output channel."""
+def _weights_and_biases(module: torch.nn.Module) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A float (or fused) module's weights and biases by the names its converted module gives them: its `weight`
+    and `bias`, or its first weighted part's (Conv + ReLU fused), where a batch norm fused in (Conv + BN, folded at
+    conversion) gives a bias of one value per output channel; an RNN's per gate set and layer."""
     parts = list(module.modules())
     for m in parts:
         w = m._parameters.get("weight")
@@ -106,8 +114,9 @@ def _weight_and_bias(module: torch.nn.Module) -> tuple[Any, Any]:
             bias = m._parameters.get("bias")
             if bias is None and any(isinstance(p, torch.nn.modules.batchnorm._BatchNorm) for p in parts):
                 bias = torch.empty(w.shape[0], dtype=w.dtype, device="meta")
-            return w, bias
-    return None, None
+            return {"weight": w}, ({} if bias is None else {"bias": bias})
+    own = [(n, p) for n, p in module._parameters.items() if p is not None]
+    return ({n: p for n, p in own if n.startswith("weight")}, {n: p for n, p in own if n.startswith("bias")})
 
 
 def _swapped(module: torch.nn.Module, mapping: dict, qat: dict) -> torch.nn.Module | None:
@@ -117,9 +126,9 @@ def _swapped(module: torch.nn.Module, mapping: dict, qat: dict) -> torch.nn.Modu
     qconfig = getattr(module, "qconfig", None)
     if target is None or qconfig is None:
         return None
-    weight, bias = _weight_and_bias(module)
-    if weight is not None and callable(getattr(target, "_weight_bias", None)):
-        return _on_meta(target, _ConvertedOnMeta)(module, weight, bias, qconfig)
+    weights, biases = _weights_and_biases(module)
+    if weights and callable(getattr(target, "_weight_bias", None)):
+        return _on_meta(target, _ConvertedOnMeta)(module, weights, biases, qconfig)
     saved = getattr(module, "activation_post_process", None)
     module.activation_post_process = _QParamsAnswered(qconfig)
     try:

@@ -29,41 +29,59 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _weight_qparams(module: Any, weight: Any) -> tuple[tuple[str, tuple, str], ...]:
-    """(name, shape, dtype) of the weight's scales and zero points."""
+def _weight_qparams(module: Any, name: str, weight: Any) -> tuple[tuple[str, tuple, str], ...]:
+    """(name, shape, dtype) of the scales and zero points of the weight `name`."""
     own = getattr(module, "_weight_qparams", None)
     if callable(own):
-        return tuple(own())
+        return tuple(own(name))  # a module converted on meta
     if not getattr(weight, "is_quantized", False):
         return ()  # a float16 dynamic weight: no scales
     if "per_channel" in str(weight.qscheme()):
         s, z = weight.q_per_channel_scales(), weight.q_per_channel_zero_points()
-        return (("weight_scale", tuple(s.shape), _dtype_name(s.dtype)),
-                ("weight_zero_point", tuple(z.shape), _dtype_name(z.dtype)))
-    return ("weight_scale", (), "float64"), ("weight_zero_point", (), "int64")
+        return ((f"{name}_scale", tuple(s.shape), _dtype_name(s.dtype)),
+                (f"{name}_zero_point", tuple(z.shape), _dtype_name(z.dtype)))
+    return (f"{name}_scale", (), "float64"), (f"{name}_zero_point", (), "int64")
 
 
-def packed_tensors(module: Any) -> tuple[tuple[str, str, tuple, str, int, int], ...]:
-    """A converted module's packed tensors as (name, kind, shape, dtype, elements, bytes); kind is "weight", "bias"
-    or "scale". Empty for any other module."""
+def _weights_and_biases(module: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A converted module's packed weights and biases by name; None for any other module."""
     weight_bias = getattr(module, "_weight_bias", None)
-    # the packed-params holder inside a converted Linear answers `_weight_bias()` too, but not `weight()`: its
-    # tensors count once, on the module that owns them
-    if not callable(weight_bias) or not callable(getattr(module, "weight", None)) or not is_converted(module):
+    if not callable(weight_bias) or not is_converted(module):
+        return None
+    if callable(getattr(module, "weight", None)):  # Linear, Conv and their kin: one weight
+        weight, bias = weight_bias()
+        return {"weight": weight}, ({} if bias is None else {"bias": bias})
+    got = weight_bias()
+    if isinstance(got, dict):  # a dynamic RNN: a weight and a bias per gate set and layer
+        return dict(got.get("weight") or {}), dict(got.get("bias") or {})
+    return None  # the packed-params holder inside a converted Linear: counted on the module that owns it
+
+
+def _elements(shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def packed_tensors(module: Any) -> tuple[tuple[str, str, tuple, str, int, int, str | None], ...]:
+    """A converted module's packed tensors as (name, kind, shape, dtype, elements, bytes, the weight a scale
+    scales); kind is "weight", "bias" or "scale". Empty for any other module."""
+    found = _weights_and_biases(module)
+    if found is None:
         return ()
-    weight, bias = weight_bias()
-    dtype = getattr(module, "weight_dtype", None) or _dtype_name(weight.dtype)  # on meta: the dtype it stands for
-    out = [("weight", "weight", tuple(weight.shape), dtype, weight.numel(),
-            weight.numel() * weight.element_size())]
-    if bias is not None:
-        out.append(("bias", "bias", tuple(bias.shape), _dtype_name(bias.dtype), bias.numel(),
-                    bias.numel() * bias.element_size()))
-    qparams = list(_weight_qparams(module, weight))
+    weights, biases = found
+    out, qparams = [], []
+    for name, w in weights.items():
+        dtype = getattr(module, "weight_dtype", None) or _dtype_name(w.dtype)  # on meta: the dtype it stands for
+        out.append((name, "weight", tuple(w.shape), dtype, w.numel(), w.numel() * w.element_size(), None))
+        qparams += [(*q, name) for q in _weight_qparams(module, name, w)]
+    for name, b in biases.items():
+        if b is not None:
+            out.append((name, "bias", tuple(b.shape), _dtype_name(b.dtype), b.numel(), b.numel() * b.element_size(),
+                        None))
     if qparams and not _is_dynamic(module):
-        qparams += [("scale", (), "float64"), ("zero_point", (), "int64")]  # the output's
-    for name, shape, dtype in qparams:
-        n = 1
-        for d in shape:
-            n *= d
-        out.append((name, "scale", shape, dtype, n, n * 8))
+        qparams += [("scale", (), "float64", None), ("zero_point", (), "int64", None)]  # the output's
+    out += [(name, "scale", shape, dtype, _elements(shape), _elements(shape) * 8, of)
+            for name, shape, dtype, of in qparams]
     return tuple(out)

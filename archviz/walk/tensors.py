@@ -125,9 +125,8 @@ def classify_module(module: Any, path: str, seen: dict[int, str],
             out.append(record(n, BIAS, tuple(t.shape), dn, numel, numel, nbytes))
         else:
             out.append(record(n, WEIGHT, tuple(t.shape), dn, numel, numel, nbytes))
-    for n, kind, shape, dn, elements, nbytes in packed:  # a converted module's packed weights and their scales
-        out.append(record(n, kind, shape, dn, elements, elements, nbytes,
-                          scales="weight" if kind == SCALE and n.startswith("weight") else None))
+    for n, kind, shape, dn, elements, nbytes, of in packed:  # a converted module's packed weights and their scales
+        out.append(record(n, kind, shape, dn, elements, elements, nbytes, scales=of))
     qparams = QPARAM_BUFFERS if is_converted(module) else ()
     _buffer_records(buffers, module._non_persistent_buffers_set, (prefix, seen, quantized, qparams), record, out)
     key = tuple(map(id, out))  # ints, unlike a record's key; the records are made's own, so their ids stay theirs

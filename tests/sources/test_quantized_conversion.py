@@ -39,7 +39,16 @@ def _dynamic_counts() -> tuple[int, int]:
     return sum(a * b + b for a, b in pairs), 2 * len(pairs)
 
 
-@pytest.mark.parametrize("factory, counts", [("build", _static_counts), ("dynamic", _dynamic_counts)])
+def _dynamic_rnn_counts() -> tuple[int, int]:
+    """The dynamic LSTM (two layers, four gates) and its head: per layer an input and a hidden weight and their two
+    biases; one scale and zero point per weight (per tensor)."""
+    x, h, out = quantizable.HIDDEN
+    lstm = sum(4 * h * i + 4 * h * h + 2 * 4 * h for i in (x, h))
+    return lstm + h * out + out, 2 * (2 * 2 + 1)
+
+
+@pytest.mark.parametrize("factory, counts", [("build", _static_counts), ("dynamic", _dynamic_counts),
+                                             ("dynamic_rnn", _dynamic_rnn_counts)])
 def test_converted_model_builds_on_meta_and_counts_as_on_cpu(archviz_cli, factory, counts):
     params, scales = counts()
     r = archviz_cli("summary", f"quantizable:{factory}", "--json", "--no-cache")
@@ -50,14 +59,23 @@ def test_converted_model_builds_on_meta_and_counts_as_on_cpu(archviz_cli, factor
     # the real conversion on the CPU: no nn.Parameter left, the same counts from the live model
     live = getattr(quantizable, factory)()
     assert not list(live.parameters())
-    packed = [m._weight_bias() for m in live.modules() if callable(getattr(m, "weight", None))
-              and hasattr(m, "_weight_bias")]
-    int8 = sum(w.numel() for w, _ in packed if w.dtype == torch.qint8)
-    assert int8 + sum(b.numel() for _, b in packed if b is not None) == params
+    int8 = sum(t.numel() for t in _packed(live) if t.dtype == torch.qint8)
+    assert sum(t.numel() for t in _packed(live)) == params
     s = archviz.load(live).summary
     assert (s.parameters, s.scale_elements, s.buffer_elements) == (params, scales, 0)
     assert dict(s.parameters_by_dtype)["qint8"] == int8 == out["parameters_by_dtype"]["qint8"]
     assert s.bytes == out["bytes"]
+
+
+def _packed(live: torch.nn.Module) -> list[torch.Tensor]:
+    """The weights and biases torch's converted modules of `live` give back (`_weight_bias()`)."""
+    out = []
+    for m in live.modules():
+        if callable(getattr(m, "weight", None)) and hasattr(m, "_weight_bias"):  # Linear, Conv
+            out += [t for t in m._weight_bias() if t is not None]
+        elif isinstance(getattr(m, "_weight_bias", lambda: None)(), dict):  # an RNN
+            out += [t for group in m._weight_bias().values() for t in group.values()]
+    return out
 
 
 def test_per_channel_scales_are_recorded_beside_their_weight():

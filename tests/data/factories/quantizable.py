@@ -54,3 +54,9 @@ def dynamic():
     for a, b in zip(HIDDEN, HIDDEN[1:]):
         layers += [nn.Linear(a, b), nn.ReLU()]
     return tq.quantize_dynamic(nn.Sequential(*layers), {nn.Linear}, dtype=torch.qint8)
+
+
+def dynamic_rnn():
+    """An LSTM and its head, both dynamic-quantized (`quantize_dynamic`'s default set)."""
+    return tq.quantize_dynamic(nn.ModuleDict({"rnn": nn.LSTM(HIDDEN[0], HIDDEN[1], num_layers=2),
+                                              "head": nn.Linear(HIDDEN[1], HIDDEN[2])}), dtype=torch.qint8)
