@@ -172,6 +172,9 @@ def conversion_answered(answer: Callable[[str, str], None]) -> Iterator[None]:
         answer("torch.ao.quantization.prepare", "answered without observers: nothing to calibrate on meta")
         return model
 
+    def prepare_qat(model: torch.nn.Module, mapping: dict | None = None, inplace: bool = False) -> torch.nn.Module:
+        return prepare(model, inplace)  # no QAT modules either: `convert` maps the fused float ones as it would them
+
     def convert(model: torch.nn.Module, mapping: dict | None = None, inplace: bool = False, *args: Any,
                 **kwargs: Any) -> torch.nn.Module:
         model = model if inplace else copy.deepcopy(model)
@@ -186,7 +189,7 @@ def conversion_answered(answer: Callable[[str, str], None]) -> Iterator[None]:
             mod = importlib.import_module(name)
         except ImportError:
             continue
-        for attr, fn in (("prepare", prepare), ("prepare_qat", prepare), ("convert", convert)):
+        for attr, fn in (("prepare", prepare), ("prepare_qat", prepare_qat), ("convert", convert)):
             if hasattr(mod, attr):
                 saved.append((mod, attr, getattr(mod, attr)))
                 setattr(mod, attr, fn)
