@@ -37,7 +37,7 @@ class _ConvertedOnMeta(torch.nn.Module):
     its weights' scales and zero points."""
 
     def __init__(self, float_module: torch.nn.Module, weights: dict[str, torch.Tensor], biases: dict[str, Any],
-                 qconfig: Any) -> None:
+                 qconfig: Any, output_qparams: bool) -> None:
         torch.nn.Module.__init__(self)
         object.__setattr__(self, "float_module", float_module)  # runs the meta pass; not a submodule: not counted
         observer = qconfig.weight()
@@ -47,10 +47,12 @@ class _ConvertedOnMeta(torch.nn.Module):
         self.weights = {n: torch.empty(w.shape, dtype=torch.int8 if quantized else dtype, device="meta")
                         for n, w in weights.items()}
         self.biases = {n: torch.empty(b.shape, dtype=b.dtype, device="meta") for n, b in biases.items()}
-        per_channel = "per_channel" in str(getattr(observer, "qscheme", ""))
-        axis = getattr(observer, "ch_axis", 0)
-        self.qparams = {n: ((f"{n}_scale", shape, "float64"), (f"{n}_zero_point", shape, "int64")) if quantized else ()
+        scheme = str(getattr(observer, "qscheme", ""))
+        per_channel, axis = "per_channel" in scheme, getattr(observer, "ch_axis", 0)
+        kinds = ("float32", "float32") if scheme.endswith("float_qparams") else ("float64", "int64")
+        self.qparams = {n: ((f"{n}_scale", shape, kinds[0]), (f"{n}_zero_point", shape, kinds[1])) if quantized else ()
                         for n, w in weights.items() for shape in [(w.shape[axis],) if per_channel else ()]}
+        self.output_qparams = output_qparams
         self.scale, self.zero_point = 1.0, 0
 
     def _weight_bias(self) -> Any:
@@ -119,21 +121,24 @@ def _weights_and_biases(module: torch.nn.Module) -> tuple[dict[str, Any], dict[s
     return ({n: p for n, p in own if n.startswith("weight")}, {n: p for n, p in own if n.startswith("bias")})
 
 
-def _swapped(module: torch.nn.Module, mapping: dict, qat: dict) -> torch.nn.Module | None:
-    """What the real convert would put in `module`'s place, made on meta; None where it would keep it. A fused
-    Conv + BN that `prepare_qat` would have swapped for its QAT module (not run on meta) converts as that would."""
+def _swapped(module: torch.nn.Module, mapping: dict, qat: dict, kept: set[str]) -> torch.nn.Module | None:
+    """What the real convert would put in `module`'s place, made on meta; None where it would keep it, or where its
+    converted class cannot be made on meta (its class name added to `kept`). A fused Conv + BN that `prepare_qat`
+    would have swapped for its QAT module (not run on meta) converts as that would."""
     target = mapping.get(type(module)) or mapping.get(qat.get(type(module)))
     qconfig = getattr(module, "qconfig", None)
     if target is None or qconfig is None:
         return None
     weights, biases = _weights_and_biases(module)
-    if weights and callable(getattr(target, "_weight_bias", None)):
-        return _on_meta(target, _ConvertedOnMeta)(module, weights, biases, qconfig)
+    packs = callable(getattr(target, "_weight_bias", None))  # Linear, Conv: their output is quantized too
+    if weights and (packs or callable(getattr(target, "weight", None))):  # an Embedding: its weight only
+        return _on_meta(target, _ConvertedOnMeta)(module, weights, biases, qconfig, packs)
     saved = getattr(module, "activation_post_process", None)
     module.activation_post_process = _QParamsAnswered(qconfig)
     try:
         made = target.from_float(module)
     except Exception:  # noqa: BLE001 - a converted class that cannot be made on meta: the float module stays
+        kept.add(type(module).__name__)
         return None
     finally:
         del module.activation_post_process
@@ -146,11 +151,11 @@ def _swapped(module: torch.nn.Module, mapping: dict, qat: dict) -> torch.nn.Modu
     return made
 
 
-def _convert_children(module: torch.nn.Module, mapping: dict, qat: dict) -> None:
+def _convert_children(module: torch.nn.Module, mapping: dict, qat: dict, kept: set[str]) -> None:
     for name, child in list(module.named_children()):
-        new = _swapped(child, mapping, qat)
+        new = _swapped(child, mapping, qat, kept)
         if new is None:
-            _convert_children(child, mapping, qat)
+            _convert_children(child, mapping, qat, kept)
         else:
             module._modules[name] = new
 
@@ -178,9 +183,13 @@ def conversion_answered(answer: Callable[[str, str], None]) -> Iterator[None]:
     def convert(model: torch.nn.Module, mapping: dict | None = None, inplace: bool = False, *args: Any,
                 **kwargs: Any) -> torch.nn.Module:
         model = model if inplace else copy.deepcopy(model)
+        kept: set[str] = set()
         _convert_children(model, get_default_static_quant_module_mappings() if mapping is None else mapping,
-                          get_default_qat_module_mappings())
+                          get_default_qat_module_mappings(), kept)
         answer("torch.ao.quantization.convert", NOTE)
+        if kept:
+            answer("torch.ao.quantization.convert", f"left {', '.join(sorted(kept))} unconverted on meta (its "
+                   "converted class cannot be made there): counted as the float module")
         return model
 
     saved = []

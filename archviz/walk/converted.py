@@ -6,7 +6,8 @@ values it holds (one per int8 value) and its bias counts as a bias; the weight's
 tensor, or one per output channel) and, for a statically quantized module, its output's scale and zero point are
 quantization scales, reported apart. A converted QuantStub (`Quantize`) keeps its scale and zero point as buffers:
 scales too. A module converted on meta (sources/quantized_conversion) answers the same calls with meta tensors and
-says what its weight's dtype (`weight_dtype`) and scales (`_weight_qparams()`) are.
+says what its weight's dtype (`weight_dtype`) and scales (`_weight_qparams(name)`) are, and whether its output is
+quantized (`output_qparams`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..sources.quantized_conversion import CONVERTED_NAMESPACES as _NAMESPACES
 from ..sources.quantized_conversion import is_converted
 
 __all__ = ["QPARAM_BUFFERS", "is_converted", "packed_tensors"]
+_ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2}
 #: A converted QuantStub's buffers that are its quantization parameters.
 QPARAM_BUFFERS = ("scale", "zero_point")
 
@@ -45,8 +47,12 @@ def _weight_qparams(module: Any, name: str, weight: Any) -> tuple[tuple[str, tup
 
 def _weights_and_biases(module: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """A converted module's packed weights and biases by name; None for any other module."""
+    if not is_converted(module):
+        return None
     weight_bias = getattr(module, "_weight_bias", None)
-    if not callable(weight_bias) or not is_converted(module):
+    if not callable(weight_bias):
+        if callable(getattr(module, "weight", None)):  # an Embedding, an EmbeddingBag: a weight, no bias
+            return {"weight": module.weight()}, {}
         return None
     if callable(getattr(module, "weight", None)):  # Linear, Conv and their kin: one weight
         weight, bias = weight_bias()
@@ -80,8 +86,10 @@ def packed_tensors(module: Any) -> tuple[tuple[str, str, tuple, str, int, int, s
         if b is not None:
             out.append((name, "bias", tuple(b.shape), _dtype_name(b.dtype), b.numel(), b.numel() * b.element_size(),
                         None))
-    if qparams and not _is_dynamic(module):
+    # a static Linear or Conv quantizes its output too (an embedding's output is float, a dynamic module's too)
+    outputs = getattr(module, "output_qparams", callable(getattr(module, "_weight_bias", None)))
+    if qparams and outputs and not _is_dynamic(module):
         qparams += [("scale", (), "float64", None), ("zero_point", (), "int64", None)]  # the output's
-    out += [(name, "scale", shape, dtype, _elements(shape), _elements(shape) * 8, of)
+    out += [(name, "scale", shape, dtype, _elements(shape), _elements(shape) * _ITEMSIZE[dtype], of)
             for name, shape, dtype, of in qparams]
     return tuple(out)

@@ -40,11 +40,11 @@ def _dynamic_counts() -> tuple[int, int]:
 
 
 def _dynamic_rnn_counts() -> tuple[int, int]:
-    """The dynamic LSTM (two layers, four gates) and its head: per layer an input and a hidden weight and their two
-    biases; one scale and zero point per weight (per tensor)."""
+    """The embedding bag (a scale and zero point per row), the dynamic LSTM (two layers, four gates: per layer an
+    input and a hidden weight and their two biases) and its head; one scale and zero point per int8 weight."""
     x, h, out = quantizable.HIDDEN
     lstm = sum(4 * h * i + 4 * h * h + 2 * 4 * h for i in (x, h))
-    return lstm + h * out + out, 2 * (2 * 2 + 1)
+    return quantizable.VOCAB * x + lstm + h * out + out, 2 * quantizable.VOCAB + 2 * (2 * 2 + 1)
 
 
 @pytest.mark.parametrize("factory, counts", [("build", _static_counts), ("dynamic", _dynamic_counts),
@@ -59,11 +59,13 @@ def test_converted_model_builds_on_meta_and_counts_as_on_cpu(archviz_cli, factor
     # the real conversion on the CPU: no nn.Parameter left, the same counts from the live model
     live = getattr(quantizable, factory)()
     assert not list(live.parameters())
-    int8 = sum(t.numel() for t in _packed(live) if t.dtype == torch.qint8)
+    int8 = sum(t.numel() for t in _packed(live) if t.dtype in (torch.qint8, torch.quint8))
     assert sum(t.numel() for t in _packed(live)) == params
     s = archviz.load(live).summary
     assert (s.parameters, s.scale_elements, s.buffer_elements) == (params, scales, 0)
-    assert dict(s.parameters_by_dtype)["qint8"] == int8 == out["parameters_by_dtype"]["qint8"]
+    by_dtype = dict(s.parameters_by_dtype)
+    assert by_dtype.get("qint8", 0) + by_dtype.get("quint8", 0) == int8
+    assert by_dtype == out["parameters_by_dtype"]
     assert s.bytes == out["bytes"]
 
 
@@ -75,6 +77,8 @@ def _packed(live: torch.nn.Module) -> list[torch.Tensor]:
             out += [t for t in m._weight_bias() if t is not None]
         elif isinstance(getattr(m, "_weight_bias", lambda: None)(), dict):  # an RNN
             out += [t for group in m._weight_bias().values() for t in group.values()]
+        elif callable(getattr(m, "weight", None)) and type(m).__module__.startswith("torch.ao.nn.quantized"):
+            out.append(m.weight())  # an embedding
     return out
 
 

@@ -10,6 +10,7 @@ WIDTHS = (3, 8, 16)  # image channels, conv1's and conv2's output channels
 KERNEL = 3
 CLASSES = 10
 HIDDEN = (32, 48, 24)  # the dynamic stack's feature sizes
+VOCAB = 50  # the dynamic RNN's embedding rows
 
 
 class SmallNet(nn.Module):
@@ -57,6 +58,9 @@ def dynamic():
 
 
 def dynamic_rnn():
-    """An LSTM and its head, both dynamic-quantized (`quantize_dynamic`'s default set)."""
-    return tq.quantize_dynamic(nn.ModuleDict({"rnn": nn.LSTM(HIDDEN[0], HIDDEN[1], num_layers=2),
-                                              "head": nn.Linear(HIDDEN[1], HIDDEN[2])}), dtype=torch.qint8)
+    """An embedding bag (weight-only, a scale per row), an LSTM and its head (int8), dynamic-quantized."""
+    spec = {nn.LSTM: tq.default_dynamic_qconfig, nn.Linear: tq.default_dynamic_qconfig,
+            nn.EmbeddingBag: tq.float_qparams_weight_only_qconfig}
+    return tq.quantize_dynamic(nn.ModuleDict({"emb": nn.EmbeddingBag(VOCAB, HIDDEN[0]),
+                                              "rnn": nn.LSTM(HIDDEN[0], HIDDEN[1], num_layers=2),
+                                              "head": nn.Linear(HIDDEN[1], HIDDEN[2])}), spec)
