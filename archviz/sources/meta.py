@@ -18,7 +18,8 @@ in-place writes (`mask[n // 2:] = True`), iteration and element reads (`[x.item(
 its dtype applied, `.cpu()` keeps it there; `.type()` names the CPU type (`'torch.FloatTensor'`), in the build and
 (`meta_methods_answered`) in the meta forward pass. Inside `meta_build` too: torch.cuda's queries are answered
 (`cuda_queries`), downloads and checkpoint loads skipped (`offline`), weights drawn in numpy never allocated
-(`arrays`), `@torch.jit.script` and `torch.compile` keep the Python code (`scripts_kept_python`); each noted with the
+(`arrays`), torch.ao.quantization's conversion of a float model made on meta (`quantized_conversion`),
+`@torch.jit.script` and `torch.compile` keep the Python code (`scripts_kept_python`); each noted with the
 model's line.
 """
 
@@ -335,12 +336,20 @@ def _initialisers_skipped() -> Iterator[None]:
 
 
 def model_line() -> str:
-    """file:line of the model's code that is running: the innermost frame outside torch, archviz and the standard
-    library's context managers."""
+    """file:line of the model's code that is running: the innermost frame outside torch, archviz, the standard
+    library's context managers and the wrappers of a deprecated function (`typing_extensions.deprecated`)."""
     return _caller(_SKIP_DIRS)
 
 
-_SKIP_DIRS = (os.path.dirname(torch.__file__), ARCHVIZ_DIR, os.path.dirname(contextlib.__file__))
+def _wrapper_files() -> tuple[str, ...]:
+    try:
+        import typing_extensions
+    except ImportError:
+        return ()
+    return (typing_extensions.__file__,)
+
+
+_SKIP_DIRS = (os.path.dirname(torch.__file__), ARCHVIZ_DIR, os.path.dirname(contextlib.__file__), *_wrapper_files())
 
 
 @contextlib.contextmanager
@@ -438,6 +447,7 @@ def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
     from .arrays import ARRAY_WRAPPERS, unallocated_arrays
     from .cuda_queries import cuda_answered
     from .offline import nothing_fetched
+    from .quantized_conversion import conversion_answered
 
     target = torch.device(device)
     notes = MetaNotes()
@@ -463,6 +473,7 @@ def meta_build(device: str = "meta") -> Iterator[MetaNotes]:
                 nothing_fetched(notes.answered), scripts_kept_python(notes.answered), \
                 (unallocated_arrays(notes.answered) if on_meta
                  else contextlib.nullcontext()), \
+                (conversion_answered(notes.answered) if on_meta else contextlib.nullcontext()), \
                 (_initialisers_skipped() if on_meta else contextlib.nullcontext()):
             yield notes
     finally:

@@ -334,8 +334,11 @@ def build_target(t: Target, config: dict[str, Any] | None, config_path: str | No
 
 def refuse_weightless(model: Any, spec: str, made_by: Any) -> None:
     """A build that yields no parameters at all (a loss or a helper module of the file, built for want of a config)
-    is no model: one line, exit 2."""
-    if any(True for _ in model.parameters()):
+    is no model: one line, exit 2. A model converted by torch.ao.quantization holds its weights packed, not as
+    parameters: it is a model."""
+    from .quantized_conversion import is_converted
+
+    if any(True for _ in model.parameters()) or any(is_converted(m) for m in model.modules()):
         return
     raise SourceError(f"{spec}: {getattr(made_by, '__name__', 'the model')} built with 0 parameters: it is not the "
                       "model (a loss or a helper?)",

@@ -8,6 +8,9 @@ Accounting rules (see docs/guide.md, "Counting"):
   float tensor attached to the weight (`weight.scale`) or named after it (`scale`, `weight_scale_inv`, ...) whose
   shape divides the weight's into blocks. A name alone decides nothing: a `scale` beside an unquantized weight is a
   learned weight.
+- a module converted by torch.ao.quantization holds its weight packed, not as a parameter (walk/converted.py): the
+  weight counts one parameter per int8 value, the bias as a bias; its scales and zero points, and a converted
+  QuantStub's scale and zero point buffers, are quantization scales.
 - integer tensors held as parameters (hash-routing tables) are kind `table`; buffers are kind `buffer`; neither is a
   parameter.
 - a tensor reachable under several names counts once, where first seen in module order; later names are `alias`.
@@ -27,6 +30,8 @@ from ..records import (
     TensorRecord,
     Totals,
 )
+
+from .converted import QPARAM_BUFFERS, is_converted, packed_tensors
 
 _FP8 = {"float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"}
 
@@ -69,7 +74,8 @@ def classify_module(module: Any, path: str, seen: dict[int, str],
     shared -- the walk's 256 experts of a layer hold the same objects, which the records writer finds by identity."""
     params = [(n, p) for n, p in module._parameters.items() if p is not None]
     buffers = [(n, b) for n, b in module._buffers.items() if b is not None]
-    if not params and not buffers:
+    packed = packed_tensors(module)
+    if not params and not buffers and not packed:
         return ()
     dtypes, quantized, scale_of = _quantized_weights(module, params)
     if made is None:
@@ -119,7 +125,10 @@ def classify_module(module: Any, path: str, seen: dict[int, str],
             out.append(record(n, BIAS, tuple(t.shape), dn, numel, numel, nbytes))
         else:
             out.append(record(n, WEIGHT, tuple(t.shape), dn, numel, numel, nbytes))
-    _buffer_records(buffers, module._non_persistent_buffers_set, (prefix, seen, quantized), record, out)
+    for n, kind, shape, dn, elements, nbytes, of in packed:  # a converted module's packed weights and their scales
+        out.append(record(n, kind, shape, dn, elements, elements, nbytes, scales=of))
+    qparams = QPARAM_BUFFERS if is_converted(module) else ()
+    _buffer_records(buffers, module._non_persistent_buffers_set, (prefix, seen, quantized, qparams), record, out)
     key = tuple(map(id, out))  # ints, unlike a record's key; the records are made's own, so their ids stay theirs
     hit = made.get(key)
     if hit is None:
@@ -151,11 +160,12 @@ def _quantized_weights(module: Any, params: list) -> tuple[dict[str, str], dict,
     return dtypes, quantized, scale_of
 
 
-def _buffer_records(buffers: list, non_persistent: set, where: tuple[str, dict, dict], record: Any,
+def _buffer_records(buffers: list, non_persistent: set, where: tuple[str, dict, dict, tuple], record: Any,
                     out: list) -> None:
     """One module's buffers appended to `out` as records (`record` makes them); `where` is (the module's path
-    prefix, the walk's id -> first full name, its quantized weights)."""
-    prefix, seen, quantized = where
+    prefix, the walk's id -> first full name, its quantized weights, the names of its buffers that are quantization
+    parameters: a converted QuantStub's scale and zero point)."""
+    prefix, seen, quantized, qparams = where
     for n, t in buffers:
         key = id(t)
         dn = _dtype_name(t.dtype)
@@ -170,6 +180,10 @@ def _buffer_records(buffers: list, non_persistent: set, where: tuple[str, dict, 
         if dn in _E8M0 and quantized:
             out.append(record(n, SCALE, tuple(t.shape), dn, numel, numel, numel * t.element_size(),
                               persistent=persistent, scales=_pair_by_shape(tuple(t.shape), quantized)))
+            continue
+        if n in qparams:
+            out.append(record(n, SCALE, tuple(t.shape), dn, numel, numel, numel * t.element_size(),
+                              persistent=persistent, note="the quantized input's scale and zero point"))
             continue
         out.append(record(n, BUFFER, tuple(t.shape), dn, numel, numel, numel * t.element_size(),
                           persistent=persistent))
