@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from rich.console import Group
 from rich.table import Table
@@ -64,10 +64,23 @@ def summary_table(record: ModelRecord) -> Group:
     for a in s.active_assumptions:
         parts.append(Text(f"assumed: {a}", style="dim"))
     if src.stubbed_imports:
-        parts.append(Text("stubbed imports: " + ", ".join(src.stubbed_imports), style="yellow"))
+        parts.append(Text("stubbed imports: " + stubbed_text(src.stubbed_imports), style="yellow"))
     for n in src.notes:
         parts.append(Text(f"note: {n}", style="dim"))
     return Group(*parts)
+
+
+def stubbed_text(names: Sequence[str], whole: int = 8) -> str:
+    """The stubbed imports, each package once with the names taken from it counted ("torchvision (24 names)"), so
+    that a package whose many attributes a model touched takes one line, not a screen; every name is in --json."""
+    by: dict[str, list[str]] = {}
+    for n in names:
+        by.setdefault(n.split(".")[0], []).append(n)
+    if len(names) <= whole:
+        return ", ".join(names)
+    return ", ".join(top if len(ns) == 1 and ns[0] == top else
+                     f"{top} ({len(ns) - (top in ns)} name{'' if len(ns) - (top in ns) == 1 else 's'})"
+                     for top, ns in by.items())
 
 
 def run_notes(record: ModelRecord) -> Group | None:
