@@ -21,14 +21,8 @@ import torch
 
 NOTE = "converted by torch.ao.quantization: counted as int8 weights, scales apart"
 #: Where torch.ao.quantization's converted modules live.
-CONVERTED_NAMESPACES = ("torch.ao.nn.quantized", "torch.ao.nn.intrinsic.quantized")
 _MODULES = ("torch.ao.quantization", "torch.ao.quantization.quantize", "torch.quantization",
             "torch.quantization.quantize")
-
-
-def is_converted(module: Any) -> bool:
-    """Whether `module` is one of torch.ao.quantization's converted modules (or derives from one)."""
-    return any(c.__module__.startswith(CONVERTED_NAMESPACES) for c in type(module).__mro__)
 
 
 class _ConvertedOnMeta(torch.nn.Module):

@@ -336,7 +336,7 @@ def refuse_weightless(model: Any, spec: str, made_by: Any) -> None:
     """A build that yields no parameters at all (a loss or a helper module of the file, built for want of a config)
     is no model: one line, exit 2. A model converted by torch.ao.quantization holds its weights packed, not as
     parameters: it is a model."""
-    from .quantized_conversion import is_converted
+    from .quantized_names import is_converted
 
     if any(True for _ in model.parameters()) or any(is_converted(m) for m in model.modules()):
         return

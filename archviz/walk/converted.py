@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sources.quantized_conversion import CONVERTED_NAMESPACES as _NAMESPACES
-from ..sources.quantized_conversion import is_converted
+from ..sources.quantized_names import CONVERTED_NAMESPACES as _NAMESPACES
+from ..sources.quantized_names import is_converted
 
 __all__ = ["QPARAM_BUFFERS", "is_converted", "packed_tensors"]
 _ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2}
