@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 NOTE = "converted by torch.ao.quantization: counted as int8 weights, scales apart"
-#: Where torch.ao.quantization's converted modules live.
+#: The modules whose prepare and convert a meta build answers (torch.quantization is the old name of the same).
 _MODULES = ("torch.ao.quantization", "torch.ao.quantization.quantize", "torch.quantization",
             "torch.quantization.quantize")
 
