@@ -13,7 +13,8 @@ import typer
 from typer.core import TyperGroup
 
 from . import interrupts
-from .common import flag, out
+from .common import out
+from .options import flag
 
 class _Commands(TyperGroup):
     """archviz's commands, whose options that take one value may be given once: click keeps the last of two

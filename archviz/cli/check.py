@@ -15,19 +15,6 @@ from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError
 from .app import app
 from .validate import check_options
 from .common import (
-    ConfigOpt,
-    DebugOpt,
-    JsonOpt,
-    ConfigClassOpt,
-    ModelClassOpt,
-    NoCacheOpt,
-    QuantizedOpt,
-    RankOpt,
-    SetOpt,
-    SourceArg,
-    TokenizerOpt,
-    TrustRemoteCodeOpt,
-    WorldSizeOpt,
     atomic_write,
     emit_json,
     err,
@@ -40,6 +27,25 @@ from .common import (
     spinner,
     write_output,
 )
+from .options import (
+    Config,
+    ConfigClass,
+    Debug,
+    Format,
+    HubTimeout,
+    Json,
+    Limit,
+    ModelClass,
+    NoCache,
+    Quantized,
+    Rank,
+    RankPattern,
+    Set,
+    Source,
+    Tokenizer,
+    TrustRemoteCode,
+    WorldSize,
+)
 from ..sources.options import BuildOptions
 
 CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safetensors file, shard folder, "
@@ -51,35 +57,31 @@ CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safeten
 RulesOpt = Annotated[Optional[str], typer.Option("--rules", help="a rules file (JSON, or TOML on Python 3.11+): "
                                                                  "renames, fuse, ignore, explain; see "
                                                                  "archviz/checkpoint/rules/")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="hf:// only: seconds each HTTP request may take, "
-                                                                     "its whole answer included; the whole read "
-                                                                     "gets 30 times that")]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table | github (workflow annotations) | json")]
 
 
 @app.command()
 def check(
-    source: SourceArg,
+    source: Source,
     checkpoint: CheckpointOpt,
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    model_class: ModelClassOpt = None,
-    config_class: ConfigClassOpt = None,
-    tokenizer: TokenizerOpt = None,
-    world_size: WorldSizeOpt = None,
-    rank: RankOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    quantized: QuantizedOpt = False,
+    config: Config = None,
+    set_: Set = None,
+    model_class: ModelClass = None,
+    config_class: ConfigClass = None,
+    tokenizer: Tokenizer = None,
+    world_size: WorldSize = None,
+    rank: Rank = None,
+    trust_remote_code: TrustRemoteCode = False,
+    quantized: Quantized = False,
     rules: RulesOpt = None,
-    format_: FormatOpt = "table",
+    format_: Format = "table",
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write the records, with the "
                                                                          "comparison, as JSON")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="rows per table")] = 40,
-    timeout: TimeoutOpt = 10.0,
-    no_cache: NoCacheOpt = False,
-    rank_pattern: RankPatternOpt = None,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
+    limit: Limit = 40,
+    timeout: HubTimeout = 10.0,
+    no_cache: NoCache = False,
+    rank_pattern: RankPattern = None,
+    json_: Json = False,
+    debug: Debug = False,
 ) -> None:
     """Compare the model with a checkpoint's headers: exit 0 when they match, 1 when they differ, 2 on bad input.
 
@@ -139,11 +141,6 @@ def _print_result(result: dict, fmt: str, file: str, limit: int) -> None:
         out.print(check_view(result, limit))
 
 
-RankPatternOpt = Annotated[Optional[str], typer.Option(
-    "--rank-pattern", help="--world-size without --rank: each rank's shard file in the folder, {rank} and "
-                           "{world_size} filled in (default model{rank}-mp{world_size}.safetensors, as DeepSeek's "
-                           "convert.py writes)")]
-
 
 def _check_ranks(source: str, checkpoint: str, world_size: int, pattern: str | None, rule_set: object, fmt: str,
                  limit: int, records: object) -> None:
@@ -194,12 +191,12 @@ def manifest(
                                                    "manifest, .gguf, torch.save zip or "
                                                    "hf://owner/name (@rev and /file.gguf may follow)")],
     output: Annotated[str, typer.Option("--output", "-o", help="manifest to write; gzip'd when it ends in .gz")],
-    timeout: TimeoutOpt = 10.0,
+    timeout: HubTimeout = 10.0,
     world_size: Annotated[Optional[int], typer.Option("--world-size", help="a folder of one shard per rank: "
                                                                           "keep each rank's tensors apart")] = None,
-    rank_pattern: RankPatternOpt = None,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
+    rank_pattern: RankPattern = None,
+    json_: Json = False,
+    debug: Debug = False,
 ) -> None:
     """Write a header-only manifest (names, dtypes, shapes, shard sizes; no weights), small enough to commit, so CI
     can `archviz check` a model against it without downloading the checkpoint. With --world-size N, the folder's

@@ -1,4 +1,5 @@
-"""What every command shares: the consoles, the options, error handling, progress, and loading a record.
+"""What every command shares: the consoles, error handling, progress, and loading a record (the options they share:
+archviz.cli.options).
 
 Only the `archviz.cli` package talks to the terminal; its modules hold one command family each."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Annotated, Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 import typer
 from rich.console import Console, RenderHook
@@ -64,63 +65,6 @@ class _SafeConsole(Console):
 # module name). Styles are given as Text styles.
 out = _SafeConsole(soft_wrap=False)
 err = _SafeConsole(stderr=True)
-
-
-def flag(*names: str, **kw: Any) -> Any:
-    """A bool option: no value follows it, so its help shows no `<bool>` type."""
-    return typer.Option(*names, metavar="", **kw)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Shared options
-
-SourceArg = Annotated[str, typer.Argument(help="hf:<model_type> | config.json | model folder | model.py | "
-                                               "package.module:callable")]
-ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="config.json of a reference model.py (its "
-                                                  "config object, or the keyword arguments of a builder or "
-                                                  "package.module:callable)")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a config field (a factory: pass a keyword "
-                                                   "argument): key=value, the value read as JSON (4, true, null, "
-                                                   "[1, 2]), else a Python literal (None, True, False), else a "
-                                                   "string (repeatable)")]
-ModelClassOpt = Annotated[Optional[str], typer.Option("--model-class", help="reference: the model's nn.Module class "
-                                                     "or builder function (Class.from_name too)")]
-ConfigClassOpt = Annotated[Optional[str], typer.Option("--config-class", help="reference: the class the config JSON "
-                                                       "builds (default: the one the model's constructor takes)")]
-TokenizerOpt = Annotated[Optional[str], typer.Option("--tokenizer", help="reference: tokenizer.json for "
-                                                                        "constructors that take a tokenizer")]
-WorldSizeOpt = Annotated[Optional[int], typer.Option("--world-size", help="reference: tensor-parallel world size "
-                                                                         "(module global world_size)")]
-RankOpt = Annotated[Optional[int], typer.Option("--rank", help="reference: tensor-parallel rank")]
-TrustRemoteCodeOpt = Annotated[bool, flag("--trust-remote-code", help="transformers folder: import and run the "
-                                                  ".py files its config.json's auto_map names (the model's own code) "
-                                                  "instead of transformers' class")]
-QuantizedOpt = Annotated[bool, flag("--quantized", help="transformers: lay the modules out as config.json's "
-                                    "quantization_config says, as from_pretrained does on a GPU (fp8 weights with "
-                                    "their scales), instead of the unquantized modules from_config builds")]
-InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="a forward input for the meta pass, beside "
-                                                     "the default token ids or replacing the one of its name: "
-                                                     "name=B,T,512[:dtype], name=int:5, name=none (repeatable); "
-                                                     "name a dim H=224, or H alone to take the default input's "
-                                                     "size; a list of dicts name=[{image: 3,1024,1024}], a dict "
-                                                     "name={tokens: B,T}; @inputs.toml or @inputs.json: a file of "
-                                                     "them")]
-KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
-                                                     "with @archviz.kernels.shape_rule(...)")]
-BatchOpt = Annotated[Optional[int], typer.Option("--batch", help="batch size B for the meta forward pass (default: a "
-                                                 "value no width of the model equals)")]
-SeqOpt = Annotated[Optional[int], typer.Option("--seq", help="sequence length T for the meta forward pass")]
-EveryBlockOpt = Annotated[bool, flag("--every-block", help="run every repeated layer, MoE block and expert in "
-                                                "the meta pass instead of answering identical ones from the first "
-                                                "that ran (slower; for blocks that differ in what their classes, "
-                                                "tensors and attributes do not show)")]
-TrainOpt = Annotated[bool, flag("--train", help="trace the meta pass in training mode (dropout, batch statistics, "
-                                         "auxiliary heads) instead of eval mode, the default")]
-JsonOpt = Annotated[bool, flag("--json", help="print JSON instead of tables")]
-DebugOpt = Annotated[bool, flag("--debug", help="show tracebacks")]
-NoCacheOpt = Annotated[bool, flag("--no-cache", help="build the records again instead of reusing those of an "
-                                  "unchanged source from the records cache ($XDG_CACHE_HOME/archviz; "
-                                  "ARCHVIZ_NO_CACHE=1 does the same)")]
 
 
 @contextmanager

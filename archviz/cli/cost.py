@@ -12,27 +12,32 @@ from ..errors import ArchvizError, shown
 from .app import app
 from .validate import check_options
 from .common import (
-    ConfigClassOpt,
-    ConfigOpt,
-    DebugOpt,
-    InputOpt,
-    JsonOpt,
-    ModelClassOpt,
-    NoCacheOpt,
-    QuantizedOpt,
-    RankOpt,
-    SetOpt,
-    TokenizerOpt,
-    TrustRemoteCodeOpt,
-    WorldSizeOpt,
     FEEDBACK,
     atomic_write,
     emit_json,
-    flag,
     handled,
     output_option,
     out,
     overrides,
+)
+from .options import (
+    Config,
+    ConfigClass,
+    Debug,
+    EveryBlock,
+    Gpus,
+    Input,
+    Json,
+    KernelRules,
+    ModelClass,
+    NoCache,
+    Quantized,
+    Rank,
+    Set,
+    Source,
+    Tokenizer,
+    TrustRemoteCode,
+    WorldSize,
 )
 from ..cost.options import CostOptions
 from ..pipeline import cost_for, is_records_file, read_records
@@ -64,23 +69,22 @@ def parse_tokens(text: str, flag_name: str) -> int:
 
 @app.command()
 def cost(
-    source: Annotated[str, typer.Argument(help="hf:<model_type> | config.json | model folder | model.py | "
-                                               "package.module:callable")],
+    source: Source,
     source2: Annotated[Optional[str], typer.Argument(help="a second model, shown beside the first with a ratio "
                                                           "column (B / A)")] = None,
-    config: ConfigOpt = None,
+    config: Config = None,
     config2: Annotated[Optional[str], typer.Option("--config2", help="config.json of SOURCE2 (a reference "
                                                                      "model.py)")] = None,
-    set_: SetOpt = None,
+    set_: Set = None,
     set2: Annotated[Optional[list[str]], typer.Option("--set2", help="override a config field of SOURCE2: "
                                                                      "key=value (repeatable)")] = None,
-    model_class: ModelClassOpt = None,
-    config_class: ConfigClassOpt = None,
-    tokenizer: TokenizerOpt = None,
-    world_size: WorldSizeOpt = None,
-    rank: RankOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    quantized: QuantizedOpt = False,
+    model_class: ModelClass = None,
+    config_class: ConfigClass = None,
+    tokenizer: Tokenizer = None,
+    world_size: WorldSize = None,
+    rank: Rank = None,
+    trust_remote_code: TrustRemoteCode = False,
+    quantized: Quantized = False,
     context: Annotated[Optional[str], typer.Option("--context", "-L", help="context length L of the decode step and the KV "
                                          "cache: 1M, 128K or a number (K = 1024); default 1M, or the model's limit "
                                          "(block_size, max_position_embeddings, ...) where shorter")] = None,
@@ -92,11 +96,9 @@ def cost(
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache bytes in this dtype instead of the "
                                                     "code's: fp8, bf16, fp16, fp32, int8, fp4 or a torch dtype "
                                                     "name")] = None,
-    kernel_rules: Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules "
-                                                        "(and FLOPs: shape_rule(name, flops=...))")] = None,
-    inputs: InputOpt = None,
-    every_block: Annotated[bool, flag("--every-block", help="run every repeated layer, MoE block and expert "
-                                      "instead of answering identical ones from the first that ran")] = False,
+    kernel_rules: KernelRules = None,
+    inputs: Input = None,
+    every_block: EveryBlock = False,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write SOURCE's records, with the "
                                                   "cost extra (per-module FLOPs), to this JSON file")] = None,
     hardware: Annotated[Optional[str], typer.Option("--hardware", help="lower bounds on time per decode step and "
@@ -104,12 +106,11 @@ def cost(
                                                     "h200, b200, gb200, mi300x, mi355x, l40s, rtx4090, m4-max, "
                                                     "m3-ultra), comma-separated, or a TOML file of the same "
                                                     "fields")] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs of each --hardware device (tensor and expert "
-                                                "parallel); default 1")] = None,
+    gpus: Gpus = None,
     checkpoint: CheckpointOpt = None,
-    no_cache: NoCacheOpt = False,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
+    no_cache: NoCache = False,
+    json_: Json = False,
+    debug: Debug = False,
 ) -> None:
     """What a token costs, from the code: prefill FLOPs at (B, T) and decode FLOPs for one new token at context L
     (per layer kind and module, attention/MLP split; routed experts counted for the tokens the policy routes them),

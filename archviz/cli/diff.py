@@ -15,29 +15,33 @@ from ..gcpause import collector_paused
 from .app import app
 from .validate import check_options
 from .common import (
-    BatchOpt,
-    ConfigOpt,
-    DebugOpt,
-    EveryBlockOpt,
-    InputOpt,
-    JsonOpt,
-    KernelRulesOpt,
-    ConfigClassOpt,
-    ModelClassOpt,
-    NoCacheOpt,
-    QuantizedOpt,
-    SeqOpt,
-    SetOpt,
-    TokenizerOpt,
-    TrustRemoteCodeOpt,
     emit_json,
     err,
-    flag,
     handled,
     load_record,
     out,
     overrides,
     spinner,
+)
+from .options import (
+    Batch,
+    Config,
+    ConfigClass,
+    Debug,
+    EveryBlock,
+    Format,
+    Input,
+    Json,
+    KernelRules,
+    Limit,
+    ModelClass,
+    NoCache,
+    Quantized,
+    Seq,
+    Set,
+    Shapes,
+    Tokenizer,
+    TrustRemoteCode,
 )
 from ..pipeline import PassOptions, is_records_file
 from ..sources.options import BuildOptions
@@ -47,28 +51,26 @@ from ..sources.options import BuildOptions
 def diff(
     a: Annotated[str, typer.Argument(help="model A: a records file (`archviz walk -o`) or any SOURCE")],
     b: Annotated[str, typer.Argument(help="model B: a records file or any SOURCE")],
-    config: ConfigOpt = None,
+    config: Config = None,
     config_a: Annotated[Optional[str], typer.Option("--config-a", help="config.json of A's reference model.py "
                                                                        "(--config gives both)")] = None,
     config_b: Annotated[Optional[str], typer.Option("--config-b", help="config.json of B's reference model.py")]
     = None,
-    set_: SetOpt = None,
+    set_: Set = None,
     set_a: Annotated[Optional[list[str]], typer.Option("--set-a", help="override a config field of A only: "
                                                                        "key=value (repeatable)")] = None,
     set_b: Annotated[Optional[list[str]], typer.Option("--set-b", help="override a config field of B only")] = None,
-    model_class: ModelClassOpt = None,
-    config_class: ConfigClassOpt = None,
-    tokenizer: TokenizerOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    quantized: QuantizedOpt = False,
-    shapes: Annotated[bool, flag("--shapes/--no-shapes", help="run the meta forward pass on a model source, so "
-                                                                      "in/out shapes and call sites are compared")]
-    = True,
-    batch: BatchOpt = None,
-    seq: SeqOpt = None,
-    kernel_rules: KernelRulesOpt = None,
-    input_: InputOpt = None,
-    every_block: EveryBlockOpt = False,
+    model_class: ModelClass = None,
+    config_class: ConfigClass = None,
+    tokenizer: Tokenizer = None,
+    trust_remote_code: TrustRemoteCode = False,
+    quantized: Quantized = False,
+    shapes: Shapes = True,
+    batch: Batch = None,
+    seq: Seq = None,
+    kernel_rules: KernelRules = None,
+    input_: Input = None,
+    every_block: EveryBlock = False,
     rules: Annotated[Optional[str], typer.Option("--rules", help="a rules file (as `archviz check --rules`) whose "
                                                                  "renames match modules renamed between A and B; "
                                                                  "the built-in rules apply too")] = None,
@@ -76,16 +78,14 @@ def diff(
                                                         "(repeatable): structure, renames, class, tensors, "
                                                         "attributes, shapes, call-sites, lines, multiplicity, "
                                                         "kernels, dims, doc, notes, totals")] = None,
-    format_: Annotated[str, typer.Option("--format", "-f", help="table | github (workflow annotations) | json")]
-    = "table",
+    format_: Format = "table",
     site: Annotated[Optional[str], typer.Option("--site", help="also write an explorer site to this folder: both "
                                                                "models' pages and diff.html, the two trees side by "
                                                                "side with the changes coloured")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="rows of the changes table, annotations of --format "
-                                                       "github")] = 40,
-    no_cache: NoCacheOpt = False,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
+    limit: Limit = 40,
+    no_cache: NoCache = False,
+    json_: Json = False,
+    debug: Debug = False,
 ) -> None:
     """What changed between A and B: modules matched by path, rename rules and structure; per module class,
     tensors, shapes, call sites, lines, multiplicity; added and removed subtrees; totals. Grouped as the explorer

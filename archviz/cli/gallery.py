@@ -15,7 +15,8 @@ from ..errors import ArchvizError
 from ..processes.owner import MAX_CHILDREN, check_count
 from ..records.recordcheck import refused_as, want_table
 from .app import app
-from .common import DebugOpt, JsonOpt, NoCacheOpt, emit_json, err, flag, handled, progress_bar
+from .common import emit_json, err, handled, progress_bar
+from .options import Debug, flag, Json, NoCache, SiteFolder
 from .validate import check_options
 
 
@@ -186,7 +187,7 @@ def gallery(
                                                                 "--transformers' types")] = None,
     transformers: Annotated[Optional[str], typer.Option("--transformers", help="transformers' model types, built "
                             "from their default configs: all, causal (every causal LM) or a comma list")] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="the site folder (replaced atomically)")] = "gallery",
+    output: SiteFolder = "gallery",
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="worker processes (default: the cores)")] = None,
     pairs: Annotated[Optional[list[str]], typer.Option("--pairs", help="A:B (two models of the gallery, e.g. "
                                                     "deepseek_v3:deepseek_v32): their compare page with the full "
@@ -199,9 +200,9 @@ def gallery(
                                                             "model with a checkpoint or manifest (repeatable)")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one model may take (with --jobs above 1, "
                                            "where each runs in a process of its own)")] = 900.0,
-    no_cache: NoCacheOpt = False,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
+    no_cache: NoCache = False,
+    json_: Json = False,
+    debug: Debug = False,
 ) -> None:
     """A static site of many models: a sortable table of their sizes and costs (from the same code as `summary`
     and `cost --context 32K`), each model's explorer, compare pages, and a coverage page naming every failure."""

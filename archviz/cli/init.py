@@ -11,16 +11,6 @@ import typer
 
 from .app import app
 from .common import (
-    ConfigClassOpt,
-    ConfigOpt,
-    DebugOpt,
-    InputOpt,
-    JsonOpt,
-    ModelClassOpt,
-    SetOpt,
-    SourceArg,
-    TokenizerOpt,
-    TrustRemoteCodeOpt,
     atomic_write,
     emit_json,
     err,
@@ -28,31 +18,44 @@ from .common import (
     load_record,
     overrides,
 )
+from .options import (
+    Annotations,
+    Config,
+    ConfigClass,
+    Debug,
+    Input,
+    Json,
+    ModelClass,
+    Names,
+    Set,
+    Source,
+    SourceUrl,
+    Tokenizer,
+    TrustRemoteCode,
+)
 from ..errors import ArchvizError
 from ..files import project as pf
 
 
 @app.command()
 def init(
-    source: SourceArg,
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    model_class: ModelClassOpt = None,
-    config_class: ConfigClassOpt = None,
-    tokenizer: TokenizerOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    input_: InputOpt = None,
-    names: Annotated[Optional[str], typer.Option("--names", help="grouping names file")] = None,
-    annotations: Annotated[Optional[str], typer.Option("--annotations", help="TOML of node titles and "
-                                                                            "descriptions")] = None,
-    source_url: Annotated[Optional[str], typer.Option("--source-url", help="link template for the model's own "
-                                                                          "code: {path}, {start}, {end}")] = None,
+    source: Source,
+    config: Config = None,
+    set_: Set = None,
+    model_class: ModelClass = None,
+    config_class: ConfigClass = None,
+    tokenizer: Tokenizer = None,
+    trust_remote_code: TrustRemoteCode = False,
+    input_: Input = None,
+    names: Names = None,
+    annotations: Annotations = None,
+    source_url: SourceUrl = None,
     checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", "-k", help="the checkpoint `archviz check` "
                                                                                 "compares with")] = None,
     file: Annotated[str, typer.Option("--file", help="pyproject.toml (a [tool.archviz] table added) or "
                                                      "archviz.toml")] = pf.PYPROJECT,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
+    json_: Json = False,
+    debug: Debug = False,
 ) -> None:
     """Write the project file (`[tool.archviz]` in pyproject.toml, or archviz.toml) from a command line that works:
     the model is built once first. Then `archviz check`, `archviz build`, ... need no arguments."""

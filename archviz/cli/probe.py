@@ -15,18 +15,6 @@ from ..processes.owner import check_count
 from .app import app
 from .validate import check_options
 from .common import (
-    ConfigOpt,
-    DebugOpt,
-    InputOpt,
-    JsonOpt,
-    ConfigClassOpt,
-    ModelClassOpt,
-    RankOpt,
-    SetOpt,
-    TokenizerOpt,
-    TrainOpt,
-    TrustRemoteCodeOpt,
-    WorldSizeOpt,
     emit_json,
     err,
     handled,
@@ -36,11 +24,22 @@ from .common import (
     progress_bar,
     spinner,
 )
-
-try:  # the shared option, where the CLI defines it
-    from .common import KernelRulesOpt
-except ImportError:  # pragma: no cover
-    KernelRulesOpt = Annotated[Optional[str], typer.Option("--kernel-rules", help="a .py file declaring shape rules")]
+from .options import (
+    Config,
+    ConfigClass,
+    Debug,
+    Input,
+    Json,
+    KernelRules,
+    ModelClass,
+    Rank,
+    Set,
+    Source,
+    Tokenizer,
+    Train,
+    TrustRemoteCode,
+    WorldSize,
+)
 
 
 class _Bars:
@@ -66,32 +65,31 @@ class _Bars:
 
 @app.command()
 def probe(
-    source: Annotated[str, typer.Argument(help="hf:<model_type> | config.json | model folder | model.py | "
-                                               "package.module:callable")],
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    model_class: ModelClassOpt = None,
-    config_class: ConfigClassOpt = None,
-    tokenizer: TokenizerOpt = None,
-    world_size: WorldSizeOpt = None,
-    rank: RankOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
+    source: Source,
+    config: Config = None,
+    set_: Set = None,
+    model_class: ModelClass = None,
+    config_class: ConfigClass = None,
+    tokenizer: Tokenizer = None,
+    world_size: WorldSize = None,
+    rank: Rank = None,
+    trust_remote_code: TrustRemoteCode = False,
     device: Annotated[str, typer.Option("--device", help="cpu | cuda: where the reduced copy runs")] = "cpu",
     max_memory: Annotated[Optional[str], typer.Option(
         "--max-memory", help="refuse when the reduced copy would need more (e.g. 8GB; default: half the RAM)")]
     = None,
     batch: Annotated[Optional[int], typer.Option("--batch", help="batch size B of both passes")] = None,
     seq: Annotated[Optional[int], typer.Option("--seq", help="sequence length T of both passes")] = None,
-    kernel_rules: KernelRulesOpt = None,
-    input_: InputOpt = None,
-    train: TrainOpt = False,
+    kernel_rules: KernelRules = None,
+    input_: Input = None,
+    train: Train = False,
     timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="--world-size without --rank: seconds the "
                                                                       "ranks may run before they are stopped")]
     = 600.0,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="also write the records, with each "
                                                                        "module's verdict, to this JSON file")] = None,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
+    json_: Json = False,
+    debug: Debug = False,
 ) -> None:
     """Build a reduced copy (every width and every kind of layer kept; layers, routed experts, vocabularies and
     n-gram tables cut, each cut recorded), fill it with random weights, run it on random tokens (and the --input

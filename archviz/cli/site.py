@@ -13,32 +13,40 @@ from ..errors import ArchvizError, ShapeError
 from .app import app
 from .validate import check_options
 from .common import (
-    BatchOpt,
-    ConfigOpt,
-    DebugOpt,
-    EveryBlockOpt,
-    InputOpt,
-    JsonOpt,
-    KernelRulesOpt,
-    ConfigClassOpt,
-    ModelClassOpt,
-    NoCacheOpt,
-    QuantizedOpt,
-    RankOpt,
-    SeqOpt,
-    SetOpt,
-    TrainOpt,
-    TokenizerOpt,
-    TrustRemoteCodeOpt,
-    WorldSizeOpt,
     emit_json,
     err,
-    flag,
     handled,
     load_record,
     overrides,
     progress_bar,
     spinner,
+)
+from .options import (
+    Annotations,
+    Batch,
+    Config,
+    ConfigClass,
+    Debug,
+    EveryBlock,
+    flag,
+    Gpus,
+    Input,
+    Json,
+    KernelRules,
+    ModelClass,
+    Names,
+    NoCache,
+    Quantized,
+    Rank,
+    Seq,
+    Set,
+    Shapes,
+    SiteFolder,
+    SourceUrl,
+    Tokenizer,
+    Train,
+    TrustRemoteCode,
+    WorldSize,
 )
 from ..pipeline import PassOptions, is_records_file
 from ..sources.options import BuildOptions
@@ -104,33 +112,29 @@ def _load(source: str, build: BuildOptions, passes: PassOptions, names: str | No
 def build(
     sources: Annotated[list[str], typer.Argument(help="model sources (as for the other commands) or records JSON "
                                                       "files from `archviz walk`; several make one site")],
-    output: Annotated[str, typer.Option("--output", "-o", help="the site folder (replaced atomically)")] = "site",
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    model_class: ModelClassOpt = None,
-    config_class: ConfigClassOpt = None,
-    tokenizer: TokenizerOpt = None,
-    world_size: WorldSizeOpt = None,
-    rank: RankOpt = None,
-    trust_remote_code: TrustRemoteCodeOpt = False,
-    quantized: QuantizedOpt = False,
-    shapes: Annotated[bool, flag("--shapes/--no-shapes", help="run the meta forward pass for in/out shapes "
-                                                                      "and call sites")] = True,
-    batch: BatchOpt = None,
-    seq: SeqOpt = None,
-    every_block: EveryBlockOpt = False,
-    train: TrainOpt = False,
-    kernel_rules: KernelRulesOpt = None,
-    input_: InputOpt = None,
-    annotations: Annotated[Optional[str], typer.Option("--annotations", help="TOML of node titles, descriptions and "
-                                                                            "claims checked against the code")] = None,
-    source_url: Annotated[Optional[str], typer.Option("--source-url", help="link template for the model's own code: "
-                                                                          "{path}, {start}, {end}")] = None,
-    names: Annotated[Optional[str], typer.Option("--names", help="grouping names file (passed to the grouping "
-                                                                 "stage)")] = None,
+    output: SiteFolder = "site",
+    config: Config = None,
+    set_: Set = None,
+    model_class: ModelClass = None,
+    config_class: ConfigClass = None,
+    tokenizer: Tokenizer = None,
+    world_size: WorldSize = None,
+    rank: Rank = None,
+    trust_remote_code: TrustRemoteCode = False,
+    quantized: Quantized = False,
+    shapes: Shapes = True,
+    batch: Batch = None,
+    seq: Seq = None,
+    every_block: EveryBlock = False,
+    train: Train = False,
+    kernel_rules: KernelRules = None,
+    input_: Input = None,
+    annotations: Annotations = None,
+    source_url: SourceUrl = None,
+    names: Names = None,
     checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="compare with this checkpoint and show "
                                                                           "the verdicts")] = None,
-    no_cache: NoCacheOpt = False,
+    no_cache: NoCache = False,
     cost: Annotated[bool, flag("--cost/--no-cost", help="count FLOPs and the KV cache too (archviz cost): the "
                                "overview's cost section against context length 1K .. the config's max positions, "
                                "and FLOPs per call on every node; records of `archviz cost -o` show them "
@@ -138,9 +142,9 @@ def build(
     hardware: Annotated[Optional[str], typer.Option("--hardware", help="with --cost: tokens/s against context "
                                                     "length on these devices in the cost section (presets such as "
                                                     "h200,b200, or a TOML file; see archviz cost --hardware)")] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs of each --hardware device; default 1")] = None,
-    json_: JsonOpt = False,
-    debug: DebugOpt = False,
+    gpus: Gpus = None,
+    json_: Json = False,
+    debug: Debug = False,
 ) -> None:
     """Render a static HTML explorer: one page per node of the grouped tree, an overview per model, search."""
     from ..render.site import build_site
