@@ -1,14 +1,25 @@
 """`archviz.kernels`, the public module of shape rules: `@archviz.kernels.shape_rule("pkg.op")` in a `--kernel-rules`
 file registers a rule where the meta pass looks it up.
 
-The rules live in `archviz.shapes.kernels`; importing this name gives that very module object (not a copy), so a
-rule registered through either name is the pass's.
+The rules live in `archviz.shapes.kernels`; the names here are its own objects (`shape_rule` registers in the
+pass's table whichever module it is reached through), with the DeepSeek reference kernels' torch implementations
+that the records name as `archviz.kernels.<name>`.
 """
 
 from __future__ import annotations
 
-import sys
+from .shapes.kernels import (
+    act_quant,
+    fp4_act_quant,
+    fp4_gemm,
+    fp8_gemm,
+    fp8_index,
+    hadamard_transform,
+    hc_split_sinkhorn,
+    shape_rule,
+    sparse_attn,
+    weight_dequant,
+)
 
-from .shapes import kernels
-
-sys.modules[__name__] = kernels  # the import system hands back what sys.modules holds once this body has run
+__all__ = ["shape_rule", "act_quant", "fp4_act_quant", "weight_dequant", "fp8_gemm", "fp4_gemm", "sparse_attn",
+           "fp8_index", "hc_split_sinkhorn", "hadamard_transform"]

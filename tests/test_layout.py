@@ -22,7 +22,8 @@ STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoin
 # The vocabulary every stage may use: root modules and the packages of shared concerns (the records, the safe files,
 # the processes archviz starts).
 VOCABULARY = {"errors", "format", "gcpause", "input_specs", "paths", "records", "files", "processes"}
-# A root module that is another stage's module under a public name: `archviz.kernels` is `archviz.shapes.kernels`.
+# A root module that is another stage's module under a public name: `archviz.kernels` re-exports
+# `archviz.shapes.kernels`' public names.
 PUBLIC_ALIASES = {"archviz.kernels": "shapes"}
 MAX_ROOT_MODULES = 8
 MAX_LINES = 700
@@ -192,9 +193,23 @@ def test_public_api_is_where_it_was():
     from archviz.records import ModelRecord, dumps, loads  # noqa: F401
 
     assert callable(archviz.load) and callable(archviz.build) and callable(shape_rule)
-    assert archviz.kernels.shape_rule is shape_rule  # attribute access, without importing archviz.kernels first
-    # the public name is the pass's own module, not a copy: a rule registered through either is the one looked up
-    assert importlib.import_module("archviz.kernels") is importlib.import_module("archviz.shapes.kernels")
+    assert archviz.kernels.shape_rule is shape_rule
+    assert archviz.__getattr__("kernels") is sys.modules["archviz.kernels"]  # `import archviz` alone reaches it too
+    # the public names are the pass's own: a rule registered through archviz.kernels is the one the pass looks up
+    from archviz.shapes import kernels
+
+    try:
+        rule = archviz.kernels.shape_rule("layout_test_pkg.op")(lambda x: x)
+        assert kernels.lookup("layout_test_pkg.op") == (rule, "layout_test_pkg.op")
+    finally:
+        kernels._RULES.pop("layout_test_pkg.op", None)
+    # what the records name as archviz.kernels.<name> (a DeepSeek kernel's torch implementation) is there
+    assert all(kernels.lookup(f"kernel.{n}")[1] == f"archviz.kernels.{n}" and callable(getattr(archviz.kernels, n))
+               for n in kernels._GENERIC)
+    from archviz.checkpoint import compare
+    from archviz.checkpoint.compare import EXTRA_KEY  # noqa: F401
+
+    assert compare.__module__ == "archviz.checkpoint.compare"  # the function, as the package exports it
     # the package's own submodules never shadow the public functions of the same stage
     import archviz.sources  # noqa: F401
     import archviz.walk  # noqa: F401

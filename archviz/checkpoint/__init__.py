@@ -17,8 +17,9 @@ mapping rules as data in ``rules/*.json``, see ``rules.py``) and returns the rec
 from __future__ import annotations
 
 from .assemble import Progress
-from . import compare  # the module, callable as compare.compare
-from .compare import check
+# The function `compare`: bound after its module is imported, it is what `archviz.checkpoint.compare` names (the
+# module's own names: `from archviz.checkpoint.compare import EXTRA_KEY`).
+from .compare import check, compare
 from .gguf_config import config_from_gguf
 from .header import MAX_HEADER_BYTES, parse_header, read_local_shard
 from .manifest import ARCHVIZ_MANIFEST_FORMAT, read_manifest, write_manifest

@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass
 from itertools import chain
-import types
 from typing import Any, Iterable, Literal, Mapping
 
 from archviz.gcpause import collector_paused
@@ -326,17 +324,3 @@ def check(record: ModelRecord, ck_spec: CheckpointInventory | str | os.PathLike[
     if isinstance(ck_spec, str) and not ck_spec:
         raise CheckpointError("no checkpoint given", hint="pass a .safetensors file, folder, index or manifest")
     return compare(record, ck_spec, load_rules(rules_file))
-
-
-class _CallableModule(types.ModuleType):
-    """``archviz.checkpoint.compare`` is this module *and* callable as :func:`compare`, so both
-    ``archviz.checkpoint.compare(record, ck)`` and ``archviz.checkpoint.compare.compare(record, ck)`` work (the
-    package exports the module, not a function of the same name that would hide it)."""
-
-    def __call__(self, record: ModelRecord, inventory: CheckpointInventory | str | os.PathLike[str],
-                 rules: Rules | str | os.PathLike[str] | None = None, *, compact: bool | None = None,
-                 path: Literal["auto", "fast", "spec"] = "auto") -> ModelRecord | None:
-        return compare(record, inventory, rules, compact=compact, path=path)
-
-
-sys.modules[__name__].__class__ = _CallableModule

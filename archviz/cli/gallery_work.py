@@ -93,7 +93,7 @@ def _partial(source: str, sets: list[str], failed: BaseException
              ) -> tuple[Any, list[dict[str, str]], BaseException | None]:
     """After the cost run failed: which stage it was, found by running them in turn (build, walk, shapes), the
     records of the last one that worked (None when the build failed), and the build's error where it failed."""
-    from ..sources import build
+    from ..sources.dispatch import build
     from ..sources.guard import model_code
     from ..walk import walk
 

@@ -175,7 +175,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     (nanoGPT's block_size), noted. `inputs`: --input for the prefill pass. Built as `build` says, its overrides
     joined by the runtime limits a reference model sizes its caches by."""
     from ..group import group
-    from ..sources import classify
+    from ..sources.dispatch import classify
     from ..walk import walk
 
     batch, seq, context, every_block = options.batch, options.seq, options.context, options.every_block
@@ -248,7 +248,7 @@ def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...]
     """(SOURCE built, its (max_batch_size, max_seq_len) where set, the config's ints). A reference model is built
     with the runtime limits that size its caches past the longest of `lengths` and the (batch, seq) `sizes`, each
     a value no config width takes, so a cache buffer's dims say which is which; noted in `notes`."""
-    from ..sources import build as build_source
+    from ..sources.dispatch import build as build_source
 
     if kind != "reference":
         from ..sources.live import on_meta

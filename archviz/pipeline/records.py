@@ -70,7 +70,7 @@ def hub_checked(record: ModelRecord, checkpoint: str, feedback: Feedback) -> Mod
 
 def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feedback) -> ModelRecord:
     from ..shapes import kernel_packages, mlstm_kernels  # noqa: F401 - their stand-ins build stubbed classes
-    from ..sources import build as build_source
+    from ..sources.dispatch import build as build_source
     from ..sources.guard import model_code
     from ..sources.live import on_meta, with_wrapper
     from ..walk import walk

@@ -49,7 +49,8 @@ def hf_rank_probe(rank: int, world_size: int, spec: str, build_options: Any, opt
     (`build_options`' overrides and remote-code trust, `options`' seed, batch and seq)."""
     import torch.distributed as dist
 
-    from ..sources import BuildOptions, build
+    from ..sources import BuildOptions
+    from ..sources.dispatch import build
 
     start = time.perf_counter()
     seed = int(options.seed)

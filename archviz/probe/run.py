@@ -155,7 +155,8 @@ def run_probe(spec: str, build_options: Any = None, options: ProbeOptions | None
     `progress(stage, done, total)` is told each stage (total 0: no count). Raises `ProbeError` (exit 2) when the
     reduced copy would not fit in `max_memory` bytes, before allocating it."""
     from ..shapes import PassRun, trace_shapes
-    from ..sources import BuildOptions, build
+    from ..sources import BuildOptions
+    from ..sources.dispatch import build
     from ..walk import walk
     from . import reduce
 
@@ -209,7 +210,7 @@ def _choose_plan(spec: str, built: Built, record: ModelRecord, opts: Any, limits
                  notes: list[str]) -> tuple[Any, ModelRecord]:
     """The first plan of `reduce.plans` whose copy builds (on meta) and keeps the model's structure, and that copy's
     records (the full model's for the plan "none"); each plan passed over noted."""
-    from ..sources import build
+    from ..sources.dispatch import build
     from ..walk import walk
     from . import reduce
 
@@ -262,7 +263,7 @@ class _ReducedCopy:
     tokens_1d: bool  # token ids [T]: the real pass takes them as the meta pass did
 
     def build(self, opts: Any) -> Built:
-        from ..sources import build
+        from ..sources.dispatch import build
 
         return build(*_reduced_source(self.spec, None, opts, self.chosen, self.o.device, self.tmp, self.notes,
                                       record=self.record))

@@ -1,6 +1,7 @@
 """Stage 1, sources: one SOURCE string in, a model built on the meta device out (`Built`, internal to the library).
 
-- `dispatch`: which kind of source a string is (`hf:<type>`, config.json or folder, model.py, package.module:callable);
+- `dispatch`: which kind of source a string is (`hf:<type>`, config.json or folder, model.py, package.module:callable),
+  and `build`, the one entry of the stage;
 - `hf`, `reference`, `factory`: the build of each kind;
 - `package`: a model file's package and project root (how it imports); `process_group`: a one-process group for
   code that insists on one;
@@ -15,19 +16,9 @@ The walker (`archviz.walk`) turns a `Built` into records; nothing after it sees 
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+# The stage's input and output, cheap to import (no torch): all a command needs before the records cache answers it.
+# The build itself imports torch, so it is imported from its module where it runs: `from archviz.sources.dispatch
+# import build, classify`, `from archviz.sources.factory import build_factory`.
+from .options import BuildOptions, Built, parse_override, read_json_config, suggest
 
-# Each name from its module on first use: `BuildOptions` alone (all a command needs before the records cache
-# answers it) imports none of the build's code.
-_WHERE = {"build": "dispatch", "classify": "dispatch", "build_factory": "factory", "BuildOptions": "options",
-          "Built": "options", "parse_override": "options", "read_json_config": "options", "suggest": "options"}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_WHERE[name]}", __name__), name)
-
-__all__ = ["BuildOptions", "Built", "build", "build_factory", "classify", "parse_override", "read_json_config",
-           "suggest"]
+__all__ = ["BuildOptions", "Built", "parse_override", "read_json_config", "suggest"]

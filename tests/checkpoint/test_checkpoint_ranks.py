@@ -16,7 +16,8 @@ from safetensors.torch import save_file
 from typer.testing import CliRunner
 
 from archviz.cli import app
-from archviz.sources import BuildOptions, build
+from archviz.sources import BuildOptions
+from archviz.sources.dispatch import build
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "dsv3like"
 MODEL = str(FIX / "model.py")

@@ -14,7 +14,8 @@ import torch
 from archviz.cost.kv import entry_bytes, per_token_bytes
 from archviz.cost.measure import measure
 from archviz.cost.options import CostOptions
-from archviz.sources import BuildOptions, build
+from archviz.sources import BuildOptions
+from archviz.sources.dispatch import build
 
 FIX = pathlib.Path(__file__).parent.parent / "fixtures" / "kvcaches"
 MODEL, CONFIG = str(FIX / "model.py"), str(FIX / "config.json")

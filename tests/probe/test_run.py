@@ -9,7 +9,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from archviz import kernels
+from archviz.shapes import kernels
 from archviz.probe import reduce
 from archviz.cli import app
 from archviz.probe import ProbeError, ProbeOptions, parse_size, run_probe

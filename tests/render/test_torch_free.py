@@ -4,6 +4,8 @@ import sys
 
 CODE = """
 import sys
+import archviz, archviz.sources, archviz.checkpoint  # the front door, the build's options, the checkpoint headers
+assert archviz.sources.BuildOptions and "torch" not in sys.modules, "import archviz imported torch"
 import archviz.records, archviz.render.views, archviz.group, archviz.render.site, archviz.render.terminal, archviz.render.grouped
 import archviz.render.results, archviz.render.notebook
 from archviz.records import loads

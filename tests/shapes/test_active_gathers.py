@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 import archviz
 from archviz.cli import app
 from archviz.shapes import trace_shapes
-from archviz.sources import BuildOptions, build
+from archviz.sources import BuildOptions
+from archviz.sources.dispatch import build
 from archviz.walk import walk
 
 FIX = pathlib.Path(__file__).parent.parent / "fixtures"

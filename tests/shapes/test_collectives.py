@@ -16,7 +16,8 @@ import torch.distributed as dist
 import archviz
 from archviz.probe import real as probe_real
 from archviz.shapes import trace_shapes
-from archviz.sources import BuildOptions, build
+from archviz.sources import BuildOptions
+from archviz.sources.dispatch import build
 from archviz.walk import walk
 
 FIX = pathlib.Path(__file__).parent.parent / "fixtures" / "collectives"

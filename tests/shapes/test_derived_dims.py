@@ -16,7 +16,7 @@ import torch
 import archviz
 from archviz.probe import real as probe_real
 from archviz.shapes import trace_shapes
-from archviz.sources import build
+from archviz.sources.dispatch import build
 from archviz.sources.options import BuildOptions
 from archviz.walk import walk
 

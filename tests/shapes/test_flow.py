@@ -15,7 +15,7 @@ import archviz
 from archviz.records import FIELDS, SCHEMA_V3, dumps, dumps_compact, loads
 from archviz.render.site import render_site
 from archviz.shapes import trace_shapes
-from archviz.sources import build
+from archviz.sources.dispatch import build
 from archviz.sources.options import BuildOptions
 from archviz.walk import walk
 from helpers import FLOW_BLOCKS

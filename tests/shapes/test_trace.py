@@ -11,12 +11,13 @@ import pytest
 import torch
 
 import archviz
-from archviz import kernels
+from archviz.shapes import kernels
 from archviz.probe import agreement
 from archviz.probe import real as probe_real
 from archviz.errors import ShapeError
 from archviz.shapes import PassRun, trace_shapes
-from archviz.sources import BuildOptions, build
+from archviz.sources import BuildOptions
+from archviz.sources.dispatch import build
 from archviz.walk import walk
 
 from helpers import TESTS, TINY

@@ -42,7 +42,8 @@ def test_a_field_unset_in_the_default_config_is_named_by_the_name_it_is_stored_u
     ("empty() takes 1 positional argument but 3 were given"). The build's line names the field to set, by both names.
     """
     from archviz.errors import SourceError
-    from archviz.sources import BuildOptions, build
+    from archviz.sources import BuildOptions
+    from archviz.sources.dispatch import build
     from transformers import Dots1Config
 
     config = Dots1Config()
@@ -76,7 +77,8 @@ def test_a_table_the_default_config_leaves_empty_is_named():
     """cohere_compass_text's default config has an empty rope_parameters, which its rotary embedding looks up by
     layer type: the KeyError's line names the field and what it lacks."""
     from archviz.errors import SourceError
-    from archviz.sources import BuildOptions, build
+    from archviz.sources import BuildOptions
+    from archviz.sources.dispatch import build
     from transformers import AutoConfig
 
     config = AutoConfig.for_model("cohere_compass_text")
@@ -94,7 +96,8 @@ def test_set_on_a_type_whose_default_config_fails_its_own_validation_says_it_is_
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     from archviz.errors import SourceError, one_line
-    from archviz.sources import BuildOptions, build
+    from archviz.sources import BuildOptions
+    from archviz.sources.dispatch import build
 
     with pytest.raises(Exception) as own:
         CONFIG_MAPPING["gemma4_assistant"]()
@@ -111,7 +114,8 @@ def test_a_field_a_sub_config_lacks_is_named_with_the_set_that_gives_it():
     from transformers import DbrxConfig
 
     from archviz.errors import SourceError
-    from archviz.sources import BuildOptions, build
+    from archviz.sources import BuildOptions
+    from archviz.sources.dispatch import build
 
     assert not hasattr(DbrxConfig().attn_config, "rope_theta")
     with pytest.raises(SourceError) as e:

@@ -74,7 +74,8 @@ def test_a_small_dim_is_not_named_as_a_chance_product_of_two_fields():
     """DeepSeek-V4-Flash's rotary tables are qk_rope_head_dim / 2 = 32 wide, which hc_mult × o_groups (4 × 8) also
     equals by chance: such a small dim stays a number."""
     from archviz.shapes import trace_shapes
-    from archviz.sources import BuildOptions, build
+    from archviz.sources import BuildOptions
+    from archviz.sources.dispatch import build
     from archviz.render.views import module_json
     from archviz.walk import walk
 
