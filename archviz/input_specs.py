@@ -53,25 +53,19 @@ def expand_input_files(specs: Any) -> list[str]:
 def _inputs_file(path: str) -> dict[str, Any]:
     from .files.safeio import read_regular
     from .files.safejson import loads
+    from .files.safetoml import load_file
 
-    raw = read_regular(path, max_bytes=MAX_INPUTS_FILE, what="inputs file", error=ShapeError)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ShapeError(f"inputs file {shown(path)}: not UTF-8 (byte {e.start})", hint="write it as UTF-8") from None
-    if path.endswith(".json"):
-        data = loads(text, where=f"inputs file {shown(path)}", error=ShapeError)
+    where = f"inputs file {shown(path)}"
+    if not path.endswith(".json"):
+        data = load_file(path, what="inputs", max_bytes=MAX_INPUTS_FILE, where=where, error=ShapeError,
+                         hint='write name = "B,3,224,224:float32" lines, or JSON ending in .json')
     else:
+        raw = read_regular(path, max_bytes=MAX_INPUTS_FILE, what="inputs", error=ShapeError)
         try:
-            import tomllib  # type: ignore[import-not-found]
-        except ImportError:  # Python 3.10
-            raise ShapeError(f"inputs file {shown(path)}: reading TOML needs Python 3.11",
-                             hint="write the inputs as JSON, in a file ending in .json") from None
-        try:
-            data = tomllib.loads(text)
-        except ValueError as e:
-            raise ShapeError(f"inputs file {shown(path)}: not TOML ({shown(str(e), 80)})",
-                             hint='write name = "B,3,224,224:float32" lines, or JSON ending in .json') from None
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ShapeError(f"{where}: not UTF-8 (byte {e.start})", hint="write it as UTF-8") from None
+        data = loads(text, where=where, error=ShapeError)
     if type(data) is not dict:
         raise ShapeError(f"inputs file {shown(path)}: not a table of inputs by name", hint=_FILE_FORM)
     return data

@@ -28,6 +28,7 @@ from archviz.errors import ArchvizError
 from archviz.records.recordcheck import fail, refused_as, want_int, want_list, want_str, want_strs, want_table
 from archviz.files.safeio import MiB, read_regular
 from archviz.files.safejson import loads as bounded_loads
+from archviz.files.safetoml import load_file as load_toml
 
 from .templates import split_name
 
@@ -425,24 +426,10 @@ def _read(path: Path) -> Any:
     if os.path.isdir(where):
         raise RulesError(f"rules file {where} is a folder", hint="pass a .json (or .toml) rules file")
     # a regular file (a FIFO or a device is refused unopened) of bounded size
-    raw = read_regular(where, max_bytes=MAX_RULES_BYTES, what="rules", error=RulesError)
     if path.suffix.lower() == ".toml":
-        try:
-            import tomllib  # type: ignore[import-not-found]
-        except ImportError:  # Python 3.10
-            try:
-                import tomli as tomllib  # type: ignore[import-not-found,no-redef]
-            except ImportError:
-                raise RulesError(f"{where}: TOML rules need Python 3.11+ (or tomli)", hint="write the rules as JSON") \
-                    from None
-        try:
-            return tomllib.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise RulesError(f"{where}: not valid TOML ({e})") from None
-        except RecursionError:
-            raise RulesError(f"{where}: not valid TOML (nested too deeply)") from None
-        except ValueError as e:  # an integer beyond Python's 4300-digit limit
-            raise RulesError(f"{where}: not valid TOML ({str(e).split(';')[0]})") from None
+        return load_toml(where, what="rules", max_bytes=MAX_RULES_BYTES, error=RulesError, hint="fix the line it "
+                         "names, or write the rules as JSON")
+    raw = read_regular(where, max_bytes=MAX_RULES_BYTES, what="rules", error=RulesError)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

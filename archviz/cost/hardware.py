@@ -6,14 +6,13 @@ it is one table); the two mix: `--hardware h200,my.toml`."""
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ..errors import ArchvizError
-from ..files.safeio import read_regular
+from ..files.safetoml import load_file, loads
 from ..records.recordcheck import fail, refused_as, want_number, want_str, want_table
 
 # dtype names the peaks are keyed by, and the torch dtypes of weights that compute at each
@@ -99,20 +98,14 @@ def _parse(key: str, table: Any) -> Hardware:
 def presets() -> dict[str, Hardware]:
     """The shipped presets by name."""
     text = resources.files("archviz.cost").joinpath("hardware.toml").read_text(encoding="utf-8")
-    data = tomllib.loads(text)
+    data = loads(text, where="archviz/cost/hardware.toml")
     return {k: parse(k, v, "archviz/cost/hardware.toml") for k, v in data.items()}
 
 
 def _file(path: str) -> list[Hardware]:
-    raw = read_regular(path, max_bytes=MAX_FILE_BYTES, what="hardware TOML")  # a FIFO, a device: refused, unread
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except RecursionError:
-        raise ArchvizError(f"--hardware {path}: nested too deeply", hint="see archviz/cost/hardware.toml for the "
-                           "fields") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ArchvizError(f"--hardware {path}: not TOML ({e})", hint="see archviz/cost/hardware.toml for the "
-                           "fields") from e
+    # a FIFO, a device: refused, unread
+    data = load_file(path, what="hardware TOML", max_bytes=MAX_FILE_BYTES, where=f"--hardware {path}",
+                     hint="see archviz/cost/hardware.toml for the fields")
     if "name" in data and not isinstance(data.get("name"), dict):  # the file is one device
         return [parse(Path(path).stem, data, path)]
     if not data:

@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import ArchvizError
 from ..records.recordcheck import fail, refused_as, want_bool, want_str, want_table
 from .safeio import read_regular
+from .safetoml import load_file, loads as toml_loads
 
 PYPROJECT = "pyproject.toml"
 OWN_FILE = "archviz.toml"
@@ -90,28 +91,16 @@ def _has_table(path: str) -> bool:
 
 def load(path: str) -> Project:
     """The project file at `path`, every key and value checked."""
-    raw = read_regular(path, max_bytes=MAX_BYTES, what="project file")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ArchvizError(f"{path}: not UTF-8 text ({e})", hint="fix the file") from None
-    return loads(text, path)
+    return _project(load_file(path, what="project file", max_bytes=MAX_BYTES, hint="fix the file"), path)
 
 
 def loads(text: str, path: str) -> Project:
     """The project file `path` whose text is `text`, every key and value checked."""
-    try:
-        import tomllib  # type: ignore[import-not-found]
-    except ImportError:  # Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[import-not-found,no-redef]
-        except ImportError:
-            raise ArchvizError(f"{path}: reading a project file needs Python 3.11 or tomli",
-                               hint="pip install tomli, or give the options as flags") from None
-    try:
-        data = tomllib.loads(text)
-    except ValueError as e:
-        raise ArchvizError(f"{path}: not TOML ({e})", hint="fix the file") from None
+    return _project(toml_loads(text, where=path, hint="fix the file"), path)
+
+
+def _project(data: dict[str, Any], path: str) -> Project:
+    """The project file `path`, its TOML decoded to `data`, every key and value checked."""
     own = os.path.basename(path) == OWN_FILE
     table = data if own else data.get("tool", {}).get("archviz", {})
     prefix = "" if own else "tool.archviz."

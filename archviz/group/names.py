@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from typing import Any
 
 from ..errors import ArchvizError
+from ..files.safejson import load_file as load_json
+from ..files.safetoml import MAX_TOML_BYTES, load_file as load_toml
 from ..records.recordcheck import fail, refused_as, want_str, want_strs, want_table
 from .names_tables import split_tables
 from ..records import ModuleRecord
@@ -39,31 +40,12 @@ def load_names(path: str) -> dict[str, Any]:
 
     Returns the titles as `key -> "Title"`, and the groups, if any, under "groups" as `key -> {title -> [attr]}`
     (a dict value; without a `[groups]` table, `"groups" = "Title"` titles a module or class so named, as ever)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise ArchvizError(f"names file {path}: {e.strerror or e}", hint="give a readable TOML or JSON file") from None
-    data: Any
-    if path.lower().endswith(".json"):
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ArchvizError(f"names file {path}: not JSON ({e})", hint="fix the file") from None
-    else:
-        try:
-            import tomllib  # type: ignore[import-not-found]
-        except ImportError:  # Python 3.10
-            try:
-                import tomli as tomllib  # type: ignore[import-not-found,no-redef]
-            except ImportError:
-                raise ArchvizError(f"names file {path}: reading TOML needs Python 3.11 or tomli",
-                                   hint="write the names as JSON instead") from None
-        try:
-            data = tomllib.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            raise ArchvizError(f"names file {path}: not TOML ({e})", hint="fix the file") from None
     where = f"names file {path}"
+    # both bounded reads of a regular file (archviz.files): a FIFO or a huge file is refused unread
+    if path.lower().endswith(".json"):
+        data: Any = load_json(path, what="names", max_bytes=MAX_TOML_BYTES)
+    else:
+        data = load_toml(path, what="names", where=where)
     with refused_as(lambda m: ArchvizError(f"{where}: {m}", hint='e.g. "layers.*.attn.wo_b" = "Output projection"; '
                                            '[groups] "Attention" = { "Grouped output" = ["wo_a", "wo_b"] }')):
         return _checked(data, where)

@@ -375,7 +375,7 @@ def test_names_from_environment(monkeypatch, dsv41_seed):
 def test_bad_names_file(tmp_path):
     bad = tmp_path / "names.toml"
     bad.write_text("this is = = not toml")
-    with pytest.raises(archviz.ArchvizError, match="not TOML"):
+    with pytest.raises(archviz.ArchvizError, match="not valid TOML"):
         load_names(str(bad))
     wrong = tmp_path / "names.json"
     wrong.write_text(json.dumps({"layers.*": 3}))

@@ -1,6 +1,6 @@
 """Annotations for the explorer: per node a title, a description, and claims tied to quoted lines of the code.
 
-A TOML file (read with tomllib):
+A TOML file (read by archviz.files.safetoml):
 
     [[node]]
     path = "layers.*.attn.wo_b"        # a glob over module paths; or node = "<node id>", or class = "RowParallelLinear"
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ...errors import ArchvizError
+from ...files.safetoml import load_file
 from ...records.recordcheck import fail, refused_as, want_list, want_str, want_table
 
 _NODE_KEYS = {"path", "node", "class", "model", "title", "description", "claim"}
@@ -125,23 +126,8 @@ def _parse(data: Mapping[str, Any], source: str) -> Annotations:
 
 
 def load_annotations(path: str) -> Annotations:
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ImportError:
-            raise ArchvizError("--annotations needs Python 3.11+ (tomllib) or the tomli package",
-                               hint="pip install tomli") from None
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise ArchvizError(f"--annotations {path}: no such file", hint="check the path") from None
-    except OSError as e:
-        raise ArchvizError(f"--annotations {path}: cannot read ({e.strerror})", hint="check the path") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ArchvizError(f"{path}: not valid TOML ({e})", hint="fix the line it names") from None
+    """An annotations file: bounded TOML (archviz.files.safetoml), every field checked."""
+    data = load_file(path, what="annotations")
     return parse_annotations(data, path)
 
 
