@@ -253,7 +253,7 @@ def gallery(sources: Any, output: str, *, transformers: str | None = None, pairs
     `derived`: each transformers type beside the type its code derives from; `sets`: a model -> config fields to
     build it with; `checkpoints`: a model -> a checkpoint or manifest; `run`: `jobs` (worker processes, default the
     cores; 1 counts every model in this process), `timeout` (seconds a model may take), `cache` (default True)."""
-    from .cli.gallery import GalleryOptions, set_texts, write_gallery
+    from .pipeline.gallery import GalleryOptions, set_texts, write_gallery
 
     pairs = tuple(tuple(p.split(":", 1)) if isinstance(p, str) else tuple(p) for p in pairs)
     if any(len(p) != 2 for p in pairs):

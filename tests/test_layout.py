@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "archviz"
 
 # The pipeline, in order: a module may import from its own stage or any stage before it, never after.
-STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "pipeline", "render", "cli"]
+STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "render", "pipeline", "cli"]
 # The vocabulary every stage may use: root modules and the packages of shared concerns (the records, the safe files,
 # the processes archviz starts).
 VOCABULARY = {"errors", "format", "gcpause", "input_specs", "paths", "records", "files", "processes"}
