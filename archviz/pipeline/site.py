@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Sequence
 
 from ..errors import ArchvizError, ShapeError
 from ..records import ModelRecord
@@ -41,11 +41,11 @@ class _Extras:
     checkpoint: str | None
 
 
-def write_site(sources: list[str], output: str, build: BuildOptions = BuildOptions(),
+def write_site(sources: Sequence[str | ModelRecord], output: str, build: BuildOptions = BuildOptions(),
                passes: PassOptions = PassOptions(shapes=True), options: SiteOptions = SiteOptions()) -> Any:
-    """The explorer of `sources` (model sources or records files) written into the folder `output` (replaced
-    atomically): what `archviz build` writes. Every option is checked before any build. Returns the site's result
-    (`.pages`, `.bytes`)."""
+    """The explorer of `sources` (model sources, records files, or records: grouped where they are not) written into
+    the folder `output` (replaced atomically): what `archviz build` writes. Every option is checked before any
+    build. Returns the site's result (`.pages`, `.bytes`)."""
     from ..render.site import build_site
     from ..render.site.write import check_target
 
@@ -61,7 +61,7 @@ def write_site(sources: list[str], output: str, build: BuildOptions = BuildOptio
         return build_site(records, output, annotations=anns, source_url=options.source_url, progress=cb)
 
 
-def _extras(sources: list[str], options: SiteOptions) -> _Extras:
+def _extras(sources: Sequence[Any], options: SiteOptions) -> _Extras:
     """cost, hardware, gpus and checkpoint (and the source URL) checked, before any build."""
     devices: list[Any] = []
     if options.hardware is not None:
@@ -79,12 +79,17 @@ def _extras(sources: list[str], options: SiteOptions) -> _Extras:
     return _Extras(options.cost, tuple(devices), options.gpus or 1, options.checkpoint)
 
 
-def _site_record(source: str, build: BuildOptions, passes: PassOptions, options: SiteOptions,
+def _site_record(source: str | ModelRecord, build: BuildOptions, passes: PassOptions, options: SiteOptions,
                  extras: _Extras) -> ModelRecord:
     """One model's records for the site: grouped, every rank's shapes under a world size of N, and `extras`."""
     feedback, cache = options.feedback, options.cache
-    record = _load(source, build, passes, options)
-    if build.world_size is not None and build.world_size > 1 and build.rank is None and not is_records_file(source):
+    if isinstance(source, ModelRecord):  # records built already: grouped where they are not
+        grouped = source.extra("grouping") is not None and not options.names
+        record = source if grouped else _group(source, options.names)
+    else:
+        record = _load(source, build, passes, options)
+    if build.world_size is not None and build.world_size > 1 and build.rank is None and isinstance(source, str) \
+            and not is_records_file(source):
         from ..walk.ranks import with_rank_shapes  # every rank's tensor shapes on the node pages
 
         record = with_rank_shapes([record] + [records_for(source, replace(build, rank=r), group=False, cache=cache,

@@ -13,12 +13,13 @@ from .options import QUIET, Feedback, PassOptions
 from .records import is_records_file
 
 
-def with_cost(record: Any, source: str, build: BuildOptions, passes: PassOptions, feedback: Feedback = QUIET) -> Any:
+def with_cost(record: Any, source: Any, build: BuildOptions, passes: PassOptions, feedback: Feedback = QUIET) -> Any:
     """`record` with `extra("cost")`: kept from a records file that has it (`archviz cost -o`), else counted (at the
     pass's B and T where given)."""
-    if is_records_file(source):
+    if not isinstance(source, str) or is_records_file(source):  # records: their cost is what they carry
         if not record.extra("cost"):
-            raise ArchvizError(f"{source}: --cost, but these records carry no cost",
+            raise ArchvizError(f"{source if isinstance(source, str) else record.source.spec}: --cost, but these "
+                               "records carry no cost",
                                hint="write them with `archviz cost SOURCE -o FILE`, or give the model source")
         return record
     if record.extra("cost"):
