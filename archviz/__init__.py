@@ -230,12 +230,12 @@ def site(records: Any, output: str, *, annotations: str | None = None, source_ur
     """The HTML explorer `archviz build` writes, of one model's records or several (or of sources, live models: as
     `load` takes them), into the folder `output` (replaced atomically); `annotations`: a TOML file of node titles
     and descriptions."""
-    from .pipeline.site import SiteOptions, write_site
+    from .pipeline.site import SiteOptions, make_site
 
     many = [records] if isinstance(records, (ModelRecord, str)) else list(records)
     # a source string as the command builds it (without shapes where the meta pass fails, said on the overview)
-    return write_site([r if isinstance(r, str) else _records(r, {}, shapes=True, group=True) for r in many], output,
-                      options=SiteOptions(annotations=annotations, source_url=source_url, cache=False))
+    return make_site([r if isinstance(r, str) else _records(r, {}, shapes=True, group=True) for r in many], output,
+                     options=SiteOptions(annotations=annotations, source_url=source_url, cache=False))
 
 
 def gallery(sources: Any, output: str, *, transformers: str | None = None, pairs: Any = (), derived: bool = True,

@@ -1,5 +1,5 @@
 """`archviz build SOURCE... -o DIR`: the static HTML explorer of records (registers itself on the CLI); the site is
-made by archviz.pipeline.site.write_site."""
+made by archviz.pipeline.site.make_site."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from .common import (
     overrides,
 )
 from ..pipeline import PassOptions
-from ..pipeline.site import SiteOptions, write_site
+from ..pipeline.site import SiteOptions, make_site
 from ..sources.options import BuildOptions
 
 
@@ -97,7 +97,7 @@ def build(
         options = SiteOptions(names=names, annotations=annotations, source_url=source_url, checkpoint=checkpoint,
                               cost=cost, hardware=hardware, gpus=gpus, cache=not no_cache,
                               feedback=replace(FEEDBACK, warning=_warning))
-        result = write_site(sources, output, build_opts, passes, options)
+        result = make_site(sources, output, build_opts, passes, options)
         if json_:
             emit_json({"output": output, "pages": result.pages, "bytes": result.bytes})
         else:

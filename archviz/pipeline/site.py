@@ -41,7 +41,7 @@ class _Extras:
     checkpoint: str | None
 
 
-def write_site(sources: Sequence[str | ModelRecord], output: str, build: BuildOptions = BuildOptions(),
+def make_site(sources: Sequence[str | ModelRecord], output: str, build: BuildOptions = BuildOptions(),
                passes: PassOptions = PassOptions(shapes=True), options: SiteOptions = SiteOptions()) -> Any:
     """The explorer of `sources` (model sources, records files, or records: grouped where they are not) written into
     the folder `output` (replaced atomically): what `archviz build` writes. Every option is checked before any
@@ -158,4 +158,4 @@ def with_checkpoint(record: ModelRecord, checkpoint: str, feedback: Feedback = Q
     return result
 
 
-__all__ = ["SiteOptions", "write_site", "with_checkpoint"]
+__all__ = ["SiteOptions", "make_site", "with_checkpoint"]
