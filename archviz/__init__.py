@@ -231,18 +231,15 @@ def diff(a: Any, b: Any, *, ignore: Any = (), rules: str | None = None, limit: i
 
 
 def site(records: Any, output: str, *, annotations: str | None = None, source_url: str | None = None) -> Any:
-    """The HTML explorer `archviz build` writes, of one model's records or several, into the folder `output`
-    (replaced atomically); `annotations`: a TOML file of node titles and descriptions."""
-    from .render.site import build_site
+    """The HTML explorer `archviz build` writes, of one model's records or several (or of sources, live models: as
+    `load` takes them), into the folder `output` (replaced atomically); `annotations`: a TOML file of node titles
+    and descriptions."""
+    from .pipeline.site import SiteOptions, make_site
 
-    many = [records] if isinstance(records, ModelRecord) else list(records)
-    anns = None
-    if annotations:
-        from .render.site.annotations import load_annotations
-
-        anns = load_annotations(annotations)
-    return build_site([_records(r, {}, shapes=True, group=True) for r in many], output, annotations=anns,
-                      source_url=source_url)
+    many = [records] if isinstance(records, (ModelRecord, str)) else list(records)
+    # a source string as the command builds it (without shapes where the meta pass fails, said on the overview)
+    return make_site([r if isinstance(r, str) else _records(r, {}, shapes=True, group=True) for r in many], output,
+                     options=SiteOptions(annotations=annotations, source_url=source_url, cache=False))
 
 
 def gallery(sources: Any, output: str, *, transformers: str | None = None, pairs: Any = (), derived: bool = True,
@@ -257,7 +254,7 @@ def gallery(sources: Any, output: str, *, transformers: str | None = None, pairs
     `derived`: each transformers type beside the type its code derives from; `sets`: a model -> config fields to
     build it with; `checkpoints`: a model -> a checkpoint or manifest; `run`: `jobs` (worker processes, default the
     cores; 1 counts every model in this process), `timeout` (seconds a model may take), `cache` (default True)."""
-    from .cli.gallery import GalleryOptions, set_texts, write_gallery
+    from .pipeline.gallery import GalleryOptions, set_texts, write_gallery
 
     pairs = tuple(tuple(p.split(":", 1)) if isinstance(p, str) else tuple(p) for p in pairs)
     if any(len(p) != 2 for p in pairs):

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "archviz"
 
 # The pipeline, in order: a module may import from its own stage or any stage before it, never after.
-STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "pipeline", "render", "cli"]
+STAGES = ["vocabulary", "sources", "walk", "shapes", "group", "cost", "checkpoint", "diff", "probe", "render", "pipeline", "cli"]
 # The vocabulary every stage may use: root modules and the packages of shared concerns (the records, the safe files,
 # the processes archviz starts).
 VOCABULARY = {"errors", "format", "gcpause", "input_specs", "paths", "records", "files", "processes"}
@@ -300,3 +300,67 @@ def test_size_rules_see_a_long_and_a_wide_function(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "PKG", tmp_path / "archviz")
     assert _long_functions() == ["archviz/cli/fake.py:1 long (86 lines)"]
     assert _wide_functions() == ["archviz/cli/fake.py:178 wide (9 parameters)"]
+
+
+# archviz/cli/ is a thin shell over the library: a command parses its options, calls one library function, prints.
+# What would mean work done in the terminal layer: starting processes or threads, archviz's process machinery beyond
+# the exit a signal maps to and the cap an option is checked against, building rich tables (archviz/render/ does),
+# and a helper long enough to hold a job of its own.
+CLI_BANNED_MODULES = {"subprocess", "multiprocessing", "concurrent", "rich.table"}
+CLI_BANNED_CALLS = {("os", "fork"), ("os", "forkpty"), ("os", "posix_spawn"), ("threading", "Thread")}
+CLI_PROCESS_NAMES = {"Signalled", "check_count"}  # archviz.processes names a command may use
+CLI_MAX_HELPER_LINES = 50  # a function of cli/ that is not a typer command (those: one parameter per option)
+
+
+def _cli_shell_breaches(files, root: Path = ROOT) -> list[str]:
+    out = []
+    for path in files:
+        rel = path.relative_to(root)
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Import):
+                out += [f"{rel}:{node.lineno} imports {a.name}" for a in node.names
+                        if any(a.name == m or a.name.startswith(m + ".") for m in CLI_BANNED_MODULES)]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                module = node.module
+                if any(module == m or module.startswith(m + ".") for m in CLI_BANNED_MODULES):
+                    out.append(f"{rel}:{node.lineno} imports {module}")
+                elif node.level == 1 and any(a.name.startswith("_") for a in node.names):
+                    out += [f"{rel}:{node.lineno} imports {a.name} from the command module {module}"
+                            for a in node.names if a.name.startswith("_")]
+                elif ".processes" in f".{module}" and (node.level or module.startswith("archviz.")):
+                    out += [f"{rel}:{node.lineno} imports {a.name} from {module}" for a in node.names
+                            if a.name not in CLI_PROCESS_NAMES]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                    (node.value.id, node.attr) in CLI_BANNED_CALLS:
+                out.append(f"{rel}:{node.lineno} uses {node.value.id}.{node.attr}")
+            elif isinstance(node, ast.Name) and node.id == "Table":
+                out.append(f"{rel}:{node.lineno} builds a rich Table")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    not _decorator_names(node) & {"command", "callback"}:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > CLI_MAX_HELPER_LINES:
+                    out.append(f"{rel}:{node.lineno} {node.name} ({lines} lines: a job for the library)")
+    return out
+
+
+def test_the_cli_is_a_thin_shell():
+    """No module of archviz/cli/ starts processes or threads, uses archviz.processes beyond `Signalled` and
+    `check_count`, builds a rich Table, imports another command module's private names, or holds a helper over 50
+    lines: orchestration lives in the pipeline, tables in render/. (On the tree before issue 43 item 3 this named
+    cli/gallery.py's subprocess and process owner and its import of site._compare, gallery_work.py's os.fork, the
+    Tables of check.py and probe.py, and gallery.py's 57-line _run.)"""
+    assert _cli_shell_breaches(sorted((PKG / "cli").glob("*.py"))) == []
+
+
+def test_the_thin_shell_rule_sees_each_breach(tmp_path):
+    f = tmp_path / "fake.py"
+    body = "\n".join(f"    x{i} = {i}" for i in range(50))
+    f.write_text("import subprocess\nfrom concurrent.futures import ProcessPoolExecutor\n"
+                 "from ..processes.owner import owned, Signalled\nfrom rich.table import Table\n"
+                 "from .site import _compare, build\n"
+                 "import os\n\n\ndef fork():\n    return os.fork(), Table()\n\n\n"
+                 f"def helper():\n{body}\n\n\n@app.command()\ndef command():\n{body}\n")
+    found = sorted(line.split(" ", 1)[1] for line in _cli_shell_breaches([f], tmp_path))
+    assert found == ["builds a rich Table", "helper (51 lines: a job for the library)",
+                     "imports _compare from the command module site", "imports concurrent.futures",
+                     "imports owned from processes.owner", "imports rich.table", "imports subprocess", "uses os.fork"]

@@ -145,11 +145,9 @@ def _print_result(result: dict, fmt: str, file: str, limit: int) -> None:
 def _check_ranks(source: str, checkpoint: str, world_size: int, pattern: str | None, rule_set: object, fmt: str,
                  limit: int, records: object) -> None:
     """`check --world-size N` without --rank: every rank's shard against that rank's records; exits 0 or 1."""
-    from rich.table import Table
-
     from ..checkpoint.ranks import check_ranks, rank_inventories
     from ..checkpoint.report import github_lines, problem_modules
-    from ..render.checkpoint import problems_table
+    from ..render.checkpoint import problems_table, ranks_table
 
     with spinner(f"reading {world_size} rank shards"):
         ranks = rank_inventories(checkpoint, world_size, pattern)
@@ -163,16 +161,7 @@ def _check_ranks(source: str, checkpoint: str, world_size: int, pattern: str | N
                 head, _, message = line.rpartition("::")
                 out.print(f"{head}::rank {r['rank']}: {message}", markup=False, highlight=False, soft_wrap=True)
     else:
-        table = Table(title=f"checkpoint check per rank ({world_size} ranks): {result['verdict']}",
-                      title_justify="left")
-        for col in ("rank", "file", "verdict", "matched", "mismatched", "missing", "checkpoint only"):
-            table.add_column(col, justify="right" if col not in ("file", "verdict") else "left")
-        for r in result["ranks"]:
-            s = r["summary"]
-            table.add_row(str(r["rank"]), r["file"], r["verdict"], f"{s['matched']:,}", f"{s['mismatched']:,}",
-                          f"{s['missing']:,}", f"{s['checkpoint_only']:,}",
-                          style=None if r["verdict"] == "match" else "red")
-        out.print(table)
+        out.print(ranks_table(result, world_size))
         for r in result["ranks"]:
             bad = [t for t in r["tensors"] if isinstance(t, dict) and t.get("verdict") in ("mismatch", "missing")]
             for t in bad[:limit]:

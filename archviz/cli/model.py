@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -43,7 +43,7 @@ from .options import (
     TrustRemoteCode,
     WorldSize,
 )
-from ..pipeline import PassOptions
+from ..pipeline import PassOptions, with_pass_counts
 from ..sources.options import BuildOptions
 
 
@@ -78,7 +78,8 @@ def summary(
                              config_class=config_class, tokenizer=tokenizer, world_size=world_size, rank=rank,
                              trust_remote_code=trust_remote_code, quantized=quantized)
         record = load_record(source, build, group=False, cache=not no_cache)
-        record = _with_pass_counts(record, source, build, not no_cache)
+        # built again with the meta pass where only the pass counts the active parameters
+        record = with_pass_counts(record, source, build, cache=not no_cache, feedback=FEEDBACK)
         checked = record.extra("checkpoint")  # a Hub repository: checked against its own headers
         if json_:
             emit_json({**summary_json(record), **({"checkpoint": {k: checked.get(k) for k in (
@@ -90,14 +91,6 @@ def summary(
 
                 out.print(verdict_line(checked), style=None if checked.get("verdict") == "match" else "red",
                           highlight=False, soft_wrap=True)
-
-
-def _with_pass_counts(record: Any, source: str, build: BuildOptions, cache: bool) -> Any:
-    """The record again with the meta pass where only the pass counts its active parameters
-    (archviz.pipeline.with_pass_counts), with the terminal's feedback."""
-    from ..pipeline import with_pass_counts
-
-    return with_pass_counts(record, source, build, cache=cache, feedback=FEEDBACK)
 
 
 @app.command()

@@ -148,9 +148,8 @@ def _probe_ranks(source: str, world_size: int, timeout: float, json_: bool, debu
                  options: Any, kernel_rules: str | None) -> None:
     """`--world-size N` without `--rank`: the probe as N processes under torch.distributed; exit 1 on a problem."""
     check_count(world_size, "ranks (--world-size)")  # one process per rank: the cap, before any is built
-    from rich.table import Table
-
     from ..probe.parallel_run import run_tensor_parallel
+    from ..render.probe import ranks_table
 
     from ..probe.spawn import RanksFailed
 
@@ -169,18 +168,7 @@ def _probe_ranks(source: str, world_size: int, timeout: float, json_: bool, debu
         for line in problems:
             err.print(line, highlight=False, markup=False, soft_wrap=True)
     else:
-        table = Table(title=f"{source}: {world_size} ranks under torch.distributed ({result.backend})",
-                      title_justify="left")
-        for col in ("rank", "module calls confirmed", "tensors checked", "outputs compared", "output vs 1 process",
-                    "time", "peak RSS"):
-            table.add_column(col, justify="left" if col == "rank" else "right")
-        for r in result.ranks:
-            final = r["output"]
-            table.add_row(str(r["rank"]), f"{r['modules_confirmed']}/{r['modules_compared']}",
-                          f"{r['tensors_checked'] - len(r['tensor_disagreements'])}/{r['tensors_checked']}",
-                          str(r["outputs_compared"]), f"{final['error']:.2g}" if final else "—",
-                          f"{r['seconds']:.1f} s", f"{r['peak_rss_mb']:,.0f} MB", style=None if r["ok"] else "red")
-        out.print(table)
+        out.print(ranks_table(source, world_size, result))
         out.print("all ranks agree with their meta records and the single-process run" if result.ok
                   else f"{len(problems)} problems", style="green" if result.ok else "red")
         for line in problems:
@@ -190,30 +178,12 @@ def _probe_ranks(source: str, world_size: int, timeout: float, json_: bool, debu
 
 
 def _print_report(result: Any) -> None:
-    from rich.table import Table
-
     from ..probe import human_bytes
+    from ..render.probe import kinds_table
 
     r = result
     j = r.as_json()
-    table = Table(title=f"{r.record.source.name}: shapes by execution on {r.device} (B={r.B}, T={r.T}, "
-                        f"{r.mode} mode)",
-                  title_justify="left")
-    table.add_column("layer kind")
-    table.add_column("layers", justify="right")
-    table.add_column("layers run", justify="left")  # which layers of the kind the reduced copy ran
-    table.add_column("modules", justify="right")
-    table.add_column("confirmed", justify="right")
-    table.add_column("agreement", justify="right")
-    for k in r.kinds:
-        if not k["compared"] and not k["layers"]:
-            continue
-        probed = ", ".join(map(str, k["probed"])) if k["probed"] else ("—" if k["layers"] else "")
-        agree = f"{k['confirmed'] / k['compared']:.0%}" if k["compared"] else "not exercised"
-        style = "red" if k["disagreements"] else ("yellow" if not k["compared"] else None)
-        table.add_row(k["kind"], str(k["layers"]) if k["layers"] else "", probed, str(k["compared"]),
-                      str(k["confirmed"]), agree, style=style)
-    out.print(table)
+    out.print(kinds_table(r))
     verdict = ("all agree", "green") if r.ok else (f"{len(r.disagreements)} disagree", "red")
     out.print(Text.assemble(f"agreement: {r.confirmed}/{r.compared} module calls ({r.agreement:.1%}) — ", verdict,
                             f"; {j['not_exercised']:,} modules not in the reduced copy (not exercised)"))

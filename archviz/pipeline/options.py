@@ -59,11 +59,13 @@ def _no_note(text: str) -> None:
 class Feedback:
     """How a run shows what it does: `step(label)` around a step with no count (the build), `progress(label)` around
     one that counts (yields callback(done, total)), `note(text)` for what the caller should know (a cache entry that
-    could not be read). The default shows nothing; the CLI gives its spinner, progress bars and stderr."""
+    could not be read), `warning(text)` for what a run did without (a site's model without shapes or cost). The
+    default shows nothing; the CLI gives its spinner, progress bars and stderr."""
 
     step: Callable[[str], ContextManager[None]] = _no_step
     progress: Callable[[str], ContextManager[Callable[[int, int], None]]] = _no_progress
     note: Callable[[str], None] = _no_note
+    warning: Callable[[str], None] = _no_note
 
 
 QUIET = Feedback()

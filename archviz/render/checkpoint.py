@@ -67,4 +67,21 @@ def notes_table(notes: Sequence[tuple[str, int]], limit: int = 12) -> FitTable:
     return t
 
 
-__all__ = ["summary_table", "problems_table", "checkpoint_only_table", "notes_table"]
+def ranks_table(result: Mapping[str, Any], world_size: int) -> Any:
+    """`check --world-size N` without a rank: one row per rank's shard file and its verdict (archviz.checkpoint.ranks'
+    result)."""
+    from rich.table import Table
+
+    table = Table(title=f"checkpoint check per rank ({world_size} ranks): {result['verdict']}",
+                  title_justify="left")
+    for col in ("rank", "file", "verdict", "matched", "mismatched", "missing", "checkpoint only"):
+        table.add_column(col, justify="right" if col not in ("file", "verdict") else "left")
+    for r in result["ranks"]:
+        s = r["summary"]
+        table.add_row(str(r["rank"]), r["file"], r["verdict"], f"{s['matched']:,}", f"{s['mismatched']:,}",
+                      f"{s['missing']:,}", f"{s['checkpoint_only']:,}",
+                      style=None if r["verdict"] == "match" else "red")
+    return table
+
+
+__all__ = ["summary_table", "problems_table", "checkpoint_only_table", "notes_table", "ranks_table"]

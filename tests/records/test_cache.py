@@ -396,13 +396,13 @@ def test_the_bound_is_raised_by_archviz_cache_entries(monkeypatch):
 
 def test_archviz_own_code_is_the_whole_package():
     """The fingerprint in the key and the files never taken for a model's own code are all of archviz, though this
-    module sits in archviz/records/: an edit to archviz/cli/gallery.py is another archviz, and that file is not the
+    module sits in archviz/records/: an edit to archviz/pipeline/gallery.py is another archviz, and that file is not the
     model's code."""
     import archviz
 
     package = os.path.dirname(os.path.abspath(archviz.__file__))
     assert cache._ARCHVIZ == package
-    gallery = os.path.join(package, "cli", "gallery.py")
+    gallery = os.path.join(package, "pipeline", "gallery.py")
     assert os.path.isfile(gallery) and cache._own_code([gallery]) == []
     assert cache._own_code([str(Path(__file__).parent / "fixtures" / "gallerycache" / "fine_model.py")])
 

@@ -68,3 +68,16 @@ def test_site_writes_what_build_writes(archviz_cli, tmp_path: Path) -> None:
     assert files == sorted(p.relative_to(tmp_path / "api") for p in (tmp_path / "api").rglob("*") if p.is_file())
     assert result.pages >= 1 and files
     assert (tmp_path / "api" / "index.html").read_bytes() == (tmp_path / "cli" / "index.html").read_bytes()
+
+
+def test_site_of_a_records_file_named_by_its_path_is_the_commands(archviz_cli, tmp_path: Path) -> None:
+    """`archviz.site("records.json", out)`: one path is one model (not a list of its characters), made as `archviz
+    build records.json` makes it (archviz.pipeline.site.make_site): the same files, the same bytes."""
+    records = tmp_path / "r.json"
+    assert archviz_cli("walk", "hf:llama", *SETS, "--shapes", "-o", records).returncode == 0
+    result = archviz.site(str(records), str(tmp_path / "api"))
+    r = archviz_cli("build", records, "-o", tmp_path / "cli")
+    assert r.returncode == 0, r.stderr
+    api = {p.relative_to(tmp_path / "api"): p.read_bytes() for p in (tmp_path / "api").rglob("*") if p.is_file()}
+    cli = {p.relative_to(tmp_path / "cli"): p.read_bytes() for p in (tmp_path / "cli").rglob("*") if p.is_file()}
+    assert api == cli and result.pages == sum(1 for k in cli if k.suffix == ".html")

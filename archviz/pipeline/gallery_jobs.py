@@ -1,6 +1,7 @@
-"""One model of `archviz gallery`, in a worker process: its records with the cost extra, exactly as `archviz cost
-SOURCE --context 32K` makes them (the same records-cache entry), or, where a stage fails, the records it got to and
-the stage and one-line reason of the failure. Returns JSON-able data; prints nothing to stdout."""
+"""The gallery's counting jobs: one model's records with the cost extra, exactly as `archviz cost SOURCE --context
+32K` makes them (the same records-cache entry), or, where a stage fails, the records it got to and the stage and
+one-line reason of the failure; and the worker server (`served`, run as `python -m archviz.pipeline.gallery_jobs`)
+that counts many in processes forked from it. Returns JSON-able data; prints nothing to stdout."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Any
 
 from ..cost.provenance import DEFAULT_DTYPE
 from ..errors import FLOAT32_FIX, ArchvizError, ShapeError, one_line
+from ..files.sanitize import printable
 from ..processes.owner import die_with_parent
+from .options import QUIET, Feedback
 
 CONTEXT = 32 << 10  # the decode step's context: the index's "decode FLOPs per token at 32K"
 SEQ = 4096  # as `archviz cost` defaults
@@ -75,13 +78,13 @@ def _options(sets: list[str], seq: int) -> tuple[Any, Any]:
     return BuildOptions(overrides=tuple(check_overrides(sets).items())), CostOptions(batch=1, seq=seq, context=CONTEXT)
 
 
-def _cached(kind: str, source: str, sets: list[str], seq: int, build: Any, use: bool = True) -> Any:
+def _cached(kind: str, source: str, sets: list[str], seq: int, build: Any, use: bool, feedback: Feedback) -> Any:
     """The records-cache entry of `kind` for this model (the key of `archviz cost`'s, archviz.pipeline.cost_key)."""
-    from ..pipeline import cached
-    from ..pipeline.cost import cost_key
-    from .common import NOTES
+    from .cached import cached
+    from .cost import cost_key
 
-    return cached(kind, source, cost_key(*_options(sets, seq)), (None, None, None), build, use=use, feedback=NOTES)
+    return cached(kind, source, cost_key(*_options(sets, seq)), (None, None, None), build, use=use,
+                  feedback=feedback)
 
 
 def failure(stage: str, e: BaseException) -> dict[str, str]:
@@ -128,8 +131,8 @@ def from_cache(source: str, sets: list[str], seq: int, versions: dict[str, str] 
     `timeout` is no longer) and None; else None.
     `versions`: archviz.records.cache.versions(), read once by a caller looking up many models (it hashes archviz's own
     files)."""
-    from ..pipeline.cached import cache_key
-    from ..pipeline.cost import cost_key
+    from .cached import cache_key
+    from .cost import cost_key
     from ..records import cache as rc
 
     if rc.disabled():
@@ -151,8 +154,8 @@ def _keep_failure(source: str, sets: list[str], seq: int, failures: list[dict[st
     """A build that failed, kept in the records cache (kind FAILED) with the files of the model's code it read
     (`files`, beside the source's own). A transformers type's code is the installed transformers (its version is in
     the key); another source whose code no file vouches for (a factory's module not found) is tried again next time."""
-    from ..pipeline.cached import cache_key
-    from ..pipeline.cost import cost_key
+    from .cached import cache_key
+    from .cost import cost_key
     from ..records import cache as rc
 
     if rc.disabled():
@@ -163,19 +166,19 @@ def _keep_failure(source: str, sets: list[str], seq: int, failures: list[dict[st
         rc.store_failure(key, failures, vouched)
 
 
-def run_one(source: str, sets: list[str], seq: int = SEQ, use_cache: bool = True) -> dict[str, Any]:
-    """The gallery entry of one source built with `sets` and a prefill of `seq` tokens (build_choice's): {"source", "records" (compact JSON or
-    None), "failures"}."""
+def run_one(source: str, sets: list[str], seq: int = SEQ, use_cache: bool = True,
+            feedback: Feedback = QUIET) -> dict[str, Any]:
+    """The gallery entry of one source built with `sets` and a prefill of `seq` tokens (build_choice's): {"source",
+    "records" (compact JSON or None), "failures"}. `feedback`: its notes only (a caller's progress bar is live)."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     warnings.filterwarnings("ignore")
-    from ..pipeline import cost_for
     from ..records import dumps_compact
-    from .common import NOTES
+    from .cost import cost_for
 
     failures: list[dict[str, str]] = []
     before = set(sys.modules)
     try:
-        record = cost_for(source, *_options(sets, seq), cache=use_cache, feedback=NOTES)
+        record = cost_for(source, *_options(sets, seq), cache=use_cache, feedback=feedback)
     except (ArchvizError, Exception) as e:  # noqa: BLE001
         record, failures, error = _partial(source, sets, e)
         if isinstance(e, ShapeError) and failures and failures[0]["stage"] == "cost":
@@ -183,13 +186,22 @@ def run_one(source: str, sets: list[str], seq: int = SEQ, use_cache: bool = True
         # kept, so that a second run with nothing changed does not fail it again
         if record is not None:
             done = record.with_extra("gallery", {"failures": failures})
-            record = _cached(PARTIAL, source, sets, seq, lambda: done, use_cache)
+            record = _cached(PARTIAL, source, sets, seq, lambda: done, use_cache, feedback)
         elif error is not None and use_cache:
             from ..records import cache as rc
 
             # the modules it imported and the frames of its error: a module whose import failed is not imported
             _keep_failure(source, sets, seq, failures, [*rc.new_code_files(before), *rc.traceback_files(error)])
     return {"source": source, "failures": failures, "records": dumps_compact(record) if record is not None else None}
+
+
+def _stderr_note(text: str) -> None:
+    """A note in a forked model's process: to its stderr (its I.err file, whose last line a crash's reason quotes),
+    control characters escaped as the terminal's notes are."""
+    sys.stderr.write("note: " + "\n".join(map(printable, text.split("\n"))) + "\n")
+
+
+_STDERR_NOTES = Feedback(note=_stderr_note)
 
 
 def _warm() -> None:
@@ -242,7 +254,7 @@ def _child(folder: str, i: int, source: str, sets: list[str], seq: int, use_cach
         os.dup2(null, 0)
         os.dup2(null, 1)
         os.dup2(os.open(os.path.join(folder, f"{i}.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
-        result = run_one(source, sets, seq, use_cache)
+        result = run_one(source, sets, seq, use_cache, _STDERR_NOTES)
         from ..files.outputs import write_file
 
         write_file(_result_file(folder, i), json.dumps(result).encode("utf-8"))
@@ -318,9 +330,46 @@ def serve(folder: str, n: int, timeout: float, use_cache: bool) -> None:
         done(i)
 
 
+def served(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool, timeout: float,
+           results: dict[int, dict[str, Any]], cb: Any) -> None:
+    """`serve` in a process of its own, which forks one process per model from itself (torch imported once): a
+    model whose code crashes, hangs or ends its process costs its row. `todo`: (i, source, sets, seq) each, its
+    result put in `results[i]`; `cb(done, total)` as each ends."""
+    import subprocess
+    import tempfile
+
+    from ..processes.environment import child_command
+    from ..processes.owner import owned
+
+    with tempfile.TemporaryDirectory(prefix="archviz-gallery-") as tmp:
+        with open(os.path.join(tmp, "jobs.json"), "w", encoding="utf-8") as f:
+            json.dump([list(j) for j in todo], f)
+        # archviz's import path, never the current folder's (processes.environment); the server and every process it
+        # forks in one group that ends with this block, whatever ends it (processes.owner)
+        cmd = child_command("archviz.pipeline.gallery_jobs", tmp, str(n), str(timeout),
+                            *([] if use_cache else ["--no-cache"]))
+        with open(os.path.join(tmp, "server.err"), "w+b") as errors, owned() as children:
+            p = children.start(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True)
+            assert p.stdout is not None
+            with p.stdout:
+                for done, _ in enumerate(p.stdout, 1):
+                    cb(done, len(todo))
+            p.wait()
+            errors.seek(0)
+            tail = errors.read()[-8192:].decode("utf-8", "replace").strip().splitlines()
+        for i, source, _, _ in todo:
+            try:
+                with open(os.path.join(tmp, f"{i}.json"), encoding="utf-8") as f:
+                    results[i] = json.load(f)
+            except (OSError, ValueError):
+                results[i] = {"source": source, "records": None, "failures": [{"stage": "build", "reason": (
+                    f"the gallery's worker process ended with status {p.returncode}"
+                    + (f": {tail[-1][:300]}" if tail else ""))}]}
+
+
 def main(argv: list[str] | None = None) -> None:
-    """`python -m archviz.cli.gallery_work FOLDER N TIMEOUT [--no-cache]`: serve (what `archviz gallery --jobs N`
-    starts once)."""
+    """`python -m archviz.pipeline.gallery_jobs FOLDER N TIMEOUT [--no-cache]`: serve (what `archviz gallery --jobs
+    N` starts once, through `served`)."""
     die_with_parent()  # archviz killed outright: this server (and each model it forked) ends too
     args = list(sys.argv[1:] if argv is None else argv)
     use_cache = "--no-cache" not in args
@@ -328,7 +377,8 @@ def main(argv: list[str] | None = None) -> None:
     serve(folder, int(n), float(timeout), use_cache)
 
 
-__all__ = ["run_one", "from_cache", "build_choice", "float32_instead", "shorter_prefill", "failure", "serve", "CONTEXT", "main"]
+__all__ = ["run_one", "from_cache", "build_choice", "float32_instead", "shorter_prefill", "failure", "serve", "served",
+           "CONTEXT", "SEQ", "main"]
 
 
 if __name__ == "__main__":

@@ -7,17 +7,19 @@ from typing import Any
 
 from ..errors import ArchvizError, ShapeError
 from ..cost.options import CostOptions
-from ..pipeline import PassOptions, cost_for, is_records_file
 from ..sources.options import BuildOptions
-from .common import FEEDBACK, err
+from .cost import cost_for
+from .options import QUIET, Feedback, PassOptions
+from .records import is_records_file
 
 
-def with_cost(record: Any, source: str, build: BuildOptions, passes: PassOptions) -> Any:
+def with_cost(record: Any, source: Any, build: BuildOptions, passes: PassOptions, feedback: Feedback = QUIET) -> Any:
     """`record` with `extra("cost")`: kept from a records file that has it (`archviz cost -o`), else counted (at the
     pass's B and T where given)."""
-    if is_records_file(source):
+    if not isinstance(source, str) or is_records_file(source):  # records: their cost is what they carry
         if not record.extra("cost"):
-            raise ArchvizError(f"{source}: --cost, but these records carry no cost",
+            raise ArchvizError(f"{source if isinstance(source, str) else record.source.spec}: --cost, but these "
+                               "records carry no cost",
                                hint="write them with `archviz cost SOURCE -o FILE`, or give the model source")
         return record
     if record.extra("cost"):
@@ -31,10 +33,9 @@ def with_cost(record: Any, source: str, build: BuildOptions, passes: PassOptions
     options = CostOptions(batch=passes.batch or 1, seq=passes.seq or SEQ_DEFAULT, contexts="auto",
                           every_block=passes.every_block)
     try:  # a decode step at each context length
-        measured = cost_for(source, build, options, feedback=FEEDBACK)
+        measured = cost_for(source, build, options, feedback=feedback)
     except ShapeError as e:
-        err.print(f"warning: {source}: no cost ({e.line()}); the pages show no FLOPs", highlight=False, markup=False,
-                  soft_wrap=True)
+        feedback.warning(f"{source}: no cost ({e.line()}); the pages show no FLOPs")
         return record
     return record.with_extra("cost", measured.extra("cost"))
 
