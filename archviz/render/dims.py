@@ -113,11 +113,30 @@ class DimNames:
         n = self.name(d, local, near)
         if n:
             return f"{d} {n}"
-        some = self.ambiguous(d, local) if self.candidates and words else []  # not in a picture's short labels
-        if len(some) > 1:
-            shown = some if len(some) <= 3 else [*some[:2], f"{len(some) - 2} more"]
-            return f"{d} ({', '.join(shown[:-1])} or {shown[-1]})"
-        return str(d)
+        some = self.choices(d, local) if self.candidates and words else None  # not in a picture's short labels
+        return f"{d} ({some})" if some else str(d)
+
+    def choices(self, d: int, local: Mapping[int, str] | None = None) -> str | None:
+        """"a, b or c": the fields (products, halves) `d` equals where nothing decides between them (`ambiguous`),
+        three at most named; None where fewer than two."""
+        some = self.ambiguous(d, local)
+        if len(some) < 2:
+            return None
+        shown = some if len(some) <= 3 else [*some[:2], f"{len(some) - 2} more"]
+        return f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+    def left_bare(self, dims: Sequence[int | str], local: Mapping[int, str] | None = None,
+                  near: Sequence[int | str] = ()) -> dict[int, str]:
+        """The sizes of `dims` that `shape(..., words=False)` writes bare although several fields equal them: size
+        -> `choices`, for a legend beside a picture whose labels stay short."""
+        beside = self.names_near([*dims, *near], local)
+        out: dict[int, str] = {}
+        for d in dims:
+            if isinstance(d, int) and not isinstance(d, bool) and self.name(d, local, beside) is None:
+                some = self.choices(d, local)
+                if some:
+                    out[d] = some
+        return out
 
     def shape(self, dims: Sequence[int | str], local: Mapping[int, str] | None = None, words: bool = True,
               near: Sequence[int | str] = ()) -> str:
