@@ -288,8 +288,7 @@ class ModelSite:
                              f"scales{block} — not parameters.")
             if t.kind == TABLE:
                 notes.append(f"`{t.name}` {self.names.shape(t.shape, self.widths(m))} {t.dtype} is an integer table "
-                             f"held as a parameter "
-                             f"— not counted as parameters.")
+                             f"held as a parameter — not counted as parameters.")
             if t.kind == BUFFER:
                 notes.append(f"`{t.name}` {self.names.shape(t.shape, self.widths(m))} {t.dtype} is a "
                              f"{'persistent' if t.persistent else 'non-persistent'} buffer — not parameters.")
