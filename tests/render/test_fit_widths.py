@@ -185,3 +185,18 @@ def test_check_of_a_gguf_says_what_it_stores_within_80_100_160_columns(archviz_c
         assert re.search(rf"│ stored +│ {sum(b for _, b in by.values()):,} bytes +│", text), (width, text)
         for t, (n, b) in by.items():
             assert re.search(rf"│   {t} +│ {b:,} bytes · {8 * b / n:.2f} bits a weight +│", text), (width, t, text)
+
+    # `summary` of records checked against the file (a Hub repository's own check): the same figures in its table
+    from archviz.checkpoint.compare import compare
+    from archviz.pipeline import records_for
+    from archviz.render.terminal import summary_table
+
+    record = compare(records_for(str(tmp_path / "config.json")), path)
+    for width in WIDTHS:
+        console = Console(file=io.StringIO(), width=width, color_system=None)
+        console.print(summary_table(record))
+        text = console.file.getvalue()
+        _fits(text, width)
+        assert re.search(rf"│ checkpoint stores +│ +{sum(b for _, b in by.values()):,} │ .*{path.name}", text), text
+        for t, (n, b) in by.items():
+            assert re.search(rf"│   {t} +│ +{b:,} │ .*{8 * b / n:.2f} bits a weight", text), (width, t, text)
