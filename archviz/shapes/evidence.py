@@ -51,7 +51,13 @@ class Second:
         return self._of(self.calls, path) or []
 
     def flow_of(self, path: str) -> tuple | None:
-        """The raw flow of `path` in this pass, as `calls_of` finds calls."""
+        """The raw flow of `path` in this pass, as `calls_of` finds calls, but that of the block that ran first where
+        the memo answered `path` (or a block above it): the answer's own flow is the output it made, one step."""
+        for _ in range(64):  # a copy of a copy (layer 4 answered as layer 3, itself answered as layer 2)
+            head = self._copied_head(path) if self.copied else None
+            if head is None:
+                break
+            path = self.copied[head] + path[len(head):]
         return self._of(self.flows, path)
 
     def _of(self, table: dict, path: str) -> Any:

@@ -121,7 +121,7 @@ def test_sizes_on_node_pages_carry_their_names(default_site: Path) -> None:
 def test_no_size_on_a_node_page_is_left_without_a_name(default_site: Path) -> None:
     """Sizes no single field decides (issue 44 item 5): the rotary half-width by qk_rope_head_dim/2, the width the
     partial rotary leaves by head_dim − qk_rope_head_dim, the experts' top-k rows per token by k·B·T (the second
-    pass names it), and 64, which three fields equal, with all three: in words in the shapes' text, and in a legend
+    pass names it, in the layers the memo answered too), and 64, which three fields equal, with all three: in words in the shapes' text, and in a legend
     under each picture whose short labels keep it a number. Every page is read."""
     c = CONFIG
     rope, heads, k = c["qk_rope_head_dim"], c["num_attention_heads"], c["num_experts_per_tok"]
@@ -148,3 +148,7 @@ def test_no_size_on_a_node_page_is_left_without_a_name(default_site: Path) -> No
     assert f"({equal[0]}, {equal[1]} or {equal[2]})" in attention  # in words where the text has room
     act = _text((default_site / "n/model.layers.2.mlp.experts.act_fn.html").read_text(), "<main", "</main>")
     assert f"[{k}·B·T, {c['moe_intermediate_size']} moe_intermediate_size]" in act
+    experts = sorted((default_site / "n").glob("*.mlp.experts.html"))  # every layer kind's, memoised ones too
+    assert len(experts) >= 3
+    for page in experts:  # the tokens' rows, one per routed expert, before the experts' matmuls
+        assert f"view → [{k}·B·T, {c['hidden_size']} hidden_size]" in page.read_text(), page.name
