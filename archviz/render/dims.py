@@ -79,12 +79,13 @@ class DimNames:
         return _rotary(self._parts(d), near)
 
     def _parts(self, d: int) -> list[str]:
-        """`d` as half of a field (`qk_rope_head_dim/2`), else as the difference of two (`head_dim −
-        qk_rope_head_dim`): the rotary half-width and the width a partial rotary leaves, in attention code."""
+        """`d` as half of a field (`qk_rope_head_dim/2`), else as the difference of two, one of them the rotary
+        encoding's (`head_dim − qk_rope_head_dim`): the rotary half-width and the width a partial rotary leaves, in
+        attention code."""
         if d < _MIN_PART:  # 2 is half of hc_mult (4) by chance, not a rotary width
             return []
         half = [f"{k}/2" for k in self.single.get(2 * d, ())]
-        return half or self.diff.get(d, [])
+        return half or [c for c in self.diff.get(d, ()) if _ROTARY.search(c)]  # head_dim − 32 heads is chance
 
     def ambiguous(self, d: int, local: Mapping[int, str] | None = None) -> list[str]:
         """The fields (or products, halves) `d` equals where none of them is its name: every one of them, for a

@@ -36,6 +36,9 @@ def test_a_half_or_a_difference_of_fields_is_named_by_the_rotary_field(cfg) -> N
     assert names.name(nope, near=["head_dim"]) == "head_dim − qk_rope_head_dim"
     assert names.name(2) is None  # half of hc_mult by chance: too small to name by halves
     assert names.name(cfg["hc_mult"] * cfg["num_experts_per_tok"]) is None  # no rule decides 24
+    llama = {"hidden_size": 4096, "head_dim": 128, "num_attention_heads": 32, "num_key_value_heads": 8}
+    assert DimNames(llama).name(llama["head_dim"] - llama["num_attention_heads"], near=["head_dim"]) is None  # chance
+    assert DimNames(llama).name(llama["head_dim"] // 2, near=["head_dim"]) == "head_dim/2"  # rotate_half's width
 
 
 def test_a_size_several_fields_equal_reads_with_each_of_them(cfg) -> None:
