@@ -1,5 +1,8 @@
 """Dims named for people: an int width by the expression that built the module (``m.dims``, first) or by the
-config field, or product of two fields, it equals when exactly one does; B and T by what they stand for.
+config field, or product of two fields, it equals when exactly one does; else as half a field or a field less the
+rotary width (``qk_rope_head_dim/2``, ``head_dim − qk_rope_head_dim``), or from the model width (``4 × n_embd``,
+``n_embd ÷ n_head``); B and T by what they stand for. A size several fields equal, that nothing beside it decides,
+reads with every one of them on the site (``64 (index_n_heads, num_attention_heads or qk_rope_head_dim)``).
 
 A names file's ``[dims]`` table renames them (kept in the grouping as ``dims``): a key is a width (``"8192"``), a
 name as found (a config field ``"dim"``, a product ``"n_groups × o_lora_rank"``) or a symbol (``"T"``); the width's
@@ -20,7 +23,10 @@ _NOT_DIMS = ("theta", "eps", "factor", "scale", "seed", "_id", "token", "iters",
 _WIDTH_KEYS = ("dim", "hidden_size", "d_model", "n_embd", "hidden_dim", "model_dim")
 _ROTARY = re.compile(r"rope|rotary", re.I)  # a field of the rotary position encoding's width
 _MIN_PART = 16  # the smallest dim named as half, or difference, of config fields (a rotary half-width of 16)
-_MIN_PRODUCT = 256  # the smallest dim named as a product of two config fields (o_groups × o_lora_rank = 8192)
+_MIN_PRODUCT = 256
+_MAX_MULTIPLE = 8  # the largest multiple of the model width named as such (an MLP's 4×, a fused QKV's 3×)
+_HEADS = re.compile(r"head(?!_?(dim|size))", re.I)  # a field counting heads (n_head, num_attention_heads) ...
+_KV = re.compile(r"kv|key_value", re.I)  # ... not the key/value heads, which share a head's width, not the model's  # the smallest dim named as a product of two config fields (o_groups × o_lora_rank = 8192)
 
 
 class DimNames:
@@ -34,6 +40,7 @@ class DimNames:
         self.candidates = candidates
         ints = {k: v for k, v in config.items() if isinstance(v, int) and not isinstance(v, bool) and v > 1
                 and not any(x in k.lower() for x in _NOT_DIMS)}
+        self.ints = ints
         self.single: dict[int, list[str]] = {}
         for k, v in sorted(ints.items()):
             self.single.setdefault(v, []).append(k)
@@ -76,7 +83,20 @@ class DimNames:
         p = self.product.get(d) if d >= _MIN_PRODUCT else None  # small numbers are products of two fields by
         if p:                                                    # chance: 32 is not hc_mult × o_groups (4 × 8)
             return p[0] if len(p) == 1 else _pick(p, near)
-        return _rotary(self._parts(d), near)
+        return _rotary(self._parts(d), near) or self._of_width(d)
+
+    def _of_width(self, d: int) -> str | None:
+        """`d` as a small multiple of the model width (`4 × n_embd`: an MLP's inner width; `3 × n_embd`: a fused QKV)
+        or as its share per head (`n_embd ÷ n_head`, where no head_dim field is in the config): how model code makes
+        those widths when the config names none."""
+        w, key = self.width, self.width_key
+        if not w or d < _MIN_PART:
+            return None
+        if d % w == 0 and 2 <= d // w <= _MAX_MULTIPLE:
+            return f"{d // w} × {key}"
+        per = [k for k, v in self.ints.items() if _HEADS.search(k) and not _KV.search(k) and w % v == 0
+               and w // v == d]
+        return f"{key} ÷ {per[0]}" if len(per) == 1 else None
 
     def _parts(self, d: int) -> list[str]:
         """`d` as half of a field (`qk_rope_head_dim/2`), else as the difference of two, one of them the rotary

@@ -52,3 +52,16 @@ def test_a_size_several_fields_equal_reads_with_each_of_them(cfg) -> None:
     ranks = _equal(cfg, cfg["q_lora_rank"])
     assert words.shape(["B", "T", cfg["q_lora_rank"]]) == f"[B batch, T positions, {cfg['q_lora_rank']} " \
                                                           f"({ranks[0]} or {ranks[1]})]"
+
+
+def test_widths_a_config_does_not_hold_are_named_by_the_model_width() -> None:
+    """GPT-2's config (its published values) holds no head_dim and no MLP width: the code makes them from n_embd,
+    per head n_embd ÷ n_head, the MLP's 4 × n_embd and the fused QKV's 3 × n_embd."""
+    gpt2 = {"n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257, "n_inner": None}
+    names = DimNames(gpt2)
+    assert names.name(gpt2["n_embd"] // gpt2["n_head"]) == "n_embd ÷ n_head"
+    assert names.name(4 * gpt2["n_embd"]) == "4 × n_embd" and names.name(3 * gpt2["n_embd"]) == "3 × n_embd"
+    assert names.name(gpt2["n_head"]) is None  # n_head and n_layer are both 12: ...
+    assert DimNames(gpt2, candidates=True).dim(gpt2["n_head"]) == "12 (n_head or n_layer)"  # ... said so
+    llama = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8}
+    assert DimNames(llama).name(llama["hidden_size"] // llama["num_key_value_heads"]) is None  # not a head's width
