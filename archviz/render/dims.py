@@ -23,10 +23,10 @@ _NOT_DIMS = ("theta", "eps", "factor", "scale", "seed", "_id", "token", "iters",
 _WIDTH_KEYS = ("dim", "hidden_size", "d_model", "n_embd", "hidden_dim", "model_dim")
 _ROTARY = re.compile(r"rope|rotary", re.I)  # a field of the rotary position encoding's width
 _MIN_PART = 16  # the smallest dim named as half, or difference, of config fields (a rotary half-width of 16)
-_MIN_PRODUCT = 256
+_MIN_PRODUCT = 256  # the smallest dim named as a product of two config fields (o_groups × o_lora_rank = 8192)
 _MAX_MULTIPLE = 8  # the largest multiple of the model width named as such (an MLP's 4×, a fused QKV's 3×)
 _HEADS = re.compile(r"head(?!_?(dim|size))", re.I)  # a field counting heads (n_head, num_attention_heads) ...
-_KV = re.compile(r"kv|key_value", re.I)  # ... not the key/value heads, which share a head's width, not the model's  # the smallest dim named as a product of two config fields (o_groups × o_lora_rank = 8192)
+_KV = re.compile(r"kv|key_value", re.I)  # ... not the key/value heads (the model width over them is no head's)
 
 
 class DimNames:

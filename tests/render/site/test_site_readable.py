@@ -121,8 +121,9 @@ def test_sizes_on_node_pages_carry_their_names(default_site: Path) -> None:
 def test_no_size_on_a_node_page_is_left_without_a_name(default_site: Path) -> None:
     """Sizes no single field decides (issue 44 item 5): the rotary half-width by qk_rope_head_dim/2, the width the
     partial rotary leaves by head_dim − qk_rope_head_dim, the experts' top-k rows per token by k·B·T (the second
-    pass names it, in the layers the memo answered too), and 64, which three fields equal, with all three: in words in the shapes' text, and in a legend
-    under each picture whose short labels keep it a number. Every page is read."""
+    pass names it, in the layers the memo answered too), and 64, which three fields equal, with all three: in words
+    in the shapes' text, and in a legend under each picture whose short labels keep it a number. Every page is
+    read."""
     c = CONFIG
     rope, heads, k = c["qk_rope_head_dim"], c["num_attention_heads"], c["num_experts_per_tok"]
     equal = sorted(f for f, v in c.items() if type(v) is int and v == heads)
