@@ -96,3 +96,43 @@ def expand_pattern(pattern: str) -> list[str]:
         opts = [str(v) for v in fmt.parse_ranges(seg[1:-1])] if seg.startswith("{") else [seg]
         out = [(f"{o}.{s}" if i else s) for o in out for s in opts]
     return out
+
+
+NAMES_PER_ENTRY = 1 << 16  # a pattern list standing for more names than this names none (bounded work)
+
+
+def bounded_names(patterns: str) -> list[str]:
+    """The names a compact list's entry stands for (its patterns expanded, `|` between them); none for an entry
+    standing for more than `NAMES_PER_ENTRY` names, or whose ranges do not read (a records file is untrusted)."""
+    parts = patterns.split(" | ")
+    if sum(pattern_count(p) for p in parts) > NAMES_PER_ENTRY:
+        return []
+    try:
+        return [n for p in parts for n in expand_pattern(p)]
+    except ValueError:  # a range that does not read: that entry names nothing
+        return []
+
+
+def pattern_count(pattern: str) -> int:
+    """How many names `pattern` stands for, counted without listing them (a records file is untrusted: a range
+    `{0-99999999999}` must cost nothing); a huge number for a range that cannot be read."""
+    n = 1
+    for seg in pattern.split("."):
+        if seg.startswith("{") and seg.endswith("}"):
+            n *= _range_size(seg[1:-1].split(","))
+    return n
+
+
+def _range_size(parts: list[str]) -> int:
+    total = 0
+    for k, part in enumerate(parts):
+        a, _, b = part.strip().partition("-")
+        if part.strip() in ("…", "...") and 2 <= k < len(parts) - 1 and parts[k - 1].isdigit() \
+                and parts[k - 2].isdigit() and parts[k + 1].isdigit():
+            step = int(parts[k - 1]) - int(parts[k - 2])
+            total += (int(parts[k + 1]) - int(parts[k - 1])) // step if step > 0 else NAMES_PER_ENTRY + 1
+        elif a.isdigit() and (not b or b.isdigit()) and len(a) < 12 and len(b) < 12:
+            total += (int(b) - int(a) + 1) if b else 1
+        else:
+            return NAMES_PER_ENTRY + 1
+    return max(total, 1)

@@ -17,7 +17,7 @@ from archviz.files.sanitize import github_data, github_property, printable
 
 from .compact import compress_names
 
-__all__ = ["problem_modules", "checkpoint_only_groups", "note_groups", "summary_rows", "github_lines"]
+__all__ = ["problem_modules", "checkpoint_only_groups", "note_groups", "summary_rows", "stored_rows", "github_lines"]
 
 
 def _n(v: Any) -> str:
@@ -126,10 +126,30 @@ def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("missing from checkpoint", f"{_n(s.get('missing'))} ({_tensors(t.get('missing', 0))})"),
         ("checkpoint-only", f"{_n(s.get('checkpoint_only'))} elements ({_tensors(t.get('checkpoint-only', 0))}"
                             + (": " + ", ".join(f"{v:,} {k}" for k, v in kinds.items()) if kinds else "") + ")"),
+        *((k, f"{_n(b)} bytes" + (f" · {bits:.2f} bits a weight" if bits is not None else ""))
+          for k, b, bits in stored_rows(result)),
         ("scales paired", _n(mapping(s.get("scales")).get("paired", 0))),
         ("notes", _n(s.get("notes_count"))),
     ]
     return rows
+
+
+def stored_rows(result: Mapping[str, Any]) -> list[tuple[str, int, float | None]]:
+    """What the checkpoint stores for the model's weights (``summary.stored``): ("stored", all bytes, None), then
+    one ("  TYPE", bytes, bits a logical weight) per stored type, most bytes first; [] where the check kept no bytes
+    (a records file is untrusted: a row that does not read is left out)."""
+    s = result.get("summary")
+    stored = s.get("stored") if isinstance(s, Mapping) else None
+    types = stored.get("types") if isinstance(stored, Mapping) else None
+    if not isinstance(types, list):
+        return []
+    rows: list[tuple[str, int, float | None]] = []
+    for t in types:
+        if isinstance(t, Mapping) and isinstance(t.get("type"), str) and type(t.get("bytes")) is int \
+                and type(t.get("elements")) is int:
+            rows.append((f"  {t['type']}", t["bytes"], 8 * t["bytes"] / t["elements"] if t["elements"]
+                         else None))
+    return [("stored", sum(b for _, b, _ in rows), None), *rows] if rows else []
 
 
 _escape_data = github_data

@@ -247,7 +247,7 @@ def gguf_summary(source: str, json_: bool, limit: int = 40) -> None:
     if json_:
         emit_json({"config": config, "summary": summary_json(record), "checkpoint": result})
     else:
-        out.print(summary_table(record))
+        out.print(summary_table(record, stored=False))  # the check's table below says what the file stores
         _print_result(result, "table", source, limit)
     raise typer.Exit(EXIT_OK if result["verdict"] == "match" else EXIT_MISMATCH)
 

@@ -21,6 +21,9 @@ FFN's output is all-reduced (a ring sends 2·(N−1)/N · B·H·a bytes per GPU)
 combines its B·k (token, expert) pairs with an all-to-all (2 · B·k·H·a·(N−1)/N² bytes per GPU, the tokens spread
 over the GPUs), H the hidden width and a = 2 bytes (bf16 activations). Latencies are left out: bandwidth only.
 
+Weight bytes are the checkpoint's where the records were checked against one (`cost --checkpoint`: a GGUF's quant
+mix, Q4_0 at 18 bytes a block of 32 values), else the code's.
+
 A prefill of B × T tokens is bound the same way: its FLOPs, and the weights read once (experts touched by B·T
 tokens) plus the KV cache written.
 """
@@ -34,7 +37,7 @@ from typing import Any
 
 from .hardware import Hardware, hw_dtype, parse
 from .kv import entry_bytes, per_token_bytes
-from .memory import weight_bytes
+from .memory import stored_tensor_bytes, stored_weights, weight_bytes
 
 ACTIVATION_BYTES = 2  # bf16 activations on the interconnect
 _WEIGHT_KINDS = ("weight", "bias", "scale", "table")
@@ -88,8 +91,9 @@ def _hidden(record: Any) -> int | None:
     return None
 
 
-def _subtree_bytes(record: Any, roots: list[str]) -> dict[str, int]:
-    """Stored weight bytes of each root's subtree."""
+def _subtree_bytes(record: Any, roots: list[str], stored: dict[str, int] | None) -> dict[str, int]:
+    """Stored weight bytes of each root's subtree: as the checkpoint stores each tensor where `stored` (model tensor
+    name -> its checkpoint bytes) names it, else as the code holds it."""
     out = {r: 0 for r in roots}
     if not roots:
         return out
@@ -97,7 +101,9 @@ def _subtree_bytes(record: Any, roots: list[str]) -> dict[str, int]:
         p = path
         while True:  # the innermost root above the path (or the path itself)
             if p in out:
-                out[p] += sum(t.bytes for t in tensors if t.kind in _WEIGHT_KINDS)
+                out[p] += sum(t.bytes if stored is None else stored.get(f"{path}.{t.name}" if path else t.name,
+                                                                        t.bytes)
+                              for t in tensors if t.kind in _WEIGHT_KINDS)
                 break
             if "." not in p:
                 break
@@ -105,12 +111,20 @@ def _subtree_bytes(record: Any, roots: list[str]) -> dict[str, int]:
     return out
 
 
+def stored_total(record: Any) -> int:
+    """Every weight's bytes: as the checkpoint the records were checked against stores them (its quant mix, the
+    figure of `cost --checkpoint`), else as the code holds them."""
+    got = stored_weights(record)
+    return sum((got.by_type if got is not None and got.by_type is not None else weight_bytes(record)).values())
+
+
 def weights_read(record: Any, tokens: int) -> WeightRead:
-    """The weights a step of `tokens` tokens reads (see the module's docstring)."""
-    stored = sum(weight_bytes(record).values())
+    """The weights a step of `tokens` tokens reads (see the module's docstring), in the bytes the checkpoint
+    stores where the records were checked against one (`stored_total`)."""
+    stored = stored_total(record)
     s = record.summary
     sizes = _subtree_bytes(record, [m.path for m in s.moe] + ([s.input_embedding_path] if s.input_embedding_path
-                                                              else []))
+                                                              else []), stored_tensor_bytes(record))
     experts = []
     for m in s.moe:
         f = touched_fraction(m.experts, m.top_k, tokens)
@@ -270,6 +284,9 @@ def bound(record: Any, hw: Hardware, gpus: int = 1, kv_element: float | None = N
     elif compute_dtype != hw_dtype(dtype):
         notes.append(f"{hw.name}: no {hw_dtype(dtype)} peak for the {dtype} weights: computed at its {compute_dtype} "
                      "peak")
+    held = stored_weights(record)
+    if held is not None and held.by_type is not None:
+        notes.append(f"weights read as {held.source} stores them ({', '.join(held.by_type)})")
     decode = None
     dw = None
     if cost.get("decode"):
@@ -282,7 +299,7 @@ def bound(record: Any, hw: Hardware, gpus: int = 1, kv_element: float | None = N
     flops, kind = _flops(cost["prefill"])
     prefill = step_bound(hw, gpus, peak, StepWork(pw.read, written, flops, kind, comms(record, cost, gpus, B * T),
                                                   B * T))
-    serving = sum(weight_bytes(record).values()) + kv_bytes(cost, B, L, kv_element) + (cost.get("activation_peak")
+    serving = stored_total(record) + kv_bytes(cost, B, L, kv_element) + (cost.get("activation_peak")
                                                                                        or 0)
     fit = Fit(serving=serving, capacity=gpus * hw.memory, fits=serving <= gpus * hw.memory,
               min_gpus=max(1, math.ceil(serving / hw.memory)))

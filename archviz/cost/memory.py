@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..paths import bounded_names
+
 
 def weight_bytes(record: Any) -> dict[str, int]:
     """Stored bytes of weights, biases, scales and tables (buffers and second names of tied tensors left out),
@@ -61,6 +63,24 @@ def stored_weights(record: Any) -> StoredWeights | None:
     for t in types:
         by[t["type"]] = by.get(t["type"], 0) + t["bytes"]
     return StoredWeights(name, verdict, by)
+
+
+def stored_tensor_bytes(record: Any) -> dict[str, int] | None:
+    """Model tensor name (`model.layers.0.mlp.experts.gate_up_proj`) -> the bytes the checkpoint stores for it (its
+    quant type's blocks, its scales with it), from the matched entries of the check's tensor list; None where
+    `stored_weights` gives no bytes (no check, or one that is no match). A tensor the list names no bytes for is
+    absent: the caller counts it as the code holds it."""
+    stored = stored_weights(record)
+    if stored is None or stored.by_type is None:
+        return None
+    out: dict[str, int] = {}
+    for e in record.extra("checkpoint").get("tensors") or ():
+        b = e.get("checkpoint_bytes") if isinstance(e, dict) else None
+        model = e.get("model") if isinstance(e, dict) else None
+        if type(b) is not int or not isinstance(model, str) or e.get("verdict") != "match":
+            continue
+        out.update((n, b) for n in bounded_names(model))
+    return out
 
 
 def training_bytes(record: Any) -> dict[str, Any]:

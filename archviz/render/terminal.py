@@ -10,6 +10,7 @@ from .text import SafeText as Text  # data shown with its control characters esc
 from rich.tree import Tree
 
 from .. import format as fmt
+from ..checkpoint.report import stored_rows
 from ..cost.provenance import built_dtype_said, config_said
 from .dims import DimNames
 from .fit import NUMBER, Column, FitTable
@@ -17,7 +18,9 @@ from .views import tied_text
 from ..records import ModelRecord, ModuleRecord
 
 
-def summary_table(record: ModelRecord) -> Group:
+def summary_table(record: ModelRecord, stored: bool = True) -> Group:
+    """`stored`: the checkpoint the record was checked against, its bytes per stored type (False where the check's
+    own table follows and says them)."""
     s = record.summary
     src = record.source
     # Data goes in as Text, never as a markup string: a name or a line of code may hold "[...]" (rich markup)
@@ -52,6 +55,11 @@ def summary_table(record: ModelRecord) -> Group:
     t.add_row("stored bytes", fmt.count(s.bytes), fmt.nbytes(s.bytes) + (f" · {built}" if built else ""))
     for dtype, n in s.bytes_by_dtype:
         t.add_row(f"  {dtype}", fmt.count(n), fmt.nbytes(n))
+    checked = record.extra("checkpoint") if stored else None
+    for k, n, bits in stored_rows(checked) if isinstance(checked, dict) else ():
+        where = str(checked.get("source") or "").rstrip("/").rsplit("/", 1)[-1]
+        t.add_row("checkpoint stores" if k == "stored" else k, fmt.count(n),
+                  Text(fmt.nbytes(n) + (f" · {bits:.2f} bits a weight" if bits is not None else f" · {where}")))
     t.add_row("modules", fmt.count(s.modules), "")
     parts: list[Any] = [t]
     if s.moe:

@@ -51,7 +51,13 @@ class Second:
         return self._of(self.calls, path) or []
 
     def flow_of(self, path: str) -> tuple | None:
-        """The raw flow of `path` in this pass, as `calls_of` finds calls."""
+        """The raw flow of `path` in this pass, as `calls_of` finds calls, but that of the block that ran first where
+        the memo answered `path` (or a block above it): the answer's own flow is the output it made, one step."""
+        for _ in range(64):  # a copy of a copy (layer 4 answered as layer 3, itself answered as layer 2)
+            head = self._copied_head(path) if self.copied else None
+            if head is None:
+                break
+            path = self.copied[head] + path[len(head):]
         return self._of(self.flows, path)
 
     def _of(self, table: dict, path: str) -> Any:
@@ -97,15 +103,26 @@ def symbol_values(B: int, T: int, used: set[str], user: dict[str, int]) -> set[i
     return values
 
 
-def concerned(calls: dict[str, list], values: set[int]) -> set[str]:
-    """The paths whose recorded calls hold a dim of one of `values`: the only ones a name could be given to."""
+def symbol_multiples(B: int, T: int, used: set[str]) -> tuple[int, ...]:
+    """The sizes whose multiples a traced count may be (T, B·T of the used symbols): an MoE's routed rows are
+    top-k·B·T (16128 = 6·B·T), which no symbol equals but the second pass names by its formula."""
+    return tuple(v for s, v in (("T", T), ("B·T", B * T)) if set(s.split("·")) <= used and v > 1)
+
+
+def concerned(calls: dict[str, list], values: set[int], multiples: tuple[int, ...] = ()) -> set[str]:
+    """The paths whose recorded calls hold a dim of one of `values`, or a multiple of one of `multiples`: the only
+    ones a name could be given to."""
     seen: dict[int, bool] = {}  # the memo copies one call entry to every block it answers: judge each entry once
     out: set[str] = set()
+
+    def follows(d: int) -> bool:
+        return d in values or any(d > m and d % m == 0 for m in multiples)
+
     for path, entries in calls.items():
         for entry in entries:
             hit = seen.get(id(entry))
             if hit is None:
-                hit = seen[id(entry)] = any(int(d) in values for side in entry for shape, _ in side for d in shape)
+                hit = seen[id(entry)] = any(follows(int(d)) for side in entry for shape, _ in side for d in shape)
             if hit:
                 out.add(path)
                 break
@@ -198,4 +215,4 @@ def named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], u
     return tuple(out)
 
 
-__all__ = ["Second", "concerned", "named", "second_pass", "symbol_values"]
+__all__ = ["Second", "concerned", "named", "second_pass", "symbol_multiples", "symbol_values"]

@@ -45,7 +45,7 @@ from ..records import Call, CallSite, Flow, FlowFunction, FlowStep, ModelRecord,
 from ..sources import Built, stubs
 from ..walk.provenance import file_facts
 from ..sources.meta import strays_to_meta
-from .evidence import PassGiven, Second, concerned, second_pass, symbol_values
+from .evidence import PassGiven, Second, concerned, second_pass, symbol_multiples, symbol_values
 from .evidence import named as named_by_evidence
 from .forward import ForwardRun, pass_mode, run_forward
 from .gathers import Gathers, adjust
@@ -425,7 +425,8 @@ def _passes(built: Built, record: ModelRecord, tracer: Tracer, inputs: tuple[tup
     experts, error = run_forward(built, record, tracer, inputs, registry, run)
     if error is not None or not evidence or run.observer is not None:
         return experts, error, None
-    only = concerned(tracer.calls, symbol_values(given.B, given.T, given.used, given.user))
+    only = concerned(tracer.calls, symbol_values(given.B, given.T, given.used, given.user),
+                     symbol_multiples(given.B, given.T, given.used))
     if not only:
         return experts, None, "nothing"
     return experts, None, second_pass(built, record, tracer, experts, given, registry, run.memo, only)

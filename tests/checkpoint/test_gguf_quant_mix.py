@@ -1,5 +1,6 @@
 """A GGUF's quant mix where a reader meets it: the site's node pages (the stored type and bytes beside the parameter
-count) and `cost --checkpoint` (the weights' bytes as the file stores them).
+count) and `cost --checkpoint` (the weights' bytes as the file stores them, in the weights figure and in the time
+bounds of `--hardware`).
 
 A small llama is built here and written in Q8_0 with llama.cpp's own GGUFWriter (the helpers of
 test_checkpoint_gguf.py); every byte count below is worked out here from the GGML block sizes (Q8_0: 32 values in
@@ -22,9 +23,9 @@ from tests.adversarial.adv_tools import cli_here  # noqa: E402
 from tests.checkpoint.test_checkpoint_gguf import BYTES_PER_BLOCK, _tensors, write_gguf  # noqa: E402
 
 
-def _stored(a: np.ndarray) -> tuple[str, int]:
-    """(type, bytes) of one tensor as write_gguf stores it: matrices Q8_0, vectors F32."""
-    t = "F32" if a.ndim == 1 else "Q8_0"
+def _stored(a: np.ndarray, qtype: str = "Q8_0") -> tuple[str, int]:
+    """(type, bytes) of one tensor as write_gguf stores it: matrices in `qtype`, vectors F32."""
+    t = "F32" if a.ndim == 1 else qtype
     block, size = BYTES_PER_BLOCK[t]
     assert a.size % block == 0
     return t, a.size // block * size
@@ -104,3 +105,43 @@ def test_cost_takes_the_weights_from_the_files_quant_mix(llama, tmp_path, archvi
     params = sum(a.size for a in tensors.values())
     assert report.memory.stored_in is None and report.memory.weights == sum(weight_bytes(record).values()) == 2 * params
     assert any("broken.gguf" in n and "mismatch" in n for n in report.notes), report.notes
+
+
+def test_hardware_bounds_read_the_files_bytes(tmp_path, archviz_cli) -> None:
+    """`cost --hardware h100 --checkpoint` bounds a decode step by the bytes the Q4_0 file stores: every tensor
+    once, but of each layer's stacked experts the share that one token's top-2 of 4 touches, and one row of the
+    embedding; the time is those bytes and the KV cache over the H100's bandwidth (hardware.toml, read here)."""
+    import tomllib
+
+    import torch
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    from tests.checkpoint.test_checkpoint_gguf import write_gguf as write
+
+    torch.manual_seed(0)
+    cfg = MixtralConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, tie_word_embeddings=False)
+    MixtralForCausalLM(cfg).config.save_pretrained(tmp_path)
+    tensors = _tensors("llama", MixtralForCausalLM(cfg).state_dict())
+    gguf_file = write(tmp_path / "mix.Q4_0.gguf", "llama", 2, tensors, "Q4_0")[0]
+    stored = {n: _stored(a, "Q4_0")[1] for n, a in tensors.items()}
+    experts = sum(b for n, b in stored.items() if "_exps." in n)
+    embedding = stored["token_embd.weight"]
+    B, L = 1, 64
+    touched = 1 - (1 - cfg.num_experts_per_tok / cfg.num_local_experts) ** B  # the experts' share one token reads
+    weights = sum(stored.values()) - experts * (1 - touched) - embedding * (1 - B / cfg.vocab_size)
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    kv = cfg.num_hidden_layers * 2 * cfg.num_key_value_heads * head_dim * L * B * 2  # K and V in bfloat16
+    table = tomllib.loads((Path(__file__).parents[2] / "archviz" / "cost" / "hardware.toml").read_text())["h100"]
+    bandwidth = table["memory_bandwidth_gb_s"] * 1e9
+
+    r = cli_here(archviz_cli, "cost", tmp_path / "config.json", "--checkpoint", gguf_file, "--hardware", "h100",
+                 "-B", str(B), "-T", "16", "-L", str(L), "--json", "--no-cache")
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout)
+    decode = got["hardware"][0]["decode"]
+    assert decode["weights"] == pytest.approx(weights) and decode["kv"] == kv
+    assert decode["t_memory"] == pytest.approx((weights + kv) / bandwidth)
+    assert got["hardware"][0]["fit"]["serving"] == got["memory"]["serving"]  # the file's bytes there too
+    assert got["memory"]["weights"] == sum(stored.values())
+    assert any(gguf_file.name in n and "Q4_0" in n for n in got["hardware"][0]["notes"])

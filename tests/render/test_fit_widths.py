@@ -149,3 +149,54 @@ def test_diff_fits_80_100_160_columns(archviz_cli) -> None:
     _fits(narrow, 40)
     assert re.search(r"┃ total +┃ +A ┃ +B ┃\n", narrow) and _whole(p["a"], narrow) and _whole(p["b"], narrow), narrow
     assert "B − A not shown at 40 columns: a wider" in narrow, narrow
+
+
+def test_check_of_a_gguf_says_what_it_stores_within_80_100_160_columns(archviz_cli, tmp_path: Path) -> None:
+    """`archviz check` of a llama written in Q4_0 by gguf's GGUFWriter: the summary says the bytes the file stores
+    per type and the bits a weight each takes, worked out here from the GGML block sizes (Q4_0: 32 values in 18
+    bytes; the F32 norms 4 bytes a value), whole at every width, as the manifest and the node pages say them."""
+    pytest.importorskip("gguf")
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tests.checkpoint.test_checkpoint_gguf import BYTES_PER_BLOCK, _tensors, write_gguf
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False))
+    model.config.save_pretrained(tmp_path)
+    tensors = _tensors("llama", model.state_dict())
+    path = write_gguf(tmp_path / "tiny.Q4_0.gguf", "llama", 2, tensors, "Q4_0")[0]
+    by: dict[str, list[int]] = {}
+    for a in tensors.values():
+        t = "F32" if a.ndim == 1 else "Q4_0"
+        block, size = BYTES_PER_BLOCK[t]
+        row = by.setdefault(t, [0, 0])
+        row[0] += a.size
+        row[1] += a.size // block * size
+    from archviz.render.results import check_view
+
+    result = json.loads(archviz_cli("check", tmp_path / "config.json", "--checkpoint", path, "--json").stdout)
+    for width in WIDTHS:  # the tables the command prints, laid out by a console of that width
+        console = Console(file=io.StringIO(), width=width, color_system=None)
+        console.print(check_view(result))
+        text = console.file.getvalue()
+        _fits(text, width)
+        assert re.search(rf"│ stored +│ {sum(b for _, b in by.values()):,} bytes +│", text), (width, text)
+        for t, (n, b) in by.items():
+            assert re.search(rf"│   {t} +│ {b:,} bytes · {8 * b / n:.2f} bits a weight +│", text), (width, t, text)
+
+    # `summary` of records checked against the file (a Hub repository's own check): the same figures in its table
+    from archviz.checkpoint.compare import compare
+    from archviz.pipeline import records_for
+    from archviz.render.terminal import summary_table
+
+    record = compare(records_for(str(tmp_path / "config.json")), path)
+    for width in WIDTHS:
+        console = Console(file=io.StringIO(), width=width, color_system=None)
+        console.print(summary_table(record))
+        text = console.file.getvalue()
+        _fits(text, width)
+        assert re.search(rf"│ checkpoint stores +│ +{sum(b for _, b in by.values()):,} │ .*{path.name}", text), text
+        for t, (n, b) in by.items():
+            assert re.search(rf"│   {t} +│ +{b:,} │ .*{8 * b / n:.2f} bits a weight", text), (width, t, text)

@@ -72,7 +72,8 @@ def test_a_code_name_that_is_a_config_field_of_another_value_gives_way_to_the_co
 
 def test_a_small_dim_is_not_named_as_a_chance_product_of_two_fields():
     """DeepSeek-V4-Flash's rotary tables are qk_rope_head_dim / 2 = 32 wide, which hc_mult × o_groups (4 × 8) also
-    equals by chance: such a small dim stays a number."""
+    equals by chance: such a small dim is not named as the product but as the rotary half-width (of the three fields
+    of 64, the one of the rotary encoding)."""
     from archviz.shapes import trace_shapes
     from archviz.sources import BuildOptions
     from archviz.sources.dispatch import build
@@ -87,7 +88,9 @@ def test_a_small_dim_is_not_named_as_a_chance_product_of_two_fields():
     built = build(str(config), BuildOptions(overrides={"num_hidden_layers": 3}))
     record = trace_shapes(built, walk(built))
     assert any(half in s for c in record.module(path).calls for s in c.outputs)
-    assert str(half) not in module_json(record, path)["dim_names"]
+    rotary = [k for k, v in cfg.items() if v == 2 * half and "rope" in k]
+    assert len(rotary) == 1 and len([k for k, v in cfg.items() if v == 2 * half]) > 1  # what the name decides between
+    assert module_json(record, path)["dim_names"][str(half)] == f"{rotary[0]}/2"
 
 
 def test_a_code_name_is_put_in_the_config_terms_of_its_module():

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ... import format as fmt
-from ...paths import HOLE, compress_paths, expand_pattern, split_indices
+from ...paths import HOLE, NAMES_PER_ENTRY, bounded_names, compress_paths, pattern_count, split_indices
 
-_NAMES_PER_ENTRY = 1 << 16  # a tensors entry standing for more model tensors than this names none (bounded work)
 
 
 class CheckpointIndex:
@@ -66,7 +65,7 @@ class CheckpointIndex:
                 continue
             stored = e.get("checkpoint")
             names = [c for c in stored if isinstance(c, str)] if isinstance(stored, list) else []
-            if not names or "." not in e["model"] or any(_count(c) > _NAMES_PER_ENTRY for c in names):
+            if not names or "." not in e["model"] or any(pattern_count(c) > NAMES_PER_ENTRY for c in names):
                 continue
             try:
                 for model_name in _model_names(e):
@@ -113,44 +112,9 @@ class CheckpointIndex:
 
 
 def _model_names(e: Mapping[str, Any]) -> list[str]:
-    """The model tensor names a tensors entry stands for (a compact entry's patterns expanded, `|` between them);
-    none for an entry standing for more than a bound of names, or whose ranges do not read (a records file is
-    untrusted)."""
+    """The model tensor names a tensors entry stands for (`paths.bounded_names`)."""
     model = e.get("model")
-    if not isinstance(model, str):
-        return []
-    patterns = model.split(" | ")
-    if sum(_count(p) for p in patterns) > _NAMES_PER_ENTRY:
-        return []
-    try:
-        return [n for p in patterns for n in expand_pattern(p)]
-    except ValueError:  # a range that does not read: that entry names nothing
-        return []
-
-
-def _count(pattern: str) -> int:
-    """How many names `pattern` stands for, counted without listing them (a records file is untrusted: a range
-    `{0-99999999999}` must cost nothing); a huge number for a range that cannot be read."""
-    n = 1
-    for seg in pattern.split("."):
-        if seg.startswith("{") and seg.endswith("}"):
-            n *= _range_size(seg[1:-1].split(","))
-    return n
-
-
-def _range_size(parts: list[str]) -> int:
-    total = 0
-    for k, part in enumerate(parts):
-        a, _, b = part.strip().partition("-")
-        if part.strip() in ("…", "...") and 2 <= k < len(parts) - 1 and parts[k - 1].isdigit() \
-                and parts[k - 2].isdigit() and parts[k + 1].isdigit():
-            step = int(parts[k - 1]) - int(parts[k - 2])
-            total += (int(parts[k + 1]) - int(parts[k - 1])) // step if step > 0 else _NAMES_PER_ENTRY + 1
-        elif a.isdigit() and (not b or b.isdigit()) and len(a) < 12 and len(b) < 12:
-            total += (int(b) - int(a) + 1) if b else 1
-        else:
-            return _NAMES_PER_ENTRY + 1
-    return max(total, 1)
+    return bounded_names(model) if isinstance(model, str) else []
 
 
 def _indexed(pattern: str, idx: tuple[int, ...]) -> str:

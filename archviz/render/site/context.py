@@ -70,7 +70,7 @@ class ModelSite:
                 held = self.node_of.get(p)
                 if held is None or self.nodes[held].depth < n.depth:
                     self.node_of[p] = nid
-        self.names = DimNames.for_record(record)  # config fields, renamed by the names file's [dims]
+        self.names = DimNames.for_record(record, candidates=True)  # config fields, renamed by the names file's [dims]
         self.kids: dict[str | None, list[ModuleRecord]] = {}
         for x in record.modules:
             self.kids.setdefault(x.parent, []).append(x)
@@ -287,10 +287,10 @@ class ModelSite:
                 notes.append(f"`{t.name}` {fmt.shape(t.shape)} {t.dtype}: {fmt.count(t.elements)} quantization "
                              f"scales{block} — not parameters.")
             if t.kind == TABLE:
-                notes.append(f"`{t.name}` {fmt.shape(t.shape)} {t.dtype} is an integer table held as a parameter "
-                             f"— not counted as parameters.")
+                notes.append(f"`{t.name}` {self.names.shape(t.shape, self.widths(m))} {t.dtype} is an integer table "
+                             f"held as a parameter — not counted as parameters.")
             if t.kind == BUFFER:
-                notes.append(f"`{t.name}` {fmt.shape(t.shape)} {t.dtype} is a "
+                notes.append(f"`{t.name}` {self.names.shape(t.shape, self.widths(m))} {t.dtype} is a "
                              f"{'persistent' if t.persistent else 'non-persistent'} buffer — not parameters.")
             if t.note:
                 notes.append(f"`{t.name}`: {t.note}")

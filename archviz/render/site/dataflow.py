@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import format as fmt
 from ...records import ModuleRecord
 from ..flowfold import FlowNaming, flow_items, function_parts
 from .flowlayout import picture
@@ -39,7 +40,10 @@ def flow_picture(ms: Any, n: Any, m: ModuleRecord, mroot: str, title: str, colla
     local = ms.widths(m)
     near = [d for c in m.calls[:1] for s in (*c.inputs, *c.outputs) for d in s]  # the module's own in and out
 
+    bare: dict[int, str] = {}  # sizes the short labels leave bare though several fields equal them: the legend
+
     def shape(dims: Any) -> str:
+        bare.update(ms.names.left_bare(dims, local, near))
         return ms.names.shape(dims, local, words=False, near=near)
 
     prefix = f"{m.path}." if m.path else ""
@@ -73,4 +77,5 @@ def flow_picture(ms: Any, n: Any, m: ModuleRecord, mroot: str, title: str, colla
     parts = [{**p, "picture": picture(p["items"], f"Ops inside {p['name']}", ident=f"fn{p['step']}")}
              for p in function_parts(flow, shape)]
     return {"picture": picture(items, label), "label": label, "steps": [i.as_list_item() for i in items],
-            "cut": cut, "truncated": flow.truncated, "functions": parts}
+            "cut": cut, "truncated": flow.truncated, "functions": parts,
+            "sizes": [{"size": fmt.count(d), "names": bare[d]} for d in sorted(bare)]}

@@ -116,3 +116,40 @@ def test_sizes_on_node_pages_carry_their_names(default_site: Path) -> None:
     assert f"[B, T, {streams} hc_mult × hidden_size]" in flow and f"[B, T, {streams}]" not in flow
     kv = _text((default_site / "n/model.layers.2.self_attn.kv_proj.html").read_text(), "<main", "</main>")
     assert f"[out, in] = [{c['head_dim']:,} head_dim, {c['hidden_size']:,} hidden_size]" in kv  # the weight's note
+
+
+def test_no_size_on_a_node_page_is_left_without_a_name(default_site: Path) -> None:
+    """Sizes no single field decides (issue 44 item 5): the rotary half-width by qk_rope_head_dim/2, the width the
+    partial rotary leaves by head_dim − qk_rope_head_dim, the experts' top-k rows per token by k·B·T (the second
+    pass names it, in the layers the memo answered too), and 64, which three fields equal, with all three: in words
+    in the shapes' text, and in a legend under each picture whose short labels keep it a number. Every page is
+    read."""
+    c = CONFIG
+    rope, heads, k = c["qk_rope_head_dim"], c["num_attention_heads"], c["num_experts_per_tok"]
+    equal = sorted(f for f, v in c.items() if type(v) is int and v == heads)
+    assert rope == heads and len(equal) == 3
+    said = f"{heads} is {equal[0]}, {equal[1]} or {equal[2]}"
+    seen: dict[str, int] = {}
+    for page in sorted((default_site / "n").glob("*.html")):
+        text = _text(page.read_text(), "<main", "</main>")
+        legend = re.search(r"Sizes the labels leave as numbers[^:]*: (.*?)\.(?: |$)", text)
+        for shape in re.findall(r"(?<![\w\])])\[(?!\s)([^\[\]]{1,200})\]", text):
+            dims = re.split(r",\s+", shape)
+            if any(":" in d for d in dims):
+                continue  # an index, not a shape
+            for d in dims:
+                if d in (str(rope // 2), str(c["head_dim"] - rope)):
+                    seen[page.name] = seen.get(page.name, 0) + 1
+                if d == str(heads):
+                    assert legend and said in legend.group(1), (page.name, shape)
+    assert not seen, seen  # no bare rotary half-width or partial-rotary width on any page
+    attention = _text((default_site / "n/model.layers.2.self_attn.html").read_text(), "<main", "</main>")
+    assert f"{rope // 2} qk_rope_head_dim/2" in attention
+    assert f"{c['head_dim'] - rope} head_dim − qk_rope_head_dim" in attention
+    assert f"({equal[0]}, {equal[1]} or {equal[2]})" in attention  # in words where the text has room
+    act = _text((default_site / "n/model.layers.2.mlp.experts.act_fn.html").read_text(), "<main", "</main>")
+    assert f"[{k}·B·T, {c['moe_intermediate_size']} moe_intermediate_size]" in act
+    experts = sorted((default_site / "n").glob("*.mlp.experts.html"))  # every layer kind's, memoised ones too
+    assert len(experts) >= 3
+    for page in experts:  # the tokens' rows, one per routed expert, before the experts' matmuls
+        assert f"view → [{k}·B·T, {c['hidden_size']} hidden_size]" in page.read_text(), page.name
