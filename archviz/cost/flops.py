@@ -312,6 +312,15 @@ class FlopCounter:
                 flops[path] = flops.get(path, 0) + n
         return flops, calls, {p: tuple(w) for p, w in unknown.items()}
 
+    def unknown_calls(self) -> dict[str, int]:
+        """How many calls each reason for unknown FLOPs was met in (a kernel with no formula, called in every
+        layer: one reason, its count of calls)."""
+        out: dict[str, int] = {}
+        for _, _, why, rows, _ in self.events:
+            if rows < 0 and why is not None:
+                out[why] = out.get(why, 0) + 1
+        return out
+
     def mixing(self) -> dict[str, int]:
         """FLOPs per module path of products between two activations (attention's scores and their weighted sum,
         retention, linear attention, a scan's state products) and of fused attention: attention-like work by the

@@ -151,7 +151,7 @@ def _flops_json(fc: FlopCounter, record: Any, batch: int, tokens: int, start: in
     flops, notes = exact_routing(flops, fc.rows(), record, batch * tokens)
     masked = fc.masked()
     return {"B": batch, "T": tokens, "start": start, "flops": flops, "calls": calls,
-            "unknown": {p: list(w) for p, w in unknown.items()}, "notes": notes,
+            "unknown": {p: list(w) for p, w in unknown.items()}, "unknown_calls": fc.unknown_calls(), "notes": notes,
             "attended_flops": sum(flops.values()) - sum(masked.values()), "masked_flops": masked,
             "mixing_flops": {p: min(n, flops[p]) for p, n in fc.mixing().items() if flops.get(p)}}
 

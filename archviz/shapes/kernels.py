@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from typing import Any, Callable, Iterator
 
 import torch
@@ -50,8 +51,35 @@ _FLOPS: dict[str, Callable[..., int]] = {}  # qualname or generic kernel name ->
 
 
 def flops_formula(qualname: str) -> Callable[..., int] | None:
-    """The FLOPs formula of a stubbed kernel: its exact registration's, then a DeepSeek kernel's of the same name."""
-    return _FLOPS.get(qualname) or (_FLOPS.get(qualname.rsplit(".", 1)[-1]) if qualname not in _RULES else None)
+    """The FLOPs formula of a stubbed kernel: its exact registration's, then a DeepSeek kernel's of the same name,
+    then, for a kernel the model's code defines (`triton.jit(pkg._layer_norm_fwd_kernel)`), what its name says it
+    computes where that is plain (`by_what_it_is`)."""
+    return _FLOPS.get(qualname) or (_FLOPS.get(qualname.rsplit(".", 1)[-1]) if qualname not in _RULES else None) \
+        or by_what_it_is(qualname)
+
+
+# A kernel of the model's own code whose name says it normalises (layer norm, RMS norm, group norm), forward only.
+_NORM_KERNEL = re.compile(r"(layer|rms|group|batch|instance)_?norm", re.I)
+_BACKWARD = re.compile(r"(bwd|backward|grad)", re.I)
+NORM_FLOPS_PER_ELEMENT = 5  # the statistics (sum, sum of squares), the normalisation, the scale and the shift
+
+
+def by_what_it_is(qualname: str) -> Callable[..., int] | None:
+    """The FLOPs formula of a kernel the model's code defines, by what its name says it is: a normalisation kernel's
+    (a few operations an element of its input: `NORM_FLOPS_PER_ELEMENT` × the first tensor it is given). None for
+    any other kernel, and for a backward kernel (a forward pass never launches one)."""
+    if not qualname.endswith(")"):
+        return None
+    name = own_name(qualname).rsplit(".", 1)[-1]
+    if _NORM_KERNEL.search(name) and not _BACKWARD.search(name):
+        return _norm_kernel_flops
+    return None
+
+
+def _norm_kernel_flops(*args: Any, **kwargs: Any) -> int:
+    """`NORM_FLOPS_PER_ELEMENT` for each element of the kernel's input (its first tensor argument)."""
+    first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+    return NORM_FLOPS_PER_ELEMENT * first.numel() if first is not None else 0
 
 
 _META: dict[str, Callable[..., Any]] = {}
