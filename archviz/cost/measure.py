@@ -95,7 +95,24 @@ def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
             v = getattr(owner, key, None)
             if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                 return v, f"{name}.{key}"
-    return None
+    return _submodule_limit(model)
+
+
+def _submodule_limit(model: Any) -> tuple[int, str] | None:
+    """The smallest position limit a submodule or its config object holds (a rotary embedding built for
+    `max_context_length` positions, its tables no longer), and where."""
+    from .curve import _MAX_KEYS
+
+    found: list[tuple[int, str]] = []
+    for path, m in model.named_modules():
+        if not path:
+            continue
+        for owner, name in ((m, path), (getattr(m, "config", None), f"{path}.config")):
+            for key in _MAX_KEYS if owner is not None and not isinstance(owner, dict) else ():
+                v = getattr(owner, key, None)
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    found.append((v, f"{name}.{key}"))
+    return min(found) if found else None
 
 
 def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None, memo: bool = True,
@@ -227,13 +244,18 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
         traced, fc, act = prefill()
     from ..shapes.inputs import pass_unit
 
-    unit = pass_unit(built, traced, input_specs, batch)  # an image, a denoising step...: the pass has no positions
+    unit = pass_unit(built, traced, input_specs, batch, seq)  # an image, a denoising step...: no decode
     prefill = _flops_json(fc, traced, batch, 1 if unit else seq, 0)
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
 
     run = _Prefilled(built, record, traced, paths, layer_list, not every_block)
-    decode, kv, curve = _decode(run, batch, (context, *more), limits, taken, say, notes)
+    if unit is not None and "T" in (traced.extra("shapes") or {}).get("used", ()):  # a denoising step over T
+        decode, kv, curve = None, {"entries": [], "source": None}, []
+        notes.append(f"{type(built.model).__name__}.forward takes a timestep: one pass is one {unit['name']} over "
+                     f"T = {seq:,} positions (--seq sets another); no decode step")
+    else:
+        decode, kv, curve = _decode(run, batch, (context, *more), limits, taken, say, notes)
     if decode is not None and more:
         curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
     cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,
@@ -344,6 +366,9 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
     if "T" not in (run.traced.extra("shapes") or {}).get("used", ()):
         notes.append(f"{name}.forward takes no start_pos and no sequence of tokens: no decode step")
         return None
+    limit = model_limit(dict(run.record.source.config), run.built.model)
+    if limit is not None and context + 1 > limit[0]:  # the rerun holds the new token too: within the limit
+        context = limit[0] - 1
     try:
         _, fc, _ = _pass(run.built, run.record, batch=batch, seq=context + 1, memo=run.memo, paths=run.paths)
     except ShapeError as e:
