@@ -1,0 +1,54 @@
+"""A training codebase's model as its user names it (issue 42 items 1 and 6): a registry function that returns a
+spec holding the model's config (`spec.model.build()`), a launcher's training config that holds that spec, a package
+that imports `torch.utils.tensorboard` (which torch refuses without tensorboard), layers in an nn.ModuleDict.
+
+Counts are worked out here from the fixture's flavors with the layers' own formulas."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "configbuilt"
+
+
+def _expected(flavor: str) -> int:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("titanish_flavors", FIX / "titanish" / "flavors.py")
+    flavors = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(flavors)
+    f = flavors.FLAVORS[flavor]
+    d, h, n, v = f["dim"], f["hidden"], f["n_layers"], f["vocab"]
+    return v * d + n * (d + d * h + h * d) + d + d * v  # embedding, n × (norm, up, down), final norm, output
+
+
+@pytest.fixture
+def here(monkeypatch):
+    monkeypatch.chdir(FIX)
+    monkeypatch.syspath_prepend(str(FIX))
+
+
+def test_a_registry_that_returns_a_spec_builds_the_model_its_config_makes(here, archviz_cli):
+    p = archviz_cli("summary", "titanish:model_registry", "--set", "flavor=debug", "--json", "--no-cache")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["parameters"] == _expected("debug")
+    notes = " ".join(d.get("notes", [])) + p.stdout
+    assert "model_registry().model.build()" in notes  # how it was reached, said
+    assert "tensorboard" in notes  # torch.utils.tensorboard refused to import: stubbed, and said
+
+
+def test_a_launchers_training_config_holds_the_model_two_fields_deep(here, archviz_cli):
+    """TrainConfig.model_spec.model.build(); the optimizer config's build() makes no module and is passed over."""
+    p = archviz_cli("summary", "titanish:train_small", "--json", "--no-cache")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["parameters"] == _expected("small")
+
+
+def test_inspect_layer_of_module_dict_layers_from_the_registry(here, archviz_cli):
+    p = archviz_cli("inspect", "titanish:model_registry", "layer", "2", "--set", "flavor=debug", "--no-cache")
+    assert p.returncode == 0, p.stderr
+    assert "layers.2" in p.stdout and "3 layers" in p.stdout
