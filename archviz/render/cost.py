@@ -124,7 +124,7 @@ def cost_tables(r: Any) -> Group:
             held[(e.name.rsplit(".", 1)[-1], e.dtype, e.what)] += 1
         parts.append(Text(safe("holds: " + "; ".join(f"{n} ({dt}, {w}) × {c}" for (n, dt, w), c in held.items())),
                           style="dim"))
-    for line in unknown_lines(p, d):
+    for line in unknown_lines(("prefill", p), ("decode", d)):
         parts.append(Text(safe(line), style="yellow"))
     for pc in (p, d):
         if pc is None:
@@ -139,11 +139,11 @@ def cost_tables(r: Any) -> Group:
     return Group(*parts)
 
 
-def unknown_lines(*passes: Any) -> list[str]:
-    """One line per reason for unknown FLOPs (a kernel with no formula, met in every layer), over the passes: the
-    calls it was met in, the modules (the first and last when many) and the passes."""
+def unknown_lines(*passes: tuple[str, Any]) -> list[str]:
+    """One line per reason for unknown FLOPs (a kernel with no formula, met in every layer), over the (name, pass)
+    pairs: the calls it was met in, the modules (the first and last when many) and the passes."""
     reasons: dict[str, tuple[dict[str, None], dict[str, None], int]] = {}
-    for pc in passes:
+    for name, pc in passes:
         if pc is None:
             continue
         calls = dict(getattr(pc, "unknown_calls", ()) or ())
@@ -151,7 +151,7 @@ def unknown_lines(*passes: Any) -> list[str]:
             for why in whys:
                 paths, kinds, _ = reasons.setdefault(why, ({}, {}, 0))
                 paths[path or "(model)"] = None
-                kinds["decode" if pc.start else "prefill"] = None
+                kinds[name] = None
         for why, n in calls.items():
             if why in reasons:
                 paths, kinds, total = reasons[why]
