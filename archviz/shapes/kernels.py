@@ -31,20 +31,32 @@ _RULES: dict[str, Callable[..., Any]] = {}
 _GENERIC: dict[str, Callable[..., Any]] = {}
 
 
-def shape_rule(*names: str, flops: Callable[..., int] | None = None) -> Callable[[Callable[..., Any]],
-                                                                                 Callable[..., Any]]:
+def shape_rule(*names: str, flops: Callable[..., int] | None = None, mixing: bool = False
+               ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `fn` as the implementation (and so the shape rule) of the stubbed kernel(s) `names`
     (qualified: `module.function`). `flops`, called with the kernel's own arguments, gives its FLOPs per call
-    (`archviz cost`; without it a module calling the kernel has FLOPs that are named unknown)."""
+    (`archviz cost`; without it a module calling the kernel has FLOPs that are named unknown). `mixing`: its FLOPs
+    are attention-like work (scores and their weighted sums, a recurrent cell's or a scan's state products), which
+    `cost`'s split counts as attention whatever the module is named."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         for n in names:
             _RULES[n] = fn
             if flops is not None:
                 _FLOPS[n] = flops
+            if mixing:
+                _MIXING.add(n)
         return fn
 
     return deco
+
+
+_MIXING: set[str] = set()  # kernels whose FLOPs are attention-like
+
+
+def is_mixing(qualname: str) -> bool:
+    """The kernel's FLOPs are attention-like (its rule says so)."""
+    return qualname in _MIXING
 
 
 _FLOPS: dict[str, Callable[..., int]] = {}  # qualname or generic kernel name -> FLOPs formula

@@ -77,3 +77,18 @@ def test_only_a_forward_norm_kernel_has_a_formula_by_its_name():
     assert flops_formula("triton.jit(pkg._rmsnorm_kernel)") is not None
     assert flops_formula("triton.jit(pkg._layer_norm_bwd_kernel)") is None
     assert flops_formula("triton.jit(pkg._token_shift_kernel)") is None
+
+
+def test_a_recurrent_cells_kernel_is_attention_like_work_in_the_split(archviz_cli):
+    """An mLSTM layer's chunkwise kernel (a rule of mlstm_kernels) is attention in cost's split, however its module
+    is named: B·NH·S·(min(S, chunk)·(DHQK + DHHV) + 4·DHQK·DHHV) a layer, from the fixture's config."""
+    folder = FIX.parent.parent / "recurrentkernels"
+    cfg = json.loads((folder / "mlstm_lm.json").read_text())
+    T = 8
+    r = archviz_cli("cost", folder / "mlstm_lm.py", "--config", folder / "mlstm_lm.json", "--seq", T, "--json",
+                    "--no-cache")
+    assert r.returncode == 0, r.stderr
+    nh, d = cfg["num_heads"], cfg["embedding_dim"]
+    dqk, dhv = int(d * cfg["qk_dim_factor"]) // nh, d // nh
+    per_layer = nh * T * (min(T, cfg["chunk_size"]) * (dqk + dhv) + 4 * dqk * dhv)
+    assert json.loads(r.stdout)["prefill"]["attention"] == cfg["num_blocks"] * per_layer
