@@ -49,6 +49,17 @@ def test_a_launchers_training_config_holds_the_model_two_fields_deep(here, archv
 
 
 def test_inspect_layer_of_module_dict_layers_from_the_registry(here, archviz_cli):
-    p = archviz_cli("inspect", "titanish:model_registry", "layer", "2", "--set", "flavor=debug", "--no-cache")
+    """The pass runs the forward's `torch.autocast(device_type=h.device.type)` on meta (the CPU's autocast)."""
+    p = archviz_cli("inspect", "titanish:model_registry", "layer", "2", "--set", "flavor=debug", "--no-cache",
+                    "--json")
     assert p.returncode == 0, p.stderr
-    assert "layers.2" in p.stdout and "3 layers" in p.stdout
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("titanish_flavors", FIX / "titanish" / "flavors.py")
+    flavors = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(flavors)
+    d = json.loads(p.stdout)
+    dim = flavors.FLAVORS["debug"]["dim"]
+    assert d["path"] == "layers.2"
+    call = d["calls"][0]
+    assert call["inputs"] == [["B", "T", dim]] and call["outputs"] == [["B", "T", dim]]
