@@ -14,13 +14,18 @@ import pytest
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "configbuilt"
 
 
-def _expected(flavor: str) -> int:
+def _flavor(name: str) -> dict:
+    """The fixture's sizes of a flavor, read from its flavors.py alone (the package imports what is missing here)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("titanish_flavors", FIX / "titanish" / "flavors.py")
     flavors = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(flavors)
-    f = flavors.FLAVORS[flavor]
+    return flavors.FLAVORS[name]
+
+
+def _expected(flavor: str) -> int:
+    f = _flavor(flavor)
     d, h, n, v = f["dim"], f["hidden"], f["n_layers"], f["vocab"]
     return v * d + n * (d + d * h + h * d) + d + d * v  # embedding, n × (norm, up, down), final norm, output
 
@@ -53,13 +58,8 @@ def test_inspect_layer_of_module_dict_layers_from_the_registry(here, archviz_cli
     p = archviz_cli("inspect", "titanish:model_registry", "layer", "2", "--set", "flavor=debug", "--no-cache",
                     "--json")
     assert p.returncode == 0, p.stderr
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("titanish_flavors", FIX / "titanish" / "flavors.py")
-    flavors = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(flavors)
     d = json.loads(p.stdout)
-    dim = flavors.FLAVORS["debug"]["dim"]
+    dim = _flavor("debug")["dim"]
     assert d["path"] == "layers.2"
     call = d["calls"][0]
     assert call["inputs"] == [["B", "T", dim]] and call["outputs"] == [["B", "T", dim]]
