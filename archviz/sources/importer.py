@@ -99,7 +99,8 @@ def _failing_library(e: ImportError, code_root: str) -> str | None:
         return None
     name, path = hit.f_globals.get("__name__"), os.path.abspath(hit.f_code.co_filename)
     inside = path.startswith(os.path.abspath(code_root) + os.sep)
-    if not isinstance(name, str) or inside or _shadows(name.split(".")[0]) or name.split(".")[0] == "archviz":
+    if not isinstance(name, str) or inside or _shadows(name.split(".")[0]) or name.split(".")[0] == "archviz" \
+            or any(part.startswith("_") for part in name.split(".")):  # a library's internals: never stood in for
         return None
     return name
 
