@@ -4,6 +4,7 @@ whose model is made by a builder function."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -75,15 +76,21 @@ def module_held(obj: Any, depth: int = _HELD_DEPTH) -> tuple[Any, str]:
                 return made, f".{name}()"
     if depth == 0:
         return None, ""
-    found = []
-    for field, value in _fields(obj):
-        model, how = (value, "") if isinstance(value, torch.nn.Module) else module_held(value, depth - 1)
-        if model is not None:
-            found.append((sum(p.numel() for p in model.parameters()), f".{field}{how}", model))
-    if not found:
-        return None, ""
-    _, how, model = max(found, key=lambda f: f[0])
-    return model, how
+    fields = _fields(obj)
+    named = [f for f in fields if _MODEL_FIELD.search(f[0])]
+    for group in (named, [f for f in fields if f not in named]):  # a field named for the model first: no other built
+        found = []
+        for field, value in group:
+            model, how = (value, "") if isinstance(value, torch.nn.Module) else module_held(value, depth - 1)
+            if model is not None:
+                found.append((sum(p.numel() for p in model.parameters()), f".{field}{how}", model))
+        if found:
+            _, how, model = max(found, key=lambda f: f[0])
+            return model, how
+    return None, ""
+
+
+_MODEL_FIELD = re.compile(r"model|module|net", re.I)  # `model`, `model_spec`, `network`: where a spec keeps it
 
 
 def _no_arguments(method: Any) -> bool:

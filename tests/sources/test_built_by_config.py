@@ -63,3 +63,28 @@ def test_inspect_layer_of_module_dict_layers_from_the_registry(here, archviz_cli
     assert d["path"] == "layers.2"
     call = d["calls"][0]
     assert call["inputs"] == [["B", "T", dim]] and call["outputs"] == [["B", "T", dim]]
+
+
+def test_the_library_call_builds_what_a_returned_spec_holds():
+    """`archviz.load(callable)`: the same reading of a returned spec as the command's `package.module:callable`."""
+    import importlib.util
+
+    import archviz
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"titanish_{name}", FIX / "titanish" / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    model, spec = load("model"), load("spec")
+    f = _flavor("small")
+    layers = [model.BlockConfig(dim=f["dim"], hidden=f["hidden"]) for _ in range(f["n_layers"])]
+
+    def registry():
+        return spec.ModelSpec(name="t", flavor="small", model=model.ModelConfig(dim=f["dim"], vocab=f["vocab"],
+                                                                                layers=layers), parallelize_fn=print)
+
+    record = archviz.load(registry)
+    assert record.summary.parameters == _expected("small")
+    assert any("registry().model.build()" in n for n in record.source.notes)
