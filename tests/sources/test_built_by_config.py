@@ -72,9 +72,15 @@ def test_the_library_call_builds_what_a_returned_spec_holds():
     import archviz
 
     def load(name: str):
+        import sys
+
         spec = importlib.util.spec_from_file_location(f"titanish_{name}", FIX / "titanish" / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        sys.modules[spec.name] = mod  # dataclasses look their module up
+        try:
+            spec.loader.exec_module(mod)
+        finally:
+            sys.modules.pop(spec.name, None)
         return mod
 
     model, spec = load("model"), load("spec")
