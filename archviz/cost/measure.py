@@ -250,10 +250,11 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     layer_list, kinds = _layer_kinds(traced)
 
     run = _Prefilled(built, record, traced, paths, layer_list, not every_block)
-    if unit is not None and "T" in (traced.extra("shapes") or {}).get("used", ()):  # a denoising step over T
+    if unit is not None:  # an image, a denoising step...: no tokens to decode, no cache
         decode, kv, curve = None, {"entries": [], "source": None}, []
-        notes.append(f"{type(built.model).__name__}.forward takes a timestep: one pass is one {unit['name']} over "
-                     f"T = {seq:,} positions (--seq sets another); no decode step")
+        over = f" over T = {seq:,} positions (--seq sets another)" if "T" in (traced.extra("shapes") or {}).get(
+            "used", ()) else ""
+        notes.append(f"one pass of {type(built.model).__name__} is one {unit['name']}{over}: no decode step")
     else:
         decode, kv, curve = _decode(run, batch, (context, *more), limits, taken, say, notes)
     if decode is not None and more:
