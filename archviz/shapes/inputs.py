@@ -227,8 +227,8 @@ _LABEL = re.compile(r"(y|labels?|class_labels?|class_ids?|classes)", re.I)
 def conditioning(model: Any, B: int, T: int = 1) -> tuple[list[Any], list[str]]:
     """The forward's required positional arguments after the first, where each is a timestep ([B] float32), a
     class label ([B] int64) or what the code says it is (archviz/shapes/arguments.py: the width of the submodule
-    it is handed to, position ids, a guidance strength, which an optional one is given too), and notes saying so;
-    stops at the first that is none of these."""
+    it is handed to, position ids, a guidance strength; an optional timestep or guidance is given too), and notes
+    saying so; stops at the first that is none of these."""
     from .arguments import GUIDANCE, ForwardReading, further_default
 
     try:
@@ -240,7 +240,8 @@ def conditioning(model: Any, B: int, T: int = 1) -> tuple[list[Any], list[str]]:
     reading = None
     for p in params:
         if p.kind is not p.POSITIONAL_OR_KEYWORD or \
-                p.default is not inspect.Parameter.empty and not (p.default is None and GUIDANCE.fullmatch(p.name)):
+                p.default is not inspect.Parameter.empty and not (p.default is None and (GUIDANCE.fullmatch(p.name)
+                                                                         or _TIMESTEP.fullmatch(p.name))):
             break
         if _TIMESTEP.fullmatch(p.name):
             out.append(torch.zeros((B,), dtype=torch.float32, device="meta"))

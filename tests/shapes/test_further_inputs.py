@@ -55,3 +55,16 @@ def test_cost_is_per_denoising_step_at_the_real_runs_flops(archviz_cli):
     assert d["unit"] == "denoising step" and d["decode"] is None
     assert d["prefill"]["flops"] == fc.get_total_flops()
     assert d["inputs"].startswith(f"[1, {T}, {p.in_channels}], [1, {T}, {len(p.axes_dim)}]")
+
+
+def test_an_optional_timestep_the_code_reads_is_given():
+    """`forward(x, timesteps=None, y=None)`: the timestep is given ([B]) since the code reads it; the optional label
+    is left out. Shapes equal a real CPU run at the pass's sizes."""
+    m = anyinput("unetopt")
+    cfg = m.UNetCfg()
+    built = archviz.build(str(ANYINPUT / "unetopt.py"))
+    rec = to_json_dict(trace_shapes(built, walk(built)))
+    B = rec["extras"]["shapes"]["B"]
+    image = (cfg.in_channels, cfg.image_size, cfg.image_size)  # the config's image size and the Conv2d's channels
+    assert rec["modules"][0]["calls"][0]["inputs"] == [["B", *image], ["B"]]
+    assert record_calls(rec, numeric={"B": B}) == real_calls(m.UNetOpt(cfg), torch.zeros(B, *image), torch.rand(B))
