@@ -68,3 +68,11 @@ def test_an_optional_timestep_the_code_reads_is_given():
     image = (cfg.in_channels, cfg.image_size, cfg.image_size)  # the config's image size and the Conv2d's channels
     assert rec["modules"][0]["calls"][0]["inputs"] == [["B", *image], ["B"]]
     assert record_calls(rec, numeric={"B": B}) == real_calls(m.UNetOpt(cfg), torch.zeros(B, *image), torch.rand(B))
+
+
+def test_a_config_that_says_unset_with_minus_one_builds():
+    """`num_groups_up: -1` in the JSON (the code's own default, "the same as num_groups") is no negative size."""
+    m = anyinput("unetopt")
+    cfg = m.UNetCfg(**json.loads((ANYINPUT / "unetopt.json").read_text()))
+    record = archviz.load(str(ANYINPUT / "unetopt.py"), config=str(ANYINPUT / "unetopt.json"))
+    assert record.summary.parameters == sum(p.numel() for p in m.UNetOpt(cfg).parameters())
