@@ -252,9 +252,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     run = _Prefilled(built, record, traced, paths, layer_list, not every_block)
     if unit is not None:  # an image, a denoising step...: no tokens to decode, no cache
         decode, kv, curve = None, {"entries": [], "source": None}, []
-        over = f" over T = {seq:,} positions (--seq sets another)" if "T" in (traced.extra("shapes") or {}).get(
-            "used", ()) else ""
-        notes.append(f"one pass of {type(built.model).__name__} is one {unit['name']}{over}: no decode step")
+        notes.append(_no_decode(run, unit, seq))
     else:
         decode, kv, curve = _decode(run, batch, (context, *more), limits, taken, say, notes)
     if decode is not None and more:
@@ -264,6 +262,13 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
             "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
             "activation_peak": act.peak if act is not None else None, "notes": notes, **({"unit": unit} if unit else {})}
     return traced.with_extra("cost", cost)
+
+
+def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:
+    """What a pass with a unit other than the token is: one image, one denoising step (over T where it has one)."""
+    over = f" over T = {seq:,} positions (--seq sets another)" if "T" in (run.traced.extra("shapes") or {}).get(
+        "used", ()) else ""
+    return f"one pass of {type(run.built.model).__name__} is one {unit['name']}{over}: no decode step"
 
 
 def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...], sizes: tuple[int, int],
