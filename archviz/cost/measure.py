@@ -98,17 +98,20 @@ def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
     return _submodule_limit(model)
 
 
+# Keys that name a position limit wherever they are held (never `block_size`: a quantized Linear's block of 128).
+_POSITION_KEYS = ("max_position_embeddings", "max_seq_len", "max_sequence_length", "max_sequence_len",
+                  "max_context_length", "n_positions")
+
+
 def _submodule_limit(model: Any) -> tuple[int, str] | None:
     """The smallest position limit a submodule or its config object holds (a rotary embedding built for
     `max_context_length` positions, its tables no longer), and where."""
-    from .curve import _MAX_KEYS
-
     found: list[tuple[int, str]] = []
     for path, m in model.named_modules():
         if not path:
             continue
         for owner, name in ((m, path), (getattr(m, "config", None), f"{path}.config")):
-            for key in _MAX_KEYS if owner is not None and not isinstance(owner, dict) else ():
+            for key in _POSITION_KEYS if owner is not None and not isinstance(owner, dict) else ():
                 v = getattr(owner, key, None)
                 if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                     found.append((v, f"{name}.{key}"))
