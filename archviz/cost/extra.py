@@ -60,6 +60,7 @@ def _pass(where: str, d: Any) -> None:
     _int(f"{where}.attended_flops", d.get("attended_flops"), optional=True)
     _counts(f"{where}.masked_flops", d.get("masked_flops", {}))
     _counts(f"{where}.mixing_flops", d.get("mixing_flops", {}))
+    _counts(f"{where}.unknown_calls", d.get("unknown_calls", {}))
 
 
 def check(c: Any) -> None:

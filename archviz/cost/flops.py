@@ -235,7 +235,7 @@ class FlopCounter:
         return bool(self._weights & _storages(a for a in args if isinstance(a, torch.Tensor)))
 
     def kernel(self, path: str, qualname: str, args: tuple, kwargs: dict, result: Any) -> None:
-        from ..shapes.kernels import flops_formula, own_name
+        from ..shapes.kernels import flops_formula, is_mixing, own_name
 
         formula = flops_formula(qualname)
         if formula is None:
@@ -244,7 +244,7 @@ class FlopCounter:
                                          f"@archviz.kernels.shape_rule({name!r}, flops=...))", -1, 0))
             return
         n = int(formula(*args, **kwargs))
-        self.events.append((path, n, None, -1, n))
+        self.events.append((path, n, None, MIXING if is_mixing(qualname) else -1, n))
 
     def memo(self, source: str, target: str) -> None:
         sig = self._open[-1][1] if self._open and self._open[-1][0] == target else None
@@ -311,6 +311,15 @@ class FlopCounter:
             elif n:
                 flops[path] = flops.get(path, 0) + n
         return flops, calls, {p: tuple(w) for p, w in unknown.items()}
+
+    def unknown_calls(self) -> dict[str, int]:
+        """How many calls each reason for unknown FLOPs was met in (a kernel with no formula, called in every
+        layer: one reason, its count of calls)."""
+        out: dict[str, int] = {}
+        for _, _, why, rows, _ in self.events:
+            if rows < 0 and why is not None:
+                out[why] = out.get(why, 0) + 1
+        return out
 
     def mixing(self) -> dict[str, int]:
         """FLOPs per module path of products between two activations (attention's scores and their weighted sum,

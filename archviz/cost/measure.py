@@ -95,7 +95,27 @@ def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
             v = getattr(owner, key, None)
             if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                 return v, f"{name}.{key}"
-    return None
+    return _submodule_limit(model)
+
+
+# Keys that name a position limit wherever they are held (never `block_size`: a quantized Linear's block of 128).
+_POSITION_KEYS = ("max_position_embeddings", "max_seq_len", "max_sequence_length", "max_sequence_len",
+                  "max_context_length", "n_positions")
+
+
+def _submodule_limit(model: Any) -> tuple[int, str] | None:
+    """The smallest position limit a submodule or its config object holds (a rotary embedding built for
+    `max_context_length` positions, its tables no longer), and where."""
+    found: list[tuple[int, str]] = []
+    for path, m in model.named_modules():
+        if not path:
+            continue
+        for owner, name in ((m, path), (getattr(m, "config", None), f"{path}.config")):
+            for key in _POSITION_KEYS if owner is not None and not isinstance(owner, dict) else ():
+                v = getattr(owner, key, None)
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    found.append((v, f"{name}.{key}"))
+    return min(found) if found else None
 
 
 def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None, memo: bool = True,
@@ -151,7 +171,7 @@ def _flops_json(fc: FlopCounter, record: Any, batch: int, tokens: int, start: in
     flops, notes = exact_routing(flops, fc.rows(), record, batch * tokens)
     masked = fc.masked()
     return {"B": batch, "T": tokens, "start": start, "flops": flops, "calls": calls,
-            "unknown": {p: list(w) for p, w in unknown.items()}, "notes": notes,
+            "unknown": {p: list(w) for p, w in unknown.items()}, "unknown_calls": fc.unknown_calls(), "notes": notes,
             "attended_flops": sum(flops.values()) - sum(masked.values()), "masked_flops": masked,
             "mixing_flops": {p: min(n, flops[p]) for p, n in fc.mixing().items() if flops.get(p)}}
 
@@ -227,13 +247,17 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
         traced, fc, act = prefill()
     from ..shapes.inputs import pass_unit
 
-    unit = pass_unit(built, traced, input_specs, batch)  # an image, a denoising step...: the pass has no positions
+    unit = pass_unit(built, traced, input_specs, batch, seq)  # an image, a denoising step...: no decode
     prefill = _flops_json(fc, traced, batch, 1 if unit else seq, 0)
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
 
     run = _Prefilled(built, record, traced, paths, layer_list, not every_block)
-    decode, kv, curve = _decode(run, batch, (context, *more), limits, taken, say, notes)
+    if unit is not None:  # an image, a denoising step...: no tokens to decode, no cache
+        decode, kv, curve = None, {"entries": [], "source": None}, []
+        notes.append(_no_decode(run, unit, seq))
+    else:
+        decode, kv, curve = _decode(run, batch, (context, *more), limits, taken, say, notes)
     if decode is not None and more:
         curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
     cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,
@@ -241,6 +265,13 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
             "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
             "activation_peak": act.peak if act is not None else None, "notes": notes, **({"unit": unit} if unit else {})}
     return traced.with_extra("cost", cost)
+
+
+def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:
+    """What a pass with a unit other than the token is: one image, one denoising step (over T where it has one)."""
+    over = f" over T = {seq:,} positions (--seq sets another)" if "T" in (run.traced.extra("shapes") or {}).get(
+        "used", ()) else ""
+    return f"one pass of {type(run.built.model).__name__} is one {unit['name']}{over}: no decode step"
 
 
 def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...], sizes: tuple[int, int],
@@ -344,6 +375,9 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
     if "T" not in (run.traced.extra("shapes") or {}).get("used", ()):
         notes.append(f"{name}.forward takes no start_pos and no sequence of tokens: no decode step")
         return None
+    limit = model_limit(dict(run.record.source.config), run.built.model)
+    if limit is not None and context + 1 > limit[0]:  # the rerun holds the new token too: within the limit
+        context = limit[0] - 1
     try:
         _, fc, _ = _pass(run.built, run.record, batch=batch, seq=context + 1, memo=run.memo, paths=run.paths)
     except ShapeError as e:

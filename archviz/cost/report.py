@@ -146,6 +146,7 @@ class PassCost:
     notes: tuple[str, ...]
     attended_flops: int | None = None  # over the positions masks keep (archviz/cost/masks.py); None: not measured
     masked_flops: tuple[tuple[str, int], ...] = ()  # FLOPs on masked positions, by module path
+    unknown_calls: tuple[tuple[str, int], ...] = ()  # each reason of `unknown` and the calls it was met in
 
     @property
     def per_token(self) -> float:
@@ -327,7 +328,8 @@ def _pass_cost(d: dict[str, Any], record: Any, layer_list: str | None, kinds: di
                     modules=modules,
                     unknown=tuple((p, tuple(w)) for p, w in sorted(d.get("unknown", {}).items())),
                     notes=tuple(d.get("notes", ())), attended_flops=d.get("attended_flops"),
-                    masked_flops=tuple(sorted((d.get("masked_flops") or {}).items())))
+                    masked_flops=tuple(sorted((d.get("masked_flops") or {}).items())),
+                    unknown_calls=tuple(sorted((d.get("unknown_calls") or {}).items())))
 
 
 def cost_report(record: Any, kv_dtype: str | None = None) -> CostReport:
@@ -448,6 +450,7 @@ def report_json(r: CostReport) -> dict[str, Any]:
             d[key]["per_token"] = p.per_token
             d[key]["unknown"] = [{"path": path, "why": list(w)} for path, w in p.unknown]
             d[key]["masked_flops"] = dict(p.masked_flops)
+            d[key]["unknown_calls"] = dict(p.unknown_calls)
     d["decode_absorbed_flops"] = r.decode_absorbed
     d["memory"]["weights_by_dtype"] = dict(r.memory.weights_by_dtype)
     d["memory"]["training"] = dict(r.memory.training)

@@ -124,12 +124,11 @@ def cost_tables(r: Any) -> Group:
             held[(e.name.rsplit(".", 1)[-1], e.dtype, e.what)] += 1
         parts.append(Text(safe("holds: " + "; ".join(f"{n} ({dt}, {w}) × {c}" for (n, dt, w), c in held.items())),
                           style="dim"))
+    for line in unknown_lines(("prefill", p), ("decode", d)):
+        parts.append(Text(safe(line), style="yellow"))
     for pc in (p, d):
         if pc is None:
             continue
-        for path, why in pc.unknown:
-            parts.append(Text(safe(f"FLOPs unknown in {path or '(model)'} ({'decode' if pc.start else 'prefill'}): "
-                                   f"{'; '.join(why)}"), style="yellow"))
         for note in pc.notes:
             parts.append(Text(safe(f"note ({'decode' if pc.start else 'prefill'}): {note}"), style="dim"))
     if r.reprojection is not None:
@@ -138,6 +137,33 @@ def cost_tables(r: Any) -> Group:
         parts.append(Text(safe(f"note: {note}"), style="dim"))
     parts.append(Text(safe(f"training: {tr.get('formula', '')}"), style="dim"))
     return Group(*parts)
+
+
+def unknown_lines(*passes: tuple[str, Any]) -> list[str]:
+    """One line per reason for unknown FLOPs (a kernel with no formula, met in every layer), over the (name, pass)
+    pairs: the calls it was met in, the modules (the first and last when many) and the passes."""
+    reasons: dict[str, tuple[dict[str, None], dict[str, None], int]] = {}
+    for name, pc in passes:
+        if pc is None:
+            continue
+        calls = dict(getattr(pc, "unknown_calls", ()) or ())
+        for path, whys in pc.unknown:
+            for why in whys:
+                paths, kinds, _ = reasons.setdefault(why, ({}, {}, 0))
+                paths[path or "(model)"] = None
+                kinds[name] = None
+        for why, n in calls.items():
+            if why in reasons:
+                paths, kinds, total = reasons[why]
+                reasons[why] = (paths, kinds, total + n)
+    out = []
+    for why, (paths, kinds, n) in reasons.items():
+        names = list(paths)
+        where = ", ".join(names) if len(names) <= 3 else f"{names[0]}, {names[1]} … {names[-1]}"
+        said = f"{n:,} call{'s' if n != 1 else ''} in " if n else ""
+        out.append(f"FLOPs unknown ({' and '.join(kinds)}): {why} — {said}{len(names)} module"
+                   f"{'s' if len(names) != 1 else ''} ({where})")
+    return out
 
 
 def reprojection_note(r: Any) -> str:

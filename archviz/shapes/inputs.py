@@ -224,26 +224,37 @@ _TIMESTEP = re.compile(r"(t|ts|time|times|timesteps?|sigmas?|noise_levels?|noise
 _LABEL = re.compile(r"(y|labels?|class_labels?|class_ids?|classes)", re.I)
 
 
-def conditioning(model: Any, B: int) -> tuple[list[Any], list[str]]:
-    """The forward's required positional arguments after the first, where each is a timestep ([B] float32) or a
-    class label ([B] int64), and notes saying so; stops at the first that is neither."""
+def conditioning(model: Any, B: int, T: int = 1) -> tuple[list[Any], list[str]]:
+    """The forward's required positional arguments after the first, where each is a timestep ([B] float32), a
+    class label ([B] int64) or what the code says it is (archviz/shapes/arguments.py: the width of the submodule
+    it is handed to, position ids, a guidance strength; an optional timestep or guidance is given too), and notes
+    saying so; stops at the first that is none of these."""
+    from .arguments import GUIDANCE, ForwardReading, further_default
+
     try:
         params = list(inspect.signature(model.forward).parameters.values())[1:]
     except (TypeError, ValueError):
         return [], []
     out: list[Any] = []
     notes: list[str] = []
+    reading = None
     for p in params:
-        if p.default is not inspect.Parameter.empty or p.kind is not p.POSITIONAL_OR_KEYWORD:
+        if p.kind is not p.POSITIONAL_OR_KEYWORD or \
+                p.default is not inspect.Parameter.empty and not (p.default is None and (GUIDANCE.fullmatch(p.name)
+                                                                         or _TIMESTEP.fullmatch(p.name))):
             break
         if _TIMESTEP.fullmatch(p.name):
             out.append(torch.zeros((B,), dtype=torch.float32, device="meta"))
             notes.append(f"{p.name}=[B] float32 (a timestep per sample)")
-        elif _LABEL.fullmatch(p.name):
-            out.append(torch.zeros((B,), dtype=torch.long, device="meta"))
-            notes.append(f"{p.name}=[B] int64 (a class label per sample)")
-        else:
+            continue
+        reading = reading or ForwardReading(model)
+        made = further_default(model, p.name, reading, B, T)  # the submodule it is handed to says first
+        if made is None and _LABEL.fullmatch(p.name):
+            made = torch.zeros((B,), dtype=torch.long, device="meta"), f"{p.name}=[B] int64 (a class label per sample)"
+        if made is None:
             break
+        out.append(made[0])
+        notes.append(made[1])
     return out, notes
 
 
@@ -286,7 +297,7 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     first = consumer_default(built)
     if first is not None:  # an image, spectrogram, video or feature batch instead of token ids
         x = torch.zeros((B, *(T if d == "T" else d for d in first.dims)), dtype=torch.float32, device="meta")
-        return (x, *conditioning(model, B)[0]), {}
+        return (x, *conditioning(model, B, T)[0]), {}
     args: list[Any] = [ids[0] if built.tokens_1d else ids]  # gpt-oss's forward takes tokens [T]
     held = dataclass_argument(model)
     if held is not None and held[0] == names[0]:  # forward(self, inputs: Batch): the token ids in its fields
@@ -650,25 +661,40 @@ def _stands_in(default: Any, given: dict[str, Any]) -> bool:
         v.dtype.is_floating_point == default.dtype.is_floating_point for v in given.values())
 
 
-def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: int) -> dict[str, str] | None:
+def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: int, seq: int | None = None
+              ) -> dict[str, str] | None:
     """What one pass of a model that takes no positions costs per: {"name": "image" | "latent" | "denoising step" |
     "audio window" | "video" | "sample", "inputs": the pass's input shapes as they ran, B at `batch` ("[1, 4, 32,
     32], [1], [1]")};
-    None where the pass is over token positions (its inputs sized by T): its cost is per token."""
+    None where the pass is over token positions (its inputs sized by T): its cost is per token. A denoising step
+    over a sequence of latent patches (features [B, T, C] beside a timestep) is per denoising step, T at `seq`."""
     shapes = record.extra("shapes") or {}
-    if "T" in shapes.get("used", ()):
+    first = None if input_specs else consumer_default(built)
+    timed = first is not None and any("timestep" in n for n in conditioning(built.model, 1)[1])
+    if "T" in shapes.get("used", ()) and not (timed and first.dims[0] == "T"):
         return None
     root = record.modules[0] if record.modules else None
     call = root.calls[0] if root is not None and root.calls else None
-    inputs = ", ".join("[" + ", ".join(str(batch if d == "B" else d) for d in s) + "]" for s in call.inputs) \
+    inputs = ", ".join("[" + ", ".join(_dim_at(d, batch, seq) for d in s) + "]" for s in call.inputs) \
         if call else "its inputs"
-    first = None if input_specs else consumer_default(built)
     name = "sample"
-    if first is not None and len(first.dims) == 3:
-        timed = any("timestep" in n for n in conditioning(built.model, 1)[1])
-        name = "denoising step" if timed else "image" if first.dims[0] in (1, 3) else "latent"
+    if timed:
+        name = "denoising step"
+    elif first is not None and len(first.dims) == 3:
+        name = "image" if first.dims[0] in (1, 3) else "latent"
     elif first is not None and len(first.dims) == 4:
         name = "video"
     elif first is not None and len(first.dims) == 2 and isinstance(first.dims[1], int):
         name = "audio window"
     return {"name": name, "inputs": inputs}
+
+
+def _dim_at(dim: Any, batch: int, seq: int | None) -> str:
+    """A recorded dim as the pass ran it: B at `batch`, T at `seq`, a product of them (`B·T`, which a pass at B = 1
+    names so) multiplied out, a named size (`hidden_size=3072`) as its value."""
+    text = str(dim).rpartition("=")[2]
+    values = {"B": batch, "T": seq}
+    factors = text.split("·")
+    if all(f.isdigit() or values.get(f) for f in factors):
+        return str(math.prod(int(f) if f.isdigit() else values[f] for f in factors))
+    return text

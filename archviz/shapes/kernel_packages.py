@@ -68,7 +68,7 @@ def _attention_flops(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *rest: A
 
 
 @shape_rule("flash_attn.flash_attn_func", "flash_attn.flash_attn_interface.flash_attn_func",
-            "flash_attn_interface.flash_attn_func", flops=_attention_flops)
+            "flash_attn_interface.flash_attn_func", flops=_attention_flops, mixing=True)
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                     alibi_slopes=None, deterministic=False, return_attn_probs=False, **kwargs):
     """q [b, s, h, d], k and v [b, t, hk, d(v)] -> [b, s, h, dv] (with return_attn_probs: and the log-sum-exp)."""
@@ -83,7 +83,7 @@ def _varlen_flops(q, k, v, cu_seqlens_q, cu_seqlens_k, *rest: Any, **kw: Any) ->
 
 
 @shape_rule("flash_attn.flash_attn_varlen_func", "flash_attn.flash_attn_interface.flash_attn_varlen_func",
-            "flash_attn_interface.flash_attn_varlen_func", flops=_varlen_flops)
+            "flash_attn_interface.flash_attn_varlen_func", flops=_varlen_flops, mixing=True)
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                            deterministic=False, return_attn_probs=False, **kwargs):
@@ -112,7 +112,7 @@ def _kvcache_flops(q, k_cache, v_cache, *rest: Any, cache_seqlens: Any = None, *
 
 
 @shape_rule("flash_attn.flash_attn_with_kvcache", "flash_attn.flash_attn_interface.flash_attn_with_kvcache",
-            "flash_attn_interface.flash_attn_with_kvcache", flops=_kvcache_flops)
+            "flash_attn_interface.flash_attn_with_kvcache", flops=_kvcache_flops, mixing=True)
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -269,7 +269,7 @@ def _mea_flops(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn
 
 
 @shape_rule("xformers.ops.memory_efficient_attention", "xformers.ops.fmha.memory_efficient_attention",
-            flops=_mea_flops)
+            flops=_mea_flops, mixing=True)
 def memory_efficient_attention(query, key, value, attn_bias=None, p=0.0, scale=None, *, op=None,
                                output_dtype=None, **kwargs):
     """query [B, M, H, K] (or [B, M, K]), key and value [B, N, H(k), K(v)] -> [B, M, H, Kv]. attn_bias: a tensor
@@ -298,7 +298,7 @@ def _scan_flops(u, delta, A, *rest: Any, **kw: Any) -> int:
 
 
 @shape_rule("mamba_ssm.ops.selective_scan_interface.selective_scan_fn", "mamba_ssm.selective_scan_fn",
-            "selective_scan_cuda.selective_scan_fn", flops=_scan_flops)
+            "selective_scan_cuda.selective_scan_fn", flops=_scan_flops, mixing=True)
 def selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
                       return_last_state=False):
     """u, delta [b, d, l], A [d, n], B and C [b, n, l] (or [b, g, n, l]: g groups of d / g channels) ->
@@ -335,7 +335,7 @@ def selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_
     return (y, state) if return_last_state else y
 
 
-@shape_rule("selective_scan_cuda.fwd", flops=_scan_flops)
+@shape_rule("selective_scan_cuda.fwd", flops=_scan_flops, mixing=True)
 def selective_scan_cuda_fwd(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False):
     """mamba_ssm's compiled scan, as its wrapper calls it: [out, x] (and out_z where z is given): out the scan
     [b, d, l] in delta's dtype before the gate, x the states at the end of each 2048-token chunk [b, d, chunks, 2n]
@@ -501,7 +501,7 @@ class RMSNorm(torch.nn.Module):
 
 
 @shape_rule("mamba_ssm.ops.triton.selective_state_update.selective_state_update", flops=lambda state, *a, **k:
-            9 * state.numel())
+            9 * state.numel(), mixing=True)
 def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=False, **kwargs):
     """One decode step of the scan: state [b, d, n] updated in place with x, dt [b, d], A [d, n], B, C [b, n] ->
     y [b, d]."""

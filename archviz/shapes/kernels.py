@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from typing import Any, Callable, Iterator
 
 import torch
@@ -30,28 +31,67 @@ _RULES: dict[str, Callable[..., Any]] = {}
 _GENERIC: dict[str, Callable[..., Any]] = {}
 
 
-def shape_rule(*names: str, flops: Callable[..., int] | None = None) -> Callable[[Callable[..., Any]],
-                                                                                 Callable[..., Any]]:
+def shape_rule(*names: str, flops: Callable[..., int] | None = None, mixing: bool = False
+               ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `fn` as the implementation (and so the shape rule) of the stubbed kernel(s) `names`
     (qualified: `module.function`). `flops`, called with the kernel's own arguments, gives its FLOPs per call
-    (`archviz cost`; without it a module calling the kernel has FLOPs that are named unknown)."""
+    (`archviz cost`; without it a module calling the kernel has FLOPs that are named unknown). `mixing`: its FLOPs
+    are attention-like work (scores and their weighted sums, a recurrent cell's or a scan's state products), which
+    `cost`'s split counts as attention whatever the module is named."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         for n in names:
             _RULES[n] = fn
             if flops is not None:
                 _FLOPS[n] = flops
+            if mixing:
+                _MIXING.add(n)
         return fn
 
     return deco
+
+
+_MIXING: set[str] = set()  # kernels whose FLOPs are attention-like
+
+
+def is_mixing(qualname: str) -> bool:
+    """The kernel's FLOPs are attention-like (its rule says so)."""
+    return qualname in _MIXING
 
 
 _FLOPS: dict[str, Callable[..., int]] = {}  # qualname or generic kernel name -> FLOPs formula
 
 
 def flops_formula(qualname: str) -> Callable[..., int] | None:
-    """The FLOPs formula of a stubbed kernel: its exact registration's, then a DeepSeek kernel's of the same name."""
-    return _FLOPS.get(qualname) or (_FLOPS.get(qualname.rsplit(".", 1)[-1]) if qualname not in _RULES else None)
+    """The FLOPs formula of a stubbed kernel: its exact registration's, then a DeepSeek kernel's of the same name,
+    then, for a kernel the model's code defines (`triton.jit(pkg._layer_norm_fwd_kernel)`), what its name says it
+    computes where that is plain (`by_what_it_is`)."""
+    return _FLOPS.get(qualname) or (_FLOPS.get(qualname.rsplit(".", 1)[-1]) if qualname not in _RULES else None) \
+        or by_what_it_is(qualname)
+
+
+# A kernel of the model's own code whose name says it normalises (layer norm, RMS norm, group norm), forward only.
+_NORM_KERNEL = re.compile(r"(layer|rms|group|batch|instance)_?norm", re.I)
+_BACKWARD = re.compile(r"(bwd|backward|grad)", re.I)
+NORM_FLOPS_PER_ELEMENT = 5  # the statistics (sum, sum of squares), the normalisation, the scale and the shift
+
+
+def by_what_it_is(qualname: str) -> Callable[..., int] | None:
+    """The FLOPs formula of a kernel the model's code defines, by what its name says it is: a normalisation kernel's
+    (a few operations an element of its input: `NORM_FLOPS_PER_ELEMENT` × the first tensor it is given). None for
+    any other kernel, and for a backward kernel (a forward pass never launches one)."""
+    if not qualname.endswith(")"):
+        return None
+    name = own_name(qualname).rsplit(".", 1)[-1]
+    if _NORM_KERNEL.search(name) and not _BACKWARD.search(name):
+        return _norm_kernel_flops
+    return None
+
+
+def _norm_kernel_flops(*args: Any, **kwargs: Any) -> int:
+    """`NORM_FLOPS_PER_ELEMENT` for each element of the kernel's input (its first tensor argument)."""
+    first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+    return NORM_FLOPS_PER_ELEMENT * first.numel() if first is not None else 0
 
 
 _META: dict[str, Callable[..., Any]] = {}

@@ -53,8 +53,8 @@ def _chunkwise_flops(q, k, v, *rest: Any, chunk_size: int = 64, **kw: Any) -> in
     return b * nh * s * (min(s, int(chunk_size)) * (dqk + dhv) + 4 * dqk * dhv)
 
 
-@shape_rule(*(p for n, p in _KERNELS.items() if n.startswith("parallel")), flops=_parallel_flops)
-@shape_rule(*(p for n, p in _KERNELS.items() if n.startswith("chunkwise")), *_ALSO, flops=_chunkwise_flops)
+@shape_rule(*(p for n, p in _KERNELS.items() if n.startswith("parallel")), flops=_parallel_flops, mixing=True)
+@shape_rule(*(p for n, p in _KERNELS.items() if n.startswith("chunkwise")), *_ALSO, flops=_chunkwise_flops, mixing=True)
 def mlstm_kernel(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False,
                  eps=1e-6, chunk_size=64, autocast_kernel_dtype=None, **kwargs):
     """h [B, NH, S, DHHV] (and the last states (c, n, m) where `return_last_states`) of the mLSTM: per step

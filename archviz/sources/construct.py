@@ -4,6 +4,7 @@ whose model is made by a builder function."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -23,7 +24,13 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
 
     def construct() -> tuple[Any, Any]:
         with meta_build(device) as notes, time_limit(f"building {attr}"):
-            return fn(**kwargs), notes  # --set key=value: the factory's keyword arguments
+            made = fn(**kwargs)  # --set key=value: the factory's keyword arguments
+            if not isinstance(made, torch.nn.Module):  # a config or spec that builds the model
+                model, how = module_held(made)
+                if model is not None:
+                    notes.items.append(f"built as {attr}(){how}: {attr} returned a {type(made).__name__}")
+                    made = model
+            return made, notes
 
     try:
         (model, notes), started = constructed(construct)  # a process group started for code that insists on one
@@ -52,4 +59,61 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
     return model, list(notes.items) + started
 
 
-__all__ = ["call_factory"]
+_BUILD_METHODS = ("build", "build_model", "make_model", "create_model", "get_model")
+_HELD_DEPTH = 2
+
+
+def module_held(obj: Any, depth: int = _HELD_DEPTH) -> tuple[Any, str]:
+    """The model a factory's result that is no module holds or builds: a method of it that takes no arguments and
+    returns an nn.Module (`config.build()`), else the same found in its fields (`spec.model.build()`, a training
+    config's `model_spec.model`), `depth` fields deep; where several fields hold one, the one with the most
+    parameters. Returns (model, how it was reached) or (None, "")."""
+    for name in _BUILD_METHODS:
+        method = getattr(type(obj), name, None)
+        if callable(method) and _no_arguments(getattr(obj, name)):
+            made = getattr(obj, name)()
+            if isinstance(made, torch.nn.Module):
+                return made, f".{name}()"
+    if depth == 0:
+        return None, ""
+    fields = _fields(obj)
+    named = [f for f in fields if _MODEL_FIELD.search(f[0])]
+    for group in (named, [f for f in fields if f not in named]):  # a field named for the model first: no other built
+        found = []
+        for field, value in group:
+            model, how = (value, "") if isinstance(value, torch.nn.Module) else module_held(value, depth - 1)
+            if model is not None:
+                found.append((sum(p.numel() for p in model.parameters()), f".{field}{how}", model))
+        if found:
+            _, how, model = max(found, key=lambda f: f[0])
+            return model, how
+    return None, ""
+
+
+_MODEL_FIELD = re.compile(r"model|module|net", re.I)  # `model`, `model_spec`, `network`: where a spec keeps it
+
+
+def _no_arguments(method: Any) -> bool:
+    import inspect
+
+    try:
+        return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                   for p in inspect.signature(method).parameters.values())
+    except (TypeError, ValueError):
+        return False
+
+
+def _fields(obj: Any) -> list[tuple[str, Any]]:
+    """The fields of a dataclass or plain object (its __dict__ or __slots__), never of a builtin value."""
+    import dataclasses
+
+    if isinstance(obj, (str, bytes, int, float, bool, type(None), list, tuple, dict, set, type)) or callable(obj):
+        return []
+    if dataclasses.is_dataclass(obj):
+        return [(f.name, getattr(obj, f.name, None)) for f in dataclasses.fields(obj)]
+    names = list(getattr(obj, "__dict__", {}))
+    names += [n for c in type(obj).__mro__ for n in getattr(c, "__slots__", ()) if isinstance(n, str)]
+    return [(n, getattr(obj, n, None)) for n in dict.fromkeys(names) if not n.startswith("_")]
+
+
+__all__ = ["call_factory", "module_held"]

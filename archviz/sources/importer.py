@@ -87,6 +87,24 @@ def _missing_named(e: ImportError) -> str | None:
     return None
 
 
+def _failing_library(e: ImportError, code_root: str) -> str | None:
+    """The installed module whose own import raised `e` (torch.utils.tensorboard refusing a stubbed or too old
+    tensorboard): the innermost module body on the traceback, where it lies outside the model's code and the
+    standard library. None where the model's own code raised."""
+    hit = None
+    for frame, _ in traceback.walk_tb(e.__traceback__):
+        if frame.f_code.co_name == "<module>":
+            hit = frame
+    if hit is None:
+        return None
+    name, path = hit.f_globals.get("__name__"), os.path.abspath(hit.f_code.co_filename)
+    inside = path.startswith(os.path.abspath(code_root) + os.sep)
+    if not isinstance(name, str) or inside or _shadows(name.split(".")[0]) or name.split(".")[0] == "archviz" \
+            or any(part.startswith("_") for part in name.split(".")):  # a library's internals: never stood in for
+        return None
+    return name
+
+
 def _namespace_layout(path: str, layout: Layout) -> Layout:
     """A file named like the folder it sits in, in no package (`pkg/pkg.py` beside `pkg/models/`): the folder is
     the namespace package its code imports (`from pkg.models import ...`), and the file is `pkg.pkg`, never a module
@@ -270,6 +288,10 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
                 if asked and asked not in stubbed and asked != own:  # the model's own "please install X"
                     _LOADED.add(asked)
                     stubbed[asked] = stubs.missing(asked)
+                    continue
+                library = _failing_library(e, layout.code_root)
+                if library and library not in stubbed:  # an installed library refused to import here: stubbed
+                    stubbed[library] = stubs.module(library, f"import failed: {e}")
                     continue
                 from .meta import user_frame
 

@@ -75,8 +75,17 @@ def _factory_built(fn: Any, options: BuildOptions) -> Built:
     kwargs = dict(options.overrides)
 
     def construct() -> tuple[Any, Any]:
+        from .construct import module_held
+
         with meta_build(options.device) as notes:
-            return fn(**kwargs), notes
+            made = fn(**kwargs)
+            config_class = _transformers_class("PretrainedConfig")
+            if not isinstance(made, torch.nn.Module) and not (config_class and isinstance(made, config_class)):
+                model, how = module_held(made)  # a config or spec that builds the model
+                if model is not None:
+                    notes.items.append(f"built as {name}(){how}: {name} returned a {type(made).__name__}")
+                    made = model
+            return made, notes
 
     try:
         (model, notes), started = constructed(construct)

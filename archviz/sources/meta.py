@@ -263,7 +263,8 @@ def answer_on_meta(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | Non
 def meta_methods_answered() -> Iterator[None]:
     """`Tensor.type()` and `Tensor.cpu()` of a meta tensor answered as `answer_on_meta` does while inside (the meta
     forward pass, which runs under no function mode): code that compares `x.type()` with `'torch.FloatTensor'` takes
-    the CPU's branch, and `lengths.cpu()` stays on meta, where the pass answers its values."""
+    the CPU's branch, and `lengths.cpu()` stays on meta, where the pass answers its values; `torch.autocast` of
+    the meta device (`device_type=x.device.type`) is the CPU's."""
     saved = {name: getattr(torch.Tensor, name) for name in ("type", "cpu")}
 
     def answered(original: Any) -> Any:
@@ -278,11 +279,25 @@ def meta_methods_answered() -> Iterator[None]:
 
     for name, original in saved.items():
         setattr(torch.Tensor, name, answered(original))
+    autocast = torch.amp.autocast_mode.autocast  # torch.autocast
+    init = autocast.__init__
+
+    def meta_as_cpu(self: Any, *args: Any, **kwargs: Any) -> None:
+        """`torch.autocast(device_type=x.device.type, ...)` of a meta tensor: the CPU's (no meta autocast exists;
+        the CPU's leaves meta tensors' ops as they are)."""
+        if args and args[0] == "meta":
+            args = ("cpu", *args[1:])
+        elif kwargs.get("device_type") == "meta":
+            kwargs["device_type"] = "cpu"
+        init(self, *args, **kwargs)
+
+    autocast.__init__ = meta_as_cpu
     try:
         yield
     finally:
         for name, original in saved.items():
             setattr(torch.Tensor, name, original)
+        autocast.__init__ = init
 
 
 def _moved(func: Any, args: tuple, kwargs: dict, notes: "MetaNotes | None") -> Any:

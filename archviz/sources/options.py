@@ -119,8 +119,9 @@ _COUNT_OR_WIDTH = re.compile(r"^(?:num|n)_|_(?:size|layers|heads|experts|lora_ra
 
 
 def check_override(key: str, value: Any, where: str) -> None:
-    """Refuse a size that the config class would take but no model has: a negative count or width, a zero layer
-    count, width, head count or vocabulary, or a string, bool or fraction where those are whole numbers."""
+    """Refuse a size that the config class would take but no model has: a negative count or width (-1 aside where
+    the key is no core size: codes default such counts to -1 for "unset"), a zero layer count, width, head count or
+    vocabulary, or a string, bool or fraction where those are whole numbers."""
     core = key in _AT_LEAST_ONE
     if (not core and not _COUNT_OR_WIDTH.search(key)) or "window" in key:
         return
@@ -129,7 +130,7 @@ def check_override(key: str, value: Any, where: str) -> None:
         raise SourceError(f"{where}: {key} is a whole number, not {value!r}", hint=f"give a positive integer, {example}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return
-    if value < 0:
+    if value < 0 and (core or value != -1):  # -1: the code's own "unset, same as another" (num_heads_upsample=-1)
         raise SourceError(f"{where}: {key} cannot be negative", hint=f"give a positive integer, {example}")
     if core and value < 1:
         raise SourceError(f"{where}: a model with {key} = {value:g} is not a model archviz can describe",

@@ -1,0 +1,137 @@
+"""Default values of a forward's further arguments (after the first), from what the code does with each: the module
+its forward hands it to (`txt = self.txt_in(txt)`: that module's first Linear or embedding table says its width and
+dtype), the rank the forward tests it for (`if txt.ndim != 3: raise`), and what its name says where no module takes
+it whole (position ids of a multi-axis rotary embedding, a guidance strength per sample). Read from the forward's
+source, never run; an argument none of these settles is left to the caller (`--input`)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import textwrap
+from typing import Any
+
+import torch
+
+# A guidance strength (classifier-free guidance distilled into the model) per sample: a float [B], as a timestep.
+GUIDANCE = re.compile(r"(guidance|guidance_scales?|cfg_scales?|guidance_strength)", re.I)
+# Position ids (coordinates of each token on each axis of a multi-axis rotary embedding).
+_POSITION_IDS = re.compile(r"(\w+_)?(ids|pos|positions?|coords?)", re.I)
+# The attribute of a rotary embedding module that lists its axes' widths.
+_AXES = re.compile(r"axes(_dims?)?", re.I)
+
+
+def _forward_tree(model: Any) -> ast.FunctionDef | None:
+    try:
+        source = textwrap.dedent(inspect.getsource(type(model).forward))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    fn = tree.body[0] if tree.body else None
+    return fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _in_order(node: ast.AST) -> list[ast.AST]:
+    """The nodes under `node` in source order (ast.walk goes breadth first)."""
+    nodes = [n for n in ast.walk(node) if hasattr(n, "lineno")]
+    return sorted(nodes, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+class ForwardReading:
+    """What a forward's source says of each argument: the submodule it is first handed to whole (`self.x_in(x)`),
+    the rank it is tested for (`x.ndim != 3`, `x.dim() == 2`), and whether it first goes through a plain function
+    (`timestep_embedding(t, 256)`)."""
+
+    def __init__(self, model: Any):
+        self.consumer: dict[str, str] = {}
+        self.rank: dict[str, int] = {}
+        fn = _forward_tree(model)
+        if fn is None:
+            return
+        for node in _in_order(fn):
+            if isinstance(node, ast.Call):
+                self._call(node)
+            elif isinstance(node, ast.Compare):
+                self._compare(node)
+
+    def _call(self, node: ast.Call) -> None:
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+            for a in node.args[:1]:
+                if isinstance(a, ast.Name):
+                    self.consumer.setdefault(a.id, f.attr)
+
+    def _compare(self, node: ast.Compare) -> None:
+        left, right = node.left, node.comparators[0] if node.comparators else None
+        if not (isinstance(right, ast.Constant) and isinstance(right.value, int)):
+            return
+        if isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            name = _rank_of(left)
+            if name is not None:
+                self.rank.setdefault(name, right.value)
+
+
+def _rank_of(node: ast.AST) -> str | None:
+    """`x.ndim` or `x.dim()` or `len(x.shape)`: the argument `x` whose rank it reads."""
+    if isinstance(node, ast.Attribute) and node.attr == "ndim" and isinstance(node.value, ast.Name):
+        return node.value.id
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dim" \
+            and isinstance(node.func.value, ast.Name):
+        return node.func.value.id
+    return None
+
+
+def _first_weighted(module: Any) -> Any:
+    for m in module.modules():
+        if isinstance(m, (torch.nn.Linear, torch.nn.Embedding, torch.nn.EmbeddingBag)):
+            return m
+    return None
+
+
+def _rotary_axes(model: Any) -> int | None:
+    """The number of axes of a multi-axis rotary embedding the model holds (an attribute listing each axis' width,
+    `axes_dim = [16, 56, 56]`), or None."""
+    for m in model.modules():
+        for key, value in vars(m).items():
+            if _AXES.fullmatch(key) and isinstance(value, (list, tuple)) and value and \
+                    all(isinstance(v, int) for v in value):
+                return len(value)
+    return None
+
+
+def further_default(model: Any, name: str, reading: ForwardReading, B: int, T: int) -> tuple[Any, str] | None:
+    """A meta tensor for the forward argument `name` and a note saying what it is, or None where the code does not
+    say: the width and dtype of the Linear (float features) or embedding table (int64 ids) of the submodule the
+    forward hands it to, at the rank the forward tests for it ([B, T, width] at rank 3, else [B, width]); a
+    guidance strength [B] float32; position ids over the axes of the model's multi-axis rotary embedding
+    [B, T, axes] float32."""
+    if GUIDANCE.fullmatch(name):
+        return torch.zeros((B,), dtype=torch.float32, device="meta"), f"{name}=[B] float32 (a guidance strength " \
+                                                                      "per sample)"
+    sub = reading.consumer.get(name)
+    module = getattr(model, sub, None) if sub else None
+    first = _first_weighted(module) if isinstance(module, torch.nn.Module) else None
+    if isinstance(first, torch.nn.Linear):
+        rank = reading.rank.get(name, 2)
+        dims = (B, T, first.in_features) if rank == 3 else (B, first.in_features)
+        shown = f"[B, T, {first.in_features}]" if rank == 3 else f"[B, {first.in_features}]"
+        return torch.zeros(dims, dtype=torch.float32, device="meta"), \
+            f"{name}={shown} float32 (what self.{sub} takes)"
+    if isinstance(first, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
+        rank = reading.rank.get(name, 1)
+        dims, shown = ((B, T), "[B, T]") if rank == 2 else ((B,), "[B]")
+        return torch.zeros(dims, dtype=torch.long, device="meta"), f"{name}={shown} int64 (ids self.{sub} reads)"
+    if _POSITION_IDS.fullmatch(name) and module is None:
+        axes = _rotary_axes(model)
+        if axes is not None:
+            return torch.zeros((B, T, axes), dtype=torch.float32, device="meta"), \
+                f"{name}=[B, T, {axes}] float32 (a position on each of the rotary embedding's {axes} axes)"
+    return None
+
+
+__all__ = ["ForwardReading", "GUIDANCE", "further_default"]
