@@ -82,7 +82,8 @@ def _file_config(path: str | None) -> dict[str, Any]:
 
 def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
     """The longest sequence the model takes, and where that was read: its config (block_size,
-    max_position_embeddings, max_seq_len, ...), else an attribute of the top module or of its config object."""
+    max_position_embeddings, max_seq_len, ...), else an attribute of the top module or of its config object, else
+    the rows of the position table its token table's module holds."""
     from .curve import _MAX_KEYS
 
     found = max_positions(config)
@@ -95,7 +96,9 @@ def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
             v = getattr(owner, key, None)
             if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                 return v, f"{name}.{key}"
-    return None
+    from ..shapes.structured import position_limit
+
+    return position_limit(model)  # a position table beside the token table (whisper's decoder: n_text_ctx rows)
 
 
 def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None, memo: bool = True,
@@ -232,7 +235,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
 
-    run = _Prefilled(built, record, traced, paths, layer_list, not every_block)
+    run = _Prefilled(built, record, traced, paths, layer_list, not every_block, limit[0] if limit else None)
     decode, kv, curve = _decode(run, batch, (context, *more), limits, taken, say, notes)
     if decode is not None and more:
         curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
@@ -293,6 +296,7 @@ class _Prefilled:
     paths: dict[int, str]
     layer_list: str | None
     memo: bool
+    limit: int | None = None  # the longest sequence the model takes (`model_limit`)
 
 
 def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple[int, int] | None, taken: set[int],
@@ -344,6 +348,10 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
     if "T" not in (run.traced.extra("shapes") or {}).get("used", ()):
         notes.append(f"{name}.forward takes no start_pos and no sequence of tokens: no decode step")
         return None
+    if run.limit is not None and context + 1 > run.limit:  # the new token must fit the model's positions
+        notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
+                     "positions the model takes")
+        context = run.limit - 1
     try:
         _, fc, _ = _pass(run.built, run.record, batch=batch, seq=context + 1, memo=run.memo, paths=run.paths)
     except ShapeError as e:
@@ -356,11 +364,32 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
     except (TypeError, ValueError):
         params = []
     given = [p for p in params if "cache" in p.lower() or p in ("past", "inference_params", "state", "states")]
+    inner = _inner_cache(run.built.model) if not given else None
     how = (f"its forward takes a cache object ({', '.join(given)}) that archviz does not make: measured without it"
-           if given else "it keeps no cache (its forward takes no start_pos or past_key_values)")
+           if given else f"its forward passes no cache, though {inner[0]}.forward takes one ({inner[1]}), which the "
+           "code's own decoding fills outside forward: measured without it" if inner else
+           "it keeps no cache (its forward takes no start_pos or past_key_values)")
     notes.append(f"{name}: {how}; a decode step at context {context:,} reruns the whole sequence, {context + 1:,} "
-                 "tokens, as the code then does; no KV cache figures")
+                 "tokens, " + ("the most its decoding runs" if inner else "as the code then does") +
+                 "; no KV cache figures")
     return _flops_json(fc, run.traced, batch, context + 1, 0)
+
+
+def _inner_cache(model: Any) -> tuple[str, str] | None:
+    """(path, argument) of the first submodule whose forward takes a cache argument (whisper's decoder: `kv_cache`,
+    a dict its decoding loop fills through hooks), or None."""
+    import inspect
+
+    found = []
+    for path, m in model.named_modules():
+        try:
+            names = list(inspect.signature(m.forward).parameters) if path else []
+        except (TypeError, ValueError):
+            continue
+        hit = next((n for n in names if "cache" in n.lower()), None)
+        if hit is not None:
+            found.append((path.count("."), path, hit))
+    return min(found)[1:] if found else None  # the outermost
 
 
 def _hf_decode(run: _Prefilled, batch: int, lengths: tuple[int, ...],

@@ -250,7 +250,7 @@ def conditioning(model: Any, B: int, T: int | None = None) -> tuple[list[Any], l
         elif _LABEL.fullmatch(p.name):
             out.append(torch.zeros((B,), dtype=torch.long, device="meta"))
             notes.append(f"{p.name}=[B] int64 (a class label per sample)")
-        elif T is not None and _annotation_text(p.annotation) in ("Tensor", "torch.Tensor", str(p.empty)) and \
+        elif T is not None and (p.annotation in (torch.Tensor, p.empty) or p.annotation in ("Tensor", "torch.Tensor")) and \
                 (table := _later_table(model)) is not None:
             out.append(torch.zeros((B, T), dtype=torch.long, device="meta"))
             notes.append(f"{p.name}=[B, T] int64 (token ids, for the token table {table})")
