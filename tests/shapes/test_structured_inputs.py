@@ -1,0 +1,94 @@
+"""Forward inputs read from the code (issue 42 items 5 and 7): a list of dicts whose keys the forward reads, made as
+B records of the image its first consumer takes, a required bool given a default, and an encoder-decoder speech
+model fed a window of mel frames and token ids capped at its decoder's position table. Shapes equal a real CPU run
+of the same fixture; sizes and FLOPs derive from the fixture's config or a real run counted by torch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from helpers import ANYINPUT, anyinput
+from realrun import real_calls, record_calls
+
+import archviz
+from archviz.cost.measure import measure
+from archviz.cost.options import CostOptions
+from archviz.errors import ShapeError
+from archviz.records import to_json_dict
+from archviz.shapes import trace_shapes
+from archviz.shapes.structured import record_keys
+from archviz.sources.options import BuildOptions
+from archviz.walk import walk
+
+
+def _traced(name: str, cls: str, specs: list[str] | None = None) -> dict:
+    built = archviz.build(str(ANYINPUT / f"{name}.py"), model_class=cls)
+    return to_json_dict(trace_shapes(built, walk(built), input_specs=specs))
+
+
+def test_record_keys_as_the_forward_reads_them():
+    m = anyinput("promptreq")
+    required, optional = record_keys(m.PromptSegmenter(), "batched_input")
+    assert required == ["image", "original_size"]  # point_coords/point_labels only under `"point_coords" in record`
+    assert optional == ["boxes", "point_coords", "point_labels"]
+
+
+def test_a_list_of_dicts_and_a_required_bool_get_defaults_from_the_code():
+    """The image: 3 channels of the first Conv2d at patch × n, n the grid position table's side (the config's
+    img_size); original_size: the image's size; multimask_output: False (annotated bool). Noted with the --input
+    forms, and `--input multimask_output=bool:true` takes the other branch."""
+    m = anyinput("promptreq")
+    c = m.Config()
+    side = (c.img_size // c.patch) * c.patch
+    rec = _traced("promptreq", "PromptSegmenter")
+    shapes = rec["extras"]["shapes"]
+    B = shapes["B"]
+    assert shapes["used"] == ["B"]
+    records = [{"image": torch.zeros(3, side, side), "original_size": [side, side]} for _ in range(B)]
+    real = real_calls(m.PromptSegmenter(c), records, False)  # a call per record: the records keep each shape once
+    assert record_calls(rec, numeric={"B": B}) == {k: [c for i, c in enumerate(v) if c not in v[:i]]
+                                                   for k, v in real.items()}
+    notes = " ".join(shapes["notes"])
+    assert f"--input 'batched_input=[{{image: 3,{side},{side}, original_size: list:{side},{side}}}]'" in notes
+    assert "multimask_output=False (annotated bool)" in notes and "multimask_output=bool:true" in notes
+    rec = _traced("promptreq", "PromptSegmenter", ["multimask_output=bool:true"])
+    decoder = next(x for x in rec["modules"] if x["path"] == "decoder")
+    assert decoder["calls"][0]["outputs"] == [[1, c.n_masks, side // c.patch, side // c.patch]]
+
+
+def test_a_record_key_that_cannot_be_made_is_asked_for_with_the_form():
+    with pytest.raises(ShapeError) as e:
+        _traced("promptreq", "Tracker")
+    assert "--input 'batched_input=[{image: 3,1024,1024" in e.value.hint
+
+
+def _real_flops(model: torch.nn.Module, *args) -> int:
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        model(*args)
+    return fc.get_total_flops()
+
+
+def test_a_speech_model_gets_its_window_and_token_ids_capped_at_its_positions():
+    """mel [B, n_mels, 2 · n_audio_ctx] from the Conv1d front end and the encoder's position buffer (not the
+    decoder's table); tokens [B, T] for the decoder's token table. `cost` runs T = n_text_ctx (the position table
+    beside the token table), its prefill FLOPs those torch counts in a real CPU run, and a decode step that fits
+    the positions, saying that the decoder's kv_cache is filled outside forward."""
+    m = anyinput("speech")
+    d = m.Dims()
+    rec = _traced("speech", "SpeechModel")
+    shapes = rec["extras"]["shapes"]
+    B, T = shapes["B"], shapes["T"]
+    assert rec["modules"][0]["calls"][0]["inputs"] == [["B", d.n_mels, 2 * d.n_audio_ctx], ["B", "T"]]
+    model = m.SpeechModel(d)
+    mel = torch.zeros(B, d.n_mels, 2 * d.n_audio_ctx)
+    assert record_calls(rec, numeric={"B": B, "T": T}) == real_calls(model, mel, torch.zeros(B, T, dtype=torch.long))
+    cost = measure(str(ANYINPUT / "speech.py"), BuildOptions(model_class="SpeechModel"),
+                   CostOptions(batch=1)).extra("cost")
+    assert cost["seq"] == d.n_text_ctx
+    full = torch.zeros(1, d.n_text_ctx, dtype=torch.long)
+    assert sum(cost["prefill"]["flops"].values()) == _real_flops(model, mel[:1], full)
+    assert sum(cost["decode"]["flops"].values()) == sum(cost["prefill"]["flops"].values())  # 1 + (n_text_ctx - 1)
+    notes = " ".join(cost["notes"])
+    assert f"decode step at context {d.n_text_ctx - 1}" in notes and "decoder.forward takes one (kv_cache)" in notes
