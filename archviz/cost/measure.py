@@ -329,15 +329,91 @@ def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple
             except ShapeError as e:
                 notes.append(f"no decode step: {e.line()}")
         else:
-            decode = _recompute(run, batch, context, notes)
+            decode, kv = _object_or_recompute(run, batch, context, kv, notes)
     elif built.kind == "hf":
         try:
             decode, kv, curve = _hf_decode(run, batch, (context, *more), say)
         except ShapeError as e:
             notes.append(f"no decode step: {e.line()}")
     else:
-        decode = _recompute(run, batch, context, notes)
+        decode, kv = _object_or_recompute(run, batch, context, kv, notes)
     return decode, kv, curve
+
+
+def _object_or_recompute(run: _Prefilled, batch: int, context: int, kv: dict[str, Any], notes: list[str]
+                         ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The decode step with the cache object the forward takes, made as its generate makes it; else the whole
+    sequence rerun (`_recompute`)."""
+    made = _object_decode(run, batch, context, notes)
+    return made if made is not None else (_recompute(run, batch, context, notes), kv)
+
+
+def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
+                   ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A decode step at `context` with the cache object of the forward (`cache_object`): made on meta with room
+    for context + 1 tokens as the code's generate makes it, filled by a prefill of `context` tokens on meta, then
+    one token counted; its KV entries from the tensors it holds (a dim that grows with its room: a slot a token).
+    None where the forward takes no such object or it cannot be made (said in `notes`)."""
+    from ..shapes import run_steps
+    from ..shapes.inputs import default_inputs
+    from .cache_object import cache_tensors, find_recipe, make_cache
+
+    built = run.built
+    recipe = find_recipe(built.model)
+    if recipe is None:
+        return None
+    what = f"{type(built.model).__name__}.forward's {recipe.argument} ({recipe.cls.__name__})"
+    try:
+        cache, used = make_cache(recipe, built.model, batch, context + 1)
+        larger, _ = make_cache(recipe, built.model, batch, context + 2)
+    except ValueError as e:
+        notes.append(f"{what}: its generate makes it at {recipe.where}, but archviz cannot make {e}")
+        return None
+    except Exception as e:  # noqa: BLE001 - the model's own cache code
+        notes.append(f"{what}: made as its generate does ({recipe.where}), it raised {type(e).__name__}: "
+                     f"{str(e)[:160]}")
+        return None
+
+    def inputs(T: int) -> Callable[[], tuple[tuple, dict]]:
+        return lambda: (lambda a, k: (a, {**k, recipe.argument: cache}))(*default_inputs(built, batch, T))
+
+    try:
+        shared: dict[str, Any] = {}
+        run_steps(built, run.record, [inputs(context)], memo=run.memo, shared=shared)
+        counters = _steps(built, run.record, [(context, inputs(1))], run.memo, run.paths, shared)
+    except ShapeError as e:
+        notes.append(f"{what}: made as its generate does ({recipe.where}), the decode step failed: {e.line()}")
+        return None
+    batch_value = next((v for k, v in used.items() if "batch" in k.lower() and isinstance(v, int)), None)
+    entries = _object_entries(cache_tensors(cache), dict(cache_tensors(larger)), batch_value)
+    made = ", ".join(f"{k}={v if not isinstance(v, torch.dtype) else str(v).replace('torch.', '')}"
+                     for k, v in used.items())
+    notes.append(f"{what} made as its generate makes it ({recipe.where}): {recipe.cls.__name__}({made}), room for "
+                 f"context + 1 tokens, on meta; then {', '.join(f'.{m}()' for m, _ in recipe.then) or 'nothing'} "
+                 f"as generate calls; filled by a prefill of {context:,} tokens, then one token counted")
+    kv = {"source": f"{recipe.cls.__name__} made as at {recipe.where}", "entries": entries}
+    return _flops_json(counters[context], run.traced, batch, 1, context), kv
+
+
+def _object_entries(tensors: list[tuple[str, torch.Tensor]], larger: dict[str, torch.Tensor],
+                    batch_value: int | None) -> list[dict[str, Any]]:
+    """KV entries of a cache object's tensors: the dim that grew by one with one more token of room is a slot a
+    token; the batch dim (the size it was made with) divided out; a tensor that did not grow is fixed state."""
+    from .kv import element_bytes
+
+    out = []
+    for name, t in tensors:
+        other = larger.get(name)
+        shape = [int(d) for d in t.shape]
+        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1]             if other is not None and other.dim() == t.dim() else []
+        rest = [d for j, d in enumerate(shape) if j not in grown[:1]]
+        if batch_value in rest:
+            rest.remove(batch_value)
+        dtype = str(t.dtype).replace("torch.", "")
+        out.append({"path": "", "name": name, "layer": None, "dtype": dtype, "element_bytes": element_bytes(dtype),
+                    "width": math.prod(rest), "ratio": 1 if grown else None, "slots": None if grown else 1,
+                    "what": "cache: a slot every token" if grown else "fixed per sequence (state)"})
+    return out
 
 
 def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> dict[str, Any] | None:

@@ -92,3 +92,23 @@ def test_a_speech_model_gets_its_window_and_token_ids_capped_at_its_positions():
     assert sum(cost["decode"]["flops"].values()) == sum(cost["prefill"]["flops"].values())  # 1 + (n_text_ctx - 1)
     notes = " ".join(cost["notes"])
     assert f"decode step at context {d.n_text_ctx - 1}" in notes and "decoder.forward takes one (kv_cache)" in notes
+
+
+def test_a_cache_object_passed_into_forward_is_made_as_its_generate_makes_it():
+    """`forward(tokens, cache: Optional[KVCache] = None)`: the decode step runs with a KVCache made from the
+    fixture's generate (the model's args, the window as the context + 1), filled by a prefill of L tokens; its
+    FLOPs equal torch's count of the same step on CPU, its KV per token 2 · layers · kv heads · head dim · 4 B."""
+    m = anyinput("cachearg")
+    a = m.Args()
+    L = 40
+    cost = measure(str(ANYINPUT / "cachearg.py"), BuildOptions(), CostOptions(batch=1, seq=8, context=L)
+                   ).extra("cost")
+    model = m.Decoder(a).eval()
+    cache = m.KVCache(a.n_layers, a.max_batch_size, L + 1, a.n_kv_heads, a.dim // a.n_heads)
+    cache.reset()
+    with torch.no_grad():
+        model(torch.zeros(1, L, dtype=torch.long), cache=cache)
+    assert sum(cost["decode"]["flops"].values()) == _real_flops(model, torch.zeros(1, 1, dtype=torch.long), cache)
+    per_token = sum(e["width"] * e["element_bytes"] for e in cost["kv"]["entries"] if e["ratio"] == 1)
+    assert per_token == 2 * a.n_layers * a.n_kv_heads * (a.dim // a.n_heads) * 4
+    assert any("KVCache(" in n and "made as its generate makes it" in n for n in cost["notes"])
