@@ -203,14 +203,14 @@ def make_cache(recipe: CacheRecipe, model: Any, batch: int, capacity: int) -> tu
     return cache, used
 
 
-def cache_tensors(cache: Any) -> list[tuple[str, torch.Tensor]]:
-    """(name, tensor) of what the cache object holds: its tensor attributes and the tensors in its lists and
-    dicts, one level down."""
+def cache_tensors(cache: Any) -> list[tuple[str, Any, torch.Tensor]]:
+    """(attribute, key, tensor) of what the cache object holds: its tensor attributes (key None) and the tensors
+    in its lists (key: the index, a layer's) and dicts, one level down."""
     out = []
     for name, v in sorted(vars(cache).items()):
         items = list(v.items()) if isinstance(v, dict) else list(enumerate(v)) if isinstance(v, (list, tuple)) \
             else [(None, v)]
-        out.extend((name if k is None else f"{name}.{k}", t) for k, t in items if isinstance(t, torch.Tensor))
+        out.extend((name, k, t) for k, t in items if isinstance(t, torch.Tensor))
     return out
 
 

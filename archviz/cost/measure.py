@@ -354,7 +354,6 @@ def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     for context + 1 tokens as the code's generate makes it, filled by a prefill of `context` tokens on meta, then
     one token counted; its KV entries from the tensors it holds (a dim that grows with its room: a slot a token).
     None where the forward takes no such object or it cannot be made (said in `notes`)."""
-    from ..shapes import run_steps
     from ..shapes.inputs import default_inputs
     from .cache_object import cache_tensors, find_recipe, make_cache
 
@@ -374,18 +373,22 @@ def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
                      f"{str(e)[:160]}")
         return None
 
-    def inputs(T: int) -> Callable[[], tuple[tuple, dict]]:
-        return lambda: (lambda a, k: (a, {**k, recipe.argument: cache}))(*default_inputs(built, batch, T))
+    def inputs(T: int, made: Any) -> Callable[[], tuple[tuple, dict]]:
+        return lambda: (lambda a, k: (a, {**k, recipe.argument: made}))(*default_inputs(built, batch, T))
 
-    try:
-        shared: dict[str, Any] = {}
-        run_steps(built, run.record, [inputs(context)], memo=run.memo, shared=shared)
-        counters = _steps(built, run.record, [(context, inputs(1))], run.memo, run.paths, shared)
+    try:  # a fill (uncounted: key -1, -2) and one token, at context and at context + 1 (the second cache's room)
+        counters = _steps(built, run.record, [(-1, inputs(context, cache)), (context, inputs(1, cache)),
+                                              (-2, inputs(context + 1, larger)), (context + 1, inputs(1, larger))],
+                          run.memo, run.paths)
     except ShapeError as e:
         notes.append(f"{what}: made as its generate does ({recipe.where}), the decode step failed: {e.line()}")
         return None
+    if sum(counters[context].by_path()[0].values()) == sum(counters[context + 1].by_path()[0].values()):
+        notes.append(f"{what}: the decode step's FLOPs do not grow with the context: the cache keeps how full it is "
+                     "in tensors whose values meta does not hold, so attention over the cached tokens is not "
+                     "counted (a lower bound); KV entries are read from its tensors")
     batch_value = next((v for k, v in used.items() if "batch" in k.lower() and isinstance(v, int)), None)
-    entries = _object_entries(cache_tensors(cache), dict(cache_tensors(larger)), batch_value)
+    entries = _object_entries(cache_tensors(cache), {(a, k): t for a, k, t in cache_tensors(larger)}, batch_value)
     made = ", ".join(f"{k}={v if not isinstance(v, torch.dtype) else str(v).replace('torch.', '')}"
                      for k, v in used.items())
     notes.append(f"{what} made as its generate makes it ({recipe.where}): {recipe.cls.__name__}({made}), room for "
@@ -395,22 +398,24 @@ def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     return _flops_json(counters[context], run.traced, batch, 1, context), kv
 
 
-def _object_entries(tensors: list[tuple[str, torch.Tensor]], larger: dict[str, torch.Tensor],
+def _object_entries(tensors: list[tuple[str, Any, torch.Tensor]], larger: dict[tuple[str, Any], torch.Tensor],
                     batch_value: int | None) -> list[dict[str, Any]]:
-    """KV entries of a cache object's tensors: the dim that grew by one with one more token of room is a slot a
-    token; the batch dim (the size it was made with) divided out; a tensor that did not grow is fixed state."""
+    """KV entries of a cache object's tensors (a list's items: one layer each): the dim that grew by one with one
+    more token of room is a slot a token; the batch dim (the size it was made with) divided out; a tensor that did
+    not grow is fixed state."""
     from .kv import element_bytes
 
     out = []
-    for name, t in tensors:
-        other = larger.get(name)
+    for name, key, t in tensors:
+        other = larger.get((name, key))
         shape = [int(d) for d in t.shape]
         grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1]             if other is not None and other.dim() == t.dim() else []
         rest = [d for j, d in enumerate(shape) if j not in grown[:1]]
         if batch_value in rest:
             rest.remove(batch_value)
         dtype = str(t.dtype).replace("torch.", "")
-        out.append({"path": "", "name": name, "layer": None, "dtype": dtype, "element_bytes": element_bytes(dtype),
+        out.append({"path": "", "name": name if isinstance(key, int) or key is None else f"{name}.{key}",
+                    "layer": key if isinstance(key, int) else None, "dtype": dtype, "element_bytes": element_bytes(dtype),
                     "width": math.prod(rest), "ratio": 1 if grown else None, "slots": None if grown else 1,
                     "what": "cache: a slot every token" if grown else "fixed per sequence (state)"})
     return out

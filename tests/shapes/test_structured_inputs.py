@@ -112,3 +112,4 @@ def test_a_cache_object_passed_into_forward_is_made_as_its_generate_makes_it():
     per_token = sum(e["width"] * e["element_bytes"] for e in cost["kv"]["entries"] if e["ratio"] == 1)
     assert per_token == 2 * a.n_layers * a.n_kv_heads * (a.dim // a.n_heads) * 4
     assert any("KVCache(" in n and "made as its generate makes it" in n for n in cost["notes"])
+    assert not any("do not grow with the context" in n for n in cost["notes"])  # its position is a Python int
