@@ -114,9 +114,28 @@ def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
         if side is not None:
             return (first.in_channels, side, side), (f"the first Conv2d's in_channels and its patches, as many as "
                                                      f"the position table {side // first.stride[0]}² holds")
+        sized = _size_attribute(model, first)
+        if sized is not None:
+            return (first.in_channels, sized[0], sized[0]), f"the first Conv2d's in_channels at {sized[1]}"
         return (first.in_channels, 224, 224), "the first Conv2d's in_channels, at 224 x 224"
     if isinstance(first, torch.nn.Linear) and built.kind != "hf":
         return _linear_patches(model, first)
+    return None
+
+
+def _size_attribute(model: Any, first: Any) -> tuple[int, str] | None:
+    """(side, where) of the image size a module holding the first consumer keeps as an attribute (an image
+    encoder's `self.img_size = img_size`), the nearest holder first; None where none keeps one."""
+    path = next((n for n, m in model.named_modules() if m is first), "")
+    parts = path.split(".")
+    for i in range(len(parts) - 1, -1, -1):
+        holder = ".".join(parts[:i])
+        module = model.get_submodule(holder)
+        for key in _SIZE_KEYS:
+            v = getattr(module, key, None)
+            v = v[0] if isinstance(v, (tuple, list)) and len(v) == 2 and v[0] == v[1] else v
+            if _positive(v):
+                return v, f"{holder or type(model).__name__}.{key} = {v}"
     return None
 
 
