@@ -113,3 +113,15 @@ def test_a_cache_object_passed_into_forward_is_made_as_its_generate_makes_it():
     assert per_token == 2 * a.n_layers * a.n_kv_heads * (a.dim // a.n_heads) * 4
     assert any("KVCache(" in n and "made as its generate makes it" in n for n in cost["notes"])
     assert not any("do not grow with the context" in n for n in cost["notes"])  # its position is a Python int
+
+
+def test_an_encoder_without_a_position_table_is_sized_by_its_img_size():
+    m = anyinput("promptreq")
+    c = m.ConvConfig()
+    rec = _traced("promptreq", "ConvSegmenter")
+    B = rec["extras"]["shapes"]["B"]
+    side = c.side  # ConvEncoder.img_size
+    records = [{"image": torch.zeros(3, side, side), "original_size": [side, side]} for _ in range(B)]
+    real = real_calls(m.ConvSegmenter(c), records, False)
+    assert record_calls(rec, numeric={"B": B}) == {k: [c for i, c in enumerate(v) if c not in v[:i]]
+                                                   for k, v in real.items()}
