@@ -247,12 +247,13 @@ def consumer_default(built: Built) -> InputDefault | None:
 # a timestep or noise level per sample (float [B]), a class label per sample (int64 [B]).
 _TIMESTEP = re.compile(r"(t|ts|time|times|timesteps?|sigmas?|noise_levels?|noise_labels?)", re.I)
 _LABEL = re.compile(r"(y|labels?|class_labels?|class_ids?|classes)", re.I)
+_TOKENS = re.compile(r"(\w*_)?(tokens?|ids|text|captions?)", re.I)  # token ids beside another modality
 
 
 def conditioning(model: Any, B: int, T: int | None = None) -> tuple[list[Any], list[str]]:
     """The forward's required positional arguments after the first, where each is a timestep ([B] float32), a
-    class label ([B] int64) or, given `T`, token ids [B, T] for a tensor argument of a model whose nn.Embedding is
-    not what takes the first input (an audio encoder's Conv1d does; a decoder's token table takes these), and notes
+    class label ([B] int64) or, given `T`, token ids [B, T] for a tensor argument named as token ids are (`tokens`,
+    `text_ids`, `caption`) of a model whose nn.Embedding is not what takes the first input (an audio encoder's Conv1d does; a decoder's token table takes these), and notes
     saying so; stops at the first that is none of these."""
     try:
         params = list(inspect.signature(model.forward).parameters.values())[1:]
@@ -269,8 +270,8 @@ def conditioning(model: Any, B: int, T: int | None = None) -> tuple[list[Any], l
         elif _LABEL.fullmatch(p.name):
             out.append(torch.zeros((B,), dtype=torch.long, device="meta"))
             notes.append(f"{p.name}=[B] int64 (a class label per sample)")
-        elif T is not None and (p.annotation in (torch.Tensor, p.empty) or p.annotation in ("Tensor", "torch.Tensor")) and \
-                (table := _later_table(model)) is not None:
+        elif T is not None and _TOKENS.fullmatch(p.name) and (table := _later_table(model)) is not None and \
+                (p.annotation in (torch.Tensor, p.empty) or p.annotation in ("Tensor", "torch.Tensor")):
             out.append(torch.zeros((B, T), dtype=torch.long, device="meta"))
             notes.append(f"{p.name}=[B, T] int64 (token ids, for the token table {table})")
         else:
