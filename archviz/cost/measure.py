@@ -345,7 +345,9 @@ def _object_or_recompute(run: _Prefilled, batch: int, context: int, kv: dict[str
     """The decode step with the cache object the forward takes, made as its generate makes it; else the whole
     sequence rerun (`_recompute`)."""
     made = _object_decode(run, batch, context, notes)
-    return made if made is not None else (_recompute(run, batch, context, notes), kv)
+    if made is not None:
+        return made
+    return _recompute(run, batch, context, notes), kv if kv["entries"] else {"entries": [], "source": None}
 
 
 def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
