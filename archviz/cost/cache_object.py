@@ -214,4 +214,42 @@ def cache_tensors(cache: Any) -> list[tuple[str, Any, torch.Tensor]]:
     return out
 
 
-__all__ = ["CacheRecipe", "cache_argument", "find_recipe", "make_cache", "cache_tensors"]
+def inner_cache_argument(model: Any) -> tuple[str, str] | None:
+    """(path, argument) of the first submodule whose forward takes a cache argument (whisper's decoder: `kv_cache`,
+    a dict its decoding loop fills through hooks), or None."""
+    import inspect
+
+    found = []
+    for path, m in model.named_modules():
+        try:
+            names = list(inspect.signature(m.forward).parameters) if path else []
+        except (TypeError, ValueError):
+            continue
+        hit = next((n for n in names if "cache" in n.lower()), None)
+        if hit is not None:
+            found.append((path.count("."), path, hit))
+    return min(found)[1:] if found else None  # the outermost
+
+
+def hooked_cache(model: Any) -> tuple[str, str, str] | None:
+    """(method, submodule path, argument) where a method of the model's own class takes no required argument and
+    registers forward hooks (`install_kv_cache_hooks`: the cache it returns is filled by its submodules' outputs),
+    and a submodule's forward takes a cache argument (`inner_cache_argument`); None otherwise."""
+    inner = inner_cache_argument(model)
+    if inner is None:
+        return None
+    for name, fn in sorted(vars(type(model)).items()):
+        if not inspect.isfunction(fn) or name.startswith("_"):
+            continue
+        try:
+            params = list(inspect.signature(fn).parameters.values())[1:]
+            source = inspect.getsource(fn)
+        except (TypeError, ValueError, OSError):
+            continue
+        if "register_forward_hook" in source and "return" in source and \
+                all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+            return name, inner[0], inner[1]
+    return None
+
+
+__all__ = ["hooked_cache", "inner_cache_argument", "CacheRecipe", "cache_argument", "find_recipe", "make_cache", "cache_tensors"]

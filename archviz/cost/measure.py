@@ -344,7 +344,11 @@ def _object_or_recompute(run: _Prefilled, batch: int, context: int, kv: dict[str
                          ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The decode step with the cache object the forward takes, made as its generate makes it; else the whole
     sequence rerun (`_recompute`)."""
-    made = _object_decode(run, batch, context, notes)
+    if run.limit is not None and context + 1 > run.limit:  # the new token must fit the model's positions
+        notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
+                     "positions the model takes")
+        context = run.limit - 1
+    made = _object_decode(run, batch, context, notes) or _hooked_decode(run, batch, context, notes)
     if made is not None:
         return made
     return _recompute(run, batch, context, notes), kv if kv["entries"] else {"entries": [], "source": None}
@@ -400,6 +404,92 @@ def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     return _flops_json(counters[context], run.traced, batch, 1, context), kv
 
 
+def _hooked_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
+                   ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A decode step of a model whose submodule's forward takes a cache that a method of the model fills through
+    forward hooks (`hooked_cache`: whisper's `install_kv_cache_hooks`, the decoder's `kv_cache`), run as the code's
+    decoding runs it: that submodule alone, its other inputs as the prefill pass gave them, on a fill of `context`
+    tokens, then one token counted; the hooks removed after. None where the model has no such method."""
+    from .cache_object import hooked_cache
+
+    built = run.built
+    found = hooked_cache(built.model)
+    if found is None:
+        return None
+    method, sub_path, argument = found
+    sub = built.model.get_submodule(sub_path)
+    call = next((m.calls[0] for m in run.traced.modules if m.path == sub_path and m.calls), None)
+    if call is None or not call.inputs or (call.input_dtypes[:1] or ("",))[0] not in ("int64", "int32"):
+        return None  # its first input is not token ids
+    others = [torch.zeros([batch if d == "B" else d for d in shape], device="meta",
+                          dtype=getattr(torch, (call.input_dtypes[k + 1:k + 2] or ("float32",))[0], torch.float32))
+              for k, shape in enumerate(call.inputs[1:]) if all(isinstance(d, int) or d == "B" for d in shape)]
+    caches: list[Any] = []
+    current: dict[str, Any] = {}
+
+    def inputs(T: int, fresh: bool) -> Callable[[], tuple[tuple, dict]]:
+        def start() -> tuple[tuple, dict]:
+            if fresh:
+                for h in caches[-1][1] if caches else ():  # one cache's hooks at a time: each returns its output
+                    getattr(h, "remove", lambda: None)()
+                with torch.device("meta"):
+                    made = getattr(built.model, method)()
+                cache, hooks = (made[0], made[1:]) if isinstance(made, tuple) else (made, ())
+                caches.append((cache, [h for group in hooks for h in (group if isinstance(group, list) else [group])]))
+            current["cache"] = caches[-1][0]
+            return (torch.zeros((batch, T), dtype=torch.long, device="meta"),), {}
+        return start
+
+    built.model.forward = lambda tokens: sub(tokens, *others, **{argument: current["cache"]})
+    try:
+        shorter = max(context - 1, 1)  # a second fill, one token shorter: the cache's slots and FLOPs grow
+        counters = _steps(built, run.record, [(-1, inputs(shorter, True)), (shorter, inputs(1, False)),
+                                              (-2, inputs(context, True)), (context, inputs(1, False))],
+                          False, run.paths)
+    except ShapeError as e:
+        notes.append(f"{type(built.model).__name__}.{method}() made {sub_path}.forward's {argument}, but the decode "
+                     f"step with it failed: {e.line()}")
+        return None
+    finally:
+        del built.model.forward
+        for _, hooks in caches:
+            for h in hooks:
+                getattr(h, "remove", lambda: None)()
+    if sum(counters[context].by_path()[0].values()) == sum(counters[shorter].by_path()[0].values()):
+        notes.append(f"{sub_path}: the decode step's FLOPs do not grow with the context: attention over the cached "
+                     "tokens is not counted (a lower bound)")
+    entries = _hooked_entries(caches[0][0], caches[1][0], run.paths, run.layer_list)
+    notes.append(f"{type(built.model).__name__}.{method}() makes the cache its decoding passes to {sub_path}.forward "
+                 f"({argument}), filled through forward hooks: a decode step runs {sub_path} alone, as the code's "
+                 f"decoding does, on a fill of {context:,} tokens, then one token counted; the other inputs as the "
+                 f"prefill pass gave them ({', '.join(str(list(t.shape)) for t in others)})")
+    kv = {"source": f"{type(built.model).__name__}.{method}() filled through forward hooks", "entries": entries}
+    return _flops_json(counters[context], run.traced, batch, 1, context), kv
+
+
+def _hooked_entries(short: dict, long: dict, paths: dict[int, str], layer_list: str | None) -> list[dict[str, Any]]:
+    """KV entries of a hook-filled cache (a dict keyed by the modules whose outputs it keeps): a tensor whose dim
+    grew by one with one more token of fill keeps a slot a token, one that did not (cross-attention's keys over a
+    fixed window) is fixed."""
+    from .kv import _layer_of, element_bytes
+
+    out = []
+    for module, t in short.items():
+        other = long.get(module)
+        if not isinstance(t, torch.Tensor) or not isinstance(other, torch.Tensor) or t.dim() < 2:
+            continue
+        shape = [int(d) for d in t.shape]
+        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1]
+        path = paths.get(id(module), "")
+        dtype = str(t.dtype).replace("torch.", "")
+        out.append({"path": path, "name": type(module).__name__, "layer": _layer_of(path, layer_list),
+                    "dtype": dtype, "element_bytes": element_bytes(dtype),
+                    "width": math.prod(d for j, d in enumerate(shape[1:], 1) if j not in grown[:1]),
+                    "ratio": 1 if grown else None, "slots": None if grown else 1,
+                    "what": "cache: a slot every token" if grown else "fixed per sequence (a window's keys)"})
+    return out
+
+
 def _object_entries(tensors: list[tuple[str, Any, torch.Tensor]], larger: dict[tuple[str, Any], torch.Tensor],
                     batch_value: int | None) -> list[dict[str, Any]]:
     """KV entries of a cache object's tensors (a list's items: one layer each): the dim that grew by one with one
@@ -431,10 +521,6 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
     if "T" not in (run.traced.extra("shapes") or {}).get("used", ()):
         notes.append(f"{name}.forward takes no start_pos and no sequence of tokens: no decode step")
         return None
-    if run.limit is not None and context + 1 > run.limit:  # the new token must fit the model's positions
-        notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
-                     "positions the model takes")
-        context = run.limit - 1
     try:
         _, fc, _ = _pass(run.built, run.record, batch=batch, seq=context + 1, memo=run.memo, paths=run.paths)
     except ShapeError as e:
@@ -447,7 +533,9 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
     except (TypeError, ValueError):
         params = []
     given = [p for p in params if "cache" in p.lower() or p in ("past", "inference_params", "state", "states")]
-    inner = _inner_cache(run.built.model) if not given else None
+    from .cache_object import inner_cache_argument
+
+    inner = inner_cache_argument(run.built.model) if not given else None
     how = (f"its forward takes a cache object ({', '.join(given)}) that archviz does not make: measured without it"
            if given else f"its forward passes no cache, though {inner[0]}.forward takes one ({inner[1]}), which the "
            "code's own decoding fills outside forward: measured without it" if inner else
@@ -456,23 +544,6 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
                  "tokens, " + ("the most its decoding runs" if inner else "as the code then does") +
                  "; no KV cache figures")
     return _flops_json(fc, run.traced, batch, context + 1, 0)
-
-
-def _inner_cache(model: Any) -> tuple[str, str] | None:
-    """(path, argument) of the first submodule whose forward takes a cache argument (whisper's decoder: `kv_cache`,
-    a dict its decoding loop fills through hooks), or None."""
-    import inspect
-
-    found = []
-    for path, m in model.named_modules():
-        try:
-            names = list(inspect.signature(m.forward).parameters) if path else []
-        except (TypeError, ValueError):
-            continue
-        hit = next((n for n in names if "cache" in n.lower()), None)
-        if hit is not None:
-            found.append((path.count("."), path, hit))
-    return min(found)[1:] if found else None  # the outermost
 
 
 def _hf_decode(run: _Prefilled, batch: int, lengths: tuple[int, ...],

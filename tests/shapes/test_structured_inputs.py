@@ -74,7 +74,7 @@ def test_a_speech_model_gets_its_window_and_token_ids_capped_at_its_positions():
     """mel [B, n_mels, 2 · n_audio_ctx] from the Conv1d front end and the encoder's position buffer (not the
     decoder's table); tokens [B, T] for the decoder's token table. `cost` runs T = n_text_ctx (the position table
     beside the token table), its prefill FLOPs those torch counts in a real CPU run, and a decode step that fits
-    the positions, saying that the decoder's kv_cache is filled outside forward."""
+    the positions: the decoder alone with the kv_cache its install_kv_cache_hooks fills, as its decoding runs."""
     m = anyinput("speech")
     d = m.Dims()
     rec = _traced("speech", "SpeechModel")
@@ -89,9 +89,21 @@ def test_a_speech_model_gets_its_window_and_token_ids_capped_at_its_positions():
     assert cost["seq"] == d.n_text_ctx
     full = torch.zeros(1, d.n_text_ctx, dtype=torch.long)
     assert sum(cost["prefill"]["flops"].values()) == _real_flops(model, mel[:1], full)
-    assert sum(cost["decode"]["flops"].values()) == sum(cost["prefill"]["flops"].values())  # 1 + (n_text_ctx - 1)
+    # decode as its decoding runs: the decoder alone with the cache its hooks fill, one token after n_text_ctx - 1
+    L = d.n_text_ctx - 1
+    cache, hooks = model.install_kv_cache_hooks()
+    with torch.no_grad():
+        xa = model.encoder(mel[:1])
+        model.decoder(torch.zeros(1, L, dtype=torch.long), xa, kv_cache=cache)
+        with FlopCounterMode(display=False) as fc:
+            model.decoder(torch.zeros(1, 1, dtype=torch.long), xa, kv_cache=cache)
+    assert sum(cost["decode"]["flops"].values()) == fc.get_total_flops()
+    per_token = sum(e["width"] * e["element_bytes"] for e in cost["kv"]["entries"] if e["ratio"] == 1)
+    assert per_token == 2 * len(model.decoder.blocks) * d.n_state * 4  # self-attention's keys and values
+    fixed = sum(e["width"] * e["element_bytes"] for e in cost["kv"]["entries"] if e["ratio"] is None)
+    assert fixed == 2 * len(model.decoder.blocks) * d.n_audio_ctx * d.n_state * 4  # cross-attention's, over audio
     notes = " ".join(cost["notes"])
-    assert f"decode step at context {d.n_text_ctx - 1}" in notes and "decoder.forward takes one (kv_cache)" in notes
+    assert f"decode step at context {L}" in notes and "install_kv_cache_hooks() makes the cache" in notes
 
 
 def test_a_cache_object_passed_into_forward_is_made_as_its_generate_makes_it():
