@@ -427,15 +427,29 @@ def _hooked_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     caches: list[Any] = []
     current: dict[str, Any] = {}
 
+    def make() -> None:
+        for h in caches[-1][1] if caches else ():  # one cache's hooks at a time: each returns its output
+            getattr(h, "remove", lambda: None)()
+        with torch.device("meta"):
+            made = getattr(built.model, method)()
+        cache, hooks = (made[0], made[1:]) if isinstance(made, tuple) and made else (made, ())
+        caches.append((cache, [h for group in hooks for h in (group if isinstance(group, list) else [group])]))
+
+    try:  # the method must hand back the dict its hooks fill
+        make()
+    except Exception as e:  # noqa: BLE001 - the model's own code
+        notes.append(f"{type(built.model).__name__}.{method}() raised {type(e).__name__} on meta: no decode step "
+                     "with its cache")
+        return None
+    for h in caches[0][1]:
+        getattr(h, "remove", lambda: None)()
+    if not isinstance(caches.pop()[0], dict):
+        return None
+
     def inputs(T: int, fresh: bool) -> Callable[[], tuple[tuple, dict]]:
         def start() -> tuple[tuple, dict]:
             if fresh:
-                for h in caches[-1][1] if caches else ():  # one cache's hooks at a time: each returns its output
-                    getattr(h, "remove", lambda: None)()
-                with torch.device("meta"):
-                    made = getattr(built.model, method)()
-                cache, hooks = (made[0], made[1:]) if isinstance(made, tuple) else (made, ())
-                caches.append((cache, [h for group in hooks for h in (group if isinstance(group, list) else [group])]))
+                make()
             current["cache"] = caches[-1][0]
             return (torch.zeros((batch, T), dtype=torch.long, device="meta"),), {}
         return start
