@@ -82,7 +82,8 @@ def _file_config(path: str | None) -> dict[str, Any]:
 
 def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
     """The longest sequence the model takes, and where that was read: its config (block_size,
-    max_position_embeddings, max_seq_len, ...), else an attribute of the top module or of its config object."""
+    max_position_embeddings, max_seq_len, ...), else an attribute of the top module or of its config object, else
+    the rows of the position table its token table's module holds."""
     from .curve import _MAX_KEYS
 
     found = max_positions(config)
@@ -95,7 +96,10 @@ def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
             v = getattr(owner, key, None)
             if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                 return v, f"{name}.{key}"
-    return _submodule_limit(model)
+    from ..shapes.structured import position_limit
+
+    # a position table beside the token table (whisper's decoder: n_text_ctx rows), else a limit a submodule holds
+    return position_limit(model) or _submodule_limit(model)
 
 
 # Keys that name a position limit wherever they are held (never `block_size`: a quantized Linear's block of 128).
@@ -252,7 +256,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
 
-    run = _Prefilled(built, record, traced, paths, layer_list, not every_block)
+    run = _Prefilled(built, record, traced, paths, layer_list, not every_block, limit[0] if limit else None)
     if unit is not None:  # an image, a denoising step...: no tokens to decode, no cache
         decode, kv, curve = None, {"entries": [], "source": None}, []
         notes.append(_no_decode(run, unit, seq))
@@ -324,6 +328,7 @@ class _Prefilled:
     paths: dict[int, str]
     layer_list: str | None
     memo: bool
+    limit: int | None = None  # the longest sequence the model takes (`model_limit`)
 
 
 def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple[int, int] | None, taken: set[int],
@@ -356,15 +361,202 @@ def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple
             except ShapeError as e:
                 notes.append(f"no decode step: {e.line()}")
         else:
-            decode = _recompute(run, batch, context, notes)
+            decode, kv = _object_or_recompute(run, batch, context, kv, notes)
     elif built.kind == "hf":
         try:
             decode, kv, curve = _hf_decode(run, batch, (context, *more), say)
         except ShapeError as e:
             notes.append(f"no decode step: {e.line()}")
     else:
-        decode = _recompute(run, batch, context, notes)
+        decode, kv = _object_or_recompute(run, batch, context, kv, notes)
     return decode, kv, curve
+
+
+def _object_or_recompute(run: _Prefilled, batch: int, context: int, kv: dict[str, Any], notes: list[str]
+                         ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The decode step with the cache object the forward takes, made as its generate makes it; else the whole
+    sequence rerun (`_recompute`)."""
+    if run.limit is not None and context + 1 > run.limit:  # the new token must fit the model's positions
+        notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
+                     "positions the model takes")
+        context = run.limit - 1
+    made = _object_decode(run, batch, context, notes) or _hooked_decode(run, batch, context, notes)
+    if made is not None:
+        return made
+    return _recompute(run, batch, context, notes), kv if kv["entries"] else {"entries": [], "source": None}
+
+
+def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
+                   ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A decode step at `context` with the cache object of the forward (`cache_object`): made on meta with room
+    for context + 1 tokens as the code's generate makes it, filled by a prefill of `context` tokens on meta, then
+    one token counted; its KV entries from the tensors it holds (a dim that grows with its room: a slot a token).
+    None where the forward takes no such object or it cannot be made (said in `notes`)."""
+    from ..shapes.inputs import default_inputs
+    from .cache_object import cache_tensors, find_recipe, make_cache
+
+    built = run.built
+    recipe = find_recipe(built.model)
+    if recipe is None:
+        return None
+    what = f"{type(built.model).__name__}.forward's {recipe.argument} ({recipe.cls.__name__})"
+    try:
+        cache, used = make_cache(recipe, built.model, batch, context + 1)
+        larger, _ = make_cache(recipe, built.model, batch, context + 2)
+    except ValueError as e:
+        notes.append(f"{what}: its generate makes it at {recipe.where}, but archviz cannot make {e}")
+        return None
+    except Exception as e:  # noqa: BLE001 - the model's own cache code
+        notes.append(f"{what}: made as its generate does ({recipe.where}), it raised {type(e).__name__}: "
+                     f"{str(e)[:160]}")
+        return None
+
+    def inputs(T: int, made: Any) -> Callable[[], tuple[tuple, dict]]:
+        return lambda: (lambda a, k: (a, {**k, recipe.argument: made}))(*default_inputs(built, batch, T))
+
+    try:  # a fill (uncounted: key -1, -2) and one token, at context and at context + 1 (the second cache's room)
+        counters = _steps(built, run.record, [(-1, inputs(context, cache)), (context, inputs(1, cache)),
+                                              (-2, inputs(context + 1, larger)), (context + 1, inputs(1, larger))],
+                          run.memo, run.paths)
+    except ShapeError as e:
+        notes.append(f"{what}: made as its generate does ({recipe.where}), the decode step failed: {e.line()}")
+        return None
+    if sum(counters[context].by_path()[0].values()) == sum(counters[context + 1].by_path()[0].values()):
+        notes.append(f"{what}: the decode step's FLOPs do not grow with the context: the cache keeps how full it is "
+                     "in tensors whose values meta does not hold, so attention over the cached tokens is not "
+                     "counted (a lower bound); KV entries are read from its tensors")
+    batch_value = next((v for k, v in used.items() if "batch" in k.lower() and isinstance(v, int)), None)
+    entries = _object_entries(cache_tensors(cache), {(a, k): t for a, k, t in cache_tensors(larger)}, batch_value)
+    made = ", ".join(f"{k}={v if not isinstance(v, torch.dtype) else str(v).replace('torch.', '')}"
+                     for k, v in used.items())
+    notes.append(f"{what} made as its generate makes it ({recipe.where}): {recipe.cls.__name__}({made}), room for "
+                 f"context + 1 tokens, on meta; then {', '.join(f'.{m}()' for m, _ in recipe.then) or 'nothing'} "
+                 f"as generate calls; filled by a prefill of {context:,} tokens, then one token counted")
+    kv = {"source": f"{recipe.cls.__name__} made as at {recipe.where}", "entries": entries}
+    return _flops_json(counters[context], run.traced, batch, 1, context), kv
+
+
+def _hooked_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
+                   ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A decode step of a model whose submodule's forward takes a cache that a method of the model fills through
+    forward hooks (`hooked_cache`: whisper's `install_kv_cache_hooks`, the decoder's `kv_cache`), run as the code's
+    decoding runs it: that submodule alone, its other inputs as the prefill pass gave them, on a fill of `context`
+    tokens, then one token counted; the hooks removed after. None where the model has no such method."""
+    from .cache_object import hooked_cache
+
+    built = run.built
+    found = hooked_cache(built.model)
+    if found is None:
+        return None
+    method, sub_path, argument = found
+    sub = built.model.get_submodule(sub_path)
+    call = next((m.calls[0] for m in run.traced.modules if m.path == sub_path and m.calls), None)
+    if call is None or not call.inputs or (call.input_dtypes[:1] or ("",))[0] not in ("int64", "int32"):
+        return None  # its first input is not token ids
+    others = [torch.zeros([batch if d == "B" else d for d in shape], device="meta",
+                          dtype=getattr(torch, (call.input_dtypes[k + 1:k + 2] or ("float32",))[0], torch.float32))
+              for k, shape in enumerate(call.inputs[1:]) if all(isinstance(d, int) or d == "B" for d in shape)]
+    caches: list[Any] = []
+    current: dict[str, Any] = {}
+
+    def make() -> None:
+        for h in caches[-1][1] if caches else ():  # one cache's hooks at a time: each returns its output
+            getattr(h, "remove", lambda: None)()
+        with torch.device("meta"):
+            made = getattr(built.model, method)()
+        cache, hooks = (made[0], made[1:]) if isinstance(made, tuple) and made else (made, ())
+        caches.append((cache, [h for group in hooks for h in (group if isinstance(group, list) else [group])]))
+
+    try:  # the method must hand back the dict its hooks fill
+        make()
+    except Exception as e:  # noqa: BLE001 - the model's own code
+        notes.append(f"{type(built.model).__name__}.{method}() raised {type(e).__name__} on meta: no decode step "
+                     "with its cache")
+        return None
+    for h in caches[0][1]:
+        getattr(h, "remove", lambda: None)()
+    if not isinstance(caches.pop()[0], dict):
+        return None
+
+    def inputs(T: int, fresh: bool) -> Callable[[], tuple[tuple, dict]]:
+        def start() -> tuple[tuple, dict]:
+            if fresh:
+                make()
+            current["cache"] = caches[-1][0]
+            return (torch.zeros((batch, T), dtype=torch.long, device="meta"),), {}
+        return start
+
+    built.model.forward = lambda tokens: sub(tokens, *others, **{argument: current["cache"]})
+    try:
+        shorter = max(context - 1, 1)  # a second fill, one token shorter: the cache's slots and FLOPs grow
+        counters = _steps(built, run.record, [(-1, inputs(shorter, True)), (shorter, inputs(1, False)),
+                                              (-2, inputs(context, True)), (context, inputs(1, False))],
+                          False, run.paths)
+    except ShapeError as e:
+        notes.append(f"{type(built.model).__name__}.{method}() made {sub_path}.forward's {argument}, but the decode "
+                     f"step with it failed: {e.line()}")
+        return None
+    finally:
+        del built.model.forward
+        for _, hooks in caches:
+            for h in hooks:
+                getattr(h, "remove", lambda: None)()
+    if sum(counters[context].by_path()[0].values()) == sum(counters[shorter].by_path()[0].values()):
+        notes.append(f"{sub_path}: the decode step's FLOPs do not grow with the context: attention over the cached "
+                     "tokens is not counted (a lower bound)")
+    entries = _hooked_entries(caches[0][0], caches[1][0], run.paths, run.layer_list)
+    notes.append(f"{type(built.model).__name__}.{method}() makes the cache its decoding passes to {sub_path}.forward "
+                 f"({argument}), filled through forward hooks: a decode step runs {sub_path} alone, as the code's "
+                 f"decoding does, on a fill of {context:,} tokens, then one token counted; the other inputs as the "
+                 f"prefill pass gave them ({', '.join(str(list(t.shape)) for t in others)})")
+    kv = {"source": f"{type(built.model).__name__}.{method}() filled through forward hooks", "entries": entries}
+    return _flops_json(counters[context], run.traced, batch, 1, context), kv
+
+
+def _hooked_entries(short: dict, long: dict, paths: dict[int, str], layer_list: str | None) -> list[dict[str, Any]]:
+    """KV entries of a hook-filled cache (a dict keyed by the modules whose outputs it keeps): a tensor whose dim
+    grew by one with one more token of fill keeps a slot a token, one that did not (cross-attention's keys over a
+    fixed window) is fixed."""
+    from .kv import _layer_of, element_bytes
+
+    out = []
+    for module, t in short.items():
+        other = long.get(module)
+        if not isinstance(t, torch.Tensor) or not isinstance(other, torch.Tensor) or t.dim() < 2:
+            continue
+        shape = [int(d) for d in t.shape]
+        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1]
+        path = paths.get(id(module), "")
+        dtype = str(t.dtype).replace("torch.", "")
+        out.append({"path": path, "name": type(module).__name__, "layer": _layer_of(path, layer_list),
+                    "dtype": dtype, "element_bytes": element_bytes(dtype),
+                    "width": math.prod(d for j, d in enumerate(shape[1:], 1) if j not in grown[:1]),
+                    "ratio": 1 if grown else None, "slots": None if grown else 1,
+                    "what": "cache: a slot every token" if grown else "fixed per sequence (a window's keys)"})
+    return out
+
+
+def _object_entries(tensors: list[tuple[str, Any, torch.Tensor]], larger: dict[tuple[str, Any], torch.Tensor],
+                    batch_value: int | None) -> list[dict[str, Any]]:
+    """KV entries of a cache object's tensors (a list's items: one layer each): the dim that grew by one with one
+    more token of room is a slot a token; the batch dim (the size it was made with) divided out; a tensor that did
+    not grow is fixed state."""
+    from .kv import element_bytes
+
+    out = []
+    for name, key, t in tensors:
+        other = larger.get((name, key))
+        shape = [int(d) for d in t.shape]
+        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1]             if other is not None and other.dim() == t.dim() else []
+        rest = [d for j, d in enumerate(shape) if j not in grown[:1]]
+        if batch_value in rest:
+            rest.remove(batch_value)
+        dtype = str(t.dtype).replace("torch.", "")
+        out.append({"path": "", "name": name if isinstance(key, int) or key is None else f"{name}.{key}",
+                    "layer": key if isinstance(key, int) else None, "dtype": dtype, "element_bytes": element_bytes(dtype),
+                    "width": math.prod(rest), "ratio": 1 if grown else None, "slots": None if grown else 1,
+                    "what": "cache: a slot every token" if grown else "fixed per sequence (state)"})
+    return out
 
 
 def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> dict[str, Any] | None:
@@ -390,10 +582,16 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
     except (TypeError, ValueError):
         params = []
     given = [p for p in params if "cache" in p.lower() or p in ("past", "inference_params", "state", "states")]
+    from .cache_object import inner_cache_argument
+
+    inner = inner_cache_argument(run.built.model) if not given else None
     how = (f"its forward takes a cache object ({', '.join(given)}) that archviz does not make: measured without it"
-           if given else "it keeps no cache (its forward takes no start_pos or past_key_values)")
+           if given else f"its forward passes no cache, though {inner[0]}.forward takes one ({inner[1]}), which the "
+           "code's own decoding fills outside forward: measured without it" if inner else
+           "it keeps no cache (its forward takes no start_pos or past_key_values)")
     notes.append(f"{name}: {how}; a decode step at context {context:,} reruns the whole sequence, {context + 1:,} "
-                 "tokens, as the code then does; no KV cache figures")
+                 "tokens, " + ("the most its decoding runs" if inner else "as the code then does") +
+                 "; no KV cache figures")
     return _flops_json(fc, run.traced, batch, context + 1, 0)
 
 

@@ -8,7 +8,6 @@ import dataclasses
 import inspect
 import math
 import re
-import typing
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -19,6 +18,8 @@ from ..sources import Built
 from ..input_specs import MAX_ELEMENTS, check_input_specs, expand_input_files
 from ..sources.meta import unset_field_hint
 from .flex import block_mask_arguments, causal_block_mask
+from .structured import (RecordsDefault, _LIST_OF_DICTS, _annotation_text, dataclass_argument, filled_dataclass,
+                         records_default, records_value, scalar_defaults, structured_forms)
 
 
 @contextlib.contextmanager
@@ -113,9 +114,28 @@ def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
         if side is not None:
             return (first.in_channels, side, side), (f"the first Conv2d's in_channels and its patches, as many as "
                                                      f"the position table {side // first.stride[0]}² holds")
+        sized = _size_attribute(model, first)
+        if sized is not None:
+            return (first.in_channels, sized[0], sized[0]), f"the first Conv2d's in_channels at {sized[1]}"
         return (first.in_channels, 224, 224), "the first Conv2d's in_channels, at 224 x 224"
     if isinstance(first, torch.nn.Linear) and built.kind != "hf":
         return _linear_patches(model, first)
+    return None
+
+
+def _size_attribute(model: Any, first: Any) -> tuple[int, str] | None:
+    """(side, where) of the image size a module holding the first consumer keeps as an attribute (an image
+    encoder's `self.img_size = img_size`), the nearest holder first; None where none keeps one."""
+    path = next((n for n, m in model.named_modules() if m is first), "")
+    parts = path.split(".")
+    for i in range(len(parts) - 1, -1, -1):
+        holder = ".".join(parts[:i])
+        module = model.get_submodule(holder)
+        for key in _SIZE_KEYS:
+            v = getattr(module, key, None)
+            v = v[0] if isinstance(v, (tuple, list)) and len(v) == 2 and v[0] == v[1] else v
+            if _positive(v):
+                return v, f"{holder or type(model).__name__}.{key} = {v}"
     return None
 
 
@@ -142,11 +162,13 @@ def _linear_patches(model: Any, first: torch.nn.Linear) -> tuple[tuple[int, int,
 
 def _position_tables(model: Any, width: int) -> list[tuple[str, int]]:
     """(name, rows N) of the tables [N, width] or [1, N, width] (N > 1) among the model's parameters and buffers
-    that are no layer's weight: learned or fixed position tables (a class token's one row left out)."""
+    that are no layer's weight: learned or fixed position tables (a class token's one row left out); a grid table
+    [1, n, n, width] holds n² rows."""
     out = []
     for name, t in (*model.named_parameters(), *model.named_buffers()):
         shape = tuple(t.shape)
-        rows = shape[0] if len(shape) == 2 else shape[1] if len(shape) == 3 and shape[0] == 1 else 0
+        rows = shape[0] if len(shape) == 2 else shape[1] if len(shape) == 3 and shape[0] == 1 else \
+            shape[1] * shape[2] if len(shape) == 4 and shape[0] == 1 and shape[1] == shape[2] else 0  # [1, n, n, D]
         if rows > 1 and shape[-1] == width and \
                 not isinstance(model.get_submodule(name.rpartition(".")[0]), _CONSUMERS):
             out.append((name, rows))
@@ -165,7 +187,10 @@ def _window(model: Any, first: torch.nn.Conv1d) -> tuple[int, str] | None:
         chain.append(m)
     stride = math.prod(m.stride[0] for m in chain)
     width = chain[-1].out_channels
-    for name, rows in _position_tables(model, width):
+    where = next(n for n, m in model.named_modules() if m is first)
+    tables = _position_tables(model, width)  # the front end's own first: an ancestor's (an encoder's), not a decoder's
+    for name, rows in [t for t in tables if f"{where}.".startswith(t[0].rpartition(".")[0] + ".") or
+                       "." not in t[0]] or tables:
         return rows * stride, f"the position table {name} ({rows:,} rows) × the front end's stride {stride}"
     return None
 
@@ -222,13 +247,16 @@ def consumer_default(built: Built) -> InputDefault | None:
 # a timestep or noise level per sample (float [B]), a class label per sample (int64 [B]).
 _TIMESTEP = re.compile(r"(t|ts|time|times|timesteps?|sigmas?|noise_levels?|noise_labels?)", re.I)
 _LABEL = re.compile(r"(y|labels?|class_labels?|class_ids?|classes)", re.I)
+_TOKENS = re.compile(r"(\w*_)?(tokens?|ids|text|captions?)", re.I)  # token ids beside another modality
 
 
-def conditioning(model: Any, B: int, T: int = 1) -> tuple[list[Any], list[str]]:
+def conditioning(model: Any, B: int, T: int | None = None) -> tuple[list[Any], list[str]]:
     """The forward's required positional arguments after the first, where each is a timestep ([B] float32), a
-    class label ([B] int64) or what the code says it is (archviz/shapes/arguments.py: the width of the submodule
-    it is handed to, position ids, a guidance strength; an optional timestep or guidance is given too), and notes
-    saying so; stops at the first that is none of these."""
+    class label ([B] int64), what the code says it is (archviz/shapes/arguments.py: the width of the submodule
+    it is handed to, position ids, a guidance strength; an optional timestep or guidance is given too) or, given `T`,
+    token ids [B, T] for a tensor argument named as token ids are (`tokens`, `text_ids`, `caption`) of a model whose
+    nn.Embedding is not what takes the first input (an audio encoder's Conv1d does; a decoder's token table takes
+    these), and notes saying so; stops at the first that is none of these."""
     from .arguments import GUIDANCE, ForwardReading, further_default
 
     try:
@@ -248,14 +276,26 @@ def conditioning(model: Any, B: int, T: int = 1) -> tuple[list[Any], list[str]]:
             notes.append(f"{p.name}=[B] float32 (a timestep per sample)")
             continue
         reading = reading or ForwardReading(model)
-        made = further_default(model, p.name, reading, B, T)  # the submodule it is handed to says first
+        # the submodule it is handed to says first
+        made = further_default(model, p.name, reading, B, 1 if T is None else T)
         if made is None and _LABEL.fullmatch(p.name):
             made = torch.zeros((B,), dtype=torch.long, device="meta"), f"{p.name}=[B] int64 (a class label per sample)"
+        if made is None and T is not None and _TOKENS.fullmatch(p.name) and (table := _later_table(model)) is not None \
+                and (p.annotation in (torch.Tensor, p.empty) or p.annotation in ("Tensor", "torch.Tensor")):
+            made = torch.zeros((B, T), dtype=torch.long, device="meta"), \
+                f"{p.name}=[B, T] int64 (token ids, for the token table {table})"
         if made is None:
             break
         out.append(made[0])
         notes.append(made[1])
     return out, notes
+
+
+def _later_table(model: Any) -> str | None:
+    """The name of the first nn.Embedding of a model whose first consumer is another module, or None."""
+    first = first_consumer(model)
+    return next((n for n, m in model.named_modules() if isinstance(m, torch.nn.Embedding) and m is not first), None) \
+        if not isinstance(first, torch.nn.Embedding) else None
 
 
 def forward_arguments(model: Any) -> str | None:
@@ -294,10 +334,14 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     if not params:
         raise ShapeError(f"{type(model).__name__}.forward takes no inputs archviz can guess",
                          hint="give them with --input name=B,T,512[:dtype]")
+    records = records_first(built)
+    if records is not None:  # forward(batched_input: list[dict]): B records of the keys the code reads
+        return (records_value(records, B),), _plain_kwargs(model, names[:1], {})
     first = consumer_default(built)
     if first is not None:  # an image, spectrogram, video or feature batch instead of token ids
         x = torch.zeros((B, *(T if d == "T" else d for d in first.dims)), dtype=torch.float32, device="meta")
-        return (x, *conditioning(model, B, T)[0]), {}
+        args = (x, *conditioning(model, B, T)[0])
+        return args, _plain_kwargs(model, names[:len(args)], {})
     args: list[Any] = [ids[0] if built.tokens_1d else ids]  # gpt-oss's forward takes tokens [T]
     held = dataclass_argument(model)
     if held is not None and held[0] == names[0]:  # forward(self, inputs: Batch): the token ids in its fields
@@ -306,7 +350,27 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     if "start_pos" in names[1:]:
         kwargs["start_pos"] = 0
     kwargs.update(sequence_lengths(model, B, T, built.tokens_1d))
-    return tuple(args), kwargs
+    return tuple(args), _plain_kwargs(model, names[:len(args)], kwargs)
+
+
+def _plain_kwargs(model: Any, positional: list[str], kwargs: dict) -> dict:
+    """`kwargs` with a value for each required bool/int/float/str argument of the forward left unfilled
+    (`structured.scalar_defaults`)."""
+    return {**kwargs, **{s.name: s.value for s in scalar_defaults(model, {*positional, *kwargs})}}
+
+
+def records_first(built: Built) -> RecordsDefault | None:
+    """The made-up records of a forward whose first argument is a list of dicts its code reads keys of (annotated
+    so, or not at all), each holding the image the model's first consumer takes; None otherwise."""
+    try:
+        first = next(iter(inspect.signature(built.model.forward).parameters.values()), None)
+    except (TypeError, ValueError):
+        return None
+    text = _annotation_text(first.annotation) if first is not None else ""
+    if built.kind == "hf" or first is None or not (_LIST_OF_DICTS.search(text) or first.annotation is first.empty):
+        return None
+    image = image_default(built)
+    return records_default(built.model, first.name, image[0] if image else None)
 
 
 _IDS_SHAPE = re.compile(r"\binput_ids \(`[^`]*` of shape `\(batch_size \* (\w+), sequence_length\)`")
@@ -592,65 +656,6 @@ def input_tensors(values: Any) -> list[Any]:
         elif isinstance(v, dict):
             stack.extend(v.values())
     return out
-
-
-_LIST_OF_DICTS = re.compile(r"(?:list|List|Sequence)\[(?:typing\.)?(?:dict|Dict|Mapping)")
-
-
-def structured_forms(model: Any) -> str | None:
-    """The form to type for each forward argument whose annotation asks for a list of dicts or a dataclass of
-    inputs (`batched_input: List[Dict[str, Any]]`, `inputs: Batch`), or None where none does."""
-    try:
-        params = list(inspect.signature(model.forward).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    forms = []
-    held = dataclass_argument(model)
-    for p in params:
-        text = _annotation_text(p.annotation)
-        if _LIST_OF_DICTS.search(text):
-            forms.append(f"--input '{p.name}=[{{image: 3,1024,1024, original_size: list:1024,1024}}]' (a list of "
-                         "dicts, its keys as the code reads them)")
-        elif held is not None and held[0] == p.name:
-            fields = ", ".join(f"{f.name}: B,T" for f in dataclasses.fields(held[1])[:2])
-            forms.append(f"--input '{p.name}={{{fields}}}' (the fields of {held[1].__name__})")
-    return "; ".join(forms) or None
-
-
-def _annotation_text(annotation: Any) -> str:
-    return annotation if isinstance(annotation, str) else str(annotation).replace("typing.", "")
-
-
-def dataclass_argument(model: Any) -> tuple[str, type] | None:
-    """(name, class) of the forward's first argument where its annotation is a dataclass (`forward(self, inputs:
-    Batch)`, read as `inputs.tokens`); None otherwise."""
-    try:
-        first = next(iter(inspect.signature(model.forward).parameters.values()), None)
-        hints = typing.get_type_hints(model.forward) if first is not None else {}
-    except Exception:  # noqa: BLE001 - an annotation that does not resolve names no dataclass
-        return None
-    cls = hints.get(first.name) if first is not None else None
-    return (first.name, cls) if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
-
-
-def filled_dataclass(cls: type, given: dict[str, Any], ids: Any) -> Any:
-    """`cls` made of the given fields, each required field not given that holds a tensor filled with the token
-    ids (`ids`), the others left to their defaults; a required field of another kind is a ShapeError naming it."""
-    hints = typing.get_type_hints(cls)
-    values = dict(given)
-    for f in dataclasses.fields(cls):
-        if f.name in values or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-            continue
-        if "Tensor" in str(hints.get(f.name, "")) and ids is not None:
-            values[f.name] = ids
-        else:
-            raise ShapeError(f"{cls.__name__}.{f.name} (a field of the forward's input) was not given",
-                             hint=f"give it inside the input's dict, e.g. --input 'inputs={{{f.name}: B,T}}'")
-    unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
-    if unknown:
-        raise ShapeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}",
-                         hint=f"its fields: {', '.join(f.name for f in dataclasses.fields(cls))}")
-    return cls(**values)
 
 
 def _stands_in(default: Any, given: dict[str, Any]) -> bool:

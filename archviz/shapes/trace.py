@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+import inspect
 import os
 import re
 from contextlib import nullcontext
@@ -49,6 +50,7 @@ from .evidence import PassGiven, Second, concerned, second_pass, symbol_multiple
 from .evidence import named as named_by_evidence
 from .forward import ForwardRun, pass_mode, run_forward
 from .gathers import Gathers, adjust
+from .structured import records_note, scalar_defaults, scalar_note
 from .inputs import (
     default_inputs,
     default_sizes,
@@ -56,6 +58,7 @@ from .inputs import (
     conditioning,
     input_tensors,
     structured_forms,
+    records_first,
     consumer_default,
     list_notes,
     merge_inputs,
@@ -236,20 +239,32 @@ def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: l
         return args, kwargs, user, {"B", "T"}, notes  # inputs made by the caller (the probe): sized by B and T
     defaults = input_tensors((*base[0], *base[1].values()))
     kept = any(v is d for d in defaults for v in input_tensors((*args, *kwargs.values())))
-    first = consumer_default(built) if kept and (built.kind != "hf" or "pixel_values" in base[1]) else None
+    records = records_first(built) if kept and inputs is None else None
+    first = consumer_default(built) if kept and not records and (built.kind != "hf" or "pixel_values" in base[1]) \
+        else None
     ids = {"T"} if built.tokens_1d else {"B", "T"}  # token ids [T] (gpt-oss, packed sequences) have no B
-    used = ({"B"} | ({"T"} if "T" in first.dims else set()) if first else ids if kept else set()) | \
-        spec_symbols(input_specs)
+    extra = conditioning(built.model, B, T)[1] if built.kind != "hf" and first is not None else []
+    used = ({"B"} | ({"T"} if "T" in first.dims or any("[B, T]" in e for e in extra) else set()) if first else
+            {"B"} if records else ids if kept else set()) | spec_symbols(input_specs)
+    if records is not None:
+        notes.append(records_note(built.model, records))
     if first is not None:
         where = "pixel_values" if built.kind == "hf" else \
             f"the first argument of {forward_arguments(built.model) or 'forward'}"
         notes.append(f"default input: {first.what} [B, {', '.join(map(str, first.dims))}] (float32) from "
                      f"{first.where}, passed as {where}; --input NAME=... gives another")
-        extra = conditioning(built.model, B)[1] if built.kind != "hf" else []
         if extra:
             notes.append(f"default inputs beside it: {', '.join(extra)}; --input NAME=... gives others")
-    if built.kind != "hf":  # seqlens: List[int] made up beside the token ids
-        notes.extend(list_notes(built, kwargs, {name for name, _, _ in check_input_specs(input_specs)}))
+    if built.kind != "hf":  # seqlens: List[int] made up beside the token ids; a required bool given False
+        given = {name for name, _, _ in check_input_specs(input_specs)}
+        notes.extend(list_notes(built, kwargs, given))
+        try:
+            names = list(inspect.signature(built.model.forward).parameters)
+        except (TypeError, ValueError):
+            names = []
+        plain = [s for s in scalar_defaults(built.model, set(names[:len(base[0])])) if s.name not in given and
+                 type(kwargs.get(s.name)) is type(s.value) and kwargs[s.name] == s.value]
+        notes.extend([scalar_note(built.model, plain)] if plain else [])
     return args, kwargs, user, used, notes
 
 

@@ -1,0 +1,255 @@
+"""A cache object passed into forward (`forward(tokens, seqlens, cache: Optional[BufferCache] = None)`), made for a
+decode step as the code's own generate makes it: the project's call of that class's constructor, found by AST (never
+by a name archviz knows), each argument evaluated on the built model where it reads the variable generate holds the
+model in (`model.args.n_kv_heads`, `model.n_layers`, arithmetic of those), else by the constructor parameter it fills
+(a batch size: B; a length, window or capacity: the context the step needs); then the calls generate makes on it
+before its first forward that take nothing, a device or a dtype (`cache.reset()`, `cache.to(device=..., dtype=...)`),
+on meta. What cannot be made so is said in one line (`CacheRecipe.missing`)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import operator
+import os
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+MAX_FILES = 400  # .py files of a project read to find the constructor call
+MAX_BYTES = 2 << 20  # bytes of one file
+
+
+@dataclass(frozen=True)
+class CacheRecipe:
+    """How generate makes the cache `argument` of the forward: class `cls`, called at `where` with `call`'s
+    arguments, the model being the variable `model_var`, then `then` (method name, keyword names) on it."""
+    argument: str
+    cls: type
+    where: str
+    call: ast.Call
+    model_var: str
+    then: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def cache_argument(model: Any) -> tuple[str, type] | None:
+    """(name, class) of the forward's argument after the first that is annotated with a class of the model's own
+    code (`Optional[BufferCache]`), neither a tensor nor a torch, typing or builtin class; None where none is."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())[1:]
+        hints = typing.get_type_hints(model.forward)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve names no class
+        return None
+    for p in params:
+        hint = hints.get(p.name)
+        options = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) is \
+            typing.Union else [hint]
+        cls = options[0] if len(options) == 1 else None
+        if isinstance(cls, type) and not issubclass(cls, torch.Tensor) and \
+                (cls.__module__ or "").split(".")[0] not in ("torch", "typing", "builtins", "collections") and \
+                not issubclass(cls, torch.nn.Module):
+            return p.name, cls
+    return None
+
+
+def _project_files(cls: type) -> list[str]:
+    """The .py files of the project the cache class comes from: its top package's folder (or its file's folder),
+    at most MAX_FILES, in a fixed order."""
+    module = inspect.getmodule(cls)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return []
+    root = os.path.dirname(os.path.abspath(path))
+    while os.path.isfile(os.path.join(os.path.dirname(root), "__init__.py")):
+        root = os.path.dirname(root)
+    out: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+        out.extend(os.path.join(folder, f) for f in sorted(files) if f.endswith(".py"))
+        if len(out) >= MAX_FILES:
+            break
+    return out[:MAX_FILES]
+
+
+def _is_call_of(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id == name or
+                                           isinstance(node.func, ast.Attribute) and node.func.attr == name)
+
+
+def _roots(node: ast.AST) -> set[str]:
+    """The names an attribute chain or arithmetic starts from."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def find_recipe(model: Any) -> CacheRecipe | None:
+    """The cache recipe of the model's forward (`cache_argument`): the first function of its project that calls the
+    class's constructor and passes the result as that argument (`model.forward(..., cache=cache)` or `model(...,
+    cache=cache)`), with the variable it holds the model in; None where the project has no such call."""
+    found = cache_argument(model)
+    if found is None:
+        return None
+    argument, cls = found
+    for path in _project_files(cls):
+        try:
+            if os.path.getsize(path) > MAX_BYTES:
+                continue
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if cls.__name__ not in text:
+                continue
+            tree = ast.parse(text)
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            recipe = _recipe_in(fn, argument, cls, f"{os.path.basename(path)}:{{line}}")
+            if recipe is not None:
+                return recipe
+    return None
+
+
+def _recipe_in(fn: ast.AST, argument: str, cls: type, where: str) -> CacheRecipe | None:
+    """The recipe in one function: `var = cls(...)`, then a call passing `argument=var` on a variable of the
+    function's parameters (the model)."""
+    params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and _is_call_of(node.value, cls.__name__)):
+            continue
+        var = node.targets[0].id
+        for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+            if not any(k.arg == argument and isinstance(k.value, ast.Name) and k.value.id == var
+                       for k in call.keywords):
+                continue
+            target = call.func.value if isinstance(call.func, ast.Attribute) else call.func
+            model_var = target.id if isinstance(target, ast.Name) and target.id in params else None
+            if model_var is None:
+                continue
+            then = tuple((c.func.attr, tuple(k.arg or "" for k in c.keywords)) for c in ast.walk(fn)
+                         if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
+                         isinstance(c.func.value, ast.Name) and c.func.value.id == var and
+                         node.lineno < c.lineno <= call.lineno and not c.args)
+            return CacheRecipe(argument, cls, where.format(line=node.lineno), node.value, model_var, then)
+    return None
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
+_NOT_MADE = object()
+
+
+def _value(node: ast.AST, model_var: str, model: Any) -> Any:
+    """An argument read on the built model: constants, attribute chains of the model's variable, and + - * // of
+    them; `_NOT_MADE` for anything else (a local of generate, a call)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return model if node.id == model_var else _NOT_MADE
+    if isinstance(node, ast.Attribute):
+        owner = _value(node.value, model_var, model)
+        return _NOT_MADE if owner is _NOT_MADE else getattr(owner, node.attr, _NOT_MADE)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        a, b = _value(node.left, model_var, model), _value(node.right, model_var, model)
+        if _NOT_MADE in (a, b) or not all(isinstance(x, int) for x in (a, b)):
+            return _NOT_MADE
+        return _OPS[type(node.op)](a, b)
+    return _NOT_MADE
+
+
+def _by_role(name: str, batch: int, capacity: int, dtype: torch.dtype) -> Any:
+    n = name.lower()
+    if "batch" in n or n in ("bsz", "b", "bs"):
+        return batch
+    if any(w in n for w in ("seq", "len", "window", "ctx", "context", "capacity", "size", "tokens", "positions")):
+        return capacity
+    if "dtype" in n:
+        return dtype
+    if "device" in n:
+        return "meta"
+    return _NOT_MADE
+
+
+def make_cache(recipe: CacheRecipe, model: Any, batch: int, capacity: int) -> tuple[Any, dict[str, Any]]:
+    """(the cache object on meta, {parameter: value} it was made with), as `recipe` says; a ValueError naming the
+    argument that cannot be made."""
+    try:
+        params = [p for p in inspect.signature(recipe.cls.__init__).parameters.values()][1:]
+    except (TypeError, ValueError):
+        params = []
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.get_default_dtype())
+    args, kwargs, used = [], {}, {}
+    for i, node in enumerate(recipe.call.args):
+        name = params[i].name if i < len(params) else f"argument {i + 1}"
+        v = _value(node, recipe.model_var, model)
+        v = _by_role(name, batch, capacity, dtype) if v is _NOT_MADE else v
+        if v is _NOT_MADE:
+            raise ValueError(f"{recipe.cls.__name__}'s {name} ({ast.unparse(node)} at {recipe.where})")
+        args.append(v)
+        used[name] = v
+    for k in recipe.call.keywords:
+        v = _value(k.value, recipe.model_var, model)
+        v = _by_role(k.arg or "", batch, capacity, dtype) if v is _NOT_MADE else v
+        if v is _NOT_MADE or k.arg is None:
+            raise ValueError(f"{recipe.cls.__name__}'s {k.arg} ({ast.unparse(k.value)} at {recipe.where})")
+        kwargs[k.arg] = used[k.arg] = v
+    with torch.device("meta"), torch.no_grad():
+        cache = recipe.cls(*args, **kwargs)
+        for method, names in recipe.then:
+            fn = getattr(cache, method, None)
+            values = {n: _by_role(n, batch, capacity, dtype) for n in names}
+            if callable(fn) and _NOT_MADE not in values.values():
+                out = fn(**values)
+                cache = out if isinstance(out, recipe.cls) else cache
+    return cache, used
+
+
+def cache_tensors(cache: Any) -> list[tuple[str, Any, torch.Tensor]]:
+    """(attribute, key, tensor) of what the cache object holds: its tensor attributes (key None) and the tensors
+    in its lists (key: the index, a layer's) and dicts, one level down."""
+    out = []
+    for name, v in sorted(vars(cache).items()):
+        items = list(v.items()) if isinstance(v, dict) else list(enumerate(v)) if isinstance(v, (list, tuple)) \
+            else [(None, v)]
+        out.extend((name, k, t) for k, t in items if isinstance(t, torch.Tensor))
+    return out
+
+
+def inner_cache_argument(model: Any) -> tuple[str, str] | None:
+    """(path, argument) of the first submodule whose forward takes a cache argument (whisper's decoder: `kv_cache`,
+    a dict its decoding loop fills through hooks), or None."""
+    import inspect
+
+    found = []
+    for path, m in model.named_modules():
+        try:
+            names = list(inspect.signature(m.forward).parameters) if path else []
+        except (TypeError, ValueError):
+            continue
+        hit = next((n for n in names if "cache" in n.lower()), None)
+        if hit is not None:
+            found.append((path.count("."), path, hit))
+    return min(found)[1:] if found else None  # the outermost
+
+
+def hooked_cache(model: Any) -> tuple[str, str, str] | None:
+    """(method, submodule path, argument) where a method of the model's own class takes no required argument and
+    registers forward hooks (`install_kv_cache_hooks`: the cache it returns is filled by its submodules' outputs),
+    and a submodule's forward takes a cache argument (`inner_cache_argument`); None otherwise."""
+    inner = inner_cache_argument(model)
+    if inner is None:
+        return None
+    for name, fn in sorted(vars(type(model)).items()):
+        if not inspect.isfunction(fn) or name.startswith("_"):
+            continue
+        try:
+            params = list(inspect.signature(fn).parameters.values())[1:]
+            source = inspect.getsource(fn)
+        except (TypeError, ValueError, OSError):
+            continue
+        if "register_forward_hook" in source and "return" in source and \
+                all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+            return name, inner[0], inner[1]
+    return None
+
+
+__all__ = ["hooked_cache", "inner_cache_argument", "CacheRecipe", "cache_argument", "find_recipe", "make_cache", "cache_tensors"]
