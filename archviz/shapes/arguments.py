@@ -18,6 +18,8 @@ import torch
 GUIDANCE = re.compile(r"(guidance|guidance_scales?|cfg_scales?|guidance_strength)", re.I)
 # Position ids (coordinates of each token on each axis of a multi-axis rotary embedding).
 _POSITION_IDS = re.compile(r"(\w+_)?(ids|pos|positions?|coords?)", re.I)
+# Token ids beside another modality (a speech model's decoder tokens after its spectrogram).
+_TOKENS = re.compile(r"(\w*_)?(tokens?|ids|text|captions?)", re.I)
 # The attribute of a rotary embedding module that lists its axes' widths.
 _AXES = re.compile(r"axes(_dims?)?", re.I)
 
@@ -135,3 +137,23 @@ def further_default(model: Any, name: str, reading: ForwardReading, B: int, T: i
 
 
 __all__ = ["ForwardReading", "GUIDANCE", "further_default"]
+
+
+def token_ids_default(model: Any, first: Any, p: inspect.Parameter, B: int, T: int) -> tuple[Any, str] | None:
+    """Token ids [B, T] for a tensor argument named as token ids are (`tokens`, `text_ids`, `caption`) of a model
+    whose nn.Embedding is not `first`, what takes the first input (an audio encoder's Conv1d does; a decoder's token
+    table takes these), with its note; None for any other argument."""
+    if not _TOKENS.fullmatch(p.name) or not (p.annotation in (torch.Tensor, p.empty)
+                                             or p.annotation in ("Tensor", "torch.Tensor")):
+        return None
+    table = _later_table(model, first)
+    if table is None:
+        return None
+    return torch.zeros((B, T), dtype=torch.long, device="meta"), \
+        f"{p.name}=[B, T] int64 (token ids, for the token table {table})"
+
+
+def _later_table(model: Any, first: Any) -> str | None:
+    """The name of the first nn.Embedding of a model whose first consumer (`first`) is another module, or None."""
+    return next((n for n, m in model.named_modules() if isinstance(m, torch.nn.Embedding) and m is not first), None) \
+        if not isinstance(first, torch.nn.Embedding) else None

@@ -247,7 +247,6 @@ def consumer_default(built: Built) -> InputDefault | None:
 # a timestep or noise level per sample (float [B]), a class label per sample (int64 [B]).
 _TIMESTEP = re.compile(r"(t|ts|time|times|timesteps?|sigmas?|noise_levels?|noise_labels?)", re.I)
 _LABEL = re.compile(r"(y|labels?|class_labels?|class_ids?|classes)", re.I)
-_TOKENS = re.compile(r"(\w*_)?(tokens?|ids|text|captions?)", re.I)  # token ids beside another modality
 
 
 def conditioning(model: Any, B: int, T: int | None = None) -> tuple[list[Any], list[str]]:
@@ -257,7 +256,7 @@ def conditioning(model: Any, B: int, T: int | None = None) -> tuple[list[Any], l
     token ids [B, T] for a tensor argument named as token ids are (`tokens`, `text_ids`, `caption`) of a model whose
     nn.Embedding is not what takes the first input (an audio encoder's Conv1d does; a decoder's token table takes
     these), and notes saying so; stops at the first that is none of these."""
-    from .arguments import GUIDANCE, ForwardReading, further_default
+    from .arguments import GUIDANCE, ForwardReading, further_default, token_ids_default
 
     try:
         params = list(inspect.signature(model.forward).parameters.values())[1:]
@@ -275,27 +274,17 @@ def conditioning(model: Any, B: int, T: int | None = None) -> tuple[list[Any], l
             out.append(torch.zeros((B,), dtype=torch.float32, device="meta"))
             notes.append(f"{p.name}=[B] float32 (a timestep per sample)")
             continue
-        reading = reading or ForwardReading(model)
-        # the submodule it is handed to says first
-        made = further_default(model, p.name, reading, B, 1 if T is None else T)
+        made = token_ids_default(model, first_consumer(model), p, B, T) if T is not None else None
+        if made is None:  # the submodule it is handed to says what it is
+            reading = reading or ForwardReading(model)
+            made = further_default(model, p.name, reading, B, 1 if T is None else T)
         if made is None and _LABEL.fullmatch(p.name):
             made = torch.zeros((B,), dtype=torch.long, device="meta"), f"{p.name}=[B] int64 (a class label per sample)"
-        if made is None and T is not None and _TOKENS.fullmatch(p.name) and (table := _later_table(model)) is not None \
-                and (p.annotation in (torch.Tensor, p.empty) or p.annotation in ("Tensor", "torch.Tensor")):
-            made = torch.zeros((B, T), dtype=torch.long, device="meta"), \
-                f"{p.name}=[B, T] int64 (token ids, for the token table {table})"
         if made is None:
             break
         out.append(made[0])
         notes.append(made[1])
     return out, notes
-
-
-def _later_table(model: Any) -> str | None:
-    """The name of the first nn.Embedding of a model whose first consumer is another module, or None."""
-    first = first_consumer(model)
-    return next((n for n, m in model.named_modules() if isinstance(m, torch.nn.Embedding) and m is not first), None) \
-        if not isinstance(first, torch.nn.Embedding) else None
 
 
 def forward_arguments(model: Any) -> str | None:
