@@ -39,10 +39,11 @@ class Reads:
 
 _WATCHED: dict[type, type] = {}
 _ORIGINAL: dict[type, type] = {}
+_LOG: dict[type, Reads] = {}  # the log each watching class notes into (the memo that watches now)
 
 
-def _watcher(cls: type, log: Reads) -> type:
-    """`cls` with a `__getattribute__` that notes reads of the instance's own attributes into `log`."""
+def _watcher(cls: type) -> type:
+    """`cls` with a `__getattribute__` that notes reads of the instance's own attributes into its `_LOG`."""
     sub = _WATCHED.get(cls)
     if sub is not None:
         return sub
@@ -50,6 +51,7 @@ def _watcher(cls: type, log: Reads) -> type:
 
     def __getattribute__(self: Any, name: str) -> Any:
         value = get(self, name)
+        log = _LOG[sub]
         if log.running and name not in _INTERNAL and name in own(self, "__dict__"):
             log.reads.append((self, name, value))
         return value
@@ -69,8 +71,10 @@ def watch(modules: list[Any], log: Reads) -> tuple[list[tuple[Any, type]], list[
         cls = type(mod)
         if cls in _ORIGINAL:
             continue
+        sub = _watcher(cls)
+        _LOG[sub] = log
         try:
-            mod.__class__ = _watcher(cls, log)
+            mod.__class__ = sub
         except TypeError:  # a class whose instances cannot change class (slots, a ScriptModule): read it whole
             whole.append(mod)
             continue
