@@ -141,6 +141,11 @@ class Masks:
     def _get(self, t: Any) -> Mask | None:
         return self._lookup(self.masks, t)
 
+    def tag(self, t: Any) -> Mask | None:
+        """The layout of mask `t` (None: not a mask followed): the block memo keys a block's inputs by it, so a
+        layer given a sliding-window mask is not answered from one given a causal mask of the same shape."""
+        return self._get(t)
+
     def _score(self, t: Any) -> tuple[tuple[int, ...], float] | None:
         return self._lookup(self.scores, t)
 

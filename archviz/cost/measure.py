@@ -113,7 +113,8 @@ def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None 
 
     with fc:
         traced = trace_shapes(built, record, batch=batch, seq=seq, input_specs=input_specs,
-                              run=PassRun(memo=memo, op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo))
+                              run=PassRun(memo=memo, op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo,
+                                          tensor_tag=fc.masks.tag))
     return traced, fc, act
 
 
@@ -139,7 +140,8 @@ def _steps(built: Any, record: Any, steps: list[tuple[int, Callable[[], tuple[tu
     try:
         run_steps(built, record, [step(L, f) for L, f in steps], memo=memo,
                   op_observer=lambda *a: current[-1].observe(*a), on_kernel=lambda *a: current[-1].kernel(*a),
-                  on_memo=lambda source, target: current[-1].memo(source, target), shared=shared)
+                  on_memo=lambda source, target: current[-1].memo(source, target), shared=shared,
+                  tensor_tag=lambda t: current[-1].masks.tag(t))
     finally:
         while current:
             current.pop().remove()

@@ -9,6 +9,8 @@ import linecache
 import operator
 from typing import Any, Callable
 
+import torch
+
 from ..records import CallSite, ModelRecord, ModuleRecord
 from .attrreads import SHIM, WHOLE, Reads, held, holds_all, unwatch, watch
 from .cachememo import CacheMemo
@@ -193,7 +195,7 @@ class BlockMemo:
                 bare, bare_kw = tuple(map(used, bare)), {k: used(v) for k, v in (bare_kw or {}).items()}
                 # a transformers cache in the kwargs is keyed by the state of the block's own cache layer
                 kw, cache = caches.key(bare_kw or {})
-                key = (self.kind[path], memo_key(bare), kw)
+                key = (self.kind[path], memo_key(bare), kw, self._contents((bare, bare_kw)))
             except Uncacheable:
                 return forward(*args, **kwargs)
             for decisions, attrs, hit in self.memo.get(key, ()):
@@ -220,6 +222,20 @@ class BlockMemo:
 
         setattr(memoized, SHIM, True)
         return memoized
+
+    def _contents(self, obj: Any, depth: int = 0) -> tuple:
+        """What the pass knows the tensors among a call's inputs hold beyond their shapes, in order: the policy's
+        provenance (a range of ids, a density, a value) and the observer's tag (a mask's layout); () where nothing."""
+        if isinstance(obj, torch.Tensor):
+            prov, tag = self.tracer.policy.get(obj), self.tracer.tensor_tag
+            known = (prov.range, prov.density, prov.value, prov.k) if prov is not None else None
+            seen = tag(obj) if tag is not None else None
+            return ((known, seen),) if known is not None or seen is not None else ()
+        if depth < 4 and isinstance(obj, (tuple, list)):
+            return tuple(c for x in obj for c in self._contents(x, depth + 1))
+        if depth < 4 and isinstance(obj, dict):
+            return tuple(c for x in obj.values() for c in self._contents(x, depth + 1))
+        return ()
 
     def _numbers(self, path: str) -> tuple[tuple[str, str], ...]:
         """(path below `path`, attribute) of the layer numbers its modules hold, the same for every block of its
