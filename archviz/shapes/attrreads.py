@@ -174,6 +174,17 @@ def _same_object(a: Any, b: Any, depth: int) -> bool:
         return False
 
 
+def uneven(value: Any, depth: int = 0) -> bool:
+    """Whether `value` is a list or tuple whose items differ, or a plain object (a config) holding one: what a layer
+    number could index where no Python method sees it (`config.layer_types[self.layer_idx]`)."""
+    if isinstance(value, (list, tuple)):
+        return len(value) > 1 and any(not same(value[0], x) for x in value[1:])
+    if depth == 0 and not isinstance(value, (torch.nn.Module, torch.Tensor, type)):
+        d = getattr(value, "__dict__", None)
+        return isinstance(d, dict) and any(uneven(v, 1) for v in d.values())
+    return False
+
+
 def holds_all(reads: tuple[tuple[str, str, Any], ...], module_at: Callable[[str], Any]) -> bool:
     """Whether every read (path below the block, name, value) finds the same value on the block whose modules
     `module_at(path)` gives."""
@@ -184,4 +195,4 @@ def holds_all(reads: tuple[tuple[str, str, Any], ...], module_at: Callable[[str]
     return True
 
 
-__all__ = ["MISSING", "WHOLE", "Read", "Reads", "held", "holds_all", "same", "unwatch", "watch"]
+__all__ = ["MISSING", "WHOLE", "Read", "Reads", "held", "holds_all", "same", "uneven", "unwatch", "watch"]

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 
 from ..records import CallSite, ModelRecord, ModuleRecord
-from .attrreads import SHIM, WHOLE, Reads, held, holds_all, unwatch, watch
+from .attrreads import SHIM, WHOLE, Reads, held, holds_all, uneven, unwatch, watch
 from .cachememo import CacheMemo
 from .layerpaths import Decision, Log, Tracked, holds, is_number, plain, track, used
 from .policy import Uncacheable, memo_key, output_spec, rebuild_output
@@ -274,6 +274,7 @@ class BlockMemo:
         reads.running += 1
         try:
             out = forward(*args, **kwargs)
+            self._indexed(args, kwargs, first)
         finally:
             log.running -= 1
             reads.running -= 1
@@ -290,6 +291,17 @@ class BlockMemo:
         if not log.running:
             log.decisions.clear()
         return out, tuple(dict.fromkeys(own)), self._attrs(where, first)
+
+    def _indexed(self, args: tuple, kwargs: dict, first: int) -> None:
+        """A layer number used where no Python method sees it (indexing a list: `self.windows[self.layer_id]`)
+        leaves no decision: where the forward read a number and a list or tuple whose items differ (held by a module
+        of the block or by an object one holds, a config), each number it read is taken as decided by its value."""
+        reads = self.reads.reads[first:]
+        numbers = [v for _, _, v in reads if isinstance(v, Tracked)]
+        numbers += [v for v in (*args, *kwargs.values()) if isinstance(v, Tracked)]
+        if numbers and any(uneven(v) for _, _, v in reads if not isinstance(v, Tracked)):
+            for number in numbers:
+                used(number)
 
     def _attrs(self, where: dict[int, str], first: int) -> tuple[Attr, ...]:
         """The attributes read since `first` by the modules `where` names, as (path below the block, name, value

@@ -1,6 +1,7 @@
 """The block memo answers a layer from another only where both forwards take the same path, whatever leads them
 (issue 42, item 8): an attribute set from the layer's number in `__init__` (`self.use_lora = layer_id > 0`), an enum
-on a child module (sliding or full attention), an attribute that only the model reads to pick the layer's mask. An
+on a child module (sliding or full attention), an attribute that only the model reads to pick the layer's mask, a
+config list indexed by the layer number. An
 attribute that differs on every layer but that no forward reads (`init_scale`) does not part them. Expected figures:
 FLOPs by formula from the fixtures' configs, and a FlopCounterMode run of the same fixture on the CPU."""
 
@@ -120,3 +121,14 @@ def test_same_compares_what_a_forward_can_read():
     assert same(math.nan, math.nan) and not same(1, 1.0) and not same(True, 1)
     assert same(torch.ones(3), torch.ones(3)) and not same(torch.ones(3), torch.zeros(3))
     assert not same([1, 2], [1, 2, 3]) and same({"a": [1]}, {"a": [1]})
+
+
+def test_a_config_list_indexed_by_the_layer_number(archviz_cli):
+    """`self.args.windows[self.layer_id]`: the number is read by C code (no decision noted), so each number is run
+    as its own path; the FLOPs are those of each layer's own window."""
+    folder = TESTS / "fixtures" / "layerindex"
+    cfg = json.loads((folder / "config.json").read_text())
+    d, V = cfg["dim"], cfg["vocab_size"]
+    attention = sum(2 * 2 * T * (w or T) * d for w in cfg["windows"])
+    expected = len(cfg["windows"]) * 2 * T * 3 * d * d + attention + 2 * T * d * V
+    assert _cost(archviz_cli, folder)["flops"] == expected
