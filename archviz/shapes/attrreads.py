@@ -7,7 +7,8 @@ is read from the instance's own `__dict__`), and the first value read of each at
 its kind answers from the memo only where every attribute the run read holds the same value on it (`same`: by value,
 into tuples, lists, dicts, dataclasses and plain objects; functions by code, defaults and closure). Attributes that
 differ but that no forward reads (a note, a rate used only in `__init__`) do not part the blocks. A module whose
-class cannot be swapped is read whole: every attribute it holds must be the same."""
+class cannot be swapped is read whole: every attribute it holds must be the same. Where the model's modules have hooks
+of their own, the hooks of every module below a block must be the same functions too."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ import torch
 _INTERNAL = frozenset(torch.nn.Module().__dict__)
 WHOLE = "__dict__"  # a module that cannot be watched is read whole: every attribute it holds counts
 MISSING = object()
+# a module's own hooks (`register_forward_hook` on one layer's sub-module): they run inside the block's forward
+HOOKS = ("_forward_pre_hooks", "_forward_hooks")
 SHIM = "_archviz_memo"  # marks the forwards the memo installs: not the code's, never part of a path
 
 # A read: (module, attribute name, the value first read)
@@ -93,6 +96,8 @@ def held(module: Any, name: str) -> Any:
     d = getattr(module, "__dict__", None)
     if d is None:
         return MISSING
+    if name in HOOKS:  # the hooks themselves (their keys are handles' numbers, new at each registration)
+        return tuple((d.get(name) or {}).values())
     if name == WHOLE:  # less the memo's own forwards and the numbers it tracks (archviz/shapes/layerpaths.py)
         return {k: v for k, v in d.items() if k not in _INTERNAL and not getattr(v, SHIM, False)
                 and not hasattr(type(v), "_paths")}
@@ -174,6 +179,11 @@ def _same_object(a: Any, b: Any, depth: int) -> bool:
         return False
 
 
+def hooked(modules: Any) -> bool:
+    """Whether any of `modules` has hooks of its own (a per-module `register_forward_hook`)."""
+    return any(m.__dict__.get(h) for m in modules for h in HOOKS)
+
+
 def uneven(value: Any, depth: int = 0) -> bool:
     """Whether `value` is a list or tuple whose items differ, or a plain object (a config) holding one: what a layer
     number could index where no Python method sees it (`config.layer_types[self.layer_idx]`)."""
@@ -195,4 +205,4 @@ def holds_all(reads: tuple[tuple[str, str, Any], ...], module_at: Callable[[str]
     return True
 
 
-__all__ = ["MISSING", "WHOLE", "Read", "Reads", "held", "holds_all", "same", "uneven", "unwatch", "watch"]
+__all__ = ["HOOKS", "MISSING", "WHOLE", "Read", "Reads", "held", "holds_all", "hooked", "same", "uneven", "unwatch", "watch"]

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 
 from ..records import CallSite, ModelRecord, ModuleRecord
-from .attrreads import SHIM, WHOLE, Reads, held, holds_all, uneven, unwatch, watch
+from .attrreads import HOOKS, SHIM, WHOLE, Reads, held, holds_all, hooked, uneven, unwatch, watch
 from .cachememo import CacheMemo
 from .layerpaths import Decision, Log, Tracked, holds, is_number, plain, track, used
 from .policy import Uncacheable, memo_key, output_spec, rebuild_output
@@ -141,10 +141,11 @@ def unnumbered(module: Any, args: tuple, kwargs: dict | None = None) -> tuple[tu
 
 class BlockMemo:
     """Repeated blocks (decoder layers, MoE blocks, routed experts) are taken as pure functions of their inputs'
-    shapes: once one has run for given input shapes, every other of the same kind -- same classes, tensors and
-    attributes below it, the layer number aside -- answers from the memo where its forward takes the same path (every
-    decision the one that ran made from its layer numbers, held or passed, gives the same answer on this one's:
-    archviz/shapes/layerpaths.py): its outputs made from the recorded shapes,
+    shapes and what the pass knows they hold (a mask's layout, a range of ids): once one has run for given inputs,
+    every other of the same kind -- same classes and tensors below it -- answers from the memo where its forward takes
+    the same path: every decision the one that ran made from its layer numbers, held or passed, gives the same answer
+    on this one's (archviz/shapes/layerpaths.py), and every other attribute it read holds the same value on this
+    one (archviz/shapes/attrreads.py). The answer: its outputs made from the recorded shapes,
     its sub-modules' calls, call sites, assumptions and kernels copied from the one that ran (the policy answers
     data-dependent values the same way for both). On a 671B MoE this runs 2 of 61 layers. Installed as an instance
     `forward`, so the module's own hooks still record its call and call site. Tests check that the records are the
@@ -173,6 +174,7 @@ class BlockMemo:
         else:
             self.by_path = {path: tracer.objects_by_id[i] for i, path in tracer.paths.items()}
         by_path = self.by_path
+        self.hooked = hooked(by_path.values())  # modules with hooks of their own: a block's are part of its path
         for path in self.kind:
             mod = by_path.get(path)
             if mod is None:
@@ -267,7 +269,8 @@ class BlockMemo:
                 mod.__dict__[name] = tracked = track(value, (path + rel, name), log)
                 held_numbers.append((mod, name, value, tracked))
         where = {id(m): rel for rel in ("", *self.rels(path)) if (m := by_path.get(path + rel)) is not None}
-        swapped, whole = watch([by_path[path + rel] for rel in where.values()], reads)
+        modules = [by_path[path + rel] for rel in where.values()]
+        swapped, whole = watch(modules, reads)
         start, first = len(log.decisions), len(reads.reads)
         reads.reads.extend((m, WHOLE, held(m, WHOLE)) for m in whole)
         log.running += 1
@@ -290,7 +293,7 @@ class BlockMemo:
                 own.append((("attr", slot[len(path):], what), ops, test, answer))
         if not log.running:
             log.decisions.clear()
-        return out, tuple(dict.fromkeys(own)), self._attrs(where, first)
+        return out, tuple(dict.fromkeys(own)), self._attrs(where, first, modules if self.hooked else [])
 
     def _indexed(self, args: tuple, kwargs: dict, first: int) -> None:
         """A layer number used where no Python method sees it (indexing a list: `self.windows[self.layer_id]`)
@@ -303,9 +306,10 @@ class BlockMemo:
             for number in numbers:
                 used(number)
 
-    def _attrs(self, where: dict[int, str], first: int) -> tuple[Attr, ...]:
+    def _attrs(self, where: dict[int, str], first: int, hooks_of: list[Any]) -> tuple[Attr, ...]:
         """The attributes read since `first` by the modules `where` names, as (path below the block, name, value
-        first read): the layer numbers (tracked) and the memo's own forwards aside."""
+        first read): the layer numbers (tracked) and the memo's own forwards aside; and the hooks of `hooks_of`
+        below the block (its own run around the memo's answer)."""
         reads = self.reads
         out: dict[tuple[str, str], Any] = {}
         for mod, name, value in reads.reads[first:]:
@@ -314,6 +318,10 @@ class BlockMemo:
                 continue
             if (rel, name) not in out:
                 out[(rel, name)] = held(mod, WHOLE) if name == WHOLE else value
+        for mod in hooks_of:
+            rel = where[id(mod)]
+            if rel:
+                out.update({(rel, h): held(mod, h) for h in HOOKS})
         if not reads.running:
             reads.reads.clear()
         return tuple((rel, name, value) for (rel, name), value in out.items())

@@ -1,7 +1,7 @@
 """The block memo answers a layer from another only where both forwards take the same path, whatever leads them
 (issue 42, item 8): an attribute set from the layer's number in `__init__` (`self.use_lora = layer_id > 0`), an enum
 on a child module (sliding or full attention), an attribute that only the model reads to pick the layer's mask, a
-config list indexed by the layer number. An
+config list indexed by the layer number, a hook on one layer's sub-module. An
 attribute that differs on every layer but that no forward reads (`init_scale`) does not part them. Expected figures:
 FLOPs by formula from the fixtures' configs, and a FlopCounterMode run of the same fixture on the CPU."""
 
@@ -132,3 +132,19 @@ def test_a_config_list_indexed_by_the_layer_number(archviz_cli):
     attention = sum(2 * 2 * T * (w or T) * d for w in cfg["windows"])
     expected = len(cfg["windows"]) * 2 * T * 3 * d * d + attention + 2 * T * d * V
     assert _cost(archviz_cli, folder)["flops"] == expected
+
+
+def test_a_hook_on_one_layers_sub_module():
+    """A forward hook registered on one layer's sub-module runs inside that layer's forward: the layer is not
+    answered from another without it. The hook adds one product of hidden × hidden per token."""
+    import archviz
+    from archviz.cost.measure import _pass
+    from archviz.walk import walk
+
+    built = archviz.build(str(ATTRS / "model.py"), config=str(ATTRS / "config.json"))
+    h = CFG["hidden"]
+    built.model.layers[3].up.register_forward_hook(lambda m, i, o: o + o @ o.new_empty(h, h))
+    record = walk(built)
+    for memo in (True, False):
+        flops = sum(e[1] for e in _pass(built, record, batch=1, seq=T, memo=memo)[1].events)
+        assert flops == _attrs_flops() + 2 * T * h * h, memo
