@@ -33,11 +33,51 @@ Read = tuple[Any, str, Any]
 
 
 class Reads:
-    """The reads noted while watched forwards run (`running` > 0)."""
+    """The reads noted while watched forwards run (`running` > 0). A plain object read from a module (a config) is
+    watched too from then on (`follow`), for the memo to see which of its lists a forward fetches; `followed`: those
+    objects, with their own classes, until `unfollow`."""
 
     def __init__(self) -> None:
         self.reads: list[Read] = []
         self.running = 0
+        self.followed: list[tuple[Any, type]] = []
+        self.seen: set[int] = set()
+
+    def follow(self, value: Any) -> None:
+        cls = type(value)
+        if id(value) in self.seen or cls in _ORIGINAL or not _objectish(value):
+            return
+        sub = _watcher(cls)
+        _LOG[sub] = self
+        try:
+            value.__class__ = sub
+        except TypeError:  # an object whose class cannot change: read as it is
+            return
+        self.followed.append((value, cls))
+        self.seen.add(id(value))
+
+    def unfollow(self, mark: int) -> None:
+        """Objects followed since `mark` back to their own classes."""
+        done = self.followed[mark:]
+        unwatch(done)
+        del self.followed[mark:]
+        self.seen.difference_update(id(v) for v, _ in done)
+
+
+_NOT_FOLLOWED = (torch.nn.Module, torch.Tensor, type, types.FunctionType, types.MethodType, types.ModuleType,
+                 types.BuiltinFunctionType, functools.partial, enum.Enum, list, tuple, dict, set, frozenset, int,
+                 float, complex, str, bytes)
+
+
+def _objectish(value: Any) -> bool:
+    """A plain object with attributes of its own (a config, a dataclass): not a value, container, module or code."""
+    if type(value) in _PLAIN or isinstance(value, _NOT_FOLLOWED) or type(value).__module__.startswith("archviz."):
+        return False  # (archviz's own: a tracked number, its log)
+    try:
+        object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        return False
+    return True
 
 
 _WATCHED: dict[type, type] = {}
@@ -57,6 +97,7 @@ def _watcher(cls: type) -> type:
         log = _LOG[sub]
         if log.running and name not in _INTERNAL and name in own(self, "__dict__"):
             log.reads.append((self, name, value))
+            log.follow(value)
         return value
 
     sub = type(cls.__name__, (cls,), {"__getattribute__": __getattribute__, "__module__": cls.__module__,
@@ -185,11 +226,11 @@ def hooked(modules: Any) -> bool:
 
 
 def uneven(value: Any, depth: int = 0) -> bool:
-    """Whether `value` is a list or tuple whose items differ, or a plain object (a config) holding one: what a layer
-    number could index where no Python method sees it (`config.layer_types[self.layer_idx]`)."""
+    """Whether `value` is a list or tuple whose items differ, or a plain object (a config) holding one (depth 0): what
+    a layer number could index where no Python method sees it (`config.layer_types[self.layer_idx]`)."""
     if isinstance(value, (list, tuple)):
         return len(value) > 1 and any(not same(value[0], x) for x in value[1:])
-    if depth == 0 and not isinstance(value, (torch.nn.Module, torch.Tensor, type)):
+    if depth == 0 and _objectish(value):
         d = getattr(value, "__dict__", None)
         return isinstance(d, dict) and any(uneven(v, 1) for v in d.values())
     return False

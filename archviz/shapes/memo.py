@@ -271,7 +271,7 @@ class BlockMemo:
         where = {id(m): rel for rel in ("", *self.rels(path)) if (m := by_path.get(path + rel)) is not None}
         modules = [by_path[path + rel] for rel in where.values()]
         swapped, whole = watch(modules, reads)
-        start, first = len(log.decisions), len(reads.reads)
+        start, first, mark = len(log.decisions), len(reads.reads), len(reads.followed)
         reads.reads.extend((m, WHOLE, held(m, WHOLE)) for m in whole)
         log.running += 1
         reads.running += 1
@@ -282,6 +282,7 @@ class BlockMemo:
             log.running -= 1
             reads.running -= 1
             unwatch(swapped)
+            reads.unfollow(mark)
             for mod, name, value, tracked in held_numbers:
                 if mod.__dict__.get(name) is tracked:
                     mod.__dict__[name] = value
@@ -297,12 +298,14 @@ class BlockMemo:
 
     def _indexed(self, args: tuple, kwargs: dict, first: int) -> None:
         """A layer number used where no Python method sees it (indexing a list: `self.windows[self.layer_id]`)
-        leaves no decision: where the forward read a number and a list or tuple whose items differ (held by a module
-        of the block or by an object one holds, a config), each number it read is taken as decided by its value."""
+        leaves no decision: where the forward read a number and fetched a list or tuple whose items differ (from a
+        module of the block or from an object one holds, a config, followed: attrreads.Reads), each number it read
+        is taken as decided by its value."""
         reads = self.reads.reads[first:]
         numbers = [v for _, _, v in reads if isinstance(v, Tracked)]
         numbers += [v for v in (*args, *kwargs.values()) if isinstance(v, Tracked)]
-        if numbers and any(uneven(v) for _, _, v in reads if not isinstance(v, Tracked)):
+        seen = self.reads.seen  # objects followed: the lists fetched from them are among the reads
+        if numbers and any(uneven(v, int(id(v) in seen)) for _, _, v in reads if not isinstance(v, Tracked)):
             for number in numbers:
                 used(number)
 
