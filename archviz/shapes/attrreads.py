@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import torch
 
+from .layerpaths import Tracked
+
 # torch's own bookkeeping on every module (`training`, the hook dicts, ...): never part of a path
 _INTERNAL = frozenset(torch.nn.Module().__dict__)
 WHOLE = "__dict__"  # a module that cannot be watched is read whole: every attribute it holds counts
@@ -141,7 +143,7 @@ def held(module: Any, name: str) -> Any:
         return tuple((d.get(name) or {}).values())
     if name == WHOLE:  # less the memo's own forwards and the numbers it tracks (archviz/shapes/layerpaths.py)
         return {k: v for k, v in d.items() if k not in _INTERNAL and not getattr(v, SHIM, False)
-                and not hasattr(type(v), "_paths")}
+                and not isinstance(v, Tracked)}
     return d.get(name, MISSING)
 
 

@@ -148,3 +148,12 @@ def test_a_hook_on_one_layers_sub_module():
     for memo in (True, False):
         flops = sum(e[1] for e in _pass(built, record, batch=1, seq=T, memo=memo)[1].events)
         assert flops == _attrs_flops() + 2 * T * h * h, memo
+
+
+def test_a_module_read_whole_leaves_torchs_own_and_the_tracked_numbers():
+    from archviz.shapes.attrreads import WHOLE, held
+    from archviz.shapes.layerpaths import Log, track
+
+    m = torch.nn.Linear(2, 3)
+    m.layer_id, m.window = track(3, "n", Log()), 4
+    assert held(m, WHOLE) == {"in_features": 2, "out_features": 3, "window": 4}
