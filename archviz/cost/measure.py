@@ -137,7 +137,8 @@ def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None 
 
     with fc:
         traced = trace_shapes(built, record, batch=batch, seq=seq, input_specs=input_specs,
-                              run=PassRun(memo=memo, op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo))
+                              run=PassRun(memo=memo, op_observer=observe, on_kernel=fc.kernel, on_memo=fc.memo,
+                                          tensor_tag=fc.masks.tag))
     return traced, fc, act
 
 
@@ -145,7 +146,7 @@ def _steps(built: Any, record: Any, steps: list[tuple[int, Callable[[], tuple[tu
            paths: dict[int, str], shared: dict[str, Any] | None = None) -> dict[int, FlopCounter]:
     """Decode steps one after another under one tracer (`run_steps`), each counted by its own FlopCounter
     (`shared`: run_steps')."""
-    from ..shapes import run_steps
+    from ..shapes import PassRun, run_steps
 
     counters: dict[int, FlopCounter] = {}
     current: list[FlopCounter] = []
@@ -161,9 +162,10 @@ def _steps(built: Any, record: Any, steps: list[tuple[int, Callable[[], tuple[tu
         return start
 
     try:
-        run_steps(built, record, [step(L, f) for L, f in steps], memo=memo,
-                  op_observer=lambda *a: current[-1].observe(*a), on_kernel=lambda *a: current[-1].kernel(*a),
-                  on_memo=lambda source, target: current[-1].memo(source, target), shared=shared)
+        run_steps(built, record, [step(L, f) for L, f in steps], shared=shared, run=PassRun(
+            memo=memo, op_observer=lambda *a: current[-1].observe(*a), on_kernel=lambda *a: current[-1].kernel(*a),
+            on_memo=lambda source, target: current[-1].memo(source, target),
+            tensor_tag=lambda t: current[-1].masks.tag(t)))
     finally:
         while current:
             current.pop().remove()
@@ -636,10 +638,10 @@ def _hf_decode(run: _Prefilled, batch: int, lengths: tuple[int, ...],
         ids = torch.zeros((batch, n), dtype=torch.long, device="meta")
         return lambda: ((), {"input_ids": ids, "past_key_values": cache, "use_cache": True})
 
-    from ..shapes import run_steps
+    from ..shapes import PassRun, run_steps
 
     shared: dict[str, Any] = {}  # the decode steps' tracer takes the fills' module paths and block kinds
-    run_steps(built, record, [fill(caches[0], t0), fill(caches[1], t1)], memo=memo, shared=shared)
+    run_steps(built, record, [fill(caches[0], t0), fill(caches[1], t1)], run=PassRun(memo=memo), shared=shared)
     cache, longer = caches
     entries = cache_entries(cache, longer, t0, t1, lambda i: f"{layer_list}.{i}" if layer_list else str(i))
     if not entries:

@@ -5,7 +5,9 @@ and its answer, a truth test, and any use of a value made from it that the code 
 it, a float from it). Arithmetic on it stays tracked (`self.layer_id % 2 == 0` is one decision on `layer_id`).
 A block then answers for another of its kind when every decision the first one's forward noted replays the same on
 the other's numbers (`holds`): `if self.layer_id == 0:` runs layer 0 and layer 1, and answers layers 2.. from layer
-1. A use that no Python method sees (C code reading the int: indexing a list, a tensor op) is not noted."""
+1. A use that no Python method sees (C code reading the int: indexing a list, a tensor op) is not noted here; the
+memo takes the number's value as decided where the forward also read a list whose items differ
+(archviz/shapes/memo.py, `_indexed`)."""
 
 from __future__ import annotations
 

@@ -9,11 +9,16 @@ import linecache
 import operator
 from typing import Any, Callable
 
+import torch
+
 from ..records import CallSite, ModelRecord, ModuleRecord
+from .attrreads import HOOKS, SHIM, WHOLE, Reads, held, holds_all, hooked, uneven, unwatch, watch
 from .cachememo import CacheMemo
-from .layerpaths import Decision, Log, holds, is_number, plain, track, used
+from .layerpaths import Decision, Log, Tracked, holds, is_number, plain, track, used
 from .policy import Uncacheable, memo_key, output_spec, rebuild_output
 from .tracer import MAX_CALLS, Tracer
+
+Attr = tuple[str, str, Any]  # an attribute a block's forward read: (path below the block, name, value)
 
 FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ModuleRecord))
 
@@ -49,8 +54,9 @@ def weight_uses(modules: list[ModuleRecord], spans: Any) -> list[ModuleRecord]:
     return modules
 
 
-# Attributes that number a block rather than shape it: two layers (or experts) differing only in these are one kind,
-# answered one from another where their forwards decide the same from them (archviz/shapes/layerpaths.py).
+# Attributes that number a block: read as tracked numbers, so that two layers (or experts) differing in these are
+# answered one from another where their forwards decide the same from them (archviz/shapes/layerpaths.py), where any
+# other attribute read must hold the same value (archviz/shapes/attrreads.py).
 _INDEX_ATTRS = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "layer_num", "idx", "index",
                           "block_idx", "block_id", "block_index", "expert_idx", "expert_id", "expert_index"})
 
@@ -77,8 +83,9 @@ def _memo_targets(record: ModelRecord) -> list[str]:
 
 
 def _kinds(record: ModelRecord) -> dict[str, int]:
-    """{memo target: its kind}. A block's kind, bottom-up: its own classes, tensors and attributes (the layer number
-    aside) and its children's kinds by name -- each module's part made once, however many targets nest around it."""
+    """{memo target: its kind}. A block's kind, bottom-up: its own classes and tensors and its children's kinds by
+    name -- each module's part made once, however many targets nest around it. Attributes are no part of it: what a
+    forward reads of them decides whether one block answers for another (archviz/shapes/attrreads.py)."""
     targets = _memo_targets(record)
     # A kind is a number: equal parts (own, and the children's kinds by name) are one number, so a kind compares and
     # hashes at once however deep its block; a module's own part is worked out once for the records it shares with
@@ -87,12 +94,12 @@ def _kinds(record: ModelRecord) -> dict[str, int]:
     own_of: dict[tuple, int] = {}
     tree: dict[str, int] = {}
     for m in reversed(record.modules):
-        shared = (m.class_module, m.class_name, id(m.tensors), id(m.attributes))  # the record keeps both alive
+        shared = (m.class_module, m.class_name, id(m.tensors))  # the record keeps it alive
         own = own_of.get(shared)
         if own is None:
             own = own_of[shared] = number.setdefault(
-                (m.class_module, m.class_name, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors),
-                 tuple((k, repr(v)) for k, v in m.attributes if k not in _INDEX_ATTRS)), len(number))
+                (m.class_module, m.class_name, tuple((t.name, t.shape, t.dtype, t.kind) for t in m.tensors)),
+                len(number))
         key = (own, tuple((c.rpartition(".")[2], tree[c]) for c in m.children))
         tree[m.path] = number.setdefault(key, len(number))
     return {t: tree[t] for t in targets}
@@ -134,10 +141,11 @@ def unnumbered(module: Any, args: tuple, kwargs: dict | None = None) -> tuple[tu
 
 class BlockMemo:
     """Repeated blocks (decoder layers, MoE blocks, routed experts) are taken as pure functions of their inputs'
-    shapes: once one has run for given input shapes, every other of the same kind -- same classes, tensors and
-    attributes below it, the layer number aside -- answers from the memo where its forward takes the same path (every
-    decision the one that ran made from its layer numbers, held or passed, gives the same answer on this one's:
-    archviz/shapes/layerpaths.py): its outputs made from the recorded shapes,
+    shapes and what the pass knows they hold (a mask's layout, a range of ids): once one has run for given inputs,
+    every other of the same kind -- same classes and tensors below it -- answers from the memo where its forward takes
+    the same path: every decision the one that ran made from its layer numbers, held or passed, gives the same answer
+    on this one's (archviz/shapes/layerpaths.py), and every other attribute it read holds the same value on this
+    one (archviz/shapes/attrreads.py). The answer: its outputs made from the recorded shapes,
     its sub-modules' calls, call sites, assumptions and kernels copied from the one that ran (the policy answers
     data-dependent values the same way for both). On a 671B MoE this runs 2 of 61 layers. Installed as an instance
     `forward`, so the module's own hooks still record its call and call site. Tests check that the records are the
@@ -146,9 +154,11 @@ class BlockMemo:
     def __init__(self, tracer: Tracer, record: ModelRecord, like: "BlockMemo | None" = None):
         """`like`: a memo of the same record (the first pass's), whose blocks' kinds this one takes as they are."""
         self.tracer = tracer
-        # memo key -> [(the decisions the block's forward made from its layer numbers, (path, output, cache))]
-        self.memo: dict[tuple, list[tuple[tuple[Decision, ...], tuple[str, Any, Any]]]] = {}
+        # memo key -> [(the decisions the block's forward made from its layer numbers, the attributes it read,
+        # (path, output, cache))]
+        self.memo: dict[tuple, list[tuple[tuple[Decision, ...], tuple[Attr, ...], tuple[str, Any, Any]]]] = {}
         self.log = Log()
+        self.reads = Reads()
         self._numbered: dict[int, tuple[tuple[str, str], ...]] = {}
         self.installed: list[Any] = []
         self.hits = 0
@@ -164,6 +174,7 @@ class BlockMemo:
         else:
             self.by_path = {path: tracer.objects_by_id[i] for i, path in tracer.paths.items()}
         by_path = self.by_path
+        self.hooked = hooked(by_path.values())  # modules with hooks of their own: a block's are part of its path
         for path in self.kind:
             mod = by_path.get(path)
             if mod is None:
@@ -186,28 +197,47 @@ class BlockMemo:
                 bare, bare_kw = tuple(map(used, bare)), {k: used(v) for k, v in (bare_kw or {}).items()}
                 # a transformers cache in the kwargs is keyed by the state of the block's own cache layer
                 kw, cache = caches.key(bare_kw or {})
-                key = (self.kind[path], memo_key(bare), kw)
+                key = (self.kind[path], memo_key(bare), kw, self._contents((bare, bare_kw)))
             except Uncacheable:
                 return forward(*args, **kwargs)
-            for decisions, hit in self.memo.get(key, ()):
-                if not decisions or holds(decisions, lambda slot: self._number(path, slot, args, kwargs)):
+            for decisions, attrs, hit in self.memo.get(key, ()):
+                if (not decisions or holds(decisions, lambda slot: self._number(path, slot, args, kwargs))) and \
+                        (not attrs or holds_all(attrs, lambda rel: self.by_path.get(path + rel))):
                     if self.log.running:  # the block around this one decided what this one's did
                         self.log.decisions.extend(((path + s[1], s[2]), o, t, a) for s, o, t, a in decisions
                                                   if s[0] == "attr")
+                    if self.reads.running:  # and read what this one's read
+                        self.reads.reads.extend((self.by_path.get(path + rel), name, value)
+                                                for rel, name, value in attrs)
                     if cache is not None:
                         caches.apply(cache, hit[2])
                     self._copy(hit[0], path)
                     self.hits += 1
                     return rebuild_output(hit[1])
             before = caches.snapshot(cache) if cache is not None else None
-            out, decisions = self._tracked(path, caches.module, forward, args, kwargs)
+            out, decisions, attrs = self._tracked(path, caches.module, forward, args, kwargs)
             spec = output_spec(out)
             after = caches.effect(cache, before) if cache is not None else None
             if spec is not None and (cache is None or after is not None):
-                self.memo.setdefault(key, []).append((decisions, (path, spec, after)))
+                self.memo.setdefault(key, []).append((decisions, attrs, (path, spec, after)))
             return out
 
+        setattr(memoized, SHIM, True)
         return memoized
+
+    def _contents(self, obj: Any, depth: int = 0) -> tuple:
+        """What the pass knows the tensors among a call's inputs hold beyond their shapes, in order: the policy's
+        provenance (a range of ids, a density, a value) and the observer's tag (a mask's layout); () where nothing."""
+        if isinstance(obj, torch.Tensor):
+            prov, tag = self.tracer.policy.get(obj), self.tracer.tensor_tag
+            known = (prov.range, prov.density, prov.value, prov.k) if prov is not None else None
+            seen = tag(obj) if tag is not None else None
+            return ((known, seen),) if known is not None or seen is not None else ()
+        if depth < 4 and isinstance(obj, (tuple, list)):
+            return tuple(c for x in obj for c in self._contents(x, depth + 1))
+        if depth < 4 and isinstance(obj, dict):
+            return tuple(c for x in obj.values() for c in self._contents(x, depth + 1))
+        return ()
 
     def _numbers(self, path: str) -> tuple[tuple[str, str], ...]:
         """(path below `path`, attribute) of the layer numbers its modules hold, the same for every block of its
@@ -222,39 +252,82 @@ class BlockMemo:
         return found
 
     def _tracked(self, path: str, module: Any, forward: Callable[..., Any], args: tuple, kwargs: dict
-                 ) -> tuple[Any, tuple[Decision, ...]]:
-        """The block's forward run with its layer numbers tracked: (its output, the decisions it made from them,
-        slots relative to the block: ("attr", path below it, name) or ("arg", position or name))."""
-        log, by_path = self.log, self.by_path
+                 ) -> tuple[Any, tuple[Decision, ...], tuple[Attr, ...]]:
+        """The block's forward run with its layer numbers tracked and its modules' attributes watched: (its output,
+        the decisions it made from the numbers, slots relative to the block: ("attr", path below it, name) or ("arg",
+        position or name); the attributes it read, (path below it, name, value first read))."""
+        log, by_path, reads = self.log, self.by_path, self.reads
         positions, names = _number_arguments(type(module))
         call = object()  # this call's own arguments, apart from the calls below it
         args = tuple(track(v, (call, i), log) if i in positions and is_number(v) else v for i, v in enumerate(args))
         kwargs = {k: track(v, (call, k), log) if k in names and is_number(v) else v for k, v in kwargs.items()}
-        held = []
+        held_numbers = []
         for rel, name in self._numbers(path):
             mod = by_path.get(path + rel)
             value = getattr(mod, "__dict__", {}).get(name)
             if is_number(value) and not hasattr(value, "_paths"):
                 mod.__dict__[name] = tracked = track(value, (path + rel, name), log)
-                held.append((mod, name, value, tracked))
-        start = len(log.decisions)
+                held_numbers.append((mod, name, value, tracked))
+        where = {id(m): rel for rel in ("", *self.rels(path)) if (m := by_path.get(path + rel)) is not None}
+        modules = [by_path[path + rel] for rel in where.values()]
+        swapped, whole = watch(modules, reads)
+        start, first, mark = len(log.decisions), len(reads.reads), len(reads.followed)
+        reads.reads.extend((m, WHOLE, held(m, WHOLE)) for m in whole)
         log.running += 1
+        reads.running += 1
         try:
             out = forward(*args, **kwargs)
+            self._indexed(args, kwargs, first)
         finally:
             log.running -= 1
-            for mod, name, value, tracked in held:
+            reads.running -= 1
+            unwatch(swapped)
+            reads.unfollow(mark)
+            for mod, name, value, tracked in held_numbers:
                 if mod.__dict__.get(name) is tracked:
                     mod.__dict__[name] = value
         own, prefix = [], path + "."
-        for (where, what), ops, test, answer in log.decisions[start:]:
-            if where is call:
+        for (slot, what), ops, test, answer in log.decisions[start:]:
+            if slot is call:
                 own.append((("arg", what), ops, test, answer))
-            elif isinstance(where, str) and (where == path or where.startswith(prefix)):
-                own.append((("attr", where[len(path):], what), ops, test, answer))
+            elif isinstance(slot, str) and (slot == path or slot.startswith(prefix)):
+                own.append((("attr", slot[len(path):], what), ops, test, answer))
         if not log.running:
             log.decisions.clear()
-        return out, tuple(dict.fromkeys(own))
+        return out, tuple(dict.fromkeys(own)), self._attrs(where, first, modules if self.hooked else [])
+
+    def _indexed(self, args: tuple, kwargs: dict, first: int) -> None:
+        """A layer number used where no Python method sees it (indexing a list: `self.windows[self.layer_id]`)
+        leaves no decision: where the forward read a number and fetched a list or tuple whose items differ (from a
+        module of the block or from an object one holds, a config, followed: attrreads.Reads), each number it read
+        is taken as decided by its value."""
+        reads = self.reads.reads[first:]
+        numbers = [v for _, _, v in reads if isinstance(v, Tracked)]
+        numbers += [v for v in (*args, *kwargs.values()) if isinstance(v, Tracked)]
+        seen = self.reads.seen  # objects followed: the lists fetched from them are among the reads
+        if numbers and any(uneven(v, int(id(v) in seen)) for _, _, v in reads if not isinstance(v, Tracked)):
+            for number in numbers:
+                used(number)
+
+    def _attrs(self, where: dict[int, str], first: int, hooks_of: list[Any]) -> tuple[Attr, ...]:
+        """The attributes read since `first` by the modules `where` names, as (path below the block, name, value
+        first read): the layer numbers (tracked) and the memo's own forwards aside; and the hooks of `hooks_of`
+        below the block (its own run around the memo's answer)."""
+        reads = self.reads
+        out: dict[tuple[str, str], Any] = {}
+        for mod, name, value in reads.reads[first:]:
+            rel = where.get(id(mod))
+            if rel is None or isinstance(value, Tracked) or getattr(value, SHIM, False):
+                continue
+            if (rel, name) not in out:
+                out[(rel, name)] = held(mod, WHOLE) if name == WHOLE else value
+        for mod in hooks_of:
+            rel = where[id(mod)]
+            if rel:
+                out.update({(rel, h): held(mod, h) for h in HOOKS})
+        if not reads.running:
+            reads.reads.clear()
+        return tuple((rel, name, value) for (rel, name), value in out.items())
 
     def _number(self, path: str, slot: tuple, args: tuple, kwargs: dict) -> Any:
         """The number `slot` reads for the block at `path` called with (args, kwargs); None where there is none."""

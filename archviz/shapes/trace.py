@@ -88,13 +88,15 @@ class PassRun:
     first) or every block run; in eval mode or training mode (`train`: auxiliary heads, batch statistics); and who
     it reports to: `on_kernel(path, qualname, args, kwargs, out)` every stubbed kernel call, `progress(done, total)`,
     `op_observer(func, args, kwargs, out, module path)` every aten op (archviz.cost counts FLOPs with it) and
-    `on_memo(source, target)` every block answered from the memo."""
+    `on_memo(source, target)` every block answered from the memo; `tensor_tag(tensor)` what the observer knows a
+    tensor holds beyond its shape (a mask's layout), which the memo keys a block's inputs by."""
     memo: bool = True
     train: bool = False
     on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None
     progress: Callable[[int, int], None] | None = None
     op_observer: Callable[..., None] | None = None
     on_memo: Callable[[str, str], None] | None = None
+    tensor_tag: Callable[[Any], Any] | None = None
 
 
 def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None, seq: int | None = None,
@@ -129,13 +131,11 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
 
 
 def run_steps(built: Built, record: ModelRecord, steps: Sequence[Callable[[], tuple[tuple, dict]]], *,
-              memo: bool = True, op_observer: Callable[..., None] | None = None,
-              on_kernel: Callable[[str, str, tuple, dict, Any], None] | None = None,
-              on_memo: Callable[[str, str], None] | None = None, shared: dict[str, Any] | None = None) -> None:
+              run: PassRun = PassRun(), shared: dict[str, Any] | None = None) -> None:
     """Forwards of the model on meta one after another under one tracer, set up once (archviz.cost's decode steps
     at several context lengths, after a `trace_shapes` pass): each of `steps` returns its forward's (args, kwargs)
     and may swap what the callbacks report to; the block memo starts empty at each. Only ops, kernels and memo
-    answers are reported: no record is made. `shared`: a dict the caller passes to each run_steps of one model and
+    answers are reported (`run`'s callbacks; its `train` and `progress` are not used): no record is made. `shared`: a dict the caller passes to each run_steps of one model and
     record, in which this one leaves its tracer and memo for the next to take their module paths and block kinds
     from. Raises ShapeError where a forward fails."""
     from ..walk.spans import Spans
@@ -149,12 +149,13 @@ def run_steps(built: Built, record: ModelRecord, steps: Sequence[Callable[[], tu
         tracer = Tracer(built.model, Spans(built.display_roots).display, sites=False, only=frozenset(),
                         like=prior.get("tracer"))
         tracer.copied = None
-        tracer.on_kernel = on_kernel
-        tracer.on_memo = on_memo
+        tracer.on_kernel = run.on_kernel
+        tracer.on_memo = run.on_memo
+        tracer.tensor_tag = run.tensor_tag
         args, kwargs = steps[0]()
         with pass_mode(built.model, False):
             experts, error = run_forward(built, record, tracer, (args, kwargs), built.stubs or stubs.StubRegistry(),
-                                         ForwardRun(memo=memo, notes=[], observer=op_observer,
+                                         ForwardRun(memo=run.memo, notes=[], observer=run.op_observer,
                                                     like=prior.get("memo")), steps=steps[1:])
         if shared is not None:
             shared.update(tracer=tracer, memo=experts or prior.get("memo"))
@@ -186,6 +187,7 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
             on_memo(source, target)
 
     tracer.on_memo = memo_answered
+    tracer.tensor_tag = run.tensor_tag
     args, kwargs, user, used, notes = _pass_inputs(built, inputs, input_specs, B, T)
     _ready_for_the_pass(built, record, tracer, notes)
     registry = built.stubs or stubs.StubRegistry()

@@ -145,6 +145,9 @@ class Tracer:
         # Called when a repeated block is answered from the memo: (path that ran, path answered). archviz.cost copies
         # the FLOPs of the one that ran, as BlockMemo copies its calls.
         self.on_memo: Callable[[str, str], None] | None = None
+        # What an observer knows a tensor holds beyond its shape (archviz.cost: a mask's layout), or None: the block
+        # memo answers a block from another only where their tensor inputs hold the same.
+        self.tensor_tag: Callable[[Any], Any] | None = None
 
     # -- assumptions and kernels are noted on the module running now, with the user's file:line
     def _where(self) -> str:

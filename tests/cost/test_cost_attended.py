@@ -11,6 +11,7 @@ and everything else (projections, the head, an indexer's own scores) is the same
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,21 @@ def test_bounds_say_they_use_the_attended_figure():
                                       "--hardware", "h100"])
     assert result.exit_code == 0, result.output
     assert "attended" in result.stdout
+
+
+def test_band_count_is_the_row_by_row_count():
+    """band_count sums runs of rows at once: the same as counting row by row, for every kind of band (open ends,
+    bands past either edge, empty ones), and a million rows at once."""
+    import itertools
+
+    from archviz.cost.masks import band_count
+
+    def by_rows(tq, tk, lo, hi):
+        return sum(1 for i in range(tq) for j in range(tk) if lo <= j - i <= hi)
+
+    ends = (-math.inf, -9, -4, -1, 0, 2, 7, math.inf)
+    for tq, tk in ((0, 3), (1, 1), (5, 9), (9, 5), (8, 8)):
+        for lo, hi in itertools.product(ends, ends):
+            assert band_count(tq, tk, lo, hi) == by_rows(tq, tk, lo, hi), (tq, tk, lo, hi)
+    n, w = 10**6, 4096
+    assert band_count(n, n, 1 - w, 0) == w * (w + 1) // 2 + (n - w) * w  # the first w rows grow to w
