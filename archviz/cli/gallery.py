@@ -11,10 +11,11 @@ from typing import Annotated, Any, Mapping, Optional
 
 import typer
 
-from ..errors import ArchvizError
+from ..errors import PYTHON_WORDS, ArchvizError
 from ..processes.owner import MAX_CHILDREN, check_count
 from ..records.recordcheck import refused_as, want_table
 from .app import app
+from .flags import FLAGS
 from .common import DebugOpt, JsonOpt, NoCacheOpt, emit_json, err, flag, handled, progress_bar
 from .validate import check_options
 
@@ -212,7 +213,7 @@ def gallery(
         check_options(positive={"--jobs": jobs}, timeout=timeout)
         options = GalleryOptions(transformers=transformers, pairs=_pairs(pairs), derived=derived,
                                  sets=_sets_file(sets_file), checkpoints=_checkpoints(checkpoint), jobs=jobs,
-                                 timeout=timeout, cache=not no_cache, progress=True)
+                                 timeout=timeout, cache=not no_cache, progress=True, words=FLAGS)
         made = write_gallery(sources or [], output, options)
         counts, pages = made.counts, made.pages
         if json_:
@@ -244,6 +245,7 @@ class GalleryOptions:
     timeout: float = 900.0  # seconds one model may take (jobs above 1: each runs in a process of its own)
     cache: bool = True  # the records cache, and the last run's pages kept where nothing they show changed
     progress: bool = False  # progress bars on stderr (on a terminal only): the command's
+    words: Mapping[str, str] = field(default_factory=lambda: PYTHON_WORDS)  # the options pages name, spelled so
 
 
 @dataclass(frozen=True)
@@ -291,7 +293,7 @@ def write_gallery(sources: list[str], output: str, options: GalleryOptions = Gal
         files = render_gallery(entries, made, defaults=what, reuse=reuse)
     from ..render.site import write_site
 
-    write_site(files, output)
+    write_site(files, output, words=options.words)
     if reuse is not None:
         reuse.save()  # after the site is in place: the next run reuses only what this one wrote
     from ..render.site.gallery import coverage_counts

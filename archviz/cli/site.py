@@ -11,6 +11,7 @@ import typer
 
 from ..errors import ArchvizError, ShapeError
 from .app import app
+from .flags import FLAGS
 from .validate import check_options
 from .common import (
     BatchOpt,
@@ -165,7 +166,7 @@ def build(
                              kernel_rules=kernel_rules, every_block=every_block, train=train)
         records = [_site_record(s, build_opts, passes, names, not no_cache, extras) for s in sources]
         with progress_bar("rendering pages") as cb:
-            result = build_site(records, output, annotations=anns, source_url=source_url, progress=cb)
+            result = build_site(records, output, annotations=anns, source_url=source_url, progress=cb, words=FLAGS)
         if json_:
             emit_json({"output": output, "pages": result.pages, "bytes": result.bytes})
         else:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ... import format as fmt
-from ...errors import ArchvizError
+from ...errors import PYTHON_WORDS, ArchvizError, spelled_bytes
 from ...gcpause import collector_paused
 from ...records import (
     ModelRecord,
@@ -220,12 +220,14 @@ def _render_node_context(ms: ModelSite, nid: str) -> dict[str, Any]:
 
 def build_site(records: Sequence[ModelRecord], output: str, *, annotations: Any = None,
                source_url: str | None = None, templates: str | None = None,
-               progress: Progress | None = None) -> SiteResult:
-    """Render records into a static site at `output` (replaced atomically; the previous site survives a failure)."""
+               progress: Progress | None = None, words: Mapping[str, str] = PYTHON_WORDS) -> SiteResult:
+    """Render records into a static site at `output` (replaced atomically; the previous site survives a failure);
+    `words`: how its pages spell the options they name (archviz.errors.spelled; the CLI gives its flags)."""
     check_target(output)
     with collector_paused():  # many short strings and dicts, no cycles, on top of the records' heap
         files = render_site(records, annotations=annotations, source_url=source_url, templates=templates,
                             progress=progress)
+    files = {rel: spelled_bytes(data, words) for rel, data in files.items()}  # and counted as written
     write_site(files, output)
     pages = sum(1 for k in files if k.endswith(".html"))
     return SiteResult(output=output, pages=pages, bytes=sum(len(v) for v in files.values()), files=len(files))
