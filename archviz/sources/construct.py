@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ArchvizError, SourceError
+from ..errors import ArchvizError, SourceError, option
 from .meta import CUDA_HINT, build_failure_hint, is_cuda_insistence, meta_build, user_frame
 from .guard import time_limit
 
@@ -23,7 +23,7 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
 
     def construct() -> tuple[Any, Any]:
         with meta_build(device) as notes, time_limit(f"building {attr}"):
-            return fn(**kwargs), notes  # --set key=value: the factory's keyword arguments
+            return fn(**kwargs), notes  # overrides key=value: the factory's keyword arguments
 
     try:
         (model, notes), started = constructed(construct)  # a process group started for code that insists on one
@@ -35,7 +35,8 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
         lacked = [k for k in kwargs if isinstance(e, TypeError) and f"unexpected keyword argument '{k}'" in str(e)]
         if lacked:
             raise SourceError(f"{spec}: {attr} does not take {', '.join(lacked)} ({e})",
-                              hint="--set key=value passes keyword arguments to a factory: give only the ones "
+                              hint=f"{option('set')} key=value passes keyword arguments to a factory: give only the "
+                                   "ones "
                                    "it takes") from None
         if is_cuda_insistence(e):
             raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}", hint=CUDA_HINT) from None
@@ -43,7 +44,8 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
         hint = build_failure_hint(e, kwargs)
         if strings:  # a value the user meant as something else may have stayed a string
             hint = (f"{', '.join(strings)} {'was' if len(strings) == 1 else 'were'} passed as "
-                    f"{'a string' if len(strings) == 1 else 'strings'} (--set: {SET_VALUES}); run with --debug for "
+                    f"{'a string' if len(strings) == 1 else 'strings'} ({option('set')}: {SET_VALUES}); run with "
+                    f"{option('debug')} for "
                     "the traceback")
         raise SourceError(f"{spec}: building the model raised {type(e).__name__}: {e} ({where})", hint=hint) from e
     if not isinstance(model, torch.nn.Module):
