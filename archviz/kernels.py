@@ -1,4 +1,4 @@
-"""`archviz.kernels`, the public module of shape rules: `@archviz.kernels.shape_rule("pkg.op")` in a `--kernel-rules`
+"""`archviz.kernels`, the public module of shape rules: `@archviz.kernels.shape_rule("pkg.op")` in a `kernel_rules`
 file registers a rule where the meta pass looks it up.
 
 The rules live in `archviz.shapes.kernels`; importing this name gives that very module object (not a copy), so a

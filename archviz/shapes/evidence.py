@@ -115,7 +115,7 @@ def concerned(calls: dict[str, list], values: set[int]) -> set[str]:
 @dataclass(frozen=True)
 class PassGiven:
     """What the first pass ran at: B and T, the symbols its inputs used, the dims the user named (name -> size) and
-    the --input specs."""
+    the input specs."""
     B: int
     T: int
     used: set[str]
