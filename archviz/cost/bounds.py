@@ -291,7 +291,7 @@ def bound(record: Any, hw: Hardware, gpus: int = 1, kv_element: float | None = N
 
 
 def site_devices(cost: dict[str, Any]) -> tuple[list[Hardware], int]:
-    """The devices `archviz build --hardware` put in the cost extra (`"hardware": {"devices": {key: table},
+    """The devices the site's build with hardware put in the cost extra (`"hardware": {"devices": {key: table},
     "gpus": N}`), and N."""
     h = cost.get("hardware") or {}
     return [parse(k, v, "extras.cost.hardware") for k, v in (h.get("devices") or {}).items()], int(h.get("gpus") or 1)
@@ -318,7 +318,7 @@ def tokens_per_s_curve(record: Any, hw: Hardware, gpus: int, points: list[tuple[
 
 
 def bound_json(b: HardwareBound) -> dict[str, Any]:
-    """A bound as JSON-able data (`archviz cost --hardware --json`), with the derived figures."""
+    """A bound as JSON-able data (`archviz cost`'s JSON with hardware), with the derived figures."""
     d = dataclasses.asdict(b)
     d["hardware"]["peaks"] = dict(b.hardware.peaks)
     for key, s in (("decode", b.decode), ("prefill", b.prefill)):

@@ -5,6 +5,7 @@ damaged or hand-edited file is refused then, with the part named, instead of fai
 from __future__ import annotations
 
 from typing import Any
+from ..errors import option
 
 
 def _fail(where: str, what: str, v: Any) -> None:
@@ -116,7 +117,7 @@ def check(c: Any) -> None:
         try:
             site_devices(c)
         except (ArchvizError, TypeError, ValueError, AttributeError) as e:
-            _fail("hardware", f"devices as `archviz build --hardware` writes them ({e})", c["hardware"])
+            _fail("hardware", f"devices as `archviz build {option('hardware')}` writes them ({e})", c["hardware"])
     curve = c.get("curve") or []
     if type(curve) is not list:
         _fail("curve", "a list", curve)

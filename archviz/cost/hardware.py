@@ -1,8 +1,8 @@
 """Hardware for the cost bounds: the presets shipped in `hardware.toml` (each figure from the vendor's spec sheet,
 named in the file) and a user's TOML file of the same fields. Pure: no torch.
 
-`--hardware h200,b200` names presets; `--hardware my.toml` reads every table of the file (or the file itself when
-it is one table); the two mix: `--hardware h200,my.toml`."""
+The hardware option `h200,b200` names presets; `my.toml` reads every table of the file (or the file itself when
+it is one table); the two mix: `h200,my.toml`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ArchvizError
+from ..errors import ArchvizError, option
 from ..files.safeio import read_regular
 from ..records.recordcheck import fail, refused_as, want_number, want_str, want_table
 
@@ -108,20 +108,23 @@ def _file(path: str) -> list[Hardware]:
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except RecursionError:
-        raise ArchvizError(f"--hardware {path}: nested too deeply", hint="see archviz/cost/hardware.toml for the "
+        raise ArchvizError(f"{option('hardware')} {path}: nested too deeply", hint="see archviz/cost/hardware.toml "
+                                                                                   "for the "
                            "fields") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ArchvizError(f"--hardware {path}: not TOML ({e})", hint="see archviz/cost/hardware.toml for the "
+        raise ArchvizError(f"{option('hardware')} {path}: not TOML ({e})", hint="see archviz/cost/hardware.toml for "
+                                                                                "the "
                            "fields") from e
     if "name" in data and not isinstance(data.get("name"), dict):  # the file is one device
         return [parse(Path(path).stem, data, path)]
     if not data:
-        raise ArchvizError(f"--hardware {path}: holds no device", hint="one table per device: [mygpu] name = ...")
+        raise ArchvizError(f"{option('hardware')} {path}: holds no device", hint="one table per device: [mygpu] name "
+                                                                                 "= ...")
     return [parse(k, v, path) for k, v in data.items()]
 
 
 def resolve(text: str) -> list[Hardware]:
-    """--hardware: comma-separated preset names and TOML files, in the order given."""
+    """The hardware option: comma-separated preset names and TOML files, in the order given."""
     known = presets()
     out: list[Hardware] = []
     for item in (x.strip() for x in text.split(",")):
@@ -132,11 +135,12 @@ def resolve(text: str) -> list[Hardware]:
         elif item.endswith(".toml") or Path(item).is_file():
             out.extend(_file(item))
         else:
-            raise ArchvizError(f"--hardware {item!r} is neither a preset nor a TOML file",
+            raise ArchvizError(f"{option('hardware')} {item!r} is neither a preset nor a TOML file",
                                hint=f"presets: {', '.join(known)}; or a file with the fields of "
                                     "archviz/cost/hardware.toml")
     if not out:
-        raise ArchvizError("--hardware names no device", hint=f"e.g. --hardware h200,b200 (presets: {', '.join(known)})")
+        raise ArchvizError(f"{option('hardware')} names no device", hint=f"e.g. {option('hardware')} h200,b200 "
+                                                                         f"(presets: {', '.join(known)})")
     return out
 
 

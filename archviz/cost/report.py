@@ -176,7 +176,7 @@ class KVKind:
 class KVCost:
     source: str | None
     dtypes: tuple[str, ...]  # the code's dtypes of the entries
-    asked: str | None  # --kv-dtype
+    asked: str | None  # kv_dtype
     per_token: float  # bytes per token, one sequence
     at_context: float  # bytes at (B, L)
     fixed: float  # of which fixed per sequence (windows, states), at B
@@ -441,7 +441,7 @@ def _provenance(record: Any, chosen: Any) -> dict[str, Any]:
 
 
 def report_json(r: CostReport) -> dict[str, Any]:
-    """The report as JSON-able data (what `archviz cost --json` prints), with the derived per-token figures."""
+    """The report as JSON-able data (what `archviz cost`'s JSON prints), with the derived per-token figures."""
     d = dataclasses.asdict(r)
     for key, p in (("prefill", r.prefill), ("decode", r.decode)):
         if p is not None:
