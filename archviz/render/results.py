@@ -1,7 +1,7 @@
 """What `archviz.summary`, `inspect`, `cost`, `check` and `diff` return: small typed results that show themselves.
 
 Each is a rich renderable (`rich.print(result)`; `__rich__` gives the CLI's tables), prints as the same text
-(`print(result)`), serialises to what the CLI's `--json` prints (`to_json()`: the data, `json()`: the text), and
+(`print(result)`), serialises to what the CLI's JSON output prints (`to_json()`: the data, `json()`: the text), and
 renders in a Jupyter notebook (`_repr_html_`, archviz.render.notebook: the grouped tree folded, the tables as text).
 Built from the functions the CLI commands print with. Pure: no torch."""
 
@@ -169,7 +169,7 @@ class CostResult(_Shown):
 
 
 def cost_json(records: list[ModelRecord], reports: list[Any], bounds: list[list[Any]] | None = None) -> Any:
-    """What `archviz cost --json` prints: one model's report and per-node FLOPs (and hardware bounds, given), or two
+    """What `archviz cost`'s JSON prints: one model's report and per-node FLOPs (and hardware bounds, given), or two
     side by side with their ratios."""
     from ..cost.bounds import bound_json
     from ..cost.per_node import nodes_json

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ...errors import ArchvizError
+from ...errors import ArchvizError, option
 from ...records.recordcheck import fail, refused_as, want_list, want_str, want_table
 
 _NODE_KEYS = {"path", "node", "class", "model", "title", "description", "claim"}
@@ -131,15 +131,16 @@ def load_annotations(path: str) -> Annotations:
         try:
             import tomli as tomllib  # type: ignore[no-redef]
         except ImportError:
-            raise ArchvizError("--annotations needs Python 3.11+ (tomllib) or the tomli package",
+            raise ArchvizError(f"{option('annotations')} needs Python 3.11+ (tomllib) or the tomli package",
                                hint="pip install tomli") from None
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
-        raise ArchvizError(f"--annotations {path}: no such file", hint="check the path") from None
+        raise ArchvizError(f"{option('annotations')} {path}: no such file", hint="check the path") from None
     except OSError as e:
-        raise ArchvizError(f"--annotations {path}: cannot read ({e.strerror})", hint="check the path") from None
+        raise ArchvizError(f"{option('annotations')} {path}: cannot read ({e.strerror})",
+                           hint="check the path") from None
     except tomllib.TOMLDecodeError as e:
         raise ArchvizError(f"{path}: not valid TOML ({e})", hint="fix the line it names") from None
     return parse_annotations(data, path)

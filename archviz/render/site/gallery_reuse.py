@@ -1,6 +1,6 @@
 """What a gallery run takes from its previous output instead of rendering it again: a model's explorer pages and
 a pair's diff page, each keyed by everything that determines it (the model's records as the records cache holds
-them, its row's key, folder, dtype note, --set and failures; archviz's version and code, torch, transformers and
+them, its row's key, folder, dtype note, overrides and failures; archviz's version and code, torch, transformers and
 the renderers' packages; every file of the templates folder, read for the key).
 
 The previous run's state (each key, the files it wrote under it with their sha256, and a model's search entries)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ... import format as fmt
-from ...errors import PYTHON_WORDS, ArchvizError, spelled_bytes
+from ...errors import ArchvizError, PYTHON_WORDS, option, spelled_bytes
 from ...gcpause import collector_paused
 from ...records import (
     ModelRecord,
@@ -115,7 +115,7 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
     if not records:
         raise ArchvizError("no models to render", hint="give at least one SOURCE")
     if source_url is not None and "{path}" not in source_url:
-        raise ArchvizError(f"--source-url {source_url!r}: the template has no {{path}}",
+        raise ArchvizError(f"{option('source-url')} {source_url!r}: the template has no {{path}}",
                            hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
     env = environment(templates or templates_folder())
     code = CodeBank()
