@@ -3,7 +3,7 @@
 The library raises these; only the CLI turns them into a message and an exit status.
 
 A message names the user's options as tokens (`option("set")`), never as the CLI's flags: `str(e)` spells them as
-a Python caller gives them (PYTHON_WORDS: `overrides`), the CLI as its flags (archviz.cli.flags: `--set`), every
+a Python caller gives them (PYTHON_WORDS: `overrides`), the CLI as its flags (archviz.cli.flags), every
 text that leaves it spelled at that boundary (`spelled`).
 """
 
@@ -38,13 +38,13 @@ PYTHON_WORDS: dict[str, str] = {
 }
 
 _OPEN, _CLOSE = "\u27e6", "\u27e7"  # ⟦set⟧: brackets no user text holds, one terminal cell each (a token is as wide
-# as the flag `--set` it stands for, so a table laid out with tokens is laid out as with the flags)
+# as the CLI's flag it stands for, so a table laid out with tokens is laid out as with the flags)
 _TOKEN = re.compile(r"(?:\u27e6|\\u27e6)([a-z][a-z0-9-]*)(?:\u27e7|\\u27e7)")  # as is, or escaped in JSON text
 
 
 def option(name: str) -> str:
     """The token naming the user option `name` (a key of PYTHON_WORDS: "set", "input", ...) in a message, a hint
-    or a note; the CLI spells it `--set`, a Python caller reads `overrides`."""
+    or a note; the CLI spells it as its flag, a Python caller reads `overrides`."""
     if name not in PYTHON_WORDS:
         raise ValueError(f"no option {name!r} (archviz.errors.PYTHON_WORDS names each option a message may name)")
     return f"{_OPEN}{name}{_CLOSE}"

@@ -408,7 +408,7 @@ def _reprojection(record: Any, c: dict[str, Any]) -> Reprojection | None:
 
 def kv_dtype_text(r: CostReport, asked_by: str = "asked") -> str:
     """The KV cache's dtype and where it came from, for a reader: "in bfloat16 (the config names none)", "in fp8
-    (asked)" (`asked_by`: what asked it, a flag on the terminal), or the code's dtypes."""
+    (asked)" (`asked_by`: what asked it, the option's token on the terminal), or the code's dtypes."""
     kv = r.kv
     if kv.asked:
         return f"in {kv.asked} ({asked_by})"
