@@ -19,7 +19,7 @@ from .files.sanitize import printable
 PYTHON_WORDS: dict[str, str] = {
     # the build (archviz.load / archviz.build keywords, BuildOptions fields)
     "config": "`config`", "set": "`overrides`", "model-class": "`model_class`", "config-class": "`config_class`",
-    "tokenizer": "`tokenizer`", "world-size": "`world_size`", "rank": "`rank`", "default-dtype": "`default_dtype`",
+    "tokenizer": "`tokenizer`", "world-size": "`world_size`", "rank": "`rank`",
     "trust-remote-code": "`trust_remote_code=True`", "quantized": "`quantized=True`",
     # the meta pass (archviz.load keywords, PassOptions fields)
     "input": "`inputs`", "shapes": "`shapes=True`", "no-shapes": "`shapes=False`", "batch": "`batch`",

@@ -453,7 +453,7 @@ def _default_dtype(path: str, options: BuildOptions, notes: list[str]) -> tuple[
             notes.append(f"built and run with default dtype {found[0]}, as its launcher sets ({found[1]})")
     dtype_obj = getattr(torch, default_dtype, None) if default_dtype else None
     if default_dtype and not isinstance(dtype_obj, torch.dtype):
-        raise SourceError(f"{option('default-dtype')} {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
+        raise SourceError(f"default_dtype {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
     return default_dtype, dtype_obj
 
 

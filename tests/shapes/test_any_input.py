@@ -14,6 +14,7 @@ from helpers import ANYINPUT, anyinput
 from realrun import real_calls, record_calls
 
 import archviz
+from archviz.cli.flags import cli_text
 from archviz.errors import ShapeError
 from archviz.records import to_json_dict
 from archviz.shapes import trace_shapes
@@ -105,7 +106,7 @@ def test_a_list_of_dicts_as_a_promptable_segmenter_takes_it():
     with pytest.raises(ShapeError) as e:  # without it: the argument named, with the form to type
         _traced_class("promptable", "Segmenter")
     assert "--input 'batched_input=[{image: 3,1024,1024, original_size: list:1024,1024}]' (a list of dicts" \
-        in e.value.hint
+        in cli_text(e.value.hint)  # as the CLI prints it
 
 
 def test_a_dataclass_of_inputs():

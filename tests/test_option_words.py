@@ -1,0 +1,71 @@
+"""The library names the user's options by token (archviz.errors.option), never as the CLI's flags: only the CLI
+spells them as its flags (archviz.cli.flags), a Python caller reads the words it gives them with (PYTHON_WORDS)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import click
+import pytest
+import typer.main
+
+import archviz
+from archviz.cli import app
+from archviz.cli.flags import FLAGS, cli_text
+from archviz.errors import PYTHON_WORDS, SourceError, option
+
+ROOT = Path(archviz.__file__).parent
+TOKEN_OPEN = "\u27e6"
+
+
+def _cli_flags() -> set[str]:
+    """Every long option the CLI's commands register."""
+    group = typer.main.get_command(app)
+    ctx = click.Context(group)
+    flags: set[str] = set()
+    for command in [group, *(group.get_command(ctx, name) for name in group.list_commands(ctx))]:
+        for param in command.params:
+            flags.update(o for o in [*param.opts, *param.secondary_opts] if o.startswith("--"))
+    return flags
+
+
+def test_every_option_a_message_names_is_a_flag_of_the_cli():
+    assert set(FLAGS) == set(PYTHON_WORDS)
+    assert set(FLAGS.values()) <= _cli_flags(), set(FLAGS.values()) - _cli_flags()
+    with pytest.raises(ValueError):
+        option("no-such-option")
+
+
+def test_no_module_outside_the_cli_names_a_cli_flag():
+    """No string constant (docstrings and f-strings' text included) of a module outside archviz/cli/ holds one of
+    the CLI's own flags; other programs' flags (`git --show-toplevel`, CSS's `--jp-...`) are not the CLI's."""
+    flags = sorted((f for f in _cli_flags() if f != "--version"), key=len, reverse=True)
+    named = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, flags)) + r")(?![\w-])")
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if (ROOT / "cli") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and named.search(node.value):
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {named.search(node.value)[0]}")
+    assert not found, "\n".join(found)
+
+
+def test_a_refusal_names_the_flag_on_the_cli_and_the_keyword_in_python(archviz_cli):
+    """The same refusal: the CLI's line and --json error name its flag, `str(e)` names `load`'s keyword, the error
+    carries the option; no output of the CLI holds a token."""
+    with pytest.raises(SourceError) as e:
+        archviz.load("hf:llama", world_size=2)
+    assert str(e.value) == ("hf:llama: `world_size` applies to a reference model.py, and this is a transformers "
+                            "model (hf:<type>, config.json or folder)")
+    assert e.value.options == ("world-size",) and e.value.hint == f"drop {option('world-size')}"
+    assert cli_text(e.value.line()).endswith("— drop --world-size")
+    r = archviz_cli("summary", "hf:llama", "--world-size", "2", "--json")
+    assert r.returncode == 2
+    assert r.stderr == ("error: hf:llama: --world-size applies to a reference model.py, and this is a transformers "
+                        "model (hf:<type>, config.json or folder) — drop --world-size\n")
+    assert json.loads(r.stdout)["hint"] == "drop --world-size"
+    assert TOKEN_OPEN not in r.stdout + r.stderr
