@@ -117,7 +117,8 @@ def check(c: Any) -> None:
         try:
             site_devices(c)
         except (ArchvizError, TypeError, ValueError, AttributeError) as e:
-            _fail("hardware", f"devices as `archviz build {option('hardware')}` writes them ({e})", c["hardware"])
+            why = e.message if isinstance(e, ArchvizError) else e  # its options as tokens, spelled where it is shown
+            _fail("hardware", f"devices as `archviz build {option('hardware')}` writes them ({why})", c["hardware"])
     curve = c.get("curve") or []
     if type(curve) is not list:
         _fail("curve", "a list", curve)

@@ -110,7 +110,7 @@ def with_pass_counts(record: ModelRecord, source: Any, build: BuildOptions = NO_
     try:
         return records_for(source, build, PassOptions(shapes=True), cache=cache, feedback=feedback)
     except ArchvizError as e:
-        feedback.note(f"active parameters without the meta pass ({why}), which failed: {e}")
+        feedback.note(f"active parameters without the meta pass ({why}), which failed: {e.message}")
         return record
 
 
