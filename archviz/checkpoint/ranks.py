@@ -94,8 +94,8 @@ def rank_inventories(spec: str, world_size: int, pattern: str | None = None
         if not isinstance(obj, dict) or obj.get("format") != RANKS_FORMAT:
             raise CheckpointError(f"{spec}: not a rank manifest ({RANKS_FORMAT}), so it holds no rank's shard",
                                   hint=f"write one with `archviz manifest FOLDER {option('world-size')} N -o FILE`, "
-                                       "or give "
-                                       f"{option('rank')} R to compare one rank's layout with the whole checkpoint")
+                                       f"or give {option('rank')} R to compare one rank's layout with the whole "
+                                       "checkpoint")
         if obj.get("world_size") != world_size:
             raise CheckpointError(f"{spec}: a manifest of {obj.get('world_size')} ranks, not {option('world-size')} "
                                   f"{world_size}", hint=f"use {option('world-size')} {obj.get('world_size')}")

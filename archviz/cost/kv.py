@@ -44,7 +44,8 @@ def element_bytes(dtype: str) -> float:
 
 
 def kv_dtype_name(text: str) -> str | None:
-    """The KV cache dtype asked (kv_dtype): a short name (fp8, bf16, fp16, fp32, int8, fp4) or a torch dtype name; None if neither."""
+    """The KV cache dtype asked (kv_dtype): a short name (fp8, bf16, fp16, fp32, int8, fp4) or a torch dtype name;
+    None if neither."""
     t = text.strip().lower().replace("torch.", "")
     t = KV_DTYPES.get(t, t)
     return t if t in _ELEMENT_BYTES else None

@@ -185,8 +185,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     seq = SEQ_DEFAULT if seq is None else seq
     if batch < 1 or seq < 1 or (context is not None and context < 0):
         raise ArchvizError(f"{option('batch')} {batch}, {option('seq')} {seq}, {option('context')} {context}: batch "
-                           "and seq must be ≥ 1, "
-                           "context ≥ 0",
+                           "and seq must be ≥ 1, context ≥ 0",
                            hint=f"e.g. {option('batch')} 1 {option('seq')} 4096 {option('context')} 1M")
     say = progress or (lambda text: None)
     overrides = dict(build.overrides)

@@ -5,7 +5,7 @@ otherwise repeat as flags; every command reads it and its flags override it (arc
     [tool.archviz]
     source = "hf:llama"                 # or a config.json, a model folder, model.py, package.module:callable
     config = "configs/config.json"      # a reference model.py's config
-    set = { num_hidden_layers = 2 }     # overrides (a factory's keyword arguments); a string reads as an override's text
+    set = { num_hidden_layers = 2 }     # overrides (a factory's keyword arguments); a string as an override's text
     inputs = ["pixel_values=B,3,224,224"]  # or a table: { pixel_values = "B,3,224,224" }
     names = "names.toml"
     annotations = "annotations.toml"

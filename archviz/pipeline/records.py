@@ -123,7 +123,8 @@ def refuse_build_options(source: str, build: BuildOptions, passes: PassOptions) 
     """A records file is built already: an option of the build or the pass given with it would be ignored."""
     flags = {option("config"): build.config, option("set"): build.overrides,
              option("model-class"): build.model_class, option("config-class"): build.config_class,
-             option("tokenizer"): build.tokenizer, option("world-size"): build.world_size, option("rank"): build.rank, **passes.flags(), option("trust-remote-code"): build.trust_remote_code,
+             option("tokenizer"): build.tokenizer, option("world-size"): build.world_size, option("rank"): build.rank,
+             **passes.flags(), option("trust-remote-code"): build.trust_remote_code,
              option("quantized"): build.quantized}
     flags[option("train")] = flags.pop(option("train"))  # the order the flags were always named in
     named = given(flags)

@@ -70,8 +70,8 @@ def run_tensor_parallel(spec: str, world_size: int, build_options: Any = None, o
                                           (option("kernel-rules"), kernel_rules)) if value]
         if given:
             raise ArchvizError(f"{spec}: {', '.join(given)} with {option('world-size')}: transformers' tp_plan probe "
-                               "runs "
-                               "token ids through the model as its config builds it", hint=f"drop {', '.join(given)}")
+                               "runs token ids through the model as its config builds it",
+                               hint=f"drop {', '.join(given)}")
         with tempfile.TemporaryDirectory(prefix="archviz-tp-") as folder:
             ranks = run_ranks(hf_rank_probe, (spec, build_options, options, tolerance, folder), world_size,
                               timeout=timeout, backend=backend, device=device)

@@ -102,7 +102,7 @@ def _random_like(p: torch.Tensor, name: str, cls: str, experts: int, g: torch.Ge
 class RealPassOptions:
     """How the real pass runs, beside its batch and length: `seed` for the token ids and images; on `device`; with
     `input_specs` (`input`, as the meta pass took them); in training mode (`train`) or eval; `sizes`: the meta
-    pass's sizes of the dims the input specs named without one (`x=B,3,H,W`); `tokens_1d`: the meta pass took token ids [T]
+    pass's sizes of the dims input specs named without one (`x=B,3,H,W`); `tokens_1d`: the meta pass took token ids [T]
     (`archviz.shapes.token_rank`)."""
     seed: int = 0
     device: str = "cpu"

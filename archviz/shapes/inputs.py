@@ -373,9 +373,8 @@ def missing_input_hint(built: Built, given: dict, error: BaseException | None = 
             return None
         return (f"{type(built.model).__name__}.forward's {', '.join(asked)} {'was' if len(asked) == 1 else 'were'} "
                 f"not given: give {'it' if len(asked) == 1 else 'them'} with {option('input')} name=dims[:dtype] "
-                "(dims are "
-                f"ints, B or T; e.g. {option('input')} {asked[0]}=B,T,64:float32); {option('debug')} shows the "
-                "traceback")
+                f"(dims are ints, B or T; e.g. {option('input')} {asked[0]}=B,T,64:float32); {option('debug')} shows "
+                "the traceback")
     first = missing[0]
     return (f"{type(built.model).__name__}.forward also takes {', '.join(missing)}, which archviz does not make up: "
             f"give {'it' if len(missing) == 1 else 'them'} with {option('input')}, e.g. {option('input')} {first}="
@@ -390,8 +389,7 @@ def none_hint(error: BaseException, built: Built) -> str | None:
         return None
     return unset_field_hint(error, config) or (
         f"a value the forward reads is None: a forward input not given ({option('input')} name=B,T,...) or a config "
-        "field "
-        f"left unset ({option('set')} FIELD=VALUE); {option('debug')} shows the traceback")
+        f"field left unset ({option('set')} FIELD=VALUE); {option('debug')} shows the traceback")
 
 
 def _input_example(built: Built, name: str) -> str:
@@ -435,8 +433,7 @@ def _value(name: str, kind: str, payload: Any, pass_sizes: tuple[int, int, dict[
                              hint=f"name it with its size, e.g. {d[0]}=224")
     if math.prod(dims) > MAX_ELEMENTS:  # torch would overflow computing its storage size
         raise ShapeError(f"{option('input')} {name}=...: {' × '.join(map(str, dims))} elements at B={B}, T={T} are "
-                         "more "
-                         f"than any input holds (at most {MAX_ELEMENTS:,})",
+                         f"more than any input holds (at most {MAX_ELEMENTS:,})",
                          hint="give fewer or smaller dims, e.g. B,T,512")
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype):  # a name this torch has not
@@ -490,8 +487,7 @@ def default_sizes(built: Built, specs: list[str] | None, B: int, T: int) -> dict
         if shape is None:
             fixed = ",".join(f"{x}={224 if x in ('H', 'W') else 64}" if x == d else x for x in dims)
             raise ShapeError(f"{option('input')} {spec!r}: dim {d!r} is not an int, B or T, and has no size to take "
-                             "(no "
-                             f"default input {name} of {len(dims)} dims, nor an image size in the config)",
+                             f"(no default input {name} of {len(dims)} dims, nor an image size in the config)",
                              hint=f"name it with its size, e.g. {option('input')} {name}={fixed}")
         out.setdefault(d, int(shape[i]))
     return out
@@ -605,8 +601,7 @@ def structured_forms(model: Any) -> str | None:
         text = _annotation_text(p.annotation)
         if _LIST_OF_DICTS.search(text):
             forms.append(f"{option('input')} '{p.name}=[{{image: 3,1024,1024, original_size: list:1024,1024}}]' (a "
-                         "list of "
-                         "dicts, its keys as the code reads them)")
+                         "list of dicts, its keys as the code reads them)")
         elif held is not None and held[0] == p.name:
             fields = ", ".join(f"{f.name}: B,T" for f in dataclasses.fields(held[1])[:2])
             forms.append(f"{option('input')} '{p.name}={{{fields}}}' (the fields of {held[1].__name__})")

@@ -283,8 +283,7 @@ def _pass_error(built: Built, tracer: Tracer, error: BaseException, kwargs: dict
                       f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
                       hint=(train and "when training" in str(error) and
                             f"the pass ran in training mode ({option('train')}): drop {option('train')} to trace eval "
-                            "mode, or give "
-                            "inputs whose batch statistics exist (a batch above 1)") or
+                            "mode, or give inputs whose batch statistics exist (a batch above 1)") or
                       missing_input_hint(built, kwargs, error) or none_hint(error, built) or
                       _dtype_hint(built, error) or
                       f"give a missing forward input with {option('input')} name=B,T (repeatable)" +
@@ -406,8 +405,7 @@ def _pass_notes(experts: BlockMemo | None, second: Second | str | None, used: se
     notes = []
     if experts is not None and experts.hits:
         notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
-                     "experts) answered from an "
-                     "identical one's shapes (taken as pure functions of their input shapes)")
+                     "experts) answered from an identical one's shapes (taken as pure functions of their input shapes)")
     if isinstance(second, Second):
         notes.append(f"dims named by evidence: a second pass at {second.sizes_text()} kept a name only where the "
                      "dim followed the input")

@@ -227,8 +227,7 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
         raise SourceError(f"{module.__file__}: no class or builder of the file builds from its defaults alone "
                           f"(there: {_listing(classes, builders)})",
                           hint=f"pass its config with {option('config')} path/to/config.json, or give the arguments "
-                               "it needs "
-                               f"with {option('set')}, or name the model with {option('model-class')}")
+                               f"it needs with {option('set')}, or name the model with {option('model-class')}")
     raise SourceError(f"{name}: no nn.Module class or builder is built from this config alone "
                       f"(there: {_listing(classes, builders)})",
                       hint=f"name the model with {option('model-class')}, or give the arguments it needs with "

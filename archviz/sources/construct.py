@@ -36,8 +36,7 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
         if lacked:
             raise SourceError(f"{spec}: {attr} does not take {', '.join(lacked)} ({e})",
                               hint=f"{option('set')} key=value passes keyword arguments to a factory: give only the "
-                                   "ones "
-                                   "it takes") from None
+                                   "ones it takes") from None
         if is_cuda_insistence(e):
             raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}", hint=CUDA_HINT) from None
         strings = [f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)]

@@ -41,8 +41,7 @@ def classify(spec: str, options: BuildOptions) -> str:
                 return "reference"
             raise SourceError(f"{spec}: folder holds neither model.py, config.json nor __init__.py",
                               hint=f"give a reference model.py (with {option('config')}), a Hugging Face model "
-                                   "folder, or a "
-                                   "package's folder")
+                                   "folder, or a package's folder")
         if spec.endswith(".py"):
             return "reference"
         if spec.endswith(".json"):

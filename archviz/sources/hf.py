@@ -212,8 +212,7 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
             text_source = _source(type(text_default)) if text_default is not None else ""
     except Exception as e:  # noqa: BLE001 - transformers' own default fails its validators (gemma4_assistant)
         raise SourceError(f"{option('set')}: transformers' own default {config_class.__name__} fails its validation, "
-                          "so no "
-                          f"key can be checked against it (transformers': {one_line(str(e))})",
+                          f"so no key can be checked against it (transformers': {one_line(str(e))})",
                           hint="write the fields into a config.json, the ones it names fixed, and give its path as the "
                           f"source instead of hf:<type> with {option('set')}") from None
     for key, value in overrides.items():
@@ -348,14 +347,13 @@ def _quantization_note(config: Any, applied: bool = False) -> str | None:
                                                              "group_size") if q.get(k) is not None)
     if applied:
         return (f"laid out as config.json's quantization_config says ({shown or 'given'}; {option('quantized')}): the "
-                "modules "
-                "transformers' quantizer puts in before from_pretrained loads the weights, whose dtypes, scales and "
+                "modules transformers' quantizer puts in before from_pretrained loads the weights, whose dtypes, "
+                "scales and "
                 "stored bytes are shown (archviz check compares them with a checkpoint's); the meta pass runs "
                 "through the unquantized modules they replace")
     return (f"config.json's quantization_config ({shown or 'given'}) is not applied: modules are built as "
             f"from_config builds them, unquantized, and the dtypes and stored bytes are theirs ({option('quantized')} "
-            "lays "
-            "them out as it says); archviz check pairs a checkpoint's quantized weights with their scales")
+            "lays them out as it says); archviz check pairs a checkpoint's quantized weights with their scales")
 
 
 def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], Any]:
@@ -376,8 +374,7 @@ def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], An
                                        use_kernels=False)
     except Exception as e:  # noqa: BLE001 - a quantizer that needs a package, or refuses this model
         raise SourceError(f"{spec}: {option('quantized')}: transformers' {method!r} quantizer cannot lay out this "
-                          "model "
-                          f"({type(e).__name__}: {str(e)[:300]})",
+                          f"model ({type(e).__name__}: {str(e)[:300]})",
                           hint=f"drop {option('quantized')} to document the unquantized modules") from None
     after = dict(model.named_modules())
     replaced = {p for p, m in after.items() if p and before.get(p) is not None and before[p] is not m}
@@ -438,8 +435,7 @@ def built_from_config(spec: str, config: Any, name: str, options: BuildOptions) 
         if code:
             code_notes.append(f"config.json names its own code (auto_map: {', '.join(sorted(set(code.values())))}); "
                               f"built with transformers' own {cls.__name__}; pass {option('trust-remote-code')} to "
-                              "build the "
-                              "folder's classes instead")
+                              "build the folder's classes instead")
     config = _config_for(cls, config)
     quant = _quantization_note(config, options.quantized)
     if quant:

@@ -29,8 +29,7 @@ def model_types(which: str) -> list[str]:
     unknown = [t for t in asked if t not in CONFIG_MAPPING_NAMES]
     if unknown or not asked:
         raise SourceError(f"{option('transformers')} {which!r}: {', '.join(unknown) or 'no type'} is not a model type "
-                          "of "
-                          "the installed transformers",
+                          "of the installed transformers",
                           hint="give all, causal, or model types such as llama,mistral (transformers' model_type)")
     return list(dict.fromkeys(asked))
 

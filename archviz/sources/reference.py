@@ -412,9 +412,8 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
             read = code_reads(key, locate(path).code_root)
             if read is None:
                 raise SourceError(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r}, and the code "
-                                  "reads no "
-                                  f"{key!r}", hint=suggest(key, sorted(fields)) or f"see the {args_cls.__name__} "
-                                                                                 "fields")
+                                  f"reads no {key!r}",
+                                  hint=suggest(key, sorted(fields)) or f"see the {args_cls.__name__} fields")
             undeclared[key] = value
             notes.append(f"{key}: not a field of {args_cls.__name__}; set on the config object, as the code reads it "
                          f"({read})")
