@@ -69,3 +69,20 @@ def test_a_refusal_names_the_flag_on_the_cli_and_the_keyword_in_python(archviz_c
                         "model (hf:<type>, config.json or folder) — drop --world-size\n")
     assert json.loads(r.stdout)["hint"] == "drop --world-size"
     assert TOKEN_OPEN not in r.stdout + r.stderr
+
+
+def test_results_name_options_in_a_python_callers_words_and_the_cli_in_flags(archviz_cli, tmp_path):
+    """A note a table shows (the diff's entries past `limit`): `print(result)`, its HTML and its JSON in Python
+    words; the command's text, its records file (`walk -o`) none but flags."""
+    tiny = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "vocab_size": 100}
+    sets = [a for k, v in tiny.items() for a in ("--set", f"{k}={v}")]
+    a = tmp_path / "a.json"
+    assert archviz_cli("walk", "hf:llama", *sets, "--set", "num_hidden_layers=1", "-o", a).returncode == 0
+    d = archviz.diff(str(a), archviz.load("hf:llama", overrides={**tiny, "num_hidden_layers": 3}), limit=1)
+    shown = str(d)
+    assert "more entries (`limit` N, or `.to_json()` for all)" in shown, shown
+    assert TOKEN_OPEN not in shown + d._repr_html_() + d.json() and "--limit" not in shown
+    b_sets = [x if x != "--set" else "--set-b" for x in sets]
+    r = archviz_cli("diff", a, "hf:llama", *b_sets, "--set-b", "num_hidden_layers=3", "--limit", "1")
+    assert "more entries (--limit N, or --json for all)" in r.stdout, r.stdout
+    assert TOKEN_OPEN not in r.stdout + r.stderr + a.read_text()

@@ -288,7 +288,7 @@ def write_gallery(sources: list[str], output: str, options: GalleryOptions = Gal
     from ..render.site.gallery_reuse import Reuse, basis
     from ..render.site.templates import templates_folder
 
-    reuse = Reuse(output, basis(templates_folder())) if options.cache else None
+    reuse = Reuse(output, basis(templates_folder()), options.words) if options.cache else None
     with progress_bar("rendering pages", options.progress):
         files = render_gallery(entries, made, defaults=what, reuse=reuse)
     from ..render.site import write_site

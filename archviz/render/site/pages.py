@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ... import format as fmt
-from ...errors import ArchvizError, PYTHON_WORDS, option, spelled_bytes
+from ...errors import ArchvizError, PYTHON_WORDS, option
 from ...gcpause import collector_paused
 from ...records import (
     ModelRecord,
@@ -34,7 +34,7 @@ from .code import CodeBank, js_json
 from .context import ModelSite
 from .nodes import SAFE_NAME
 from .templates import environment, static_files, templates_folder
-from .write import MARKER, check_target, marker_bytes, write_site
+from .write import MARKER, check_target, marker_bytes, spelled_files, write_site
 
 Progress = Callable[[int, int], None]
 
@@ -227,7 +227,7 @@ def build_site(records: Sequence[ModelRecord], output: str, *, annotations: Any 
     with collector_paused():  # many short strings and dicts, no cycles, on top of the records' heap
         files = render_site(records, annotations=annotations, source_url=source_url, templates=templates,
                             progress=progress)
-    files = {rel: spelled_bytes(data, words) for rel, data in files.items()}  # and counted as written
+    files = spelled_files(files, words)  # and counted as written
     write_site(files, output)
     pages = sum(1 for k in files if k.endswith(".html"))
     return SiteResult(output=output, pages=pages, bytes=sum(len(v) for v in files.values()), files=len(files))
