@@ -26,7 +26,7 @@ PYTHON_WORDS: dict[str, str] = {
     "seq": "`seq`", "kernel-rules": "`kernel_rules`", "every-block": "`every_block=True`", "train": "`train=True`",
     "names": "`names`",
     # what a result shows (archviz.render.results) and how an error is read
-    "json": "`.to_json()`", "debug": "the exception's `__cause__`", "limit": "`limit`", "flow": "`flow`",
+    "json": "`.to_json()`", "debug": "`e.__cause__`", "limit": "`limit`", "flow": "`flow`",
     "no-cache": "`cache=False`",
     # cost, check, diff, site, gallery, probe (their functions' keywords and options' fields)
     "context": "`context`", "kv-dtype": "`kv_dtype`", "hardware": "`hardware`", "checkpoint": "`checkpoint`",
