@@ -86,3 +86,21 @@ def test_results_name_options_in_a_python_callers_words_and_the_cli_in_flags(arc
     r = archviz_cli("diff", a, "hf:llama", *b_sets, "--set-b", "num_hidden_layers=3", "--limit", "1")
     assert "more entries (--limit N, or --json for all)" in r.stdout, r.stdout
     assert TOKEN_OPEN not in r.stdout + r.stderr + a.read_text()
+
+
+def test_a_sites_marker_lists_its_pages_as_written(tmp_path):
+    """A page naming an option is written spelled, and the site's marker hashes it as written: the next build
+    replaces the folder instead of refusing it as someone else's."""
+    import hashlib
+
+    from archviz.render.site.write import MARKER, marker_bytes, spelled_files, write_site
+
+    files = {"index.html": f"<p>give it with {option('set')} x=1</p>".encode()}
+    files[MARKER] = marker_bytes(files, ["m"])
+    for _ in range(2):
+        write_site(files, str(tmp_path / "site"), words=FLAGS)
+    page = (tmp_path / "site" / "index.html").read_bytes()
+    assert page == b"<p>give it with --set x=1</p>"
+    listed = json.loads((tmp_path / "site" / MARKER).read_text())["files"]
+    assert listed == {"index.html": hashlib.sha256(page).hexdigest()}
+    assert spelled_files(files, PYTHON_WORDS)["index.html"] == b"<p>give it with `overrides` x=1</p>"
