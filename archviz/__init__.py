@@ -247,7 +247,7 @@ def gallery(sources: Any, output: str, *, transformers: str | None = None, pairs
             **run: Any) -> Any:
     """The gallery `archviz gallery` writes, into the folder `output` (replaced atomically): each model's explorer,
     a table comparing them, compare pages and a coverage page naming every failure; returns what was written
-    (`.counts`: tried, indexed, failed, ...; `.to_json()`: what the command's `--json` prints).
+    (`.counts`: tried, indexed, failed, ...; `.to_json()`: what the command's JSON output prints).
 
     `sources`: source strings (as `load` takes them); `transformers`: transformers' model types, from their default
     configs ("all", "causal" or a comma list); `pairs`: (A, B) or "A:B", two models of the gallery compared in full;

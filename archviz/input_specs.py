@@ -1,4 +1,4 @@
-"""The grammar of `--input name=spec`, read without torch: every spec checked before anything is imported or
+"""The grammar of `input name=spec`, read without torch: every spec checked before anything is imported or
 built, so that a typo is one line and exit 2 at once (`archviz.shapes.inputs` makes the meta tensors).
 
 `name=B,T,512[:dtype]` (dims: ints, the symbols B and T, or a dim named with its size, `H=224`, or without, `H`), `name=int:5`,
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import ShapeError, shown
+from .errors import ShapeError, option, shown
 
 __all__ = ["DTYPES", "MAX_DIM", "MAX_ELEMENTS", "MAX_NDIM", "check_input_specs", "expand_input_files"]
 
@@ -24,13 +24,13 @@ DTYPES = frozenset({
     "uint16", "uint32", "uint64", "uint8", "qint8", "quint8", "qint32",
 })
 
-#: The largest size one --input dim may have (a meta tensor of any size costs nothing, but no input is this long).
+#: The largest size one input dim may have (a meta tensor of any size costs nothing, but no input is this long).
 MAX_DIM = 1 << 40
 MAX_NDIM = 16  # dims of one input: more than any model's (video: B, C, T, H, W)
 MAX_LIST = 1 << 16  # items of one list input (sequences in a packed batch)
 MAX_ELEMENTS = 1 << 48  # elements of one input: torch's storage size must not overflow
 _BOOLS = {"1": True, "true": True, "0": False, "false": False}
-_EXAMPLE = "e.g. --input x=B,T,512:float32, --input n=int:5 or --input mask=none"
+_EXAMPLE = f"e.g. {option('input')} x=B,T,512:float32, {option('input')} n=int:5 or {option('input')} mask=none"
 
 
 MAX_INPUTS_FILE = 1 << 16  # bytes of an inputs file
@@ -75,7 +75,7 @@ _FILE_FORM = 'e.g. x = "B,3,224,224:float32", n = 5, and [[batched_input]] table
 
 
 def _spec_text(value: Any, where: str, name: str) -> str:
-    """An inputs file's value as the text `--input name=` takes."""
+    """An inputs file's value as the text `input name=` takes."""
     if isinstance(value, bool):
         return f"bool:{str(value).lower()}"
     if isinstance(value, int):
@@ -96,7 +96,7 @@ def _spec_text(value: Any, where: str, name: str) -> str:
 
 
 def check_input_specs(specs: list[str] | None) -> list[tuple[str, str, Any]]:
-    """Every `--input` read, or a ShapeError naming the one that is wrong and how to write it: [(name, kind,
+    """Every input spec read, or a ShapeError naming the one that is wrong and how to write it: [(name, kind,
     payload)], kind "none", "int", "float", "bool" (payload the value), "list" (payload a tuple of ints, "B" and
     "T"), "tensor" (payload (dims, dtype name)) or "records" (payload a dict {key: (kind, payload)}, or a tuple of
     them for a list of dicts),
@@ -107,8 +107,9 @@ def check_input_specs(specs: list[str] | None) -> list[tuple[str, str, Any]]:
         item = _read_spec(spec)
         name = item[0]
         if name in seen and seen[name] != spec:
-            raise ShapeError(f"--input {shown(seen[name])} and --input {shown(spec)} both give {name}",
-                             hint=f"give --input {name}=... once")
+            raise ShapeError(f"{option('input')} {shown(seen[name])} and {option('input')} {shown(spec)} both give "
+                             f"{name}",
+                             hint=f"give {option('input')} {name}=... once")
         if name not in seen:
             seen[name] = spec
             out.append(item)
@@ -116,16 +117,17 @@ def check_input_specs(specs: list[str] | None) -> list[tuple[str, str, Any]]:
 
 
 def _read_spec(spec: str) -> tuple[str, str, Any]:
-    where = f"--input {shown(spec)}"
+    where = f"{option('input')} {shown(spec)}"
     if "=" not in spec:
         raise ShapeError(f"{where} is not name=dims[:dtype]", hint=_EXAMPLE)
     name, rest = spec.split("=", 1)
     name = name.strip()
     if not name:
-        raise ShapeError(f"{where}: the input's name is empty", hint=f"write --input NAME=dims[:dtype], {_EXAMPLE}")
+        raise ShapeError(f"{where}: the input's name is empty", hint=f"write {option('input')} NAME=dims[:dtype], "
+                                                                     f"{_EXAMPLE}")
     if not name.isidentifier() or not name.isascii():
         raise ShapeError(f"{where}: {shown(name, 40)} is not an argument name of a forward",
-                         hint=f"write --input NAME=dims[:dtype], {_EXAMPLE}")
+                         hint=f"write {option('input')} NAME=dims[:dtype], {_EXAMPLE}")
     if rest.strip().lower() == "none":
         return name, "none", None
     if rest.strip()[:1] in ("[", "{"):
@@ -182,7 +184,7 @@ def _scalar(kind: str, text: str, where: str, name: str) -> Any:
     except (KeyError, ValueError):
         example = {"int": "5", "float": "0.5", "bool": "true"}[kind]
         raise ShapeError(f"{where}: {shown(text, 40)} is not {'an' if kind == 'int' else 'a'} {kind}",
-                         hint=f"write e.g. --input {name}={kind}:{example}") from None
+                         hint=f"write e.g. {option('input')} {name}={kind}:{example}") from None
 
 
 def _list(text: str, where: str, name: str) -> tuple:
@@ -191,7 +193,7 @@ def _list(text: str, where: str, name: str) -> tuple:
     if not items or len(items) > MAX_LIST or not all(x in ("B", "T") or re.fullmatch(r"[0-9]{1,20}", x) and
                                                       0 < int(x) <= MAX_DIM for x in items):
         raise ShapeError(f"{where}: {shown(text, 40) or 'nothing'} is not a list of positive ints, B or T",
-                         hint=f"write e.g. --input {name}=list:T or --input {name}=list:512,512")
+                         hint=f"write e.g. {option('input')} {name}=list:T or {option('input')} {name}=list:512,512")
     return tuple(x if x in ("B", "T") else int(x) for x in items)
 
 
@@ -200,13 +202,13 @@ _SYMBOL = re.compile(r"(?!(?:B|T)$)[A-Za-z_]\w*")
 # A record's next entry: `, key:` where what follows the colon starts a value (dims, a list, none, int:/float:/bool:/
 # list:), so that a dtype after dims (`3,H,W:float32`) is never read as a key.
 _NEXT_KEY = re.compile(r",\s*(?=[A-Za-z_]\w*\s*:\s*(?:[0-9BT\[{]|none\b|(?:int|float|bool|list):))")
-_RECORD_FORM = "e.g. --input 'batched_input=[{image: 3,1024,1024, original_size: list:1024,1024}]'"
+_RECORD_FORM = f"e.g. {option('input')} 'batched_input=[{{image: 3,1024,1024, original_size: list:1024,1024}}]'"
 MAX_RECORDS = 64  # dicts in one list input
 
 
 def _records(text: str, where: str, name: str) -> Any:
     """`[{key: value, ...}, ...]` (a list of dicts, as a forward taking `batched_input: list[dict]` reads them) or
-    `{key: value, ...}` (one dict: a dataclass or mapping of inputs); each value as `--input` reads one."""
+    `{key: value, ...}` (one dict: a dataclass or mapping of inputs); each value as an input spec reads one."""
     many = text.startswith("[")
     if many and not text.endswith("]") or not many and not text.endswith("}"):
         raise ShapeError(f"{where}: a list of dicts ends with ], a dict with }}", hint=_RECORD_FORM)

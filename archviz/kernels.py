@@ -1,4 +1,4 @@
-"""`archviz.kernels`, the public module of shape rules: `@archviz.kernels.shape_rule("pkg.op")` in a `--kernel-rules`
+"""`archviz.kernels`, the public module of shape rules: `@archviz.kernels.shape_rule("pkg.op")` in a kernel-rules
 file registers a rule where the meta pass looks it up. For a function your model imports from a module that cannot
 import here (a CUDA-only kernel package):
 
@@ -8,7 +8,7 @@ import here (a CUDA-only kernel package):
     def fused_rope(x, freqs):
         return torch.empty_like(x)          # anything with the right shape and dtype; runs on meta
 
-and pass the file with `--kernel-rules my_rules.py` (`shape_rule(name, flops=...)` counts its FLOPs for `cost`).
+and give the file as the `kernel_rules` option (`shape_rule(name, flops=...)` counts its FLOPs for `cost`).
 
 The rules live in `archviz.shapes.kernels`; the names here are its own objects (`shape_rule` registers in the
 pass's table whichever module it is reached through), with the DeepSeek reference kernels' torch implementations

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from archviz.errors import CheckpointError
+from ..errors import option
 
 __all__ = ["Cancelled", "Watch", "run_all"]
 
@@ -81,11 +82,11 @@ class Watch:
 
     def _late_request(self, where: str) -> CheckpointError:
         return CheckpointError(f"{where}: no complete answer within {self.per_request:g} s",
-                               hint="retry later, or raise --timeout; check HF_ENDPOINT and your network")
+                               hint=f"retry later, or raise {option('timeout')}; check HF_ENDPOINT and your network")
 
     def _late_overall(self) -> CheckpointError:
         return CheckpointError(f"{self.what}: not done within the overall deadline of {self.overall:g} s",
-                               hint="retry later, or raise --timeout; check HF_ENDPOINT and your network")
+                               hint=f"retry later, or raise {option('timeout')}; check HF_ENDPOINT and your network")
 
 
 def run_all(calls: Iterable[tuple[str, Callable[[], T]]], watch: Watch, *, workers: int,

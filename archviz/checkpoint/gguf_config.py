@@ -15,13 +15,14 @@ from typing import Any
 from archviz.errors import CheckpointError
 
 from .records import CheckpointInventory
+from ..errors import option
 
 __all__ = ["config_from_gguf"]
 
 #: llama.cpp architecture names whose transformers model_type is spelt otherwise (load_gguf_checkpoint's renames).
 _MODEL_TYPES = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe", "gpt-oss": "gpt_oss", "minimax-m2": "minimax_m2",
                 "gemma3": "gemma3_text"}
-_HINT = "pass the model's own config or Hugging Face id: archviz check MODEL --checkpoint FILE.gguf"
+_HINT = f"pass the model's own config or Hugging Face id: archviz check MODEL {option('checkpoint')} FILE.gguf"
 
 
 def _mapping() -> dict[str, dict[str, str | None]]:

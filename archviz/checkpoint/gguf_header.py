@@ -149,7 +149,8 @@ def _text(raw: bytes, where: str, what: str) -> str:
 
 
 def _json_safe(v: Any) -> Any:
-    """A NaN or infinite float as its name (``"nan"``, ``"inf"``): the key-values go into JSON (a manifest, --json)."""
+    """A NaN or infinite float as its name (``"nan"``, ``"inf"``): the key-values go into JSON (a manifest, the JSON
+    output)."""
     return v if type(v) is not float or math.isfinite(v) else str(v)
 
 

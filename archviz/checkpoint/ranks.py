@@ -1,11 +1,11 @@
 """Per-rank checkpoints: one shard file per tensor-parallel rank, each holding that rank's part of every tensor under
 the model's own names (DeepSeek's `convert.py` writes `model{rank}-mp{world_size}.safetensors`), checked rank by
-rank against the meta records of `--world-size N --rank r`, headers only.
+rank against the meta records built with `world_size=N, rank=r`, headers only.
 
 A folder's rank files are found by a pattern (`{rank}` and `{world_size}` filled in). Their tensors share names
 across files, so they are not one checkpoint: `rank_inventories()` opens one inventory per rank, and a rank manifest
 (`archviz-ranks/1`: each rank's archviz-manifest/1 with its rank and file name, written by
-`archviz manifest --world-size N`) keeps them apart for CI."""
+`archviz manifest` of N ranks) keeps them apart for CI."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from archviz.records.recordcheck import fail, refused_as, want_int, want_list, w
 
 from .manifest import inventory_from_manifest, load_json_file, json_text_bytes, manifest_text
 from .records import CheckpointInventory
+from ..errors import option
 
 DEFAULT_PATTERN = "model{rank}-mp{world_size}.safetensors"
 RANKS_FORMAT = "archviz-ranks/1"
@@ -33,7 +34,7 @@ def rank_file(pattern: str, rank: int, world_size: int) -> str:
     """The file name of `rank`'s shard. The pattern is a template: `{rank}` (required) and `{world_size}`, each with
     at most a zero-padded width (`{rank:02d}`), nothing else: no attribute or index access, no other format spec,
     and the name it gives is a file name in the folder (no separator, not `..`). Else CheckpointError (exit 2)."""
-    hint = f"e.g. --rank-pattern {DEFAULT_PATTERN!r} or 'tp{{rank:02d}}.safetensors'"
+    hint = f"e.g. {option('rank-pattern')} {DEFAULT_PATTERN!r} or 'tp{{rank:02d}}.safetensors'"
     try:
         fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(pattern) if name is not None]
     except ValueError as e:
@@ -83,7 +84,8 @@ def rank_inventories(spec: str, world_size: int, pattern: str | None = None
             if not os.path.isfile(path):
                 found = sorted(f for f in os.listdir(spec) if f.endswith(".safetensors"))[:4]
                 raise CheckpointError(f"{spec}: no shard for rank {rank} of {world_size} (expected {name})",
-                                      hint="give the file names with --rank-pattern (e.g. 'tp{rank}.safetensors')"
+                                      hint=f"give the file names with {option('rank-pattern')} (e.g. "
+                                           "'tp{rank}.safetensors')"
                                       + (f"; the folder holds {', '.join(found)}" if found else ""))
             out.append((rank, name, open_safetensors(_rank_path(spec, name))))
         return out
@@ -91,11 +93,12 @@ def rank_inventories(spec: str, world_size: int, pattern: str | None = None
         obj = load_json_file(spec)
         if not isinstance(obj, dict) or obj.get("format") != RANKS_FORMAT:
             raise CheckpointError(f"{spec}: not a rank manifest ({RANKS_FORMAT}), so it holds no rank's shard",
-                                  hint="write one with `archviz manifest FOLDER --world-size N -o FILE`, or give "
-                                       "--rank R to compare one rank's layout with the whole checkpoint")
+                                  hint=f"write one with `archviz manifest FOLDER {option('world-size')} N -o FILE`, "
+                                       f"or give {option('rank')} R to compare one rank's layout with the whole "
+                                       "checkpoint")
         if obj.get("world_size") != world_size:
-            raise CheckpointError(f"{spec}: a manifest of {obj.get('world_size')} ranks, not --world-size "
-                                  f"{world_size}", hint=f"use --world-size {obj.get('world_size')}")
+            raise CheckpointError(f"{spec}: a manifest of {obj.get('world_size')} ranks, not {option('world-size')} "
+                                  f"{world_size}", hint=f"use {option('world-size')} {obj.get('world_size')}")
         with refused_as(lambda m: CheckpointError(f"{spec}: {m}", hint="write the manifest again with `archviz "
                                                                         "manifest`")):
             ranks = want_list("ranks", obj.get("ranks"))
@@ -108,9 +111,10 @@ def rank_inventories(spec: str, world_size: int, pattern: str | None = None
         return [(r["rank"], r["file"], inventory_from_manifest(r.get("manifest"), source=spec,
                                                                          where=f"{spec} (rank {r['rank']})"))
                 for r in ranks]
-    raise CheckpointError(f"--checkpoint {spec}: --world-size {world_size} without --rank reads one shard per rank, "
+    raise CheckpointError(f"{option('checkpoint')} {spec}: {option('world-size')} {world_size} without "
+                          f"{option('rank')} reads one shard per rank, "
                           "from a folder of rank files or a rank manifest",
-                          hint="give the folder that holds model{rank}-mp{N}.safetensors, or --rank R")
+                          hint=f"give the folder that holds model{{rank}}-mp{{N}}.safetensors, or {option('rank')} R")
 
 
 def rank_manifest_text(ranks: Sequence[tuple[int, str, CheckpointInventory]], world_size: int) -> str:
@@ -127,7 +131,7 @@ def rank_manifest_bytes(ranks: Sequence[tuple[int, str, CheckpointInventory]], w
 
 def check_ranks(records: Callable[[int], Any], ranks: Sequence[tuple[int, str, CheckpointInventory]],
                 rules: Any = None) -> dict[str, Any]:
-    """Each rank's records (`records(rank)`: the model built for --world-size N --rank r) against its shard: one
+    """Each rank's records (`records(rank)`: the model built with world_size=N, rank=r) against its shard: one
     verdict per rank (the comparison `compare` gives, with its rank and file) and one overall."""
     from .compare import EXTRA_KEY, compare
 

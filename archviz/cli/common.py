@@ -19,6 +19,7 @@ from ..pipeline import Feedback, PassOptions, records_for
 from ..files.sanitize import json_text, printable
 from ..processes.owner import Signalled
 from . import interrupts
+from .flags import FLAGS, cli_bytes, cli_text
 from ..sources.options import BuildOptions
 
 
@@ -59,6 +60,9 @@ class _SafeConsole(Console):
     def render_str(self, text: str, **kwargs: Any) -> Text:  # str cells of tables, str printed as such
         return super().render_str(_escaped_lines(text), **kwargs)
 
+    def _render_buffer(self, buffer: Any) -> str:  # everything this console writes: option tokens as the CLI's flags
+        return cli_text(super()._render_buffer(buffer))
+
 
 # Everything printed is data (module paths, file names, error lines that echo what the user typed): never rich markup
 # ("[bold]") or emoji codes (hf:llama: read as ":llama:"), never a control character sent raw (an ESC sequence in a
@@ -78,6 +82,7 @@ def handled(debug: bool, json_: bool = False) -> Iterator[None]:
         raise
     except ArchvizError as e:
         if debug:
+            e.words = FLAGS  # the traceback's line spells the flags too
             raise
         err.print(Text.assemble(("error:", "bold red"), f" {e.line()}"), highlight=False, soft_wrap=True)
         if json_:
@@ -180,7 +185,7 @@ def load_record(source: str, build: BuildOptions, passes: PassOptions = PassOpti
 def emit_json(data: Any) -> None:
     from ..render.jsondump import dumps_indented  # json.dumps(data, indent=1, ensure_ascii=False), faster
 
-    sys.stdout.write(json_text(dumps_indented(data, 1)) + "\n")  # sanitize: C1, bidi as escapes
+    sys.stdout.write(cli_text(json_text(dumps_indented(data, 1))) + "\n")  # sanitize: C1, bidi as escapes
 
 
 def write_output(path: str, data: bytes) -> None:
@@ -189,7 +194,7 @@ def write_output(path: str, data: bytes) -> None:
     from ..files.outputs import write_file
 
     sys.stdout.flush()
-    write_file(path, data, stdout=sys.stdout.buffer)
+    write_file(path, cli_bytes(data), stdout=sys.stdout.buffer)
 
 
 def atomic_write(path: str, text: str) -> None:

@@ -13,6 +13,7 @@ import typer
 from ..errors import EXIT_MISMATCH, EXIT_OK, ArchvizError
 from ..gcpause import collector_paused
 from .app import app
+from .flags import FLAGS
 from .validate import check_options
 from .common import (
     emit_json,
@@ -168,7 +169,7 @@ def _write_site(result: Any, records: list[Any], site: str) -> None:
     from ..render.site.diff import render_diff_site
 
     with spinner(f"writing {site}"):
-        write_site(render_diff_site(result, records[0], records[1]), site, "--site")
+        write_site(render_diff_site(result, records[0], records[1]), site, "--site", FLAGS)
     err.print(f"wrote the diff page to {os.path.join(site, 'diff.html')}")
 
 

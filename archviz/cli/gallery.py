@@ -14,6 +14,7 @@ from ..pipeline.gallery import GalleryOptions, set_texts, write_gallery
 from ..records.recordcheck import refused_as, want_table
 from .app import app
 from .common import FEEDBACK, emit_json, err, handled
+from .flags import FLAGS
 from .options import Debug, flag, Json, NoCache, SiteFolder
 from .validate import check_options
 
@@ -78,7 +79,7 @@ def gallery(
         check_options(positive={"--jobs": jobs}, timeout=timeout)
         options = GalleryOptions(transformers=transformers, pairs=_pairs(pairs), derived=derived,
                                  sets=_sets_file(sets_file), checkpoints=_checkpoints(checkpoint), jobs=jobs,
-                                 timeout=timeout, cache=not no_cache, feedback=FEEDBACK)
+                                 timeout=timeout, cache=not no_cache, feedback=FEEDBACK, words=FLAGS)
         made = write_gallery(sources or [], output, options)
         counts, pages = made.counts, made.pages
         if json_:

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
+from .flags import FLAGS
 from .validate import check_options
 from .common import (
     FEEDBACK,
@@ -100,7 +101,7 @@ def build(
                              kernel_rules=kernel_rules, every_block=every_block, train=train)
         options = SiteOptions(names=names, annotations=annotations, source_url=source_url, checkpoint=checkpoint,
                               cost=cost, hardware=hardware, gpus=gpus, cache=not no_cache,
-                              feedback=replace(FEEDBACK, warning=_warning))
+                              feedback=replace(FEEDBACK, warning=_warning), words=FLAGS)
         result = make_site(sources, output, build_opts, passes, options)
         if json_:
             emit_json({"output": output, "pages": result.pages, "bytes": result.bytes})

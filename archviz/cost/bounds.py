@@ -21,7 +21,7 @@ FFN's output is all-reduced (a ring sends 2·(N−1)/N · B·H·a bytes per GPU)
 combines its B·k (token, expert) pairs with an all-to-all (2 · B·k·H·a·(N−1)/N² bytes per GPU, the tokens spread
 over the GPUs), H the hidden width and a = 2 bytes (bf16 activations). Latencies are left out: bandwidth only.
 
-Weight bytes are the checkpoint's where the records were checked against one (`cost --checkpoint`: a GGUF's quant
+Weight bytes are the checkpoint's where the records were checked against one (cost with a checkpoint: a GGUF's quant
 mix, Q4_0 at 18 bytes a block of 32 values), else the code's.
 
 A prefill of B × T tokens is bound the same way: its FLOPs, and the weights read once (experts touched by B·T
@@ -113,7 +113,7 @@ def _subtree_bytes(record: Any, roots: list[str], stored: dict[str, int] | None)
 
 def stored_total(record: Any) -> int:
     """Every weight's bytes: as the checkpoint the records were checked against stores them (its quant mix, the
-    figure of `cost --checkpoint`), else as the code holds them."""
+    figure cost gives with a checkpoint), else as the code holds them."""
     got = stored_weights(record)
     return sum((got.by_type if got is not None and got.by_type is not None else weight_bytes(record)).values())
 
@@ -308,7 +308,7 @@ def bound(record: Any, hw: Hardware, gpus: int = 1, kv_element: float | None = N
 
 
 def site_devices(cost: dict[str, Any]) -> tuple[list[Hardware], int]:
-    """The devices `archviz build --hardware` put in the cost extra (`"hardware": {"devices": {key: table},
+    """The devices the site's build with hardware put in the cost extra (`"hardware": {"devices": {key: table},
     "gpus": N}`), and N."""
     h = cost.get("hardware") or {}
     return [parse(k, v, "extras.cost.hardware") for k, v in (h.get("devices") or {}).items()], int(h.get("gpus") or 1)
@@ -335,7 +335,7 @@ def tokens_per_s_curve(record: Any, hw: Hardware, gpus: int, points: list[tuple[
 
 
 def bound_json(b: HardwareBound) -> dict[str, Any]:
-    """A bound as JSON-able data (`archviz cost --hardware --json`), with the derived figures."""
+    """A bound as JSON-able data (`archviz cost`'s JSON with hardware), with the derived figures."""
     d = dataclasses.asdict(b)
     d["hardware"]["peaks"] = dict(b.hardware.peaks)
     for key, s in (("decode", b.decode), ("prefill", b.prefill)):

@@ -5,6 +5,7 @@ damaged or hand-edited file is refused then, with the part named, instead of fai
 from __future__ import annotations
 
 from typing import Any
+from ..errors import option
 
 
 def _fail(where: str, what: str, v: Any) -> None:
@@ -117,7 +118,8 @@ def check(c: Any) -> None:
         try:
             site_devices(c)
         except (ArchvizError, TypeError, ValueError, AttributeError) as e:
-            _fail("hardware", f"devices as `archviz build --hardware` writes them ({e})", c["hardware"])
+            why = e.message if isinstance(e, ArchvizError) else e  # its options as tokens, spelled where it is shown
+            _fail("hardware", f"devices as `archviz build {option('hardware')}` writes them ({why})", c["hardware"])
     curve = c.get("curve") or []
     if type(curve) is not list:
         _fail("curve", "a list", curve)

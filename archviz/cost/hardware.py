@@ -1,8 +1,8 @@
 """Hardware for the cost bounds: the presets shipped in `hardware.toml` (each figure from the vendor's spec sheet,
 named in the file) and a user's TOML file of the same fields. Pure: no torch.
 
-`--hardware h200,b200` names presets; `--hardware my.toml` reads every table of the file (or the file itself when
-it is one table); the two mix: `--hardware h200,my.toml`."""
+The hardware option `h200,b200` names presets; `my.toml` reads every table of the file (or the file itself when
+it is one table); the two mix: `h200,my.toml`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ArchvizError
+from ..errors import ArchvizError, option
 from ..files.safetoml import load_file, loads
 from ..records.recordcheck import fail, refused_as, want_number, want_str, want_table
 
@@ -104,17 +104,18 @@ def presets() -> dict[str, Hardware]:
 
 def _file(path: str) -> list[Hardware]:
     # a FIFO, a device: refused, unread
-    data = load_file(path, what="hardware TOML", max_bytes=MAX_FILE_BYTES, where=f"--hardware {path}",
+    data = load_file(path, what="hardware TOML", max_bytes=MAX_FILE_BYTES, where=f"{option('hardware')} {path}",
                      hint="see archviz/cost/hardware.toml for the fields")
     if "name" in data and not isinstance(data.get("name"), dict):  # the file is one device
         return [parse(Path(path).stem, data, path)]
     if not data:
-        raise ArchvizError(f"--hardware {path}: holds no device", hint="one table per device: [mygpu] name = ...")
+        raise ArchvizError(f"{option('hardware')} {path}: holds no device", hint="one table per device: [mygpu] name "
+                                                                                 "= ...")
     return [parse(k, v, path) for k, v in data.items()]
 
 
 def resolve(text: str) -> list[Hardware]:
-    """--hardware: comma-separated preset names and TOML files, in the order given."""
+    """The hardware option: comma-separated preset names and TOML files, in the order given."""
     known = presets()
     out: list[Hardware] = []
     for item in (x.strip() for x in text.split(",")):
@@ -125,11 +126,12 @@ def resolve(text: str) -> list[Hardware]:
         elif item.endswith(".toml") or Path(item).is_file():
             out.extend(_file(item))
         else:
-            raise ArchvizError(f"--hardware {item!r} is neither a preset nor a TOML file",
+            raise ArchvizError(f"{option('hardware')} {item!r} is neither a preset nor a TOML file",
                                hint=f"presets: {', '.join(known)}; or a file with the fields of "
                                     "archviz/cost/hardware.toml")
     if not out:
-        raise ArchvizError("--hardware names no device", hint=f"e.g. --hardware h200,b200 (presets: {', '.join(known)})")
+        raise ArchvizError(f"{option('hardware')} names no device", hint=f"e.g. {option('hardware')} h200,b200 "
+                                                                         f"(presets: {', '.join(known)})")
     return out
 
 

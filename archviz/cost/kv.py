@@ -16,7 +16,7 @@ caches as its buffers are. A slot dim of `fixed + max_seq_len // r` (DeepSeek-V4
 compress_ratio`, both values of its config) keeps a window of `fixed` slots and one more every r tokens.
 
 An entry is JSON-able: bytes at (B, L) = B × width × slots(L) × element bytes, slots(L) = fixed + L // ratio, or
-`slots` for a fixed one. `--kv-dtype` replaces the element size with the asked dtype's.
+`slots` for a fixed one. `kv_dtype` replaces the element size with the asked dtype's.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def element_bytes(dtype: str) -> float:
 
 
 def kv_dtype_name(text: str) -> str | None:
-    """--kv-dtype: a short name (fp8, bf16, fp16, fp32, int8, fp4) or a torch dtype name; None if neither."""
+    """The KV cache dtype asked (kv_dtype): a short name (fp8, bf16, fp16, fp32, int8, fp4) or a torch dtype name;
+    None if neither."""
     t = text.strip().lower().replace("torch.", "")
     t = KV_DTYPES.get(t, t)
     return t if t in _ELEMENT_BYTES else None

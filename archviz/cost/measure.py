@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..errors import ArchvizError, ShapeError, SourceError
+from ..errors import ArchvizError, ShapeError, SourceError, option
 from ..sources.options import BuildOptions
 from .flops import FlopCounter, exact_routing, module_paths
 from .kv import MAX_RATIO, attribute_entries, cache_entries, reference_entries, set_up_caches, stretch
@@ -198,7 +198,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     lengths a decode step runs at, summed to `extras["cost"]["curve"]` (archviz.cost.curve), the step at `context`
     kept whole; "auto": the standard lengths up to the config's max positions (context None: the longest).
     `seq` and `context` not given: SEQ_DEFAULT and CONTEXT_DEFAULT, or the model's own limit where it is shorter
-    (nanoGPT's block_size), noted. `inputs`: --input for the prefill pass. Built as `build` says, its overrides
+    (nanoGPT's block_size), noted. `inputs`: input specs for the prefill pass. Built as `build` says, its overrides
     joined by the runtime limits a reference model sizes its caches by."""
     from ..group import group
     from ..sources.dispatch import classify
@@ -210,8 +210,9 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     seq_given = seq
     seq = SEQ_DEFAULT if seq is None else seq
     if batch < 1 or seq < 1 or (context is not None and context < 0):
-        raise ArchvizError(f"--batch {batch}, --seq {seq}, --context {context}: batch and seq must be ≥ 1, "
-                           "context ≥ 0", hint="e.g. --batch 1 --seq 4096 --context 1M")
+        raise ArchvizError(f"{option('batch')} {batch}, {option('seq')} {seq}, {option('context')} {context}: batch "
+                           "and seq must be ≥ 1, context ≥ 0",
+                           hint=f"e.g. {option('batch')} 1 {option('seq')} 4096 {option('context')} 1M")
     say = progress or (lambda text: None)
     overrides = dict(build.overrides)
     given = context
@@ -231,11 +232,11 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     limit = model_limit(dict(record.source.config), built.model)
     if limit is not None and not input_specs and seq > limit[0]:
         notes.append(f"prefill at T = {limit[0]:,}, the longest sequence the model takes ({limit[1]}); " +
-                     ("--seq sets another" if seq_given is None else f"not at the {seq_given:,} asked"))
+                     (f"{option('seq')} sets another" if seq_given is None else f"not at the {seq_given:,} asked"))
         seq = limit[0]
     if limit is not None and given is None and not auto and context > limit[0]:
-        notes.append(f"decode and KV cache at context {limit[0]:,}, the model's limit ({limit[1]}); --context sets "
-                     "another")
+        notes.append(f"decode and KV cache at context {limit[0]:,}, the model's limit ({limit[1]}); "
+                     f"{option('context')} sets another")
         context = limit[0]
 
     say(f"prefill pass at B={batch}, T={seq:,}")
@@ -275,8 +276,8 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
 
 def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:
     """What a pass with a unit other than the token is: one image, one denoising step (over T where it has one)."""
-    over = f" over T = {seq:,} positions (--seq sets another)" if "T" in (run.traced.extra("shapes") or {}).get(
-        "used", ()) else ""
+    uses_t = "T" in (run.traced.extra("shapes") or {}).get("used", ())
+    over = f" over T = {seq:,} positions ({option('seq')} sets another)" if uses_t else ""
     return f"one pass of {type(run.built.model).__name__} is one {unit['name']}{over}: no decode step"
 
 
@@ -631,7 +632,7 @@ def _hf_decode(run: _Prefilled, batch: int, lengths: tuple[int, ...],
         raise ShapeError(f"transformers cannot make {type(model).__name__}'s cache: DynamicCache(config="
                          f"{type(cfg).__name__}) raised {type(e).__name__}: {str(e)[:200]}",
                          hint="the model's forward makes its cache so when use_cache is on, and fails the same: "
-                         "no decode or KV cache figures (archviz walk --shapes traces the prefill)") from e
+                         f"no decode or KV cache figures (archviz walk {option('shapes')} traces the prefill)") from e
     say(f"filling the model's cache on meta ({t0} and {t1} tokens)")
 
     def fill(cache: Any, n: int) -> Callable[[], tuple[tuple, dict]]:

@@ -12,5 +12,5 @@ class CostOptions:
     context: int | None = None  # the decode step's context L (None: CONTEXT_DEFAULT, or the model's limit)
     contexts: tuple[int, ...] | str = ()  # more lengths a decode step runs at; "auto": the standard ones
     every_block: bool = False  # run every repeated block instead of answering identical ones from the first
-    inputs: tuple[str, ...] = ()  # --input specs for the prefill pass
+    inputs: tuple[str, ...] = ()  # input specs for the prefill pass
     kernel_rules: str | None = None  # a .py file of shape rules (and FLOPs) loaded before the passes

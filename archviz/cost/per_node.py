@@ -62,7 +62,7 @@ class CostIndex:
 
 def nodes_json(record: Any) -> list[dict[str, Any]]:
     """Every node of the grouping (`extra("grouping")["nodes"]`) with its FLOPs per call, × its multiplicity: what
-    the site's node pages show, for `archviz cost --json`."""
+    the site's node pages show, for `archviz cost`'s JSON."""
     index = CostIndex(record)
     grouping = record.extra("grouping")
     if index.prefill is None or not isinstance(grouping, Mapping):

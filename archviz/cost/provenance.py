@@ -1,6 +1,6 @@
 """Where the inputs of a byte figure came from: the config a source is built from (transformers' default config for
 `hf:TYPE`) and the dtype the weights and caches are counted in (the config's, the overrides', or bfloat16 where a
-transformers config names none, said so). `archviz cost`, `build --cost` and the gallery choose the dtype here, so
+transformers config names none, said so). `archviz cost`, the site's cost and the gallery choose the dtype here, so
 they count the same model in the same bytes. No torch."""
 
 from __future__ import annotations

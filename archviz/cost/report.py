@@ -177,7 +177,7 @@ class KVKind:
 class KVCost:
     source: str | None
     dtypes: tuple[str, ...]  # the code's dtypes of the entries
-    asked: str | None  # --kv-dtype
+    asked: str | None  # kv_dtype
     per_token: float  # bytes per token, one sequence
     at_context: float  # bytes at (B, L)
     fixed: float  # of which fixed per sequence (windows, states), at B
@@ -410,7 +410,7 @@ def _reprojection(record: Any, c: dict[str, Any]) -> Reprojection | None:
 
 def kv_dtype_text(r: CostReport, asked_by: str = "asked") -> str:
     """The KV cache's dtype and where it came from, for a reader: "in bfloat16 (the config names none)", "in fp8
-    (asked)" (`asked_by`: what asked it, a flag on the terminal), or the code's dtypes."""
+    (asked)" (`asked_by`: what asked it, the option's token on the terminal), or the code's dtypes."""
     kv = r.kv
     if kv.asked:
         return f"in {kv.asked} ({asked_by})"
@@ -443,7 +443,7 @@ def _provenance(record: Any, chosen: Any) -> dict[str, Any]:
 
 
 def report_json(r: CostReport) -> dict[str, Any]:
-    """The report as JSON-able data (what `archviz cost --json` prints), with the derived per-token figures."""
+    """The report as JSON-able data (what `archviz cost`'s JSON prints), with the derived per-token figures."""
     d = dataclasses.asdict(r)
     for key, p in (("prefill", r.prefill), ("decode", r.decode)):
         if p is not None:

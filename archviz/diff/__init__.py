@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..errors import ArchvizError
+from ..errors import ArchvizError, option
 from ..gcpause import collector_paused
 from ..records import ModelRecord
 from .compare import compare, pass_dims
@@ -28,7 +28,7 @@ from .totals import totals
 
 
 def parse_ignore(values: Iterable[str] | None) -> tuple[str, ...]:
-    """`--ignore lines,call-sites` (repeatable) -> the aspects, checked against ASPECTS."""
+    """The ignore option, `lines,call-sites` (repeatable) -> the aspects, checked against ASPECTS."""
     out: list[str] = []
     for v in values or ():
         for part in v.split(","):
@@ -38,7 +38,7 @@ def parse_ignore(values: Iterable[str] | None) -> tuple[str, ...]:
             if part == "call_sites":
                 part = "call-sites"
             if part not in ASPECTS:
-                raise ArchvizError(f"--ignore {part!r}: not something diff compares",
+                raise ArchvizError(f"{option('ignore')} {part!r}: not something diff compares",
                                    hint=f"use any of {', '.join(ASPECTS)}, comma-separated")
             if part not in out:
                 out.append(part)
@@ -157,13 +157,14 @@ def _pass_notes(a: ModelRecord, b: ModelRecord, aspects: frozenset[str]) -> tupl
         which = " and ".join(x for x, r in (("A", a), ("B", b)) if not _has_shapes(r))
         notes.append(f"shapes, call sites, kernels and the meta pass's notes not compared: {which} "
                      f"{'has' if ' and ' not in which else 'have'} no meta pass (write records with "
-                     "`archviz walk --shapes`, or give the model source)")
+                     f"`archviz walk {option('shapes')}`, or give the model source)")
     pa, pb = a.extra("shapes") or {}, b.extra("shapes") or {}
     sized = shapes and (pa.get("B"), pa.get("T")) == (pb.get("B"), pb.get("T"))
     if shapes and not sized and ({"shapes", "notes"} & aspects):
         notes.append(f"shapes and the meta pass's notes not compared: the meta passes ran at different sizes (A: "
                      f"B={pa.get('B')}, T={pa.get('T')}; B: B={pb.get('B')}, T={pb.get('T')}), and a shape or a note "
-                     "quoting one may differ for that alone; run both with the same --batch and --seq")
+                     f"quoting one may differ for that alone; run both with the same {option('batch')} and "
+                     f"{option('seq')}")
     dims = (pass_dims(pa), pass_dims(pb))
     costed = [x for x, r in (("A", a), ("B", b)) if r.extra("cost")]
     if len(costed) == 1 and "totals" in aspects:

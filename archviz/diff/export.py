@@ -1,4 +1,4 @@
-"""A ModelDiff as JSON-able data (`archviz diff --json`), deterministic: schema `archviz.diff/1`."""
+"""A ModelDiff as JSON-able data (`archviz diff`'s JSON), deterministic: schema `archviz.diff/1`."""
 
 from __future__ import annotations
 

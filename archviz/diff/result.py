@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# What a diff can compare, each of which `--ignore` can leave out. The order is the order reports list them in.
+# What a diff can compare, each of which `ignore` can leave out. The order is the order reports list them in.
 ASPECTS = (
     "structure",     # modules added or removed (subtrees, with their parameter totals)
     "renames",       # a module matched under another path (by a rename rule or by its structure)
@@ -154,7 +154,7 @@ class ModelDiff:
     a_name: str
     b_name: str
     compared: tuple[str, ...]  # ASPECTS compared
-    ignored: tuple[str, ...]  # ASPECTS left out (--ignore)
+    ignored: tuple[str, ...]  # ASPECTS left out (ignore)
     matched: int  # module pairs
     modules_a: int
     modules_b: int

@@ -5,7 +5,7 @@ otherwise repeat as flags; every command reads it and its flags override it (arc
     [tool.archviz]
     source = "hf:llama"                 # or a config.json, a model folder, model.py, package.module:callable
     config = "configs/config.json"      # a reference model.py's config
-    set = { num_hidden_layers = 2 }     # overrides (a factory's keyword arguments); a string reads as --set does
+    set = { num_hidden_layers = 2 }     # overrides (a factory's keyword arguments); a string as an override's text
     inputs = ["pixel_values=B,3,224,224"]  # or a table: { pixel_values = "B,3,224,224" }
     names = "names.toml"
     annotations = "annotations.toml"
@@ -57,7 +57,7 @@ class Project:
     values: dict[str, Any] = field(default_factory=dict)  # key -> value, only the keys the file gives
 
     def sets(self) -> list[str]:
-        """`set` as `key=value` texts (a string value as the text after `=` of --set, anything else as JSON)."""
+        """`set` as `key=value` texts (a string value as the text after `=` of an override, anything else as JSON)."""
         import json
 
         return [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in self.values.get("set", {}).items()]

@@ -1,5 +1,5 @@
 """TOML from untrusted files: the one TOML reader of every TOML file archviz reads (the project file, names,
-annotations, checkpoint rules, an `--input @file.toml`, `--hardware` devices).
+annotations, checkpoint rules, an inputs file (`@file.toml`), hardware devices).
 
 A file is read as `safeio` reads every input (a regular file only, at most a stated number of bytes: a FIFO, a
 device or a huge file is refused before it is read), decoded as UTF-8 and parsed by the standard library's `tomllib`

@@ -28,7 +28,7 @@ def _is_stack(m: ModuleRecord, index: dict) -> bool:
 
 def layer_stacks(record: ModelRecord) -> list[ModuleRecord]:
     """Every stack of repeated blocks (Flux's double and single blocks are two), the main one first: a list of
-    more than one block before one of a single block (a model cut to one layer with --set), a list named as layer
+    more than one block before one of a single block (a model cut to one layer with overrides), a list named as layer
     lists are, the most parameters, the shallowest. A stack inside another stack's items is not one of them."""
     index = record.index()
     classes, paths = record.column("class_name"), record.column("path")

@@ -1,7 +1,7 @@
 """The tables of a names file beside its titles and `[groups]`: `[dims]` and `[descriptions]` (read by
 `archviz.group.names.load_names`, which stays the one reader of names files).
 
-    [dims]                              # rename dims wherever shapes are shown (site, terminal, --json)
+    [dims]                              # rename dims wherever shapes are shown (site, terminal, JSON)
     "n_groups × o_lora_rank" = "groups × rank"   # a name as archviz finds it: a config field or a product of two
     dim = "d"
     "8192" = "groups × rank"            # a width, named even where the config leaves it unnamed (wins over a name)
@@ -11,7 +11,7 @@
     "layers.*.attn.wo_b" = "Maps the grouped heads back to the model width."
     "5 reusing layers" = "Layers that reuse the previous layer's top-k."
 
-An annotations file's description (`archviz build --annotations`) wins over a names file's.
+An annotations file's description (`archviz build` with annotations) wins over a names file's.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ def cached(kind: str, source: str, key: dict[str, Any], files: tuple[str | None,
            use: bool = True, feedback: Feedback = QUIET) -> Any:
     """The records `build()` makes, from the records cache when an entry of the same kind, source, options (`key`,
     JSON-able), package versions and file contents is there (nothing is imported then, torch included); else built,
-    and stored for the next run. `files`: the option files the build reads (--config, ...)."""
+    and stored for the next run. `files`: the option files the build reads (config, ...)."""
     from ..records import cache as rc
 
     if not use or rc.disabled():
@@ -46,7 +46,7 @@ def cache_key(kind: str, source: str, key: dict[str, Any], files: tuple[str | No
 
 def build_key(build: Any) -> dict[str, Any]:
     """`BuildOptions` as a cache key's JSON: every field, the overrides as `key=repr(value)` texts (a value need
-    not be JSON: `--set x=(1, 2)` is a tuple)."""
+    not be JSON: an override `x=(1, 2)` is a tuple)."""
     from dataclasses import fields
 
     key = {f.name: getattr(build, f.name) for f in fields(build)}

@@ -1,5 +1,5 @@
 """`cost_for`: a source's records with `extra("cost")` (archviz.cost.measure: its own build, walk, passes and
-grouping), with the records cache in front. What `archviz cost`, `build --cost` and the gallery run."""
+grouping), with the records cache in front. What `archviz cost`, the site's cost and the gallery run."""
 
 from __future__ import annotations
 

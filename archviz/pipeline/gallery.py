@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..errors import ArchvizError
+from ..errors import PYTHON_WORDS, ArchvizError, option
 from ..processes.owner import MAX_CHILDREN, check_count
 from .options import QUIET, Feedback
 
@@ -33,6 +33,7 @@ class GalleryOptions:
     timeout: float = 900.0  # seconds one model may take (jobs above 1: each runs in a process of its own)
     cache: bool = True  # the records cache, and the last run's pages kept where nothing they show changed
     feedback: Feedback = QUIET  # how the run shows its steps (the command's progress bars and notes): silent
+    words: Mapping[str, str] = field(default_factory=lambda: PYTHON_WORDS)  # the options pages name, spelled so
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class GalleryResult:
     kept: int  # failures read from the records cache (nothing having changed)
 
     def to_json(self) -> dict[str, Any]:
-        """What `archviz gallery --json` prints."""
+        """What the gallery command prints as JSON."""
         return {"output": self.output, **self.counts, "pairs": self.pairs, **self.pages, "failures": self.failures}
 
 
@@ -75,12 +76,12 @@ def write_gallery(sources: list[str], output: str, options: GalleryOptions = Gal
     from ..render.site.gallery_reuse import Reuse, basis
     from ..render.site.templates import templates_folder
 
-    reuse = Reuse(output, basis(templates_folder())) if options.cache else None
+    reuse = Reuse(output, basis(templates_folder()), options.words) if options.cache else None
     with options.feedback.progress("rendering pages"):
         files = render_gallery(entries, made, defaults=what, reuse=reuse)
     from ..render.site import write_site
 
-    write_site(files, output)
+    write_site(files, output, words=options.words)
     if reuse is not None:
         reuse.save()  # after the site is in place: the next run reuses only what this one wrote
     from ..render.site.gallery import coverage_counts
@@ -191,7 +192,7 @@ def _derived(keys: list[str]) -> list[tuple[str, str]]:
 
 
 def _models(sources: list[str] | None, transformers: str | None, named: list[str]) -> list[tuple[str, str]]:
-    """(key, source) of every model of the gallery: --transformers' types, then the SOURCEs; each once, and every
+    """(key, source) of every model of the gallery: transformers' types, then the SOURCEs; each once, and every
     model `named` (by its config fields or checkpoint) among them."""
     models: list[tuple[str, str]] = []
     if transformers:
@@ -232,12 +233,12 @@ def _entries(models: list[tuple[str, str]], results: list[dict[str, Any]], check
 
 
 def _compared(entries: list[Any], named: list[tuple[str, str]], derived: bool) -> list[Any]:
-    """The compare pages: the --pairs, and (`derived`) each transformers type beside the one it derives from; of
+    """The compare pages: the pairs asked for, and (`derived`) each transformers type beside the one it derives from; of
     models that were built."""
     from ..render.site.gallery import Pair
 
     built = {e.key: e.record for e in entries if e.record is not None}
-    want = [(a, b, "--pairs") for a, b in named]
+    want = [(a, b, option("pairs")) for a, b in named]
     if derived:
         want += [(a, b, f"transformers derives {b} from {a}")
                  for a, b in _derived([e.key for e in entries if e.key in built]) if (a, b) not in named]

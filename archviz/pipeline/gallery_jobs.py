@@ -1,4 +1,4 @@
-"""The gallery's counting jobs: one model's records with the cost extra, exactly as `archviz cost SOURCE --context
+"""The gallery's counting jobs: one model's records with the cost extra, exactly as `archviz cost SOURCE` at a context
 32K` makes them (the same records-cache entry), or, where a stage fails, the records it got to and the stage and
 one-line reason of the failure; and the worker server (`served`, run as `python -m archviz.pipeline.gallery_jobs`)
 that counts many in processes forked from it. Returns JSON-able data; prints nothing to stdout."""
@@ -12,7 +12,7 @@ import warnings
 from typing import Any
 
 from ..cost.provenance import DEFAULT_DTYPE
-from ..errors import FLOAT32_FIX, ArchvizError, ShapeError, one_line
+from ..errors import FLOAT32_FIX, ArchvizError, ShapeError, one_line, option
 from ..files.sanitize import printable
 from ..processes.owner import die_with_parent
 from .options import QUIET, Feedback
@@ -22,7 +22,7 @@ SEQ = 4096  # as `archviz cost` defaults
 
 
 def build_choice(source: str, sets: list[str]) -> tuple[list[str], str, int]:
-    """(the --set list to build with, what the page says of the dtype, the prefill's tokens T): the config's dtype
+    """(the config fields to build with, what the page says of the dtype, the prefill's tokens T): the config's dtype
     where it names one (`dtype`, or `torch_dtype` in a config.json), else bfloat16 for a transformers config, set and
     said so; T as `archviz cost` defaults it, or the config's max positions where fewer (a BERT takes 512)."""
     from ..cost.curve import max_positions
@@ -34,7 +34,7 @@ def build_choice(source: str, sets: list[str]) -> tuple[list[str], str, int]:
     longest = max_positions(merged)
     seq = longest if longest is not None and longest < SEQ else SEQ
     if any(s.split("=", 1)[0].strip() in DTYPE_KEYS for s in sets):
-        return sets, "as --set gives it", seq
+        return sets, f"as {option('set')} gives it", seq
     choice = dtype_choice(source, {}, config)
     if choice.origin == "default":
         return [*sets, BF16], choice.said, seq
@@ -70,7 +70,7 @@ def shorter_prefill(chosen: tuple[list[str], str, int], failures: list[dict[str,
 
 
 def _options(sets: list[str], seq: int) -> tuple[Any, Any]:
-    """The build and cost options of `archviz cost SOURCE --context 32K --seq T --set ...` (archviz/cli/cost.py), so
+    """The build and cost options of `archviz cost SOURCE` at context 32K, T tokens and the model's config fields (archviz/cli/cost.py), so
     one records-cache entry serves both commands."""
     from ..cost.options import CostOptions
     from ..sources.options import BuildOptions, check_overrides
@@ -280,7 +280,7 @@ def _tail(path: str) -> str:
 
 
 def serve(folder: str, n: int, timeout: float, use_cache: bool) -> None:
-    """`archviz gallery --jobs N`'s counting: the jobs of FOLDER/jobs.json ([i, source, sets, seq] each), each run in
+    """The gallery's counting in N jobs: the jobs of FOLDER/jobs.json ([i, source, sets, seq] each), each run in
     a process forked from this one (torch and transformers imported once, here), N at a time: a model whose code
     crashes, hangs (past `timeout` seconds it is killed) or ends its process costs only its own result, FOLDER/I.json.
     Prints each finished job's I on stdout."""
@@ -313,9 +313,9 @@ def serve(folder: str, n: int, timeout: float, use_cache: bool) -> None:
                     os.kill(p, signal.SIGKILL)
                     os.waitpid(p, 0)
                     del running[p]
-                    why = f"timed out after {timeout:.0f} s (--timeout)"
+                    why = f"timed out after {timeout:.0f} s ({option('timeout')})"
                     _failed(folder, i, source, why)
-                    if use_cache:  # kept: a second run waits for it again only with a longer --timeout
+                    if use_cache:  # kept: a second run waits for it again only with a longer timeout
                         _keep_failure(source, sets, seq, [{"stage": "build", "reason": why, "timeout": timeout}],
                                       _module_file(source))
                     done(i)
@@ -347,7 +347,7 @@ def served(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool,
         # archviz's import path, never the current folder's (processes.environment); the server and every process it
         # forks in one group that ends with this block, whatever ends it (processes.owner)
         cmd = child_command("archviz.pipeline.gallery_jobs", tmp, str(n), str(timeout),
-                            *([] if use_cache else ["--no-cache"]))
+                            "cache" if use_cache else "no-cache")
         with open(os.path.join(tmp, "server.err"), "w+b") as errors, owned() as children:
             p = children.start(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True)
             assert p.stdout is not None
@@ -368,13 +368,12 @@ def served(todo: list[tuple[int, str, list[str], int]], n: int, use_cache: bool,
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m archviz.pipeline.gallery_jobs FOLDER N TIMEOUT [--no-cache]`: serve (what `archviz gallery --jobs
-    N` starts once, through `served`)."""
+    """`python -m archviz.pipeline.gallery_jobs FOLDER N TIMEOUT cache|no-cache`: serve (what the gallery starts once
+    with N jobs, through `served`)."""
     die_with_parent()  # archviz killed outright: this server (and each model it forked) ends too
     args = list(sys.argv[1:] if argv is None else argv)
-    use_cache = "--no-cache" not in args
-    folder, n, timeout = [a for a in args if a != "--no-cache"]
-    serve(folder, int(n), float(timeout), use_cache)
+    folder, n, timeout, cache = args
+    serve(folder, int(n), float(timeout), cache == "cache")
 
 
 __all__ = ["run_one", "from_cache", "build_choice", "float32_instead", "shorter_prefill", "failure", "serve", "served",

@@ -7,7 +7,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager
 
-from ..errors import ArchvizError
+from ..errors import ArchvizError, option
 
 
 @dataclass(frozen=True)
@@ -17,19 +17,20 @@ class PassOptions:
     shapes: bool = False  # run it: in/out shapes, call sites, each forward as it ran
     batch: int | None = None  # B (default: a value no width of the model equals)
     seq: int | None = None  # T
-    inputs: tuple[str, ...] = ()  # --input specs, beside or replacing the default token ids
+    inputs: tuple[str, ...] = ()  # input specs, beside or replacing the default token ids
     kernel_rules: str | None = None  # a .py file of @archviz.kernels.shape_rule declarations
     every_block: bool = False  # run every repeated block instead of answering identical ones from the first
     train: bool = False  # training mode instead of eval
 
     def flags(self) -> dict[str, Any]:
-        """The pass's options by their command-line flags (`shapes` aside: whether the pass runs)."""
-        return {"--batch": self.batch, "--seq": self.seq, "--kernel-rules": self.kernel_rules,
-                "--input": list(self.inputs), "--every-block": self.every_block, "--train": self.train}
+        """The pass's options by their option tokens (archviz.errors.option; `shapes` aside: whether the pass runs)."""
+        return {option("batch"): self.batch, option("seq"): self.seq, option("kernel-rules"): self.kernel_rules,
+                option("input"): list(self.inputs), option("every-block"): self.every_block,
+                option("train"): self.train}
 
 
 def given(flags: dict[str, Any]) -> list[str]:
-    """The flags (flag -> value) that were given."""
+    """The options (token -> value) that were given."""
     return [name for name, value in flags.items() if value not in (None, False, [], ())]
 
 
@@ -39,7 +40,8 @@ def refuse_pass_options(passes: PassOptions) -> None:
     if named:
         raise ArchvizError(f"{', '.join(named)} {'applies' if len(named) == 1 else 'apply'} to the meta forward pass, "
                            "which this run skips",
-                           hint=f"run the pass (walk --shapes; inspect and build run it unless --no-shapes), or drop "
+                           hint=f"run the pass (walk {option('shapes')}; inspect and build run it unless "
+                                f"{option('no-shapes')}), or drop "
                                 f"{', '.join(named)}")
 
 

@@ -7,7 +7,7 @@ import os
 from dataclasses import asdict
 from typing import Any
 
-from ..errors import ArchvizError
+from ..errors import ArchvizError, option
 from ..records import ModelRecord
 from ..sources.options import BuildOptions
 from .cached import build_key, cached
@@ -51,8 +51,8 @@ def records_for(source: str, build: BuildOptions = NO_BUILD, passes: PassOptions
 
 
 def hub_checked(record: ModelRecord, checkpoint: str, feedback: Feedback) -> ModelRecord:
-    """A Hub repository's build checked against the same repository's safetensors headers, read as `check
-    --checkpoint hf://...` reads them (bounded, archviz.checkpoint.remote): the record with `extra("checkpoint")`.
+    """A Hub repository's build checked against the same repository's safetensors headers, read as `check` reads
+    a checkpoint `hf://...` (bounded, archviz.checkpoint.remote): the record with `extra("checkpoint")`.
     A repository without safetensors, or one that cannot be read, is said in a note; the build stands."""
     from ..checkpoint import open_checkpoint
     from ..checkpoint.compare import compare
@@ -75,7 +75,7 @@ def _built(source: str, build: BuildOptions, passes: PassOptions, feedback: Feed
     from ..sources.live import on_meta, with_wrapper
     from ..walk import walk
 
-    with model_code():  # the model's code may not end the process or print to stdout (--json stays JSON)
+    with model_code():  # the model's code may not end the process or print to stdout (JSON output stays JSON)
         with feedback.step(f"building {_label(source)} on meta"):
             built = build_source(source, build)
         with feedback.progress("walking modules") as cb:
@@ -110,7 +110,7 @@ def with_pass_counts(record: ModelRecord, source: Any, build: BuildOptions = NO_
     try:
         return records_for(source, build, PassOptions(shapes=True), cache=cache, feedback=feedback)
     except ArchvizError as e:
-        feedback.note(f"active parameters without the meta pass ({why}), which failed: {e}")
+        feedback.note(f"active parameters without the meta pass ({why}), which failed: {e.message}")
         return record
 
 
@@ -121,11 +121,12 @@ def _label(source: Any) -> str:
 
 def refuse_build_options(source: str, build: BuildOptions, passes: PassOptions) -> None:
     """A records file is built already: an option of the build or the pass given with it would be ignored."""
-    flags = {"--config": build.config, "--set": build.overrides, "--model-class": build.model_class,
-             "--config-class": build.config_class, "--tokenizer": build.tokenizer, "--world-size": build.world_size,
-             "--rank": build.rank, **passes.flags(), "--trust-remote-code": build.trust_remote_code,
-             "--quantized": build.quantized}
-    flags["--train"] = flags.pop("--train")  # the order the flags were always named in
+    flags = {option("config"): build.config, option("set"): build.overrides,
+             option("model-class"): build.model_class, option("config-class"): build.config_class,
+             option("tokenizer"): build.tokenizer, option("world-size"): build.world_size, option("rank"): build.rank,
+             **passes.flags(), option("trust-remote-code"): build.trust_remote_code,
+             option("quantized"): build.quantized}
+    flags[option("train")] = flags.pop(option("train"))  # the order the flags were always named in
     named = given(flags)
     if named:
         raise ArchvizError(f"{source}: a records file is already built, so {', '.join(named)} cannot apply",

@@ -5,10 +5,10 @@ verdicts) and the explorer written (archviz.render.site). The cost half is `site
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
 
-from ..errors import ArchvizError, ShapeError
+from ..errors import PYTHON_WORDS, ArchvizError, ShapeError, option
 from ..records import ModelRecord
 from ..sources.options import BuildOptions
 from .options import QUIET, Feedback, PassOptions
@@ -29,6 +29,7 @@ class SiteOptions:
     gpus: int | None = None  # GPUs of each hardware device (default 1)
     cache: bool = True  # the records cache
     feedback: Feedback = QUIET  # how the run shows its steps and warnings: silent by default
+    words: Mapping[str, str] = field(default_factory=lambda: PYTHON_WORDS)  # the options pages name, spelled so
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ def make_site(sources: Sequence[str | ModelRecord], output: str, build: BuildOpt
         anns = load_annotations(options.annotations)
     records = [_site_record(s, build, passes, options, extras) for s in sources]
     with options.feedback.progress("rendering pages") as cb:
-        return build_site(records, output, annotations=anns, source_url=options.source_url, progress=cb)
+        return build_site(records, output, annotations=anns, source_url=options.source_url, progress=cb,
+                          words=options.words)
 
 
 def _extras(sources: Sequence[Any], options: SiteOptions) -> _Extras:
@@ -69,13 +71,14 @@ def _extras(sources: Sequence[Any], options: SiteOptions) -> _Extras:
 
         devices = resolve(options.hardware)
     elif options.gpus is not None:
-        raise ArchvizError("--gpus applies to --hardware, which was not given",
-                           hint="add e.g. --cost --hardware h200, or drop --gpus")
+        raise ArchvizError(f"{option('gpus')} applies to {option('hardware')}, which was not given",
+                           hint=f"add e.g. {option('cost')} {option('hardware')} h200, or drop {option('gpus')}")
     if options.source_url is not None and "{path}" not in options.source_url:
-        raise ArchvizError(f"--source-url {options.source_url!r}: the template has no {{path}}",
+        raise ArchvizError(f"{option('source-url')} {options.source_url!r}: the template has no {{path}}",
                            hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
     if options.checkpoint and len(sources) != 1:
-        raise ArchvizError("--checkpoint compares one model", hint="build one SOURCE at a time with --checkpoint")
+        raise ArchvizError(f"{option('checkpoint')} compares one model",
+                           hint=f"build one SOURCE at a time with {option('checkpoint')}")
     return _Extras(options.cost, tuple(devices), options.gpus or 1, options.checkpoint)
 
 
@@ -129,7 +132,7 @@ def _load(source: str, build: BuildOptions, passes: PassOptions, options: SiteOp
     try:
         record = records_for(source, build, passes, group=False, cache=cache, feedback=feedback)
     except ShapeError as e:
-        e.hint = f"{e.hint}; --no-shapes skips shapes" if e.hint else "--no-shapes skips shapes"  # as the commands say
+        e.hint = f"{e.hint}; {option('no-shapes')} skips shapes" if e.hint else f"{option('no-shapes')} skips shapes"  # as the commands say
         feedback.warning(f"{source}: no shapes ({e.line()}); the pages show counts and code only")
         record = records_for(source, build, group=False, cache=cache, feedback=feedback)
         # The overview says why its pages have no shapes.
@@ -153,7 +156,7 @@ def with_checkpoint(record: ModelRecord, checkpoint: str, feedback: Feedback = Q
     with feedback.step(f"reading {checkpoint}"):
         result = compare(record, checkpoint)
     if not isinstance(result, ModelRecord):
-        raise ArchvizError(f"--checkpoint: archviz.checkpoint.compare returned {type(result).__name__}",
+        raise ArchvizError(f"{option('checkpoint')}: archviz.checkpoint.compare returned {type(result).__name__}",
                            hint="report this: the site expects records or the checkpoint extra")
     return result
 

@@ -1,7 +1,7 @@
 """One rank of a transformers model's tensor-parallel probe: transformers' own tensor-parallel loading
 (`from_pretrained(..., tp_plan="auto")`, its model's `base_model_tp_plan`) on torch.distributed, gloo on CPU.
 
-Rank 0 writes the model (built from its config, at the sizes given with --set, random weights from the seed) with
+Rank 0 writes the model (built from its config, at the sizes given with overrides, random weights from the seed) with
 `save_pretrained` to a folder every rank reads. Each rank loads it twice: whole (the single-process run) and with
 the plan, so transformers cuts and places the rank's part of every tensor (DTensors); each tensor's local shape is
 compared with what its plan entry gives (colwise: rows / N; rowwise: the weight's columns / N; embedding_rowwise:
@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from .tensor_parallel import Sharded, OutputCapture
+from ..errors import option
 
 
 def _plan_entry(path: str, plan: dict[str, str]) -> str | None:
@@ -114,7 +115,7 @@ def hf_rank_probe(rank: int, world_size: int, spec: str, build_options: Any, opt
         "B": B,
         "T": T,
         "reduced": {"method": "none", "reductions": []},
-        "notes": ["transformers' tp_plan loading: the model at the sizes given (cut it with --set)"],
+        "notes": [f"transformers' tp_plan loading: the model at the sizes given (cut it with {option('set')})"],
         "seconds": round(time.perf_counter() - start, 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }

@@ -1,11 +1,11 @@
-"""The probe's memory guard: sizes as written (`--max-memory 8GiB`), the machine's default, and the reduced copy's
+"""The probe's memory guard: sizes as written (`8GiB` for max_memory), the machine's default, and the reduced copy's
 estimated bytes."""
 
 from __future__ import annotations
 
 import torch
 
-from ..errors import EXIT_USAGE
+from ..errors import EXIT_USAGE, option
 from ..records import ModelRecord
 from .errors import ProbeError
 
@@ -19,7 +19,8 @@ def parse_size(text: str) -> int:
 
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _UNITS:
-        raise ProbeError(f"--max-memory {text!r}: not a size", hint="write e.g. 8GB, 512MB or a number of bytes",
+        raise ProbeError(f"{option('max-memory')} {text!r}: not a size", hint="write e.g. 8GB, 512MB or a number of "
+                                                                              "bytes",
                          exit_code=EXIT_USAGE)
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 

@@ -1,4 +1,4 @@
-"""The probe of all ranks (`archviz probe SOURCE --world-size N`): each rank's probe run in its own process by
+"""The probe of all ranks (`archviz probe` of world_size N): each rank's probe run in its own process by
 `archviz.probe.spawn`, a reference model's with its own parallel layers (`tensor_parallel`), a transformers model's
 through its tp_plan (`hf_tensor_parallel`), and the ranks' reports together."""
 
@@ -8,7 +8,7 @@ import dataclasses
 import time
 from typing import Any
 
-from ..errors import ArchvizError
+from ..errors import ArchvizError, option
 from .hf_tensor_parallel import hf_rank_probe
 from .tensor_parallel import TOLERANCE, rank_probe
 
@@ -45,7 +45,7 @@ class TensorParallelResult:
 def run_tensor_parallel(spec: str, world_size: int, build_options: Any = None, options: Any = None, *,
                         timeout: float = 600.0, tolerance: float = TOLERANCE,
                         kernel_rules: str | None = None) -> TensorParallelResult:
-    """`archviz probe SOURCE --world-size N`: every rank's probe in its own process under torch.distributed (a
+    """`archviz probe` of world_size N: every rank's probe in its own process under torch.distributed (a
     reference model: `tensor_parallel.rank_probe`; a transformers model: `hf_tensor_parallel.hf_rank_probe`), built
     with `build_options` (`BuildOptions`, its world size and rank each rank's) and run with `options`
     (`ProbeOptions`); raises `archviz.probe.spawn.RanksFailed` (exit 1, or 2 for a rank's bad input) when a rank
@@ -63,14 +63,15 @@ def run_tensor_parallel(spec: str, world_size: int, build_options: Any = None, o
     device = options.device
     backend = backend_for(device, world_size)
     if classify(spec, BuildOptions(config=build_options.config)) == "hf":
-        given = [flag for flag, value in (("--input", options.input_specs), ("--train", options.train),
-                                          ("--config", build_options.config),
-                                          ("--model-class", build_options.model_class),
-                                          ("--tokenizer", build_options.tokenizer),
-                                          ("--kernel-rules", kernel_rules)) if value]
+        given = [flag for flag, value in ((option("input"), options.input_specs), (option("train"), options.train),
+                                          (option("config"), build_options.config),
+                                          (option("model-class"), build_options.model_class),
+                                          (option("tokenizer"), build_options.tokenizer),
+                                          (option("kernel-rules"), kernel_rules)) if value]
         if given:
-            raise ArchvizError(f"{spec}: {', '.join(given)} with --world-size: transformers' tp_plan probe runs "
-                               "token ids through the model as its config builds it", hint=f"drop {', '.join(given)}")
+            raise ArchvizError(f"{spec}: {', '.join(given)} with {option('world-size')}: transformers' tp_plan probe "
+                               "runs token ids through the model as its config builds it",
+                               hint=f"drop {', '.join(given)}")
         with tempfile.TemporaryDirectory(prefix="archviz-tp-") as folder:
             ranks = run_ranks(hf_rank_probe, (spec, build_options, options, tolerance, folder), world_size,
                               timeout=timeout, backend=backend, device=device)

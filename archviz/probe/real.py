@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import ShapeError
+from ..errors import ShapeError, option
 from ..shapes import ImportsInForward, Tracer, cache_off, kernels
 from ..shapes.inputs import image_default, sequence_lengths
 from ..shapes.collectives import collectives_answered
@@ -101,8 +101,8 @@ def _random_like(p: torch.Tensor, name: str, cls: str, experts: int, g: torch.Ge
 @dataclass(frozen=True)
 class RealPassOptions:
     """How the real pass runs, beside its batch and length: `seed` for the token ids and images; on `device`; with
-    `input_specs` (`--input`, as the meta pass took them); in training mode (`train`) or eval; `sizes`: the meta
-    pass's sizes of the dims --input named without one (`x=B,3,H,W`); `tokens_1d`: the meta pass took token ids [T]
+    `input_specs` (`input`, as the meta pass took them); in training mode (`train`) or eval; `sizes`: the meta
+    pass's sizes of the dims input specs named without one (`x=B,3,H,W`); `tokens_1d`: the meta pass took token ids [T]
     (`archviz.shapes.token_rank`)."""
     seed: int = 0
     device: str = "cpu"
@@ -115,7 +115,7 @@ class RealPassOptions:
 def real_calls(built: Built, B: int, T: int, options: RealPassOptions = RealPassOptions(), *,
                progress: Callable[[int, int], None] | None = None,
                note: Callable[[str], None] | None = None) -> tuple[Tracer, dict[str, list[str]]]:
-    """Run `built` (built on `options.device`) on random token ids [B, T] (and the --input values, as the meta pass
+    """Run `built` (built on `options.device`) on random token ids [B, T] (and the input values, as the meta pass
     took them), or on the image batch the meta pass took by default (a vision model), in eval mode or training mode;
     returns the tracer (calls per path) and the kernels run (qualname -> the implementation of each call). Stubbed
     kernels run the torch implementations in `archviz.kernels`; modules imported inside forward that are not
@@ -133,7 +133,7 @@ def real_calls(built: Built, B: int, T: int, options: RealPassOptions = RealPass
         hit = kernels.lookup(qualname, meta=False)
         if hit is None:
             raise ShapeError(f"{qualname} has no implementation to run", hint="declare one with "
-                             "@archviz.kernels.shape_rule and --kernel-rules FILE")
+                             f"@archviz.kernels.shape_rule and {option('kernel-rules')} FILE")
         fn, impl = hit
         ran.setdefault(qualname, []).append(impl)
         tracer.kernel(qualname, impl)
@@ -172,7 +172,7 @@ def real_calls(built: Built, B: int, T: int, options: RealPassOptions = RealPass
 
 def _real_inputs(built: Built, B: int, T: int, options: RealPassOptions) -> tuple[tuple, dict[str, Any]]:
     """The forward's arguments as the meta pass took them, made real: random token ids [B, T] (or [T]), or an image
-    batch; the --input values random floats, zero integers, true masks."""
+    batch; the input values random floats, zero integers, true masks."""
     import inspect
 
     device = options.device
@@ -183,7 +183,7 @@ def _real_inputs(built: Built, B: int, T: int, options: RealPassOptions) -> tupl
         args: tuple = ()
         params = inspect.signature(built.model.forward).parameters
         named = [p.name for p in params.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        # as the meta pass: token ids unless the forward names other inputs first (a vision model, its --input)
+        # as the meta pass: token ids unless the forward names other inputs first (a vision model, its input)
         kwargs: dict[str, Any] = {"input_ids": ids} if not named or "input_ids" in named else {}
         image = image_default(built) if named and named[0] == "pixel_values" else None
         if image is not None:  # as the meta pass: pixel_values [B, C, H, W] from the config
@@ -199,7 +199,7 @@ def _real_inputs(built: Built, B: int, T: int, options: RealPassOptions) -> tupl
         kwargs = {"start_pos": 0} if "start_pos" in names[1:] else {}
         if image is None:
             kwargs.update(sequence_lengths(built.model, B, T, options.tokens_1d))
-    if options.input_specs:  # the meta pass's --input, made real: random floats, zero integers, true masks
+    if options.input_specs:  # the meta pass's input, made real: random floats, zero integers, true masks
         from ..shapes import merge_inputs, parse_inputs
 
         given = {k: _real_input(v, g, device)
@@ -209,7 +209,7 @@ def _real_inputs(built: Built, B: int, T: int, options: RealPassOptions) -> tupl
 
 
 def _real_input(value: Any, g: torch.Generator, device: str) -> Any:
-    """A `--input` value (a meta tensor of its shape and dtype, or a number / None) as a real one."""
+    """An input spec's value (a meta tensor of its shape and dtype, or a number / None) as a real one."""
     if not isinstance(value, torch.Tensor):
         return value
     shape, dtype = tuple(value.shape), value.dtype

@@ -94,7 +94,7 @@ class Plan:
     dropped: tuple[str, ...] = ()  # module paths (and everything below) absent on purpose (MTP layers)
     experts: dict[str, int] = field(default_factory=dict)  # full experts container path -> experts kept
     notes: list[str] = field(default_factory=list)
-    # A rank's share of the experts (--world-size): full container path -> (its first expert in the model, its first
+    # A rank's share of the experts (world_size): full container path -> (its first expert in the model, its first
     # expert in the copy, the copy's count); a rank's experts pair by their place in its share, not their index.
     shares: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
@@ -153,7 +153,7 @@ class Plan:
         return path
 
     def share(self, full: ModelRecord, reduced: ModelRecord) -> "Plan":
-        """This plan with each experts container's share (a rank's experts under --world-size) paired by place:
+        """This plan with each experts container's share (a rank's experts under world_size) paired by place:
         the copy's first expert of a container stands for the model's first."""
         shares: dict[str, tuple[int, int, int]] = {}
         rindex, findex = reduced.index(), full.index()

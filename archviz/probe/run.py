@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import EXIT_USAGE, ArchvizError
+from ..errors import EXIT_USAGE, ArchvizError, option
 from ..records import ModelRecord
 from ..shapes import Tracer
 from ..sources import Built
@@ -46,7 +46,7 @@ class ProbeResult:
     seconds: dict[str, float]
     notes: list[str]
     stubbed: tuple[str, ...] = ()
-    mode: str = "eval"  # both passes': "eval", or "train" (--train)
+    mode: str = "eval"  # both passes': "eval", or "train" (the train option)
 
     @property
     def disagreements(self) -> list[Disagreement]:
@@ -113,7 +113,7 @@ Stage = Callable[[str, int, int], None]
 class ProbeOptions:
     """How the probe runs, beside how the model is built (``BuildOptions``): on which device, within how many bytes
     (``max_memory``; default half the machine's memory), cut how far (``limits``: ``archviz.probe.reduce.Limits``),
-    on which inputs (``batch``, ``seq``, ``input_specs`` as ``--input`` gives them, ``seed`` for the random weights
+    on which inputs (``batch``, ``seq``, ``input_specs`` as ``input`` gives them, ``seed`` for the random weights
     and token ids) and in which mode (``train``: training mode for both passes, else eval)."""
 
     device: str = "cpu"
@@ -226,7 +226,7 @@ def _choose_plan(spec: str, built: Built, record: ModelRecord, opts: Any, limits
             continue
         finally:
             rbuilt = None
-        plan = plan.share(record, rrec)  # a rank's experts (--world-size) pair by their place in its share
+        plan = plan.share(record, rrec)  # a rank's experts (world_size) pair by their place in its share
         problems = reduce.check_structure(record, rrec, plan)
         if problems:
             notes.append(f"plan '{plan.method}' does not keep the model's structure: {problems[0]}")
@@ -243,8 +243,9 @@ def _fitting(reduced_record: ModelRecord, chosen: Any, notes: list[str], max_mem
         why = f" ({notes[-1]})" if chosen.method == "none" and notes else ""
         raise ProbeError(
             f"the reduced copy ({chosen.method}{why}) needs about {human_bytes(estimate)} ({human_bytes(tensors)}"
-            f" of tensors + {human_bytes(work)} working space), more than --max-memory {human_bytes(max_memory)}",
-            hint="raise --max-memory, or cut the model further with --set (e.g. fewer layers)",
+            f" of tensors + {human_bytes(work)} working space), more than {option('max-memory')} "
+            f"{human_bytes(max_memory)}",
+            hint=f"raise {option('max-memory')}, or cut the model further with {option('set')} (e.g. fewer layers)",
             exit_code=EXIT_USAGE)
     return estimate
 
@@ -363,10 +364,11 @@ def probe_dims(record: ModelRecord, batch: int | None, seq: int | None) -> tuple
 
 def _check_device(device: str) -> None:
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise ProbeError(f"--device {device}: not a device the probe runs on", hint="use cpu or cuda",
+        raise ProbeError(f"{option('device')} {device}: not a device the probe runs on", hint="use cpu or cuda",
                          exit_code=EXIT_USAGE)
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ProbeError(f"--device {device}: no CUDA device here", hint="use --device cpu (the kernels fall back to "
+        raise ProbeError(f"{option('device')} {device}: no CUDA device here", hint=f"use {option('device')} cpu (the "
+                                                                                   "kernels fall back to "
                          "plain torch implementations)", exit_code=EXIT_USAGE)
 
 
@@ -423,7 +425,8 @@ def _real_failure(e: BaseException, real: Built) -> ProbeError:
 
     where = user_frame(e, real.roots) or "the model"
     return ProbeError(f"the real forward pass of the reduced copy failed at {where}: {type(e).__name__}: "
-                      f"{str(e)[:300]}", hint="the meta walk ran this code without error: rerun with --debug for "
+                      f"{str(e)[:300]}", hint="the meta walk ran this code without error: rerun with "
+                                              f"{option('debug')} for "
                       "the traceback", exit_code=1)
 
 

@@ -20,7 +20,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from ..errors import EXIT_USAGE, ArchvizError
+from ..errors import EXIT_USAGE, ArchvizError, option
 from ..processes.environment import child_command, child_env
 from ..processes.loopback import GLOO_IFNAME, loopback_interface
 from ..processes.owner import check_count, die_with_parent, owned
@@ -52,8 +52,9 @@ def backend_for(device: str, world_size: int) -> str:
         import torch
 
         if torch.cuda.device_count() < world_size:
-            raise ArchvizError(f"--world-size {world_size} --device {device}: only {torch.cuda.device_count()} "
-                               "GPUs here, one per rank is needed", hint="use --device cpu (gloo)",
+            raise ArchvizError(f"{option('world-size')} {world_size} {option('device')} {device}: only "
+                               f"{torch.cuda.device_count()} "
+                               "GPUs here, one per rank is needed", hint=f"use {option('device')} cpu (gloo)",
                                exit_code=EXIT_USAGE)
         return "nccl"
     return "gloo"
@@ -111,11 +112,11 @@ def run_ranks(fn: Callable[..., Any], args: tuple, world_size: int, *, timeout: 
             failures.sort(key=lambda f: (not f.error.startswith("the process died"), f.rank))
             more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
             raise RanksFailed(failures, f"the run under torch.distributed failed: {failures[0].line()}{more}",
-                              hint="every rank was stopped; --debug prints each failed rank's output")
+                              hint=f"every rank was stopped; {option('debug')} prints each failed rank's output")
         if timed_out:
             raise RanksFailed([RankFailure(r, "still running at the timeout", 1, logs[r]) for r in sorted(killed)],
                               f"the run under torch.distributed did not end within "
-                              f"{timeout:g} s", hint="raise --timeout; every rank was stopped")
+                              f"{timeout:g} s", hint=f"raise {option('timeout')}; every rank was stopped")
         return results
 
 

@@ -1,8 +1,8 @@
-"""The probe under tensor parallelism (`archviz probe SOURCE --world-size N`): the reduced copy run as N processes
+"""The probe under tensor parallelism (`archviz probe` of world_size N): the reduced copy run as N processes
 under torch.distributed, each rank built with the model's own parallel layers and run with real collectives.
 
 Each rank runs `run_probe` with `BuildOptions(world_size=N, rank=r)`: the full model laid out for rank r on meta (its records are
-`--world-size N --rank r`'s), the reduced copy built for rank r for real. Before the real pass, `Sharded.prepare`
+world_size=N, rank=r's), the reduced copy built for rank r for real. Before the real pass, `Sharded.prepare`
 builds the same reduced copy unsharded (world size 1), fills it with the probe's random weights and runs it on the
 same tokens (the single-process run); the rank's weights are then cut from it (a tensor whose one dim is N times
 smaller is that dim's r-th part, as the parallel layers split it; a routed expert is the expert of the same index),
@@ -29,6 +29,7 @@ import torch
 from ..records import ModelRecord
 from ..sources import Built
 from .real import tensor_leaves
+from ..errors import option
 
 TOLERANCE = 0.15  # ‖sharded − single‖ / ‖single‖: float rounding of split sums, far from a missing sum
 
@@ -179,7 +180,7 @@ class Sharded:
 
             which = "; ".join(f"rank {r}: {p[0]} {dict(p[1])}" for r, p in enumerate(plans))
             raise ProbeError(f"the ranks chose different reduced copies ({which})", exit_code=1,
-                             hint="cut the model with --set until every rank's copy keeps its structure")
+                             hint=f"cut the model with {option('set')} until every rank's copy keeps its structure")
 
     def _check_tensors(self, real: Built, plan: Any, record: ModelRecord) -> None:
         """The rank's real tensors against its meta records (the full model at the mapped path)."""

@@ -2,11 +2,11 @@
 
 An entry is one file in ``$XDG_CACHE_HOME/archviz/`` (default ``~/.cache/archviz/``, made mode 0700), named by the
 sha256 of its *key*: the command's kind, the source as given and the working folder, every option that changes the
-records (``--set``, ``--input``, ``--shapes``, ``--train``, ...), the versions of archviz (and a fingerprint of its
+records (``overrides``, ``input``, ``shapes``, ``train``, ...), the versions of archviz (and a fingerprint of its
 own code: an editable checkout changes without a new version), torch and transformers (read with
 ``importlib.metadata``, nothing imported) and the Python version. What the key cannot know before the build is which
 files the model's code is made of; so each entry vouches for a list of files by sha256 (the source and its
-``--config``/``--tokenizer``/``--kernel-rules``/``--names`` files, the ``.py`` files beside a model.py, every file
+``config``/``tokenizer``/``kernel_rules``/``names`` files, the ``.py`` files beside a model.py, every file
 the walk cited in ``file_facts``, and every file of the model's own code imported while it was built), and a lookup
 hashes them again: any difference, a missing file, or any other key, and the entry is not used.
 
@@ -24,7 +24,7 @@ Beside the entries, a command may keep one *side file* per purpose (:func:`write
 :data:`MAX_SIDE` newest kept): `archviz gallery` keeps there, per output folder, which pages it wrote from which
 records, so that its next run renders only what changed (archviz.render.site.gallery_reuse).
 
-``ARCHVIZ_NO_CACHE=1`` (or a command's ``--no-cache``) skips the cache: nothing is read or written.
+``ARCHVIZ_NO_CACHE=1`` (or a command's no-cache option) skips the cache: nothing is read or written.
 ``ARCHVIZ_CACHE_ENTRIES=N`` keeps N entries (bytes in proportion) where N is above the bound: `archviz gallery` sets
 it to hold every model it counts.
 
@@ -147,7 +147,7 @@ def sha256_file(path: str) -> str | None:
 def source_files(source: str, *given: str | None) -> list[str]:
     """The files a source is read from, known before its build: the source itself (a model.py, config.json or a
     model folder's config.json and .py files), the .py files beside a model.py (the helpers it imports), and the
-    given option files (--config, --tokenizer, --kernel-rules, --names). Absolute paths."""
+    given option files (config, tokenizer, kernel_rules, names). Absolute paths."""
     found: list[str] = []
     path = os.path.abspath(source)
     if os.path.isdir(path):

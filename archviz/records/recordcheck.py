@@ -6,7 +6,7 @@ The primitives (`want_str`, `want_int`, `want_number`, `want_bool`, `want_list`,
 take a field path (`node #2.claim #1.lines`, `[h200].memory_gb`) and a decoded value, return the value, and raise a
 `SchemaError` (a ValueError) `"{path}: {what is expected}, not {the value}"`; each reader adds its file's name and
 raises its own error (exit 2, one line): `with refused_as(lambda m: ArchvizError(f"{file}: {m}")): ...`. Records
-files (archviz.records), annotations, hardware presets, names files, the gallery's --sets, rules files, manifests'
+files (archviz.records), annotations, hardware presets, names files, the gallery's sets, rules files, manifests'
 shard lists, the site's marker and the records cache check their documents with them.
 
 `check(field, value)` takes a decoded `ModuleRecord` field value (archviz.records); a compact file's distinct values

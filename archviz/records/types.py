@@ -228,7 +228,7 @@ class SourceInfo:
     name: str  # display name of the model
     model_class: str
     config: tuple[tuple[str, Any], ...] = ()  # flat JSON-able config fields
-    overrides: tuple[tuple[str, Any], ...] = ()  # --set key=value
+    overrides: tuple[tuple[str, Any], ...] = ()  # overrides key=value
     stubbed_imports: tuple[str, ...] = ()  # e.g. "kernel.act_quant", "tilelang"
     notes: tuple[str, ...] = ()  # what the build assumed or neutralised
     world_size: int = 1

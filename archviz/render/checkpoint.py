@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 from ..checkpoint.report import summary_rows
 from .fit import NUMBER, PATH, Column, FitTable
 from .text import SafeText as Text
+from ..errors import option
 
 
 def _n(v: Any) -> str:
@@ -39,7 +40,7 @@ def problems_table(rows: Sequence[Mapping[str, Any]], limit: int = 40) -> FitTab
         for note in r["notes"][:3]:
             t.add_row(Text(f"  {note}", style="dim"))
     if len(rows) > limit:
-        t.add_row(f"… {len(rows) - limit} more (--json lists them all)")
+        t.add_row(f"… {len(rows) - limit} more ({option('json')} lists them all)")
     return t
 
 
@@ -63,12 +64,12 @@ def notes_table(notes: Sequence[tuple[str, int]], limit: int = 12) -> FitTable:
     for note, n in notes[:limit]:
         t.add_row(_n(n), Text(str(note)))
     if len(notes) > limit:
-        t.add_row("", f"… {len(notes) - limit} more distinct notes (--json lists every tensor)")
+        t.add_row("", f"… {len(notes) - limit} more distinct notes ({option('json')} lists every tensor)")
     return t
 
 
 def ranks_table(result: Mapping[str, Any], world_size: int) -> Any:
-    """`check --world-size N` without a rank: one row per rank's shard file and its verdict (archviz.checkpoint.ranks'
+    """`check` at a world size N without a rank: one row per rank's shard file and its verdict (archviz.checkpoint.ranks'
     result)."""
     from rich.table import Table
 

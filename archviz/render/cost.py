@@ -14,6 +14,7 @@ from .. import format as fmt
 from ..cost.report import kv_dtype_text, weights_dtype_text
 from ..files.sanitize import printable
 from .fit import NUMBER, PATH, TEXT, Column, FitTable
+from ..errors import option
 
 
 def safe(text: Any) -> str:
@@ -40,7 +41,7 @@ def nbytes(n: float | None) -> str:
 
 
 def tokens(n: int) -> str:
-    """1048576 -> '1M' (binary multiples as --context takes them), else with separators."""
+    """1048576 -> '1M' (binary multiples as context takes them), else with separators."""
     for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
         if n >= div and n % div == 0:
             return f"{n // div}{unit}"
@@ -84,7 +85,7 @@ def cost_tables(r: Any) -> Group:
             head.add_row("  cache read as latents ≥", fmt.count(r.decode_absorbed),
                          f"{flops(r.decode_absorbed)}: the weights absorbed, not re-run over the cache (note below)")
     kv = r.kv
-    dt = kv_dtype_text(r, "--kv-dtype")
+    dt = kv_dtype_text(r, option("kv-dtype"))
     if kv.source is None:
         head.add_row("KV cache", "—", "no cache found (reference models: buffers; transformers: DynamicCache)")
     else:
@@ -224,7 +225,7 @@ def rate(x: float | None) -> str:
 
 
 def bounds_table(bounds: list[Any]) -> Group:
-    """`archviz cost --hardware`: per device, the decode step's and prefill's lower bounds on time, each term, which
+    """`archviz cost` with hardware: per device, the decode step's and prefill's lower bounds on time, each term, which
     binds, tokens per second, and whether the model fits (bounds: archviz.cost.bounds.HardwareBound)."""
     b0 = bounds[0]
     title = (f"lower bounds at B={b0.batch}, context L={tokens(b0.context)}, prefill T={b0.seq:,} "

@@ -14,6 +14,7 @@ from ..diff.result import Folded, ModelDiff, Stack, Summary
 from ..diff.summary import lines_only
 from ..files.sanitize import github_data, github_property, printable
 from .fit import NUMBER, Column, FitTable, shorten_path
+from ..errors import option
 
 
 def signed(n: int | None) -> str:
@@ -135,7 +136,8 @@ class Changes:
         for f in folded[:limit]:
             _entry(t, f, path_width)
         if len(folded) > limit:
-            t.append(f"… {len(folded) - limit:,} more entries (--limit N, or --json for all)\n", style="dim")
+            t.append(f"… {len(folded) - limit:,} more entries ({option('limit')} N, or {option('json')} for all)\n",
+                     style="dim")
         t.rstrip()
         return t
 

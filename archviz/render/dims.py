@@ -8,7 +8,7 @@ A names file's ``[dims]`` table renames them (kept in the grouping as ``dims``):
 name as found (a config field ``"dim"``, a product ``"n_groups × o_lora_rank"``) or a symbol (``"T"``); the width's
 own key wins. ``"8192" = "groups × rank"`` names a width the config alone leaves unnamed, too.
 
-Pure functions of records and config values, shared by the site, the terminal card and ``--json`` (no torch)."""
+Pure functions of records and config values, shared by the site, the terminal card and JSON output (no torch)."""
 
 from __future__ import annotations
 

@@ -20,11 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 from .text import SafeText
+from ..errors import option
 
 NUMBER, PATH, TEXT = "number", "path", "text"
 _LAYER = re.compile(r"\{?\d+(?:[-–]\d+)?\}?")  # a layer's number, or a folded run of them: 3, {0-1}, 32–60
 PATH_MIN = 18  # a path is never shortened below this many cells (or its own length)
-HINT = "--json shows every column"
+HINT = f"{option('json')} shows every column"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
 """A module's forward (`ModuleRecord.flow`) folded into what a reader reads, for every renderer that draws it (the
-site's dataflow pictures, `archviz inspect --flow`): its inputs (the tensors of one argument with one shape as one),
+site's dataflow pictures, `archviz inspect`'s flow): its inputs (the tensors of one argument with one shape as one),
 each child call, each run of ops inside one call of a Python function (one item named after it, expanding to the
 ops), each op of its own, its output -- and which value each consumed. A chain of layout ops (view, transpose, ...)
 the forward runs itself folds into the edge it labels. Runs of calls to list items of one kind ("layers.3" ...

@@ -1,4 +1,4 @@
-"""`archviz inspect ... --flow`: a module's forward folded as the site draws it (`flowfold`), printed as a tree with
+"""`archviz inspect`'s flow tree: a module's forward folded as the site draws it (`flowfold`), printed as a tree with
 shapes -- its inputs, each child call (whose own forward opens below it, `depth` levels deep), each function call
 (whose ops open below it), each op of its own, its output; each line says which lines above it consumed."""
 

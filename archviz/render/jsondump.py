@@ -1,9 +1,9 @@
 """Indented JSON text, byte for byte what ``json.dumps(obj, indent=n, ensure_ascii=False)`` writes, faster; and
 strict JSON always: a float that is not finite (which JSON cannot hold, and ``json.dumps`` writes as ``NaN`` or
-``Infinity``) is written ``null``, so a script's JSON parser never refuses archviz's ``--json``.
+``Infinity``) is written ``null``, so a script's JSON parser never refuses archviz's JSON output.
 
 The standard library's C encoder only writes compact JSON; with an indent, ``json.dumps`` runs its pure-Python
-generators, a yield per token (a third of a second for the 61,000 module rows of a 671B ``check --json``). This
+generators, a yield per token (a third of a second for the 61,000 module rows of a 671B ``check``'s JSON). This
 writer joins strings level by level instead, and writes a dict or list that occurs several times (the same object:
 the module rows of identical experts share theirs) once per indent level. Anything it does not know exactly
 (another type, a ``default`` hook's business, a circular or too-deep structure) goes to ``json.dumps`` itself, which

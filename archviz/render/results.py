@@ -1,7 +1,7 @@
 """What `archviz.summary`, `inspect`, `cost`, `check` and `diff` return: small typed results that show themselves.
 
 Each is a rich renderable (`rich.print(result)`; `__rich__` gives the CLI's tables), prints as the same text
-(`print(result)`), serialises to what the CLI's `--json` prints (`to_json()`: the data, `json()`: the text), and
+(`print(result)`), serialises to what the CLI's JSON output prints (`to_json()`: the data, `json()`: the text), and
 renders in a Jupyter notebook (`_repr_html_`, archviz.render.notebook: the grouped tree folded, the tables as text).
 Built from the functions the CLI commands print with. Pure: no torch."""
 
@@ -12,36 +12,66 @@ from typing import Any
 
 from rich.console import Group
 
+from ..errors import PYTHON_WORDS, spelled
 from ..records import ModelRecord
 from . import notebook
 
 
 class _Shown:
-    """The four ways a result shows itself, from `view()` (the CLI's renderable) and `to_json()`."""
+    """The four ways a result shows itself, from `view()` (the CLI's renderable) and `_data()` (the CLI's JSON
+    data); the options its notes name (archviz.errors.option) spelled as a Python caller gives them."""
 
     def view(self) -> Any:
         raise NotImplementedError
 
-    def to_json(self) -> Any:
+    def _data(self) -> Any:
         raise NotImplementedError
+
+    def to_json(self) -> Any:
+        """The data the CLI's JSON option prints, as JSON-able values."""
+        return _spelled_data(self._data())
 
     def _blocks(self) -> list[str]:
         return [notebook.text_block(self.view())]
 
     def __rich__(self) -> Any:
-        return self.view()
+        return _Spelled(self.view())
 
     def __str__(self) -> str:
-        return notebook.plain(self.view())
+        return spelled(notebook.plain(self.view()), PYTHON_WORDS)
 
     def json(self) -> str:
-        """The JSON text the CLI's --json prints."""
+        """The JSON text the CLI's JSON option prints."""
         from .jsondump import dumps_indented
 
-        return dumps_indented(self.to_json(), 1)
+        return spelled(dumps_indented(self._data(), 1), PYTHON_WORDS)
 
     def _repr_html_(self) -> str:
-        return notebook.page(*self._blocks())
+        return spelled(notebook.page(*self._blocks()), PYTHON_WORDS)
+
+
+def _spelled_data(value: Any) -> Any:
+    """JSON-able `value` with the option tokens of its strings spelled as a Python caller gives the options."""
+    if isinstance(value, str):
+        return spelled(value, PYTHON_WORDS)
+    if isinstance(value, dict):
+        return {k: _spelled_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [*map(_spelled_data, value)] if isinstance(value, list) else tuple(map(_spelled_data, value))
+    return value
+
+
+class _Spelled:
+    """A renderable as rich shows it, the options its text names spelled as a Python caller gives them."""
+
+    def __init__(self, renderable: Any) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.segment import Segment
+
+        for seg in console.render(self.renderable, options):
+            yield seg if seg.control else Segment(spelled(seg.text, PYTHON_WORDS), seg.style)
 
 
 @dataclass(frozen=True, repr=False)
@@ -57,7 +87,7 @@ class SummaryResult(_Shown):
         wrapped = wrapper_line(self.record)
         return Group(summary_table(self.record), wrapped) if wrapped is not None else summary_table(self.record)
 
-    def to_json(self) -> Any:
+    def _data(self) -> Any:
         from .views import summary_json
 
         wrapper = self.record.extra("wrapper")
@@ -100,7 +130,7 @@ class InspectResult(_Shown):
         notes = run_notes(self.record) if not self.path else None
         return Group(*parts, *([notes] if notes is not None else []))
 
-    def to_json(self) -> Any:
+    def _data(self) -> Any:
         from .views import module_json
 
         return module_json(self.record, self.path)
@@ -131,7 +161,7 @@ class CostResult(_Shown):
 
         return cost_tables(self.reports[0]) if len(self.reports) == 1 else compare_table(*self.reports)
 
-    def to_json(self) -> Any:
+    def _data(self) -> Any:
         return cost_json(list(self.records), list(self.reports))
 
     def __repr__(self) -> str:
@@ -139,7 +169,7 @@ class CostResult(_Shown):
 
 
 def cost_json(records: list[ModelRecord], reports: list[Any], bounds: list[list[Any]] | None = None) -> Any:
-    """What `archviz cost --json` prints: one model's report and per-node FLOPs (and hardware bounds, given), or two
+    """What `archviz cost`'s JSON prints: one model's report and per-node FLOPs (and hardware bounds, given), or two
     side by side with their ratios."""
     from ..cost.bounds import bound_json
     from ..cost.per_node import nodes_json
@@ -177,7 +207,7 @@ class CheckResult(_Shown):
     def view(self) -> Any:
         return check_view(self.result, self.limit)
 
-    def to_json(self) -> Any:
+    def _data(self) -> Any:
         return self.result
 
     def __repr__(self) -> str:
@@ -218,7 +248,7 @@ class DiffResult(_Shown):
 
         return diff_view(self.diff, self.limit)
 
-    def to_json(self) -> Any:
+    def _data(self) -> Any:
         from ..diff.export import to_json
 
         return to_json(self.diff)

@@ -80,7 +80,7 @@ def summary_table(record: ModelRecord, stored: bool = True) -> Group:
 
 def stubbed_text(names: Sequence[str], whole: int = 8) -> str:
     """The stubbed imports, each package once with the names taken from it counted ("torchvision (24 names)"), so
-    that a package whose many attributes a model touched takes one line, not a screen; every name is in --json."""
+    that a package whose many attributes a model touched takes one line, not a screen; every name is in JSON."""
     by: dict[str, list[str]] = {}
     for n in names:
         by.setdefault(n.split(".")[0], []).append(n)

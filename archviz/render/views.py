@@ -1,4 +1,4 @@
-"""JSON views of records for `--json` output (pure functions, no torch)."""
+"""JSON views of records for JSON output (pure functions, no torch)."""
 
 from __future__ import annotations
 

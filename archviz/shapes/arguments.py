@@ -2,7 +2,7 @@
 its forward hands it to (`txt = self.txt_in(txt)`: that module's first Linear or embedding table says its width and
 dtype), the rank the forward tests it for (`if txt.ndim != 3: raise`), and what its name says where no module takes
 it whole (position ids of a multi-axis rotary embedding, a guidance strength per sample). Read from the forward's
-source, never run; an argument none of these settles is left to the caller (`--input`)."""
+source, never run; an argument none of these settles is left to the caller (the `input` option)."""
 
 from __future__ import annotations
 

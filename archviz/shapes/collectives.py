@@ -1,6 +1,6 @@
 """torch.distributed collectives during the meta pass: called with no process group (reference code broadcasts or
 all-reduces unconditionally, as DeepSeek-V3.2's indexer does), or on meta tensors no backend can move, they are
-answered as the rank the build was asked for (`--world-size N --rank R`, else 1 and 0) would see them: every
+answered as the rank the build was asked for (`world_size=N, rank=R`, else 1 and 0) would see them: every
 collective writes into tensors the caller sized, so the shapes are the caller's; what lands there is the rank's own
 data (its chunk, for a reduce-scatter), and each answer is noted where the code made it."""
 

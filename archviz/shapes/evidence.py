@@ -132,7 +132,7 @@ def concerned(calls: dict[str, list], values: set[int], multiples: tuple[int, ..
 @dataclass(frozen=True)
 class PassGiven:
     """What the first pass ran at: B and T, the symbols its inputs used, the dims the user named (name -> size) and
-    the --input specs."""
+    the input specs."""
     B: int
     T: int
     used: set[str]

@@ -1,4 +1,4 @@
-"""The forward's inputs for the pass: defaults from the signature (token ids of [B, T]), `--input name=spec`, and
+"""The forward's inputs for the pass: defaults from the signature (token ids of [B, T]), `input name=spec`, and
 the hints when an input is missing."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import torch
 
-from ..errors import ShapeError
+from ..errors import ShapeError, option
 from ..sources import Built
 from ..input_specs import MAX_ELEMENTS, check_input_specs, expand_input_files
 from ..sources.meta import unset_field_hint
@@ -314,7 +314,8 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
             if image is not None:  # ViT, ConvNeXt, ResNet...: an image batch [B, C, H, W] from the config
                 return (), {"pixel_values": torch.zeros((B, *image[0]), dtype=torch.float32, device="meta")}
             raise ShapeError(f"{type(model).__name__}.forward takes no token ids (its first input is {first})",
-                             hint=f"give its inputs with --input, e.g. --input {first}={_input_example(built, first)}")
+                             hint=f"give its inputs with {option('input')}, e.g. {option('input')} "
+                                  f"{first}={_input_example(built, first)}")
         rows = _ids_rows_per_sequence(model)
         kwargs: dict[str, Any] = {"input_ids": ids if rows == 1 else ids.new_zeros((B * rows, T))}
         if "use_cache" in names:
@@ -322,7 +323,7 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
         return (), kwargs
     if not params:
         raise ShapeError(f"{type(model).__name__}.forward takes no inputs archviz can guess",
-                         hint="give them with --input name=B,T,512[:dtype]")
+                         hint=f"give them with {option('input')} name=B,T,512[:dtype]")
     records = records_first(built)
     if records is not None:  # forward(batched_input: list[dict]): B records of the keys the code reads
         return (records_value(records, B),), _plain_kwargs(model, names[:1], {})
@@ -402,15 +403,15 @@ def int_list_arguments(model: Any) -> list[tuple[str, str]]:
 
 def list_notes(built: Built, kwargs: dict, given: set[str]) -> list[str]:
     """A note for each list of sequence lengths the pass made up (`int_list_arguments`) and passes in `kwargs`,
-    none given (`given`: the names --input gave)."""
+    none given (`given`: the names the inputs gave)."""
     what = "[T]: one sequence of the T token ids" if built.tokens_1d else "[T] × B: B sequences of T"
     return [f"{name}={what}, made up from {type(built.model).__name__}.forward's annotation {annotation} (lengths "
-            f"summing to the token count); --input {name}=list:... gives others, e.g. {name}=list:T or "
+            f"summing to the token count); {option('input')} {name}=list:... gives others, e.g. {name}=list:T or "
             f"{name}=list:512,512" for name, annotation in int_list_arguments(built.model) if name in kwargs and name not in given]
 
 
 # Forward inputs archviz does not make up: other modalities (their sizes come from a preprocessor) and a decoder's
-# own token ids, each with an example --input.
+# own token ids, each with an example input.
 _MODALITY_INPUTS = {"pixel_values": "B,3,224,224:float32", "pixel_values_videos": "B,2,3,224,224:float32",
                     "input_features": "B,80,3000:float32", "input_values": "B,16000:float32", "bbox": "B,T,4",
                     "decoder_input_ids": "B,T"}
@@ -435,12 +436,13 @@ def missing_input_hint(built: Built, given: dict, error: BaseException | None = 
         if not asked:
             return None
         return (f"{type(built.model).__name__}.forward's {', '.join(asked)} {'was' if len(asked) == 1 else 'were'} "
-                f"not given: give {'it' if len(asked) == 1 else 'them'} with --input name=dims[:dtype] (dims are "
-                f"ints, B or T; e.g. --input {asked[0]}=B,T,64:float32); --debug shows the traceback")
+                f"not given: give {'it' if len(asked) == 1 else 'them'} with {option('input')} name=dims[:dtype] "
+                f"(dims are ints, B or T; e.g. {option('input')} {asked[0]}=B,T,64:float32); {option('debug')} shows "
+                "the traceback")
     first = missing[0]
     return (f"{type(built.model).__name__}.forward also takes {', '.join(missing)}, which archviz does not make up: "
-            f"give {'it' if len(missing) == 1 else 'them'} with --input, e.g. --input {first}="
-            f"{_input_example(built, first)}; --debug shows the traceback")
+            f"give {'it' if len(missing) == 1 else 'them'} with {option('input')}, e.g. {option('input')} {first}="
+            f"{_input_example(built, first)}; {option('debug')} shows the traceback")
 
 
 def none_hint(error: BaseException, built: Built) -> str | None:
@@ -450,12 +452,12 @@ def none_hint(error: BaseException, built: Built) -> str | None:
     if not isinstance(error, (TypeError, AttributeError)) or "NoneType" not in str(error):
         return None
     return unset_field_hint(error, config) or (
-        "a value the forward reads is None: a forward input not given (--input name=B,T,...) or a config field "
-        "left unset (--set FIELD=VALUE); --debug shows the traceback")
+        f"a value the forward reads is None: a forward input not given ({option('input')} name=B,T,...) or a config "
+        f"field left unset ({option('set')} FIELD=VALUE); {option('debug')} shows the traceback")
 
 
 def _input_example(built: Built, name: str) -> str:
-    """An --input value for a forward input archviz does not make up; pixel_values sized from the config's image
+    """An input value for a forward input archviz does not make up; pixel_values sized from the config's image
     size and channels where it has them."""
     if name == "pixel_values":
         vision = built.config.get("vision_config") if isinstance(built.config.get("vision_config"), dict) else {}
@@ -467,7 +469,7 @@ def _input_example(built: Built, name: str) -> str:
 
 
 def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None = None) -> tuple[tuple, dict]:
-    """`--input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints, the
+    """`input name=B,T,512:float32` (repeatable): forward keyword arguments as meta tensors; dims are ints, the
     symbols B and T, or a dim the user names with its size (`x=B,3,H=224,W=224`: H and W, sized 224 unless `sizes`
     says otherwise); the dtype defaults to int64 for [B, T] and float32 otherwise. `name=int:5` passes a number,
     `name=none` passes None, `name=list:T,T` a list of ints. A spec that is wrong is a ShapeError (`check_input_specs`)."""
@@ -476,7 +478,7 @@ def parse_inputs(specs: list[str], B: int, T: int, sizes: dict[str, int] | None 
 
 
 def _value(name: str, kind: str, payload: Any, pass_sizes: tuple[int, int, dict[str, int]]) -> Any:
-    """One read `--input` value made for the pass: a meta tensor, a number, None, a list of ints, or a list of dicts
+    """One read input spec made for the pass: a meta tensor, a number, None, a list of ints, or a list of dicts
     (or one dict) of such values."""
     B, T, sizes = pass_sizes
     if kind == "list":  # per-sequence lengths (seqlens=list:T,T): B and T at this pass's sizes
@@ -491,15 +493,15 @@ def _value(name: str, kind: str, payload: Any, pass_sizes: tuple[int, int, dict[
             for d in dims_spec]
     for d, size in zip(dims_spec, dims):
         if size is None:  # a dim named without a size (x=B,3,H,W) that no default input sizes: see default_sizes
-            raise ShapeError(f"--input {name}=...: dim {d[0]!r} has no size to take",
+            raise ShapeError(f"{option('input')} {name}=...: dim {d[0]!r} has no size to take",
                              hint=f"name it with its size, e.g. {d[0]}=224")
     if math.prod(dims) > MAX_ELEMENTS:  # torch would overflow computing its storage size
-        raise ShapeError(f"--input {name}=...: {' × '.join(map(str, dims))} elements at B={B}, T={T} are more "
-                         f"than any input holds (at most {MAX_ELEMENTS:,})",
+        raise ShapeError(f"{option('input')} {name}=...: {' × '.join(map(str, dims))} elements at B={B}, T={T} are "
+                         f"more than any input holds (at most {MAX_ELEMENTS:,})",
                          hint="give fewer or smaller dims, e.g. B,T,512")
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype):  # a name this torch has not
-        raise ShapeError(f"--input {name}=...:{dtype}: torch {torch.__version__} has no dtype {dtype!r}",
+        raise ShapeError(f"{option('input')} {name}=...:{dtype}: torch {torch.__version__} has no dtype {dtype!r}",
                          hint="e.g. float32, bfloat16, int64")
     return torch.zeros(dims, dtype=torch_dtype, device="meta")
 
@@ -518,7 +520,7 @@ def _bare_dims(spec: str) -> list[tuple[int, str]]:
 
 
 def default_sizes(built: Built, specs: list[str] | None, B: int, T: int) -> dict[str, int]:
-    """{name: size} for the dims `--input` names without a size (`x=B,3,H,W`): each takes the size of the same dim
+    """{name: size} for the dims an input spec names without a size (`x=B,3,H,W`): each takes the size of the same dim
     of the default input it stands in for -- the same argument, of as many dims (a vision model's image batch
     [B, C, H, W] from its config) -- so `H=224` need not be written. One line with the fix where none has one."""
     wanted = [(spec, i, d) for spec in expand_input_files(specs) for i, d in _bare_dims(spec)]
@@ -548,9 +550,9 @@ def default_sizes(built: Built, specs: list[str] | None, B: int, T: int) -> dict
                 (B, *image) if image is not None and len(dims) == 4 else None
         if shape is None:
             fixed = ",".join(f"{x}={224 if x in ('H', 'W') else 64}" if x == d else x for x in dims)
-            raise ShapeError(f"--input {spec!r}: dim {d!r} is not an int, B or T, and has no size to take (no "
-                             f"default input {name} of {len(dims)} dims, nor an image size in the config)",
-                             hint=f"name it with its size, e.g. --input {name}={fixed}")
+            raise ShapeError(f"{option('input')} {spec!r}: dim {d!r} is not an int, B or T, and has no size to take "
+                             f"(no default input {name} of {len(dims)} dims, nor an image size in the config)",
+                             hint=f"name it with its size, e.g. {option('input')} {name}={fixed}")
         out.setdefault(d, int(shape[i]))
     return out
 
@@ -569,7 +571,7 @@ def _config_image(built: Built) -> tuple[int, int, int] | None:
 
 
 def spec_symbols(specs: list[str] | None) -> set[str]:
-    """The symbols (B, T, and dims the user named) that `--input` specs size their tensors by."""
+    """The symbols (B, T, and dims the user named) that input specs size their tensors by."""
     used: set[str] = set()
     for spec in expand_input_files(specs):
         if spec.partition("=")[2].strip()[:1] in ("[", "{"):  # a list of dicts, or a dict: B and T in their dims
@@ -592,7 +594,7 @@ def spec_symbols(specs: list[str] | None) -> set[str]:
 
 
 def named_sizes(specs: list[str] | None, sizes: dict[str, int] | None = None) -> dict[str, int]:
-    """{name: size} of the dims the user named in `--input` specs (`H=224`, or `H` sized by `sizes`), in the order
+    """{name: size} of the dims the user named in input specs (`H=224`, or `H` sized by `sizes`), in the order
     the specs name them."""
     out: dict[str, int] = {}
     for spec in expand_input_files(specs):
@@ -608,8 +610,8 @@ def named_sizes(specs: list[str] | None, sizes: dict[str, int] | None = None) ->
 
 def merge_inputs(model: Any, base: tuple[tuple, dict], given: dict[str, Any]) -> tuple[tuple, dict]:
     """The default inputs with the given ones added, a given name replacing the default of that name -- also the
-    default token ids passed positionally to the forward's first parameter (`--input pixels=B,T,24` stands in for
-    them, `--input decoder_input_ids=B,T` comes beside them)."""
+    default token ids passed positionally to the forward's first parameter (`input pixels=B,T,24` stands in for
+    them, `input decoder_input_ids=B,T` comes beside them)."""
     args, kwargs = base
     try:
         params = list(inspect.signature(model.forward).parameters.values())

@@ -13,7 +13,7 @@ Declare a rule for your own kernel (a function your model imports from a module 
     def fused_rope(x, freqs):
         return torch.empty_like(x)          # anything with the right shape and dtype; runs on meta
 
-and pass the file with `--kernel-rules my_rules.py`. A custom op registered with `torch.library` and a fake
+and pass the file with `kernel_rules my_rules.py`. A custom op registered with `torch.library` and a fake
 (meta) implementation needs nothing: it already runs on meta.
 """
 
@@ -25,6 +25,7 @@ import re
 from typing import Any, Callable, Iterator
 
 import torch
+from ..errors import option
 
 _RULES: dict[str, Callable[..., Any]] = {}
 # Rules of the DeepSeek reference kernels answer for these names in any stubbed module (`kernel`, `kernel_cpu`, ...).
@@ -439,11 +440,13 @@ def load_rules_file(path: str) -> None:
     from ..errors import ShapeError
 
     if not os.path.isfile(path):
-        raise ShapeError(f"--kernel-rules {path}: no such file", hint="give the .py file that declares the rules")
+        raise ShapeError(f"{option('kernel-rules')} {path}: no such file", hint="give the .py file that declares the "
+                                                                                "rules")
     spec = importlib.util.spec_from_file_location(f"archviz_user_rules_{abs(hash(path))}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001
-        raise ShapeError(f"--kernel-rules {path}: raised {type(e).__name__}: {e}", hint="fix the rules file") from e
+        raise ShapeError(f"{option('kernel-rules')} {path}: raised {type(e).__name__}: {e}", hint="fix the rules "
+                                                                                                  "file") from e

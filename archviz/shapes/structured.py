@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ShapeError
+from ..errors import ShapeError, option
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,8 @@ class ScalarDefault:
 
 @dataclass(frozen=True)
 class RecordsDefault:
-    """A list-of-dicts input made up: its name, the keys each record holds with their value specs (as `--input`
-    writes them), the optional keys left out, and the `--input` text that gives the same."""
+    """A list-of-dicts input made up: its name, the keys each record holds with their value specs (as the `input`
+    option writes them), the optional keys left out, and the `input` option's text that gives the same."""
     name: str
     keys: tuple[tuple[str, str], ...]
     optional: tuple[str, ...]
@@ -109,7 +109,7 @@ def scalar_note(model: Any, values: list[ScalarDefault]) -> str | None:
         return None
     name = type(model).__name__
     shown = ", ".join(f"{v.name}={v.value!r} ({v.why})" for v in values)
-    forms = " ".join(f"--input {v.name}={_form(v.value)}" for v in values)
+    forms = " ".join(f"{option('input')} {v.name}={_form(v.value)}" for v in values)
     return f"required {name}.forward arguments given a default: {shown}; {forms} gives another"
 
 
@@ -235,7 +235,7 @@ def records_note(model: Any, default: RecordsDefault) -> str:
     return (f"default input: {default.name} = B records (the list is the batch) of the keys "
             f"{type(model).__name__}.forward reads, each an image [{image.replace(',', ', ')}] (float32) sized "
             f"from the first module that takes it and a size-like key as the image's size{left}; "
-            f"--input '{default.spec}' gives another")
+            f"{option('input')} '{default.spec}' gives another")
 
 
 _LIST_OF_DICTS = re.compile(r"(?:list|List|Sequence)\[(?:typing\.)?(?:dict|Dict|Mapping)")
@@ -253,11 +253,11 @@ def structured_forms(model: Any) -> str | None:
     for p in params:
         text = _annotation_text(p.annotation)
         if _LIST_OF_DICTS.search(text):
-            forms.append(f"--input '{p.name}=[{{image: 3,1024,1024, original_size: list:1024,1024}}]' (a list of "
+            forms.append(f"{option('input')} '{p.name}=[{{image: 3,1024,1024, original_size: list:1024,1024}}]' (a list of "
                          "dicts, its keys as the code reads them)")
         elif held is not None and held[0] == p.name:
             fields = ", ".join(f"{f.name}: B,T" for f in dataclasses.fields(held[1])[:2])
-            forms.append(f"--input '{p.name}={{{fields}}}' (the fields of {held[1].__name__})")
+            forms.append(f"{option('input')} '{p.name}={{{fields}}}' (the fields of {held[1].__name__})")
     return "; ".join(forms) or None
 
 
@@ -289,7 +289,7 @@ def filled_dataclass(cls: type, given: dict[str, Any], ids: Any) -> Any:
             values[f.name] = ids
         else:
             raise ShapeError(f"{cls.__name__}.{f.name} (a field of the forward's input) was not given",
-                             hint=f"give it inside the input's dict, e.g. --input 'inputs={{{f.name}: B,T}}'")
+                             hint=f"give it inside the input's dict, e.g. {option('input')} 'inputs={{{f.name}: B,T}}'")
     unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
         raise ShapeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}",

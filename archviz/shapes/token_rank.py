@@ -32,7 +32,7 @@ _DEPTH = 3  # methods followed
 
 def may_take_1d(built: Built, inputs: Any, input_specs: list[str] | None) -> bool:
     """The pass feeds default token ids [B, T] that could be [T] instead: a model file's or factory's forward whose
-    first argument the default fills with token ids (not an image), --input not giving that argument."""
+    first argument the default fills with token ids (not an image), inputs not giving that argument."""
     if built.kind == "hf" or inputs is not None or built.tokens_1d or consumer_default(built) is not None or \
             forward_arguments(built.model) is None:
         return False

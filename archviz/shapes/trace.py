@@ -20,7 +20,7 @@ rule stops the pass with a message that names it and says how to declare one.
 
 Dims are named after the pass: B (batch) and T (positions) are run at values chosen to collide with no width of the
 model, and only the symbols the inputs were sized by name anything (with every input given in ints, none). A name
-takes evidence: a second pass runs at another B and T (and a user-named dim, `--input x=B,3,H=224,W=224`, at
+takes evidence: a second pass runs at another B and T (and a user-named dim, `input x=B,3,H=224,W=224`, at
 another size), and a dim keeps its name only where it followed the input, so a 7x7 feature map at B = 7 stays 7.
 The second pass does only what that needs (see `evidence.py`: it records only the modules a symbol's size appears
 in, and reuses the first pass's set-up). Every other dim is a fixed int. The pass runs the model in eval mode
@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..errors import FLOAT32_FIX, ShapeError
+from ..errors import FLOAT32_FIX, ShapeError, option
 from ..gcpause import collector_paused
 from ..input_specs import check_input_specs
 from ..records import Call, CallSite, Flow, FlowFunction, FlowStep, ModelRecord, ModuleRecord
@@ -110,7 +110,7 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
     again, so its dims are named by value (and noted so)."""
     op_observer = run.op_observer
     # The pass makes many short-lived meta tensors and records, but no cycles worth a rescan of the model's heap.
-    # --quantized: its modules call kernels meta cannot run; the unquantized ones they replaced are put back for it.
+    # quantized: its modules call kernels meta cannot run; the unquantized ones they replaced are put back for it.
     with collector_paused(), built.unquantized() if built.unquantized is not None else nullcontext():
         def one_pass() -> ModelRecord:
             return _trace_shapes(built, record, (batch, seq), (inputs, input_specs), run)
@@ -125,7 +125,8 @@ def trace_shapes(built: Built, record: ModelRecord, *, batch: int | None = None,
     if built.unquantized is not None:
         info = traced.extra("shapes")
         traced = traced.with_extra("shapes", {**info, "notes": [
-            *info["notes"], "traced through the unquantized modules that --quantized replaced (a quantized linear "
+            *info["notes"], f"traced through the unquantized modules that {option('quantized')} replaced (a quantized "
+                            "linear "
             "or expert block computes the same shapes)"]})
     return traced
 
@@ -162,7 +163,7 @@ def run_steps(built: Built, record: ModelRecord, steps: Sequence[Callable[[], tu
     if error is not None:
         where = tracer.stack[-1] if tracer.stack else "(model)"
         raise ShapeError(f"the meta forward pass failed in {where or 'the model'}: {type(error).__name__}: "
-                         f"{str(error)[:300]}", hint="run with --debug for the traceback") from error
+                         f"{str(error)[:300]}", hint=f"run with {option('debug')} for the traceback") from error
 
 
 def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, int | None],
@@ -220,7 +221,7 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
 
 def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: list[str] | None, B: int, T: int
                  ) -> tuple[tuple, dict, dict[str, int], set[str], list[str]]:
-    """The pass's (args, kwargs): the caller's ``inputs`` or the model's defaults, merged with ``--input`` specs; the
+    """The pass's (args, kwargs): the caller's ``inputs`` or the model's defaults, merged with ``inputs`` specs; the
     dims the user named ({name: size}); the symbols the inputs are sized by (only those name dims, and the pass line
     shows only those); and the notes begun (a default image batch, lists made up beside the token ids)."""
     if inputs is not None:
@@ -254,9 +255,9 @@ def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: l
         where = "pixel_values" if built.kind == "hf" else \
             f"the first argument of {forward_arguments(built.model) or 'forward'}"
         notes.append(f"default input: {first.what} [B, {', '.join(map(str, first.dims))}] (float32) from "
-                     f"{first.where}, passed as {where}; --input NAME=... gives another")
+                     f"{first.where}, passed as {where}; {option('input')} NAME=... gives another")
         if extra:
-            notes.append(f"default inputs beside it: {', '.join(extra)}; --input NAME=... gives others")
+            notes.append(f"default inputs beside it: {', '.join(extra)}; {option('input')} NAME=... gives others")
     if built.kind != "hf":  # seqlens: List[int] made up beside the token ids; a required bool given False
         given = {name for name, _, _ in check_input_specs(input_specs)}
         notes.extend(list_notes(built, kwargs, given))
@@ -298,12 +299,12 @@ def _pass_error(built: Built, tracer: Tracer, error: BaseException, kwargs: dict
     return ShapeError(f"the meta forward pass failed in {where or 'the model'}"
                       f"{' at ' + frame if frame else ''}: {type(error).__name__}: {str(error)[:300]}",
                       hint=(train and "when training" in str(error) and
-                            "the pass ran in training mode (--train): drop --train to trace eval mode, or give "
-                            "inputs whose batch statistics exist (a batch above 1)") or
+                            f"the pass ran in training mode ({option('train')}): drop {option('train')} to trace eval "
+                            "mode, or give inputs whose batch statistics exist (a batch above 1)") or
                       missing_input_hint(built, kwargs, error) or none_hint(error, built) or
                       _dtype_hint(built, error) or
-                      "give a missing forward input with --input name=B,T (repeatable)" +
-                      (_arguments_hint(built, input_specs) or "") + ", run with --debug for the traceback")
+                      f"give a missing forward input with {option('input')} name=B,T (repeatable)" +
+                      (_arguments_hint(built, input_specs) or "") + f", run with {option('debug')} for the traceback")
 
 
 # What torch says when two operands of one op differ in dtype (matmul, addmm, index_put, sdpa...).
@@ -421,8 +422,7 @@ def _pass_notes(experts: BlockMemo | None, second: Second | str | None, used: se
     notes = []
     if experts is not None and experts.hits:
         notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
-                     "experts) answered from an "
-                     "identical one's shapes (taken as pure functions of their input shapes)")
+                     "experts) answered from an identical one's shapes (taken as pure functions of their input shapes)")
     if isinstance(second, Second):
         notes.append(f"dims named by evidence: a second pass at {second.sizes_text()} kept a name only where the "
                      "dim followed the input")
@@ -490,7 +490,7 @@ def _flows(raw: dict[str, tuple], calls_of: dict[str, tuple], raw_calls: dict[st
 
 
 def _arguments_hint(built: Built, input_specs: list[str] | None) -> str | None:
-    """For a factory or reference model run on the default token ids: its forward's arguments, and what --input
+    """For a factory or reference model run on the default token ids: its forward's arguments, and what inputs
     each tensor needs."""
     if built.kind == "hf" or input_specs:
         return None

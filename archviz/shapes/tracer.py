@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import ShapeError
+from ..errors import ShapeError, option
 from . import kernel_packages, kernels, mlstm_kernels  # noqa: F401 - they register their rules
 from .flow import MAX_TENSORS, FlowFrame
 from .policy import Policy
@@ -273,7 +273,7 @@ class Tracer:
         if hit is None:
             raise ShapeError(f"{qualname} (called by {path or 'the model'}) has no shape rule",
                              hint=f"declare one: @archviz.kernels.shape_rule({qualname!r}) in a file passed with "
-                                  f"--kernel-rules FILE (see archviz/shapes/kernels.py)")
+                                  f"{option('kernel-rules')} FILE (see archviz/shapes/kernels.py)")
         fn, impl = hit
         self.kernel(kernels.own_name(qualname), impl)  # the model's own kernel: `pkg._fwd_kernel → triton.jit`
         result = fn(*args, **kwargs)

@@ -1,7 +1,7 @@
 """Which class or builder function of a model file is the model.
 
 A candidate is an nn.Module class of the file whose constructor takes the config (or, with no config, builds from
-its defaults and the `--set` values), or a builder function of the file (`build_sam_vit_b()`, `DiT_XL_2(**kwargs)`:
+its defaults and the `overrides` values), or a builder function of the file (`build_sam_vit_b()`, `DiT_XL_2(**kwargs)`:
 public, returning what it makes from the file's classes or builders) that the same values let be called. The root
 model is the candidate no other class of the file instantiates, read from the code (its AST: the names it calls or
 picks to call, never words in a docstring, never a `class Wrapper(Base)` line: a subclass is a candidate beside its
@@ -19,7 +19,7 @@ import os
 import textwrap
 from typing import Any, Callable
 
-from ..errors import SourceError
+from ..errors import SourceError, option
 from .configs import _config_param, _fit, _init_params
 from .options import suggest
 
@@ -199,7 +199,7 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
         taken = _config_param(c)
         if taken is not None:
             (unfit if taken[1] is not None and _fit(taken[1], (keys or set()) | given) is None else cands).append(c)
-        elif keys is None and _buildable(c, given):  # no config: built from its own defaults and --set
+        elif keys is None and _buildable(c, given):  # no config: built from its own defaults and overrides
             cands.append(c)
     if not cands and keys:  # none fits: the one that does not is built, and its config class says what it lacks
         cands = unfit
@@ -215,26 +215,27 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
         return top[0]
     if top:
         raise SourceError(f"{name}: {len(top)} candidates could be the model: {_listing(top, [])}",
-                          hint="name one with --model-class")
+                          hint=f"name one with {option('model-class')}")
     found = [b for b in builders if _buildable(b, (keys or set()) | given)]
     broots = _roots(found, [*classes, *found])
     if len(broots) == 1:
         return broots[0]
     if broots:
         raise SourceError(f"{name}: {len(broots)} builders could make the model: {_listing([], broots)}",
-                          hint="name one with --model-class")
+                          hint=f"name one with {option('model-class')}")
     if keys is None:
         raise SourceError(f"{module.__file__}: no class or builder of the file builds from its defaults alone "
                           f"(there: {_listing(classes, builders)})",
-                          hint="pass its config with --config path/to/config.json, or give the arguments it needs "
-                               "with --set, or name the model with --model-class")
+                          hint=f"pass its config with {option('config')} path/to/config.json, or give the arguments "
+                               f"it needs with {option('set')}, or name the model with {option('model-class')}")
     raise SourceError(f"{name}: no nn.Module class or builder is built from this config alone "
                       f"(there: {_listing(classes, builders)})",
-                      hint="name the model with --model-class, or give the arguments it needs with --set")
+                      hint=f"name the model with {option('model-class')}, or give the arguments it needs with "
+                           f"{option('set')}")
 
 
 def _named(module: Any, wanted: str, classes: list[type], builders: list[Callable]) -> Any:
-    """--model-class: a class of the file, a function there, or `Class.from_name`."""
+    """model_class: a class of the file, a function there, or `Class.from_name`."""
     import torch
 
     obj: Any = module
@@ -244,7 +245,7 @@ def _named(module: Any, wanted: str, classes: list[type], builders: list[Callabl
                             callable(obj) and not inspect.isclass(obj)):
         return obj
     names = [c.__name__ for c in classes] + [b.__name__ for b in builders]
-    raise SourceError(f"--model-class {wanted}: no such nn.Module class or builder function in "
+    raise SourceError(f"{option('model-class')} {wanted}: no such nn.Module class or builder function in "
                       f"{module.__name__}",
                       hint=suggest(wanted, names) or f"there: {_listing(classes, builders)}")
 

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from ..errors import SourceError
+from ..errors import SourceError, option
 from .options import suggest
 
 _CONFIG_PARAMS = ("args", "config", "params", "cfg", "conf", "model_args", "model_config", "hparams", "h", "hps",
@@ -147,13 +147,13 @@ def config_dict(obj: Any) -> dict[str, Any]:
 
 
 def find_config_class(module: Any, model_cls: type, wanted: str | None, keys: set[str]) -> type | None:
-    """The class `model_cls` is built from: --config-class, else its constructor's annotation, else the dataclass of
+    """The class `model_cls` is built from: config_class, else its constructor's annotation, else the dataclass of
     the file (or imported there) that the config's keys fit best. None when the model takes no config."""
     scope = {k: v for k, v in vars(module).items() if inspect.isclass(v)}
     if wanted:
         if wanted in scope:
             return scope[wanted]
-        raise SourceError(f"--config-class {wanted}: no such class in {os.path.basename(module.__file__)}",
+        raise SourceError(f"{option('config-class')} {wanted}: no such class in {os.path.basename(module.__file__)}",
                           hint=suggest(wanted, sorted(scope)) or "name the class the model is built from")
     taken = _config_param(model_cls)
     if taken is None:
@@ -176,7 +176,7 @@ def find_config_class(module: Any, model_cls: type, wanted: str | None, keys: se
         top = named[:1] if len(named) == 1 else top
     if len(top) > 1:
         raise SourceError(f"{os.path.basename(module.__file__)}: {', '.join(c.__name__ for c in top)} all fit the "
-                          f"config of {model_cls.__name__}", hint="name one with --config-class")
+                          f"config of {model_cls.__name__}", hint=f"name one with {option('config-class')}")
     return top[0]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ArchvizError, SourceError
+from ..errors import ArchvizError, SourceError, option
 from .meta import CUDA_HINT, build_failure_hint, is_cuda_insistence, meta_build, user_frame
 from .guard import time_limit
 
@@ -42,15 +42,16 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
         lacked = [k for k in kwargs if isinstance(e, TypeError) and f"unexpected keyword argument '{k}'" in str(e)]
         if lacked:
             raise SourceError(f"{spec}: {attr} does not take {', '.join(lacked)} ({e})",
-                              hint="--set key=value passes keyword arguments to a factory: give only the ones "
-                                   "it takes") from None
+                              hint=f"{option('set')} key=value passes keyword arguments to a factory: give only the "
+                                   "ones it takes") from None
         if is_cuda_insistence(e):
             raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}", hint=CUDA_HINT) from None
         strings = [f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)]
         hint = build_failure_hint(e, kwargs)
         if strings:  # a value the user meant as something else may have stayed a string
             hint = (f"{', '.join(strings)} {'was' if len(strings) == 1 else 'were'} passed as "
-                    f"{'a string' if len(strings) == 1 else 'strings'} (--set: {SET_VALUES}); run with --debug for "
+                    f"{'a string' if len(strings) == 1 else 'strings'} ({option('set')}: {SET_VALUES}); run with "
+                    f"{option('debug')} for "
                     "the traceback")
         raise SourceError(f"{spec}: building the model raised {type(e).__name__}: {e} ({where})", hint=hint) from e
     if not isinstance(model, torch.nn.Module):

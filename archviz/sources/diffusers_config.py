@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import SourceError
+from ..errors import SourceError, option
 from .options import BuildOptions, Built, _versions, read_json_config
 from .reference import _jsonable
 
@@ -53,7 +53,7 @@ def build(spec: str, options: BuildOptions) -> Built:
     accepted = set(getattr(cls, "_get_init_keys", lambda c: set())(cls)) - {"self"}
     unknown = [k for k, _ in options.overrides if accepted and k not in accepted]
     if unknown:
-        raise SourceError(f"--set {unknown[0]}: {name} takes no {unknown[0]!r}",
+        raise SourceError(f"{option('set')} {unknown[0]}: {name} takes no {unknown[0]!r}",
                           hint=f"its arguments: {', '.join(sorted(accepted))[:300]}")
     try:
         with meta_build(options.device) as notes:
@@ -61,7 +61,7 @@ def build(spec: str, options: BuildOptions) -> Built:
     except Exception as e:  # noqa: BLE001 - diffusers' own code raised on this config
         where = user_frame(e, (os.path.dirname(diffusers.__file__),)) or name
         raise SourceError(f"{path}: {name}.from_config raised {type(e).__name__}: {e} ({where})",
-                          hint="check the config's fields against the class (run with --debug for the "
+                          hint=f"check the config's fields against the class (run with {option('debug')} for the "
                                "traceback)") from e
     kept = {k: v for k, v in config.items() if not k.startswith("_") and _jsonable(v)}
     root = os.path.dirname(diffusers.__file__)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import SourceError
+from ..errors import SourceError, option
 from .options import BuildOptions, Built
 from .factory import build_factory
 
@@ -40,14 +40,14 @@ def classify(spec: str, options: BuildOptions) -> str:
             if os.path.isfile(os.path.join(spec, "__init__.py")):  # a package: the model its classes or builders make
                 return "reference"
             raise SourceError(f"{spec}: folder holds neither model.py, config.json nor __init__.py",
-                              hint="give a reference model.py (with --config), a Hugging Face model folder, or a "
-                                   "package's folder")
+                              hint=f"give a reference model.py (with {option('config')}), a Hugging Face model "
+                                   "folder, or a package's folder")
         if spec.endswith(".py"):
             return "reference"
         if spec.endswith(".json"):
             return "diffusers" if is_diffusers(spec) else "hf"
         raise SourceError(f"{spec}: not a model source", hint="give hf:<model_type>, a config.json, a model folder, "
-                          "a model.py with --config, or package.module:callable")
+                          f"a model.py with {option('config')}, or package.module:callable")
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", spec):
         return "factory"
     raise SourceError(f"{spec}: no such file, and not hf:<model_type> or package.module:callable",
@@ -55,19 +55,21 @@ def classify(spec: str, options: BuildOptions) -> str:
 
 
 # Build options that only one kind of source reads: given to another, they would be ignored without a word.
-_ONLY_FOR = {"--config": ("reference", "factory"), "--model-class": ("reference",), "--config-class": ("reference",),
-             "--tokenizer": ("reference",), "--world-size": ("reference",), "--rank": ("reference",),
-             "--trust-remote-code": ("hf", "hub"), "--quantized": ("hf", "hub")}
+_ONLY_FOR = {option("config"): ("reference", "factory"), option("model-class"): ("reference",),
+             option("config-class"): ("reference",), option("tokenizer"): ("reference",),
+             option("world-size"): ("reference",), option("rank"): ("reference",),
+             option("trust-remote-code"): ("hf", "hub"), option("quantized"): ("hf", "hub")}
 _KIND_WORDS = {"reference": "a reference model.py", "hf": "a transformers model (hf:<type>, config.json or folder)",
                "factory": "a package.module:callable", "hub": "a Hub repository (org/name)",
                "diffusers": "a diffusers config.json"}
 
 
 def _refuse_unused(spec: str, kind: str, options: BuildOptions) -> None:
-    given = {"--config": options.config, "--model-class": options.model_class, "--config-class": options.config_class,
-             "--tokenizer": options.tokenizer,
-             "--world-size": options.world_size, "--rank": options.rank,
-             "--trust-remote-code": options.trust_remote_code or None, "--quantized": options.quantized or None}
+    given = {option("config"): options.config, option("model-class"): options.model_class,
+             option("config-class"): options.config_class, option("tokenizer"): options.tokenizer,
+             option("world-size"): options.world_size, option("rank"): options.rank,
+             option("trust-remote-code"): options.trust_remote_code or None,
+             option("quantized"): options.quantized or None}
     unused = [flag for flag, value in given.items() if value is not None and kind not in _ONLY_FOR[flag]]
     if unused:
         owners = sorted({o for f in unused for o in _ONLY_FOR[f]})
@@ -100,7 +102,7 @@ def build(spec: str, options: BuildOptions = BuildOptions()) -> Built:
         built = build_factory(spec, options)
     # Every kind is built in eval mode, as transformers' from_pretrained leaves its models: what a model card
     # documents is inference (dropout off, batch norm on running statistics, no auxiliary training heads). The meta
-    # pass can trace training mode on request (`trace_shapes(run=PassRun(train=True))`, the CLI's --train).
+    # pass can trace training mode on request (`trace_shapes(run=PassRun(train=True))`, the CLI's train option).
     built.model.eval()
     return built
 

@@ -1,4 +1,5 @@
-"""`package.module:callable` sources: import the module, call the factory on meta with `--set` as keyword arguments."""
+"""`package.module:callable` sources: import the module, call the factory on meta with the overrides as keyword
+arguments."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .stubs import StubRegistry
 
 def build_factory(spec: str, options: BuildOptions) -> Built:
     """`package.module:callable`: the module imported as a model file is (archviz.sources.importer: the same stubs,
-    noted the same), the callable called on meta with the --config JSON's keys and the --set values as its keyword
+    noted the same), the callable called on meta with the config JSON's keys and the overrides values as its keyword
     arguments; a class taking a config object gets it as a model file's class does."""
     from .reference import Target, build_target, refuse_weightless
 

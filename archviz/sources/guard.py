@@ -1,7 +1,7 @@
 """While the model's own code runs (its import, its build, its forward): it cannot end the process or write to stdout.
 
 A factory or model.py is code, and archviz runs it by design; but a `check` in CI must never report 0 or 1 without a
-verdict, and `--json` must stay JSON. So, inside `model_code()`:
+verdict, and JSON output must stay JSON. So, inside `model_code()`:
 - `sys.exit(n)` (a `SystemExit` out of the model's code) and `os._exit(n)` become one error line and exit 2;
 - whatever the code prints, from Python or from C (file descriptor 1), goes to stderr.
 

@@ -12,7 +12,7 @@ import sys
 import warnings
 from typing import Any, Callable, Iterator
 
-from ..errors import SourceError, one_line
+from ..errors import SourceError, one_line, option
 from ..records.recordcheck import refused_as, want_str
 from .options import BuildOptions, Built, _versions, read_json_config, shown, suggest
 
@@ -71,7 +71,7 @@ def load_config(spec: str, options: BuildOptions) -> tuple[Any, str]:
             if code:
                 raise SourceError(f"{path}: model_type {model_type!r} is the folder's own code (auto_map: "
                                   f"{', '.join(sorted(set(code.values())))}), not transformers'",
-                                  hint="pass --trust-remote-code to import and run the folder's .py files")
+                                  hint=f"pass {option('trust-remote-code')} to import and run the folder's .py files")
             raise SourceError(f"{path}: unknown model_type {model_type!r} in transformers {transformers.__version__}",
                               hint=suggest(model_type, list(CONFIG_MAPPING_NAMES)) or "check model_type")
         name = raw.get("_name_or_path") or os.path.basename(os.path.dirname(os.path.abspath(path))) or model_type
@@ -165,17 +165,17 @@ def remote_class(ref: str, path: str) -> Any:
             # is_torch_fx_available, gone in transformers 5)
             hint = (f"{module_file} was written for another transformers than this {transformers.__version__}: run "
                     "archviz where that version is installed, or build transformers' own class of the model type "
-                    "(without --trust-remote-code)")
+                    f"(without {option('trust-remote-code')})")
         else:
             hint = "install the packages it names"
         raise SourceError(f"{path}: {module_file} cannot be imported: {e}", hint=hint) from None
     except Exception as e:  # noqa: BLE001 - the folder's own code raised while importing
         raise SourceError(f"{path}: importing {module_file} raised {type(e).__name__}: {e}",
-                          hint="install what it needs; --debug shows the traceback") from e
+                          hint=f"install what it needs; {option('debug')} shows the traceback") from e
 
 
 def _remote_model_class(config: Any, path: str) -> Any:
-    """With --trust-remote-code: the model class config.json's auto_map names (the causal LM, else one of its
+    """With trust_remote_code: the model class config.json's auto_map names (the causal LM, else one of its
     `architectures`, else the base model), or None when auto_map names no model."""
     code = auto_map({"auto_map": getattr(config, "auto_map", None)})
     archs = set(getattr(config, "architectures", None) or ())
@@ -196,7 +196,7 @@ def _fields(config_class: Any) -> tuple[Any, str]:
 
 
 def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`--set` keys of the config itself, and keys of its text_config (a composite config's text model)."""
+    """`overrides` keys of the config itself, and keys of its text_config (a composite config's text model)."""
     if not overrides:
         return {}, {}
     top: dict[str, Any] = {}
@@ -211,10 +211,10 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
         else:
             text_source = _source(type(text_default)) if text_default is not None else ""
     except Exception as e:  # noqa: BLE001 - transformers' own default fails its validators (gemma4_assistant)
-        raise SourceError(f"--set: transformers' own default {config_class.__name__} fails its validation, so no "
-                          f"key can be checked against it (transformers': {one_line(str(e))})",
+        raise SourceError(f"{option('set')}: transformers' own default {config_class.__name__} fails its validation, "
+                          f"so no key can be checked against it (transformers': {one_line(str(e))})",
                           hint="write the fields into a config.json, the ones it names fixed, and give its path as the "
-                          "source instead of hf:<type> with --set") from None
+                          f"source instead of hf:<type> with {option('set')}") from None
     for key, value in overrides.items():
         # A field, or a legacy key the config's constructor reads (deepseek_v4: compress_ratios).
         if hasattr(default, key) or f'"{key}"' in source:  # `config` took any key
@@ -223,7 +223,7 @@ def _split_overrides(config_class: Any, overrides: dict[str, Any]) -> tuple[dict
             text[key] = value
         else:
             known = sorted(default.to_dict())
-            raise SourceError(f"--set {key}: {config_class.__name__} has no field {key!r}",
+            raise SourceError(f"{option('set')} {key}: {config_class.__name__} has no field {key!r}",
                               hint=suggest(key, known) or "see the config's fields")
     return top, text
 
@@ -346,13 +346,14 @@ def _quantization_note(config: Any, applied: bool = False) -> str | None:
     shown = ", ".join(f"{k} {json.dumps(q[k])}" for k in ("quant_method", "fmt", "bits", "weight_block_size",
                                                              "group_size") if q.get(k) is not None)
     if applied:
-        return (f"laid out as config.json's quantization_config says ({shown or 'given'}; --quantized): the modules "
-                "transformers' quantizer puts in before from_pretrained loads the weights, whose dtypes, scales and "
+        return (f"laid out as config.json's quantization_config says ({shown or 'given'}; {option('quantized')}): the "
+                "modules transformers' quantizer puts in before from_pretrained loads the weights, whose dtypes, "
+                "scales and "
                 "stored bytes are shown (archviz check compares them with a checkpoint's); the meta pass runs "
                 "through the unquantized modules they replace")
     return (f"config.json's quantization_config ({shown or 'given'}) is not applied: modules are built as "
-            "from_config builds them, unquantized, and the dtypes and stored bytes are theirs (--quantized lays "
-            "them out as it says); archviz check pairs a checkpoint's quantized weights with their scales")
+            f"from_config builds them, unquantized, and the dtypes and stored bytes are theirs ({option('quantized')} "
+            "lays them out as it says); archviz check pairs a checkpoint's quantized weights with their scales")
 
 
 def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], Any]:
@@ -372,9 +373,9 @@ def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], An
             quantizer.preprocess_model(model=model, dtype=dtype, device_map=None, checkpoint_files=None,
                                        use_kernels=False)
     except Exception as e:  # noqa: BLE001 - a quantizer that needs a package, or refuses this model
-        raise SourceError(f"{spec}: --quantized: transformers' {method!r} quantizer cannot lay out this model "
-                          f"({type(e).__name__}: {str(e)[:300]})",
-                          hint="drop --quantized to document the unquantized modules") from None
+        raise SourceError(f"{spec}: {option('quantized')}: transformers' {method!r} quantizer cannot lay out this "
+                          f"model ({type(e).__name__}: {str(e)[:300]})",
+                          hint=f"drop {option('quantized')} to document the unquantized modules") from None
     after = dict(model.named_modules())
     replaced = {p for p, m in after.items() if p and before.get(p) is not None and before[p] is not m}
     parts = {p: p.split(".") for p in replaced}  # keep the outermost: children of a new module are new too
@@ -382,8 +383,8 @@ def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], An
     if not top:
         why = ("dequantizes on a machine without its GPU kernels, as from_pretrained would here"
                if getattr(quantizer.quantization_config, "dequantize", False) else "replaced no module of this model")
-        raise SourceError(f"{spec}: --quantized: transformers' {method!r} quantizer {why}",
-                          hint="drop --quantized: the unquantized build is what there is to show")
+        raise SourceError(f"{spec}: {option('quantized')}: transformers' {method!r} quantizer {why}",
+                          hint=f"drop {option('quantized')}: the unquantized build is what there is to show")
     swaps = [(p, before[p], after[p]) for p in top]
 
     @contextlib.contextmanager
@@ -401,14 +402,14 @@ def _quantize(model: Any, config: Any, spec: str, dtype: Any) -> Callable[[], An
 
 def _sub_config_hint(e: BaseException, config: Any) -> str | None:
     """For code that reads a field a sub-config lacks (dbrx: `attn_config.rope_theta`, which transformers 5's
-    DbrxAttentionConfig does not have): the --set that gives it, the sub-config as a JSON object."""
+    DbrxAttentionConfig does not have): the override that gives it, the sub-config as a JSON object."""
     obj, name = getattr(e, "obj", None), getattr(e, "name", None)
     if not isinstance(e, AttributeError) or obj is None or obj is config or not isinstance(name, str):
         return None
     field = next((k for k, v in vars(config).items() if v is obj), None)
     if field is None:
         return None
-    return (f"config.{field} ({type(obj).__name__}) has no field {name!r} in this config; give it with --set "
+    return (f"config.{field} ({type(obj).__name__}) has no field {name!r} in this config; give it with {option('set')} "
             f"'{field}={{\"{name}\": VALUE}}'")
 
 
@@ -433,15 +434,16 @@ def built_from_config(spec: str, config: Any, name: str, options: BuildOptions) 
         cls = model_class(config, path or spec)
         if code:
             code_notes.append(f"config.json names its own code (auto_map: {', '.join(sorted(set(code.values())))}); "
-                              f"built with transformers' own {cls.__name__}; pass --trust-remote-code to build the "
-                              "folder's classes instead")
+                              f"built with transformers' own {cls.__name__}; pass {option('trust-remote-code')} to "
+                              "build the folder's classes instead")
     config = _config_for(cls, config)
     quant = _quantization_note(config, options.quantized)
     if quant:
         code_notes.append(quant)
     elif options.quantized:
-        raise SourceError(f"{spec}: --quantized, but this config has no quantization_config",
-                          hint="drop --quantized: it lays out the modules as a config.json's quantization_config says")
+        raise SourceError(f"{spec}: {option('quantized')}, but this config has no quantization_config",
+                          hint=f"drop {option('quantized')}: it lays out the modules as a config.json's "
+                               "quantization_config says")
     dtype = getattr(config, "dtype", None)
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype, None)
@@ -475,7 +477,7 @@ def model_built(model: Any, spec: str, name: str, notes: list[str]) -> Built:
     display: tuple[tuple[str, str], ...] = ((site, ""),)
     own = sys.modules.get(type(model).__module__)
     if own is not None and getattr(own, "__file__", None) and not own.__file__.startswith(site):
-        # the folder's own code (--trust-remote-code), run from transformers' modules cache: named by its file name
+        # the folder's own code (trust_remote_code), run from transformers' modules cache: named by its file name
         roots += (os.path.dirname(own.__file__),)
         display = ((os.path.dirname(own.__file__), ""),) + display
     return Built(model=model, spec=spec, kind="hf", name=name, config=cfg, overrides={}, notes=notes, roots=roots,

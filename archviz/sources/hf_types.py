@@ -10,7 +10,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from ..errors import SourceError
+from ..errors import SourceError, option
 
 
 def model_types(which: str) -> list[str]:
@@ -28,8 +28,8 @@ def model_types(which: str) -> list[str]:
     asked = [t.strip() for t in which.split(",") if t.strip()]
     unknown = [t for t in asked if t not in CONFIG_MAPPING_NAMES]
     if unknown or not asked:
-        raise SourceError(f"--transformers {which!r}: {', '.join(unknown) or 'no type'} is not a model type of "
-                          "the installed transformers",
+        raise SourceError(f"{option('transformers')} {which!r}: {', '.join(unknown) or 'no type'} is not a model type "
+                          "of the installed transformers",
                           hint="give all, causal, or model types such as llama,mistral (transformers' model_type)")
     return list(dict.fromkeys(asked))
 

@@ -6,7 +6,7 @@ call is made), `HF_TOKEN`, `HF_HUB_OFFLINE` and the local cache apply as they do
 the cache's snapshot folder, which is then built as a transformers model folder (archviz.sources.hf). Every read is
 bounded: one file at most `MAX_FILE_BYTES`, each download answered within the timeout or refused in one line, at
 most `MAX_CODE_FILES` code files. The repository's safetensors headers are checked against the build by the
-pipeline (archviz.pipeline), which reads them as `check --checkpoint hf://...` does.
+pipeline (archviz.pipeline), which reads them as `check checkpoint hf://...` does.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import traceback
 import types
 from typing import Any
 
-from ..errors import SourceError
+from ..errors import SourceError, option
 from .guard import importing
 from .package import Layout, locate
 from .stubs import KERNEL_PACKAGES, StubRegistry
@@ -297,7 +297,8 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
 
                 where = user_frame(e, (layout.code_root,)) or os.path.basename(path)
                 raise SourceError(f"{path}: import failed at {where}: {e}",
-                                  hint="install what it names, or run with --debug for the traceback") from None
+                                  hint=f"install what it names, or run with {option('debug')} for the "
+                                       "traceback") from None
             except SourceError:
                 raise
             except Exception as e:  # noqa: BLE001 - the user's file raised while importing
@@ -334,7 +335,7 @@ def _stub_missing(e: ModuleNotFoundError, path: str, where: tuple[str, str, str 
             stubs.module(missing, f"{missing}.py failed to import")
     else:
         raise SourceError(f"{path}: import of {missing} keeps failing ({e})",
-                          hint="run with --debug for the traceback") from e
+                          hint=f"run with {option('debug')} for the traceback") from e
 
 
 def import_named(name: str, stubs: StubRegistry) -> tuple[Any, str | None]:

@@ -36,7 +36,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 
-from ..errors import ArchvizError, SourceError
+from ..errors import ArchvizError, SourceError, option
 from ..gcpause import collector_paused
 
 _META = torch.device("meta")
@@ -588,7 +588,7 @@ def unset_field_hint(error: BaseException, config: dict[str, Any],
             table = config.get(aliases.get(field, field))
             if isinstance(table, dict) and key not in table:
                 return (f"{name}.{named(field)} has no {key!r} entry in this config ({_shown_keys(table)}); give it "
-                        f"with --set {aliases.get(field, field)}=VALUE")
+                        f"with {option('set')} {aliases.get(field, field)}=VALUE")
         return None
     owner = frame.f_locals.get("self")
     for attr in dict.fromkeys(re.findall(r"\bself\.(\w+)", text)):
@@ -603,10 +603,11 @@ def unset_field_hint(error: BaseException, config: dict[str, Any],
         if m and unset(m.group(2)):
             field = m.group(2)
             return (f"self.{attr} is None: {type(owner).__name__}.__init__ takes it from {m.group(1)}.{named(field)}, "
-                    f"which this config leaves unset; give it with --set {aliases.get(field, field)}=VALUE")
+                    f"which this config leaves unset; give it with {option('set')} {aliases.get(field, field)}=VALUE")
     for name, field in dict.fromkeys(re.findall(rf"\b({_CONFIG_NAMES})\.(\w+)", text)):
         if unset(field):
-            return f"{name}.{named(field)} is None in this config; give it with --set {aliases.get(field, field)}=VALUE"
+            return (f"{name}.{named(field)} is None in this config; give it with {option('set')} "
+                    f"{aliases.get(field, field)}=VALUE")
     return None
 
 
@@ -623,7 +624,7 @@ def is_cuda_insistence(exc: BaseException) -> bool:
 #: The hint of a model that insists on CUDA where the build answered none of it (its own assert, an op that needs a
 #: GPU): nothing the user can change, said plainly, never advice to edit the model's code.
 CUDA_HINT = ("archviz builds on the meta device and answers torch.cuda's queries and device requests there, but not "
-             "this one; run with --debug for the traceback")
+             f"this one; run with {option('debug')} for the traceback")
 
 
 def build_failure_hint(error: BaseException, config: dict[str, Any],
@@ -639,11 +640,11 @@ def build_failure_hint(error: BaseException, config: dict[str, Any],
         return hint
     if isinstance(error, NotImplementedError) and "meta" in str(error).lower():
         return ("an op of the model's constructor has no meta kernel and its inputs are too large (or not made by a "
-                "constructor) to make on the CPU: run with --debug for the traceback")
+                f"constructor) to make on the CPU: run with {option('debug')} for the traceback")
     if "meta tensor" in str(error):  # .item(), .tolist(), .numpy(), a copy out: values meta has none of
         return (f"the constructor reads the values of a tensor, which a meta build has only for small tensors made "
                 f"from defined values (arange, linspace, zeros, ...; at most {TWIN_NUMEL:,} elements), not for this "
-                "one: run with --debug for the traceback")
+                f"one: run with {option('debug')} for the traceback")
     frame = lineno = None
     for f, n in traceback.walk_tb(error.__traceback__):
         if not f.f_code.co_filename.startswith(_SKIP_DIRS):
@@ -654,7 +655,7 @@ def build_failure_hint(error: BaseException, config: dict[str, Any],
         if named:
             shown = ", ".join(f"{k}={config[k]!r}" for k in named[:3])
             return f"the failing line reads {shown} of the config: check {'it' if len(named) == 1 else 'them'}"
-    return "the model's code raised this while building (run with --debug for the traceback)"
+    return f"the model's code raised this while building (run with {option('debug')} for the traceback)"
 
 
 __all__ = ["meta_build", "MetaNotes", "user_frame", "is_cuda_insistence", "unset_field_hint", "warnings_noted",
@@ -684,7 +685,7 @@ def construction_error(e: Exception, paths: tuple[str, str, str], cls: type, arg
                                hint=f"add {e.name!r} to {getattr(args_cls, '__name__', '')} or the config")
         return SourceError(f"{path}: building {cls.__name__} raised AttributeError at {where}: {e}",
                            hint=unset_field_hint(e, dict(getattr(args, "__dict__", {})))
-                           or "run with --debug for the traceback")
+                           or f"run with {option('debug')} for the traceback")
     if is_cuda_insistence(e):
         return SourceError(f"{path}: the model insists on CUDA at {where}: {e}", hint=CUDA_HINT)
     return SourceError(f"{path}: building {cls.__name__} raised {type(e).__name__} at {where}: {e}",

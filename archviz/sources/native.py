@@ -34,6 +34,7 @@ from .cuda_queries import cuda_answered
 from .meta import model_line, scripts_kept_python
 from .offline import nothing_fetched
 from .stubs import EXTENSION_MODULES, StubModule, StubRegistry, pip_name
+from ..errors import option
 
 #: Compiled packages that module code uses only through decorators and a few helpers (`numba.jit`, `numba.prange`):
 #: when not installed they import as stand-ins whose decorators return the function itself.
@@ -235,4 +236,4 @@ def import_failure_hint(error: BaseException) -> str:
     hint = getattr(error, "hint", None)
     if isinstance(hint, str) and hint:
         return hint
-    return "the model's code raised this while being imported (run with --debug for the traceback)"
+    return f"the model's code raised this while being imported (run with {option('debug')} for the traceback)"

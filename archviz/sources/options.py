@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import SourceError, shown
+from ..errors import SourceError, option, shown
 from ..records.recordcheck import refused_as, want_table
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class BuildOptions:
     config: str | None = None  # config.json for a reference implementation
-    overrides: tuple[tuple[str, Any], ...] = ()  # --set key=value, values already parsed
+    overrides: tuple[tuple[str, Any], ...] = ()  # overrides key=value, values already parsed
     model_class: str | None = None  # reference: the top class to build
     config_class: str | None = None  # reference: the class the config JSON builds (else found from the code)
     tokenizer: str | None = None  # reference: tokenizer.json for constructors that take one
@@ -53,7 +53,7 @@ class Built:
     versions: dict[str, str] = field(default_factory=dict)
     default_dtype: str | None = None  # reference: the default dtype its launcher sets (build and forward run under it)
     tokens_1d: bool = False  # shapes: the forward takes token ids [T], not [B, T] (found by the meta pass)
-    # hf --quantized: a context in which the modules the quantizer replaced are back (the meta pass runs there)
+    # hf quantized: a context in which the modules the quantizer replaced are back (the meta pass runs there)
     unquantized: Callable[[], Any] | None = None
     # hf: (path, module) pairs -> what from_pretrained consults to name checkpoint tensors (JSON-able)
     loading: Callable[[list[tuple[str, Any]]], dict[str, Any]] | None = None
@@ -68,7 +68,7 @@ SET_VALUES = ("a value is read as JSON (4, 0.5, true, null, [1, 2], \"text\"), e
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def parse_override(text: str, flag: str = "--set") -> tuple[str, Any]:
+def parse_override(text: str, flag: str = option("set")) -> tuple[str, Any]:
     """`key=value`; the value is read as JSON when it parses (numbers, booleans, null, lists), else as a Python
     literal (`None`, `True`, `False`, tuples, quoted strings: `weights_backbone=None` gives None, not "None"),
     else kept as a string (`act=gelu`). The key must be a field or argument name; a size the config class would
@@ -106,7 +106,7 @@ def _value(raw: str, where: str) -> Any:
 
 
 # Sizes no model can have at zero (a model of no layers, no width, no heads, no vocabulary is not the model asked
-# for), and name patterns of counts and widths no model can have below zero. Both are refused for `--set` values:
+# for), and name patterns of counts and widths no model can have below zero. Both are refused for `overrides` values:
 # a config class takes them (transformers builds a llama of -3 layers: its embedding and head, no layers), and what
 # archviz would then report is not the model asked for.
 _AT_LEAST_ONE = frozenset({
@@ -125,9 +125,10 @@ def check_override(key: str, value: Any, where: str) -> None:
     core = key in _AT_LEAST_ONE
     if (not core and not _COUNT_OR_WIDTH.search(key)) or "window" in key:
         return
-    example = f"e.g. --set {key}={'2' if 'layer' in key else '64'}"
+    example = f"e.g. {option('set')} {key}={'2' if 'layer' in key else '64'}"
     if core and isinstance(value, (bool, str, float)):
-        raise SourceError(f"{where}: {key} is a whole number, not {value!r}", hint=f"give a positive integer, {example}")
+        raise SourceError(f"{where}: {key} is a whole number, not {value!r}", hint="give a positive integer, "
+                                                                                   f"{example}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return
     if value < 0 and (core or value != -1):  # -1: the code's own "unset, same as another" (num_heads_upsample=-1)
@@ -137,8 +138,8 @@ def check_override(key: str, value: Any, where: str) -> None:
                           hint=f"give at least 1, {example}")
 
 
-def check_overrides(texts: list[str] | None, flag: str = "--set") -> dict[str, Any]:
-    """`--set` values read (`parse_override`), a key given twice with different values refused."""
+def check_overrides(texts: list[str] | None, flag: str = option("set")) -> dict[str, Any]:
+    """`overrides` values read (`parse_override`), a key given twice with different values refused."""
     out: dict[str, Any] = {}
     first: dict[str, str] = {}
     for text in texts or ():

@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any, Iterator
 
-from ..errors import ArchvizError, SourceError
+from ..errors import ArchvizError, SourceError, option
 from .options import BuildOptions, Built, _versions, read_json_config, suggest
 from .package import locate
 from .candidates import find_model
@@ -88,11 +88,12 @@ class FileTokenizer(StandInTokenizer):
         try:
             from tokenizers import Tokenizer
         except ImportError:
-            raise SourceError("--tokenizer needs the tokenizers library", hint="pip install tokenizers") from None
+            raise SourceError(f"{option('tokenizer')} needs the tokenizers library",
+                              hint="pip install tokenizers") from None
         try:
             self.backend_tokenizer = Tokenizer.from_file(path)
         except Exception as e:  # noqa: BLE001
-            raise SourceError(f"--tokenizer {path}: not a tokenizers JSON file ({e})",
+            raise SourceError(f"{option('tokenizer')} {path}: not a tokenizers JSON file ({e})",
                               hint="give the model's tokenizer.json") from None
         self.vocab_size = self.backend_tokenizer.get_vocab_size(with_added_tokens=True)
 
@@ -121,7 +122,7 @@ def _standin_tokenizer(config: dict[str, Any]) -> tuple[StandInTokenizer, str]:
             distinct = v
     tok = StandInTokenizer(vocab, distinct)
     note = (f"tokenizer: a stand-in of {vocab:,} ids" + (f" collapsing to {distinct:,} keys" if distinct else "")
-            + " (only values, not shapes, depend on it; pass --tokenizer tokenizer.json for real values)")
+            + f" (only values, not shapes, depend on it; pass {option('tokenizer')} tokenizer.json for real values)")
     return tok, note
 
 
@@ -184,7 +185,7 @@ def launcher_dtype(path: str) -> tuple[str, str] | None:
 
 
 def resolve_paths(spec: str, options: BuildOptions) -> tuple[str, str | None]:
-    """The model file and its config: --config, else a config.json beside the file, else None (a model whose
+    """The model file and its config: config, else a config.json beside the file, else None (a model whose
     classes build from their own defaults)."""
     path = spec
     if os.path.isdir(spec):  # its model.py, else the package the folder is
@@ -198,14 +199,14 @@ def resolve_paths(spec: str, options: BuildOptions) -> tuple[str, str | None]:
             return os.path.abspath(path), None
         config = guess
     if not os.path.isfile(config):
-        raise SourceError(f"--config {config}: no such file", hint="check the path")
+        raise SourceError(f"{option('config')} {config}: no such file", hint="check the path")
     return os.path.abspath(path), os.path.abspath(config)
 
 
 def _constructor_extras(cls: type, args: Any, options: BuildOptions, notes: list[str],
                         given: dict[str, Any]) -> dict[str, Any]:
-    """What the constructor takes after the config: the --set values of its own arguments (`given`: required ones
-    included, `num_classes`), a tokenizer (--tokenizer, else a stand-in); anything else it needs is refused in one
+    """What the constructor takes after the config: the overrides values of its own arguments (`given`: required ones
+    included, `num_classes`), a tokenizer (tokenizer, else a stand-in); anything else it needs is refused in one
     line naming it."""
     extra: dict[str, Any] = {}
     needed = []
@@ -223,7 +224,7 @@ def _constructor_extras(cls: type, args: Any, options: BuildOptions, notes: list
             needed.append(p.name)
     if needed:
         raise SourceError(f"{cls.__name__}.__init__ also needs {', '.join(map(repr, needed))}",
-                          hint=f"give {'it' if len(needed) == 1 else 'them'} as {needed[0]}=VALUE with --set")
+                          hint=f"give {'it' if len(needed) == 1 else 'them'} as {needed[0]}=VALUE with {option('set')}")
     return extra
 
 
@@ -234,7 +235,7 @@ PASS_BATCH_LIMIT = 64
 
 def unset_batch_limit(args: Any, config: dict[str, Any], notes: list[str]) -> None:
     """A config whose `max_batch_size` is left at a default of 0 takes no sequence at all (`assert len(seqlens) <=
-    max_batch_size`): its loader sets it. Set here to PASS_BATCH_LIMIT, noted; a config or --set value stands."""
+    max_batch_size`): its loader sets it. Set here to PASS_BATCH_LIMIT, noted; a config or overrides value stands."""
     value = getattr(args, "max_batch_size", None)
     if "max_batch_size" in config or value != 0 or isinstance(value, bool):
         return
@@ -243,7 +244,7 @@ def unset_batch_limit(args: Any, config: dict[str, Any], notes: list[str]) -> No
     except (AttributeError, TypeError):  # a frozen config: as it is
         return
     notes.append(f"max_batch_size: {type(args).__name__}'s default 0 (its loader sets it) taken as "
-                 f"{PASS_BATCH_LIMIT}; --set max_batch_size=N gives another")
+                 f"{PASS_BATCH_LIMIT}; {option('set')} max_batch_size=N gives another")
 
 
 def build(spec: str, options: BuildOptions) -> Built:
@@ -270,7 +271,7 @@ class Target:
 
 def build_target(t: Target, config: dict[str, Any] | None, config_path: str | None, options: BuildOptions) -> Built:
     """Build `t.obj` on meta: a class from its config object (or keyword arguments), a builder function from the
-    config's keys and the --set values as keyword arguments."""
+    config's keys and the overrides values as keyword arguments."""
     from .guard import time_limit
     from .meta import construction_error, is_cuda_insistence, meta_build, names_a_missing_field
     from .process_group import constructed
@@ -282,7 +283,7 @@ def build_target(t: Target, config: dict[str, Any] | None, config_path: str | No
     config_path = config_path or path
     if options.world_size is not None or options.rank is not None:
         if not hasattr(module, "world_size"):
-            notes.append("--world-size given, but the module has no world_size global")
+            notes.append(f"{option('world-size')} given, but the module has no world_size global")
         module.world_size = options.world_size or 1
         module.rank = options.rank or 0
     import torch
@@ -342,20 +343,20 @@ def refuse_weightless(model: Any, spec: str, made_by: Any) -> None:
         return
     raise SourceError(f"{spec}: {getattr(made_by, '__name__', 'the model')} built with 0 parameters: it is not the "
                       "model (a loss or a helper?)",
-                      hint="name the model with --model-class, or give its config with --config")
+                      hint=f"name the model with {option('model-class')}, or give its config with {option('config')}")
 
 
 def _arguments(t: Target, config: dict[str, Any] | None, config_path: str | None, options: BuildOptions,
                notes: list[str]) -> tuple[Any, type | None, dict[str, Any], dict[str, Any]]:
     """(the config object or None, its class, the keyword arguments, the constructor's further arguments)."""
     cls, given = t.obj, dict(options.overrides)
-    if not inspect.isclass(cls):  # a builder: the config's keys and --set as its keyword arguments
+    if not inspect.isclass(cls):  # a builder: the config's keys and overrides as its keyword arguments
         kwargs = {**(config or {}), **given}
         _check_kwargs(cls, kwargs, t.spec)
         notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
         return None, None, kwargs, {}
     args_cls = find_config_class(t.module, cls, options.config_class, set(config or ()))
-    if args_cls is None:  # built from its own defaults: the config's keys and --set give its keyword arguments
+    if args_cls is None:  # built from its own defaults: the config's keys and overrides give its keyword arguments
         kwargs = _constructor_kwargs(cls, {**(config or {}), **given}, notes, config_path)
         return None, None, kwargs, {}
     own = {p.name for p in _init_params(cls)[1:]}
@@ -386,12 +387,12 @@ def _check_kwargs(fn: Any, kwargs: dict[str, Any], spec: str) -> None:
 
 def _constructor_kwargs(cls: type, values: dict[str, Any], notes: list[str], config_path: str | None
                         ) -> dict[str, Any]:
-    """A model built from its constructor's defaults: the config's keys and --set values as its keyword arguments,
+    """A model built from its constructor's defaults: the config's keys and overrides values as its keyword arguments,
     each one checked."""
     taken = {p.name for p in _init_params(cls)}
     for key in values:
         if key not in taken and not _takes_kwargs(cls):
-            where = f"--config {config_path}" if config_path else "--set"
+            where = f"{option('config')} {config_path}" if config_path else option("set")
             raise SourceError(f"{where}: {cls.__name__}.__init__ has no argument {key!r}",
                               hint=suggest(key, sorted(taken)) or f"its arguments: {', '.join(sorted(taken))}")
     notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in values.items())})"
@@ -401,7 +402,7 @@ def _constructor_kwargs(cls: type, values: dict[str, Any], notes: list[str], con
 
 def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | None, str], options: BuildOptions,
                    notes: list[str]) -> Any:
-    """The model's config object made from `config` with the --set values applied (`config` takes them too);
+    """The model's config object made from `config` with the overrides values applied (`config` takes them too);
     `paths` is (the config file or None, the model file)."""
     config_path, path = paths
     fields = config_fields(args_cls)
@@ -410,9 +411,9 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
         if fields is not None and key not in fields:
             read = code_reads(key, locate(path).code_root)
             if read is None:
-                raise SourceError(f"--set {key}: {args_cls.__name__} has no field {key!r}, and the code reads no "
-                                  f"{key!r}", hint=suggest(key, sorted(fields)) or f"see the {args_cls.__name__} "
-                                                                                 "fields")
+                raise SourceError(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r}, and the code "
+                                  f"reads no {key!r}",
+                                  hint=suggest(key, sorted(fields)) or f"see the {args_cls.__name__} fields")
             undeclared[key] = value
             notes.append(f"{key}: not a field of {args_cls.__name__}; set on the config object, as the code reads it "
                          f"({read})")
@@ -432,7 +433,7 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
         try:
             object.__setattr__(args, key, value)  # a frozen dataclass too
         except (AttributeError, TypeError):  # __slots__: no room for it
-            raise SourceError(f"--set {key}: {args_cls.__name__} has no field {key!r} and no room for one",
+            raise SourceError(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r} and no room for one",
                               hint=suggest(key, sorted(fields or ())) or f"see the {args_cls.__name__} fields"
                               ) from None
     unset_batch_limit(args, config, notes)
@@ -440,7 +441,7 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
 
 
 def _default_dtype(path: str, options: BuildOptions, notes: list[str]) -> tuple[str | None, Any]:
-    """The default dtype to build under (its name and the torch dtype): --default-dtype, else the launcher's."""
+    """The default dtype to build under (its name and the torch dtype): default_dtype, else the launcher's."""
     import torch
 
     default_dtype = options.default_dtype
@@ -451,7 +452,7 @@ def _default_dtype(path: str, options: BuildOptions, notes: list[str]) -> tuple[
             notes.append(f"built and run with default dtype {found[0]}, as its launcher sets ({found[1]})")
     dtype_obj = getattr(torch, default_dtype, None) if default_dtype else None
     if default_dtype and not isinstance(dtype_obj, torch.dtype):
-        raise SourceError(f"--default-dtype {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
+        raise SourceError(f"default_dtype {default_dtype}: not a torch dtype", hint="e.g. bfloat16")
     return default_dtype, dtype_obj
 
 

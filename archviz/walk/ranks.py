@@ -1,4 +1,4 @@
-"""Per-rank tensor shapes: the records of every rank of a tensor-parallel layout (`--world-size N --rank r` for each
+"""Per-rank tensor shapes: the records of every rank of a tensor-parallel layout (`world_size=N, rank=r` for each
 r) folded into one extra on rank 0's record, `extra("ranks")`, that the explorer's node pages read:
 
     {"world_size": N, "modules": {path: {tensor: [shape on rank 0, shape on rank 1, ...]}}}

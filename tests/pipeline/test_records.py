@@ -102,14 +102,14 @@ def test_a_records_file_is_read_and_takes_no_build_options(model, tmp_path):
     rec = records_for(str(path), group=True)
     assert rec.summary.parameters == parameters(CONFIG)
     assert rec.extra("grouping")["layers"]["count"] == CONFIG["n_layers"]  # grouped from the file's modules
-    with pytest.raises(ArchvizError, match=r"a records file is already built, so --config, --set cannot apply"):
+    with pytest.raises(ArchvizError, match=r"a records file is already built, so `config`, `overrides` cannot apply"):
         records_for(str(path), _build(model, n_layers=2))
-    with pytest.raises(ArchvizError, match=r"so --batch cannot apply"):
+    with pytest.raises(ArchvizError, match=r"so `batch` cannot apply"):
         records_for(str(path), passes=PassOptions(batch=2))
 
 
 def test_options_of_a_pass_that_does_not_run_are_refused(model):
-    with pytest.raises(ArchvizError, match=r"--seq, --train apply to the meta forward pass, which this run skips"):
+    with pytest.raises(ArchvizError, match=r"`seq`, `train=True` apply to the meta forward pass, which this run skips"):
         records_for(str(model / "model.py"), _build(model), PassOptions(seq=8, train=True))
     assert _builds(model) == 0  # refused before any build
 

@@ -14,6 +14,7 @@ from helpers import ANYINPUT, anyinput
 from realrun import real_calls, record_calls
 
 import archviz
+from archviz.cli.flags import cli_text
 from archviz.errors import ShapeError
 from archviz.records import to_json_dict
 from archviz.shapes import trace_shapes

@@ -14,6 +14,7 @@ import archviz
 from archviz.shapes import kernels
 from archviz.probe import agreement
 from archviz.probe import real as probe_real
+from archviz.cli.flags import cli_text
 from archviz.errors import ShapeError
 from archviz.shapes import PassRun, trace_shapes
 from archviz.sources import BuildOptions
@@ -478,6 +479,6 @@ def test_a_model_whose_code_mixes_dtypes_in_bfloat16_is_told_to_build_in_float32
     built = build("hf:xlstm", BuildOptions(overrides=(*XLSTM_TINY.items(), ("dtype", "bfloat16"))))
     with pytest.raises(ShapeError) as e:
         trace_shapes(built, walk(built), seq=32)
-    assert e.value.line().endswith("build it in float32 with --set dtype=float32"), e.value.line()
+    assert cli_text(e.value.line()).endswith("build it in float32 with --set dtype=float32"), e.value.line()
     built = build("hf:xlstm", BuildOptions(overrides=(*XLSTM_TINY.items(), ("dtype", "float32"))))
     assert trace_shapes(built, walk(built), seq=32).extra("shapes")["T"] == 32

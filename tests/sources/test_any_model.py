@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import archviz
+from archviz.cli.flags import cli_text
 from archviz.errors import SourceError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "anymodel"
@@ -98,7 +99,7 @@ def test_a_subclass_never_drops_its_base(tmp_path: Path):
     (tmp_path / "params.json").write_text(json.dumps(cfg))
     assert params(str(DATA / "wrapped.py"), config=str(tmp_path / "params.json")) == \
         cfg["depth"] * linear(cfg["width"], cfg["width"]) + linear(cfg["width"], cfg["out"], False)
-    line = refused(str(DATA / "wrapped.py")).line()  # no config: what is there, with signatures, never empty
+    line = cli_text(refused(str(DATA / "wrapped.py")).line())  # no config: what is there, with signatures, never empty
     assert "Core(params: wrapped.CoreParams)" in line and "--config" in line
 
 

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 import archviz
 from archviz.cli import app
+from archviz.cli.flags import cli_text
 from archviz.errors import ArchvizError, SourceError
 from archviz.render.views import summary_json
 
@@ -139,7 +140,7 @@ def test_missing_plain_package_says_pip_install():
 def _refused(**options) -> str:
     with pytest.raises(SourceError) as e:
         archviz.build(str(DATA / "choices" / "model.py"), **options)
-    return e.value.line()
+    return cli_text(e.value.line())  # as the CLI prints it
 
 
 def test_config_class_and_model_class_choose():

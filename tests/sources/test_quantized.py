@@ -16,6 +16,7 @@ import archviz
 from archviz.errors import SourceError
 from archviz.shapes import trace_shapes
 from archviz.walk import walk
+from archviz.errors import option
 from helpers import TESTS
 
 V3_MANIFEST = TESTS / "data" / "checkpoints" / "deepseek-v3.manifest.json.gz"
@@ -53,7 +54,7 @@ def test_fp8_layout_matches_the_real_checkpoint(tmp_path):
     assert q["weight"].dtype == "float8_e4m3fn" and q["weight"].elements == c.q_lora_rank * c.hidden_size
     assert q["weight_scale_inv"].kind == "scale" and q["weight_scale_inv"].shape == (
         math.ceil(c.q_lora_rank / 128), math.ceil(c.hidden_size / 128))
-    assert any("--quantized" in n and 'quant_method "fp8"' in n for n in quantized.source.notes)
+    assert any(option("quantized") in n and 'quant_method "fp8"' in n for n in quantized.source.notes)
 
 
 def test_meta_pass_runs_through_the_unquantized_modules(tmp_path):
@@ -64,7 +65,7 @@ def test_meta_pass_runs_through_the_unquantized_modules(tmp_path):
     q = rec.module("model.layers.0.self_attn.q_a_proj")
     assert q.class_name == "FP8Linear" and q.calls[0].outputs == (("B", "T", c.q_lora_rank),)
     assert all(m.calls for m in rec.modules if m.called)
-    assert any("unquantized modules that --quantized replaced" in n for n in rec.extra("shapes")["notes"])
+    assert any(f"unquantized modules that {option('quantized')} replaced" in n for n in rec.extra("shapes")["notes"])
     # the quantized modules are back in place after the pass
     assert type(built.model.model.layers[0].self_attn.q_a_proj).__name__ == "FP8Linear"
 
@@ -86,7 +87,8 @@ def test_quantized_needs_a_quantization_config_and_a_transformers_source():
     fixture = TESTS / "fixtures" / "dsv3like"
     with pytest.raises(SourceError) as e:
         archviz.build(str(fixture / "model.py"), config=str(fixture / "config.json"), quantized=True)
-    assert "--quantized applies to a transformers model" in str(e.value)
+    assert "`quantized=True` applies to a transformers model" in str(e.value)  # as a Python caller gives it
+    assert e.value.options == ("quantized",)
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="on a GPU the mxfp4 quantizer wants its kernels")

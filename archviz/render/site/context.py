@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from ... import format as fmt
 from ..dims import DimNames, width_names
-from ...errors import ArchvizError
+from ...errors import ArchvizError, option
 from ...records import (
     ALIAS,
     BIAS,
@@ -34,7 +34,7 @@ from .nodes import CONTAINERS, Node, build_nodes, instances, mult_text, page_nam
 from .treemap import treemap
 from .upstream import Upstream
 
-_REPORT_ROWS = 40  # rows per table of the overview's checkpoint report; `archviz check --json` lists them all
+_REPORT_ROWS = 40  # rows per table of the overview's checkpoint report; `archviz check`'s JSON lists them all
 
 
 def _owner(index: Mapping[str, ModuleRecord], path: str) -> tuple[ModuleRecord | None, str]:
@@ -307,15 +307,16 @@ class ModelSite:
         return rows, notes
 
     def rank_notes(self, m: ModuleRecord) -> list[str]:
-        """Each tensor's shape on every rank, when the records were made with --world-size (all ranks: the ranks
-        extra of `archviz build --world-size N`; one rank: the shapes are that rank's)."""
+        """Each tensor's shape on every rank, when the records were made with world_size (all ranks: the ranks
+        extra of `archviz build` of world_size N; one rank: the shapes are that rank's)."""
         src = self.record.source
         if src.world_size <= 1 or not m.tensors:
             return []
         per = self.ranks.get(m.path)
         if not per:
-            return [f"Shapes are rank {src.rank}’s of {src.world_size} (--world-size {src.world_size} --rank "
-                    f"{src.rank}); `archviz build --world-size {src.world_size}` shows every rank’s."]
+            return [f"Shapes are rank {src.rank}’s of {src.world_size} ({option('world-size')} {src.world_size} "
+                    f"{option('rank')} "
+                    f"{src.rank}); `archviz build {option('world-size')} {src.world_size}` shows every rank’s."]
         notes = []
         for t in m.tensors:
             shapes = per.get(t.name)

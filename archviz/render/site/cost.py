@@ -1,4 +1,4 @@
-"""The site's cost figures, from the records' cost extra (`archviz build --cost`, or records of `archviz cost -o`):
+"""The site's cost figures, from the records' cost extra (`archviz build` with cost, or records of `archviz cost -o`):
 the overview's section (decode FLOPs per token and KV-cache bytes against context length as inline SVG,
 with a table of the same values; prefill at (B, T), the attention/MLP split, weights, KV and serving memory as
 `archviz cost` prints them) and each node page's FLOPs per call × its multiplicity. Pure: no torch; the charts'

@@ -1,5 +1,5 @@
-"""The explorer's diff page (`archviz diff A B --site DIR`): both models' sites, plus `diff.html` (templates/diff.html,
-on the site's one layout and stylesheet) with the two grouped trees side by side, changes coloured, each changed node
+"""The explorer's diff page (`archviz diff A B` given a site): both models' sites, plus `diff.html`
+(templates/diff.html, on the site's one layout and stylesheet) with the two grouped trees side by side, changes coloured, each changed node
 linking to both models' node pages, and the diff's entries. Pure: returns the files by relative path; the CLI writes
 them (atomically, as `archviz build` does). No torch; every name from the records is escaped by the template."""
 

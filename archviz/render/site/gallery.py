@@ -32,7 +32,7 @@ from .write import MARKER, marker_bytes
 @dataclass
 class Entry:
     """One model tried: its key (a transformers type, or the source as given), its records (None: not built),
-    what the page says of its dtype, the --set it was built with, and the stages that failed."""
+    what the page says of its dtype, the overrides it was built with, and the stages that failed."""
 
     key: str
     record: ModelRecord | None
@@ -47,7 +47,7 @@ class Entry:
 class Pair:
     a: str  # entry keys
     b: str
-    why: str  # "--pairs", or "transformers derives b from a"
+    why: str  # "pairs", or "transformers derives b from a"
     diff: Any = None  # the ModelDiff, or a function making it (called where the page is not reused): the diff page
 
 

@@ -1,6 +1,6 @@
 """What a gallery run takes from its previous output instead of rendering it again: a model's explorer pages and
 a pair's diff page, each keyed by everything that determines it (the model's records as the records cache holds
-them, its row's key, folder, dtype note, --set and failures; archviz's version and code, torch, transformers and
+them, its row's key, folder, dtype note, overrides and failures; archviz's version and code, torch, transformers and
 the renderers' packages; every file of the templates folder, read for the key).
 
 The previous run's state (each key, the files it wrote under it with their sha256, and a model's search entries)
@@ -17,7 +17,7 @@ import json
 import os
 from typing import Any, Mapping, Sequence
 
-from ...errors import ArchvizError
+from ...errors import PYTHON_WORDS, ArchvizError, spelled_bytes
 from ...records import cache as rc
 
 _FORMAT = "archviz.gallery-state/1"
@@ -61,11 +61,13 @@ def basis(templates: str) -> str:
 
 class Reuse:
     """The previous run's pages of the output folder `output`, and this run's, kept for the next one. `basis`:
-    basis(templates). Counts what was reused and rendered (models and diff pages)."""
+    basis(templates); `words`: how the pages spell the options they name (written so: render.site.write). Counts
+    what was reused and rendered (models and diff pages)."""
 
-    def __init__(self, output: str, basis_: str) -> None:
+    def __init__(self, output: str, basis_: str, words: Mapping[str, str] = PYTHON_WORDS) -> None:
         self.output = os.path.abspath(output)
-        self.basis = basis_
+        self.words = words
+        self.basis = _key(basis_, sorted(words.items()))
         self.name = "gallery\0" + self.output
         self.old = _read_state(rc.read_side(self.name))
         self.new: dict[str, dict[str, Any]] = {}
@@ -124,12 +126,13 @@ class Reuse:
     def rendered_model(self, key: str | None, files: Mapping[str, bytes], search: list[Any]) -> None:
         self.rendered += 1
         if key is not None:
-            self.new[key] = {"files": {rel: _sha(data) for rel, data in files.items()}, "search": search}
+            self.new[key] = {"files": {rel: _sha(spelled_bytes(data, self.words)) for rel, data in files.items()},
+                             "search": search}
 
     def rendered_page(self, key: str | None, rel: str, data: bytes) -> None:
         self.pages_rendered += 1
         if key is not None:
-            self.new[key] = {"files": {rel: _sha(data)}}
+            self.new[key] = {"files": {rel: _sha(spelled_bytes(data, self.words))}}
 
     def save(self) -> str | None:
         """Keep this run's state for the next run on the same output folder (after the site was written)."""

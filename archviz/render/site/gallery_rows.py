@@ -1,5 +1,5 @@
 """One gallery row: a model's figures, a pure function of its records (no torch). Every figure is read from what
-`archviz summary --json` (archviz.render.views.summary_json) and `archviz cost --json` (archviz.cost.report and
+`archviz summary`'s JSON (archviz.render.views.summary_json) and `archviz cost`'s JSON (archviz.cost.report and
 archviz.cost.curve) compute, never counted a second way:
 
     parameters, active (both conventions)     summary_json

@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ... import format as fmt
-from ...errors import ArchvizError
+from ...errors import ArchvizError, PYTHON_WORDS, option
 from ...gcpause import collector_paused
 from ...records import (
     ModelRecord,
@@ -34,7 +34,7 @@ from .code import CodeBank, js_json
 from .context import ModelSite
 from .nodes import SAFE_NAME
 from .templates import environment, static_files, templates_folder
-from .write import MARKER, check_target, marker_bytes, write_site
+from .write import MARKER, check_target, marker_bytes, spelled_files, write_site
 
 Progress = Callable[[int, int], None]
 
@@ -115,7 +115,7 @@ def render_site(records: Sequence[ModelRecord], *, annotations: Any = None, sour
     if not records:
         raise ArchvizError("no models to render", hint="give at least one SOURCE")
     if source_url is not None and "{path}" not in source_url:
-        raise ArchvizError(f"--source-url {source_url!r}: the template has no {{path}}",
+        raise ArchvizError(f"{option('source-url')} {source_url!r}: the template has no {{path}}",
                            hint="write e.g. https://github.com/OWNER/REPO/blob/REV/{path}#L{start}-L{end}")
     env = environment(templates or templates_folder())
     code = CodeBank()
@@ -220,12 +220,14 @@ def _render_node_context(ms: ModelSite, nid: str) -> dict[str, Any]:
 
 def build_site(records: Sequence[ModelRecord], output: str, *, annotations: Any = None,
                source_url: str | None = None, templates: str | None = None,
-               progress: Progress | None = None) -> SiteResult:
-    """Render records into a static site at `output` (replaced atomically; the previous site survives a failure)."""
+               progress: Progress | None = None, words: Mapping[str, str] = PYTHON_WORDS) -> SiteResult:
+    """Render records into a static site at `output` (replaced atomically; the previous site survives a failure);
+    `words`: how its pages spell the options they name (archviz.errors.spelled; the CLI gives its flags)."""
     check_target(output)
     with collector_paused():  # many short strings and dicts, no cycles, on top of the records' heap
         files = render_site(records, annotations=annotations, source_url=source_url, templates=templates,
                             progress=progress)
+    files = spelled_files(files, words)  # and counted as written
     write_site(files, output)
     pages = sum(1 for k in files if k.endswith(".html"))
     return SiteResult(output=output, pages=pages, bytes=sum(len(v) for v in files.values()), files=len(files))

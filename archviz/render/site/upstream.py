@@ -1,4 +1,4 @@
-"""Links to the exact lines upstream, at a pinned revision: a `--source-url` template, the git remote and
+"""Links to the exact lines upstream, at a pinned revision: a `source_url` template, the git remote and
 commit of the model's folder as the walk recorded them (`SourceInfo.file_facts`; nothing is run here), or
 transformers' and torch's release tags."""
 

@@ -15,6 +15,7 @@ import re
 import stat
 from typing import Mapping
 
+from ...errors import PYTHON_WORDS, spelled_bytes
 from ...files.outputs import check_folder_target, write_folder
 from ...records.recordcheck import want_table
 
@@ -88,6 +89,17 @@ def check_target(output: str, flag: str = "-o") -> None:
     check_folder_target(output, _not_archviz_made, flag)
 
 
-def write_site(files: Mapping[str, bytes], output: str, flag: str = "-o") -> None:
-    """Write every file into a temp folder beside `output`, then swap it into place (files.outputs.write_folder)."""
-    write_folder(files, output, _not_archviz_made, flag)
+def spelled_files(files: Mapping[str, bytes], words: Mapping[str, str]) -> dict[str, bytes]:
+    """A site's files with the options its pages name spelled with `words` (archviz.errors.spelled: the CLI gives
+    its flags), the marker listing the files as spelled."""
+    spelled = {rel: spelled_bytes(data, words) for rel, data in files.items()}
+    if MARKER in files and any(spelled[rel] is not files[rel] for rel in files):
+        spelled[MARKER] = marker_bytes(spelled, json.loads(files[MARKER])["models"])
+    return spelled
+
+
+def write_site(files: Mapping[str, bytes], output: str, flag: str = "-o",
+               words: Mapping[str, str] = PYTHON_WORDS) -> None:
+    """Write every file into a temp folder beside `output`, then swap it into place (files.outputs.write_folder);
+    the options the pages name spelled with `words` (`spelled_files`)."""
+    write_folder(spelled_files(files, words), output, _not_archviz_made, flag)
