@@ -8,7 +8,7 @@ Built from the functions the CLI commands print with. Pure: no torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Group
 
@@ -40,11 +40,12 @@ class _Shown:
     def __str__(self) -> str:
         return spelled(notebook.plain(self.view()), PYTHON_WORDS)
 
-    def json(self) -> str:
-        """The JSON text the CLI's JSON option prints."""
+    def json(self, words: Mapping[str, str] = PYTHON_WORDS) -> str:
+        """The JSON text the CLI's JSON option prints, the options its notes name spelled in `words` (the CLI passes
+        its flags)."""
         from .jsondump import dumps_indented
 
-        return spelled(dumps_indented(self._data(), 1), PYTHON_WORDS)
+        return spelled(dumps_indented(self._data(), 1), words)
 
     def _repr_html_(self) -> str:
         return spelled(notebook.page(*self._blocks()), PYTHON_WORDS)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import archviz
+from archviz.cli.flags import FLAGS, cli_text
 
 TINY = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
         "num_key_value_heads": 2, "vocab_size": 100}
@@ -36,31 +37,31 @@ def _cli(archviz_cli, *args: object) -> str:
 
 @pytest.fixture(scope="module")
 def answers(archviz_cli, tmp_path_factory) -> dict[str, tuple[Any, Any]]:
-    """command -> (the library call's result as JSON text, the command's stdout), with a records cache of their
-    own."""
+    """command -> (the library call's result as JSON text, its options spelled as the CLI's flags, the command's
+    stdout), with a records cache of their own."""
     from archviz.records import dumps_compact
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("thin-shell-cache")))
         three = {**TINY, "num_hidden_layers": 3}
         out = {
-            "summary": (archviz.summary("hf:llama", overrides=TINY).json() + "\n",
+            "summary": (archviz.summary("hf:llama", overrides=TINY).json(FLAGS) + "\n",
                         _cli(archviz_cli, "summary", "hf:llama", *SETS, "--json")),
-            "walk": (dumps_compact(archviz.load("hf:llama", overrides=TINY)) + "\n",
+            "walk": (cli_text(dumps_compact(archviz.load("hf:llama", overrides=TINY))) + "\n",
                      _cli(archviz_cli, "walk", "hf:llama", *SETS)),
-            "inspect": (archviz.inspect("hf:llama", "layer 1", overrides=TINY).json() + "\n",
+            "inspect": (archviz.inspect("hf:llama", "layer 1", overrides=TINY).json(FLAGS) + "\n",
                         _cli(archviz_cli, "inspect", "hf:llama", "layer", "1", *SETS, "--json")),
-            "cost": (archviz.cost("hf:llama", context=CONTEXT, overrides=TINY).json() + "\n",
+            "cost": (archviz.cost("hf:llama", context=CONTEXT, overrides=TINY).json(FLAGS) + "\n",
                      _cli(archviz_cli, "cost", "hf:llama", *SETS, "--context", CONTEXT, "--json")),
             "diff": (archviz.diff(archviz.load("hf:llama", overrides=TINY, shapes=True),
-                                  archviz.load("hf:llama", overrides=three, shapes=True)).json() + "\n",
+                                  archviz.load("hf:llama", overrides=three, shapes=True)).json(FLAGS) + "\n",
                      _cli(archviz_cli, "diff", "hf:llama", "hf:llama", *SETS[2:], "--set-a", "num_hidden_layers=2",
                           "--set-b", "num_hidden_layers=3", "--json")),
         }
         folder = _minilm()
         if folder is not None:
             ck = str(folder / "model.safetensors")
-            out["check"] = (archviz.check(str(folder), ck).json() + "\n",
+            out["check"] = (archviz.check(str(folder), ck).json(FLAGS) + "\n",
                             _cli(archviz_cli, "check", str(folder), "--checkpoint", ck, "--json"))
     return out
 
