@@ -234,7 +234,35 @@ def param_named_dims(mod: Any, init: SourceSpan | None, files: dict[str, str], c
     def in_config(label: str) -> bool:
         return all(i in config and (type(own.get(i)) is not int or own[i] == config[i]) for i in _IDENT.findall(label))
 
-    return tuple((v, label) for v, label in _param_dims_of(shapes, init, absolute) if in_config(label))
+    return tuple((v, label) for v, label in _param_dims_of(shapes, init, absolute)
+                 if in_config(label) and _value(label, config) == v)
+
+
+_OPS = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__}
+
+
+def _value(label: str, config: dict[str, int]) -> int | None:
+    """A width name's value from the config's ints (`(2 + hc_mult) × hc_mult` → 24): None where it holds anything
+    but ints, config fields, + − × ÷. A name whose value is not the size's names something else (an argument
+    `hidden_size` that the caller gave q_lora_rank) and is not given."""
+    try:
+        tree = ast.parse(label.replace("×", "*").replace("÷", "//").replace("−", "-"), mode="eval")
+    except SyntaxError:
+        return None
+
+    def ev(node: ast.expr) -> int | None:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name):
+            return config.get(node.id)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            a, b = ev(node.left), ev(node.right)
+            if a is None or b is None or (b == 0 and type(node.op) is ast.FloorDiv):
+                return None
+            return _OPS[type(node.op)](a, b)
+        return None
+
+    return ev(tree.body)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -56,6 +56,12 @@ def test_a_constructor_inside_a_conditional_expression_names_its_widths():
     record = archviz.load("hf:deepseek_v3", overrides={"num_hidden_layers": 1})
     assert dict(record.module("model.layers.0.self_attn.q_b_proj").dims) == {
         cfg.q_lora_rank: m.group(1), out: f"{m.group(2)} × {m.group(3)}"}
+    # its RMSNorm makes `nn.Parameter(torch.ones(hidden_size))` of an argument the attention gives q_lora_rank: the
+    # parameter's size is not named by that expression (the config's hidden_size is another value)
+    norm = inspect.getsource(mod.DeepseekV3RMSNorm.__init__)
+    assert "nn.Parameter(torch.ones(hidden_size))" in norm and cfg.hidden_size != cfg.q_lora_rank
+    assert dict(record.module("model.layers.0.self_attn.q_a_layernorm").dims).get(cfg.q_lora_rank) is None
+    assert dict(record.module("model.layers.0.input_layernorm").dims) == {cfg.hidden_size: "hidden_size"}
 
 
 def test_a_code_name_that_is_a_config_field_of_another_value_gives_way_to_the_config():
