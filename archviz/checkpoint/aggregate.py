@@ -43,7 +43,7 @@ def _ancestors(path: str, known: Mapping[str, Any] | None = None) -> Iterable[st
 #: Module paths up to this depth get their ancestor chains memoised (a chain per path: deeper ones, hostile
 #: nestings, are walked each time instead, so memory stays linear).
 _CHAIN_DEPTH = 64
-_VERDICT_SLOT = {"match": 3, "mismatch": 4, "missing": 5}
+_VERDICT_SLOT = {"match": 3, "mismatch": 4, "missing": 5, "model-only": 10}
 
 
 def module_verdicts(record: ModelRecord, entries: list[Entry], positions: list[int] | None = None
@@ -98,11 +98,13 @@ def _entry_parts(e: Entry, path: str) -> tuple[str | None, int, tuple[tuple[int,
         note = f"{local}: {e.verdict}" + (f" ({e.tag})" if e.tag else "")
     elif e.verdict == "checkpoint-only":
         note = f"checkpoint-only: {e.kind}"
+    elif e.verdict == "model-only":
+        note = f"model-only: {e.tag}"
     elif e.tag:
         note = e.tag
     if e.verdict == "checkpoint-only":
         return note, (6 if e.explained else 7), ((2, e.checkpoint_elements if e.parameter else 0),)
-    add = (((0, e.model_elements),) + (((1, e.checkpoint_elements),) if e.verdict != "missing" else ())
+    add = (((0, e.model_elements),) + (((1, e.checkpoint_elements),) if e.verdict in ("match", "mismatch") else ())
            if e.parameter else ())
     return note, _VERDICT_SLOT[e.verdict], add
 
@@ -110,7 +112,8 @@ def _entry_parts(e: Entry, path: str) -> tuple[str | None, int, tuple[tuple[int,
 def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entries: list[Entry],
                positions: list[int] | None = None) -> dict[str, dict[str, Any]]:
     n = len(paths)
-    # [model, checkpoint, ck_only, match, mismatch, missing, ck_explained, ck_unexplained, notes, more notes]
+    # [model, checkpoint, ck_only, match, mismatch, missing, ck_explained, ck_unexplained, notes, more notes,
+    #  model_only]
     # notes: the first 4 distinct notes, each with the position of the entry that first gave it (a module's first
     # 4 are among its children's first 4: merging them by position is exact); more: whether there were others.
     stats: list[list[Any] | None] = [None] * n
@@ -120,7 +123,7 @@ def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entri
     for k, e in enumerate(entries) if positions is None else zip(positions, entries):
         if e.members is not None:  # a family: one verdict, each pair at its own module and place
             note, slot, add = _entry_parts(e.first, e.first.module or "")
-            alone = [0, 0, 0, 0, 0, 0, 0, 0, None, False]  # a module's row when this is its first entry
+            alone = [0, 0, 0, 0, 0, 0, 0, 0, None, False, 0]  # a module's row when this is its first entry
             for f, v in add:
                 alone[f] += v
             alone[slot] += 1
@@ -151,12 +154,12 @@ def _bottom_up(paths: list[str], order: dict[str, int], parent: list[int], entri
                     continue
                 s = extra.get(p)
                 if s is None:
-                    s = extra[p] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
+                    s = extra[p] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False, 0]
                 add_note(s, add, slot, note, k)
             i = deepest
         s = stats[i]
         if s is None:
-            s = stats[i] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False]
+            s = stats[i] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False, 0]
         add_note(s, add, slot, note, k)
     _roll_up(stats, parent)
     return _rows_of(paths, parent, stats, extra, order)
@@ -173,7 +176,7 @@ def _roll_up(stats: list[list[Any] | None], parent: list[int]) -> None:
         j = parent[i]
         t = stats[j]
         if t is None:
-            stats[j] = [*s[:8], dict(s[8]), s[9]]
+            stats[j] = [*s[:8], dict(s[8]), s[9], s[10]]
             continue
         t[0] += s[0]
         t[1] += s[1]
@@ -183,6 +186,7 @@ def _roll_up(stats: list[list[Any] | None], parent: list[int]) -> None:
         t[5] += s[5]
         t[6] += s[6]
         t[7] += s[7]
+        t[10] += s[10]
         if s[8]:
             tn = t[8]
             for note, at in s[8].items():
@@ -255,12 +259,12 @@ def _notes_key(s: list[Any]) -> tuple[str, ...]:
     return tuple(sorted(ns, key=ns.__getitem__)) + (("…",) if s[9] else ())
 
 
-def _verdict(n_match: int, n_mis: int, n_missing: int, n_unexpl: int) -> str:
+def _verdict(n_match: int, n_mis: int, n_missing: int, n_unexpl: int, n_model_only: int = 0) -> str:
     """A module row's verdict from its counts."""
     if n_mis or n_unexpl:
         return "mismatch"
     if n_match == 0 and n_missing == 0:
-        return "checkpoint-only"
+        return "model-only" if n_model_only else "checkpoint-only"
     if n_missing:
         return "missing" if n_match == 0 else "partial"
     return "match"
@@ -269,7 +273,7 @@ def _verdict(n_match: int, n_mis: int, n_missing: int, n_unexpl: int) -> str:
 def _row(rows: dict[tuple, dict[str, Any]], s: list[Any], notes: tuple[str, ...], parent_notes: tuple[str, ...] | None,
          in_model: bool) -> dict[str, Any]:
     model, ck, ck_only, n_match, n_mis, n_missing, n_expl, n_unexpl = s[:8]
-    verdict = _verdict(n_match, n_mis, n_missing, n_unexpl)
+    verdict = _verdict(n_match, n_mis, n_missing, n_unexpl, s[10])
     # A matching module whose notes are its parent's says nothing new (256 experts × 3 projections of the same
     # "fp4 on disk" note would be most of the JSON); mismatches always keep theirs.
     shown = bool(notes) and not (verdict == "match" and parent_notes is not None
@@ -310,7 +314,7 @@ def _per_entry(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str,
             c = chains[p] = (p,) + c
         return c
 
-    # [model, checkpoint, ck_only, match, mismatch, missing, ck_explained, ck_unexplained, notes]
+    # [model, checkpoint, ck_only, match, mismatch, missing, ck_explained, ck_unexplained, notes, (unused), model_only]
     for e in entries:
         path = e.module or ""
         note, slot, add = _entry_parts(e, path)  # what this entry adds to each ancestor's row, worked out once
@@ -318,7 +322,7 @@ def _per_entry(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str,
         for p in (chain(path) if chained else _ancestors(path, order)):
             s = stats.get(p)
             if s is None:
-                s = stats[p] = [0, 0, 0, 0, 0, 0, 0, 0, {}]
+                s = stats[p] = [0, 0, 0, 0, 0, 0, 0, 0, {}, False, 0]
             for i, n in add:
                 s[i] += n
             s[slot] += 1
@@ -330,13 +334,13 @@ def _per_entry(record: ModelRecord, entries: list[Entry]) -> dict[str, dict[str,
                     ns["…"] = None
     out: dict[str, dict[str, Any]] = {}
     for p in sorted(stats, key=lambda p: (order.get(p, len(order)), p)):
-        model, ck, ck_only, n_match, n_mis, n_missing, n_expl, n_unexpl, notes = stats[p]
-        verdict = _verdict(n_match, n_mis, n_missing, n_unexpl)
+        model, ck, ck_only, n_match, n_mis, n_missing, n_expl, n_unexpl, notes, _, n_model_only = stats[p]
+        verdict = _verdict(n_match, n_mis, n_missing, n_unexpl, n_model_only)
         d: dict[str, Any] = {"verdict": verdict, "model": model, "checkpoint": ck}
         # A matching module whose notes are its parent's says nothing new (256 experts × 3 projections of the same
         # "fp4 on disk" note would be most of the JSON); mismatches always keep theirs.
         parent = (p.rsplit(".", 1)[0] if "." in p else "") if p else None
-        if notes and not (verdict == "match" and parent is not None and stats.get(parent, [None] * 9)[8] == notes):
+        if notes and not (verdict == "match" and parent is not None and stats.get(parent, [None] * 11)[8] == notes):
             d["notes"] = [n for n in notes if n != "…"] + (["… more notes below"] if "…" in notes else [])
         if ck_only:
             d["checkpoint_only"] = ck_only

@@ -210,8 +210,8 @@ def _result(record: ModelRecord, inv: CheckpointInventory, found: _Found, used: 
     entries, positions, ck_only, units = found.entries, found.positions, found.ck_only, found.units
     ruleset, scores, rules, block = used.ruleset, used.scores, used.rules, used.block
     compact, plain = layout
-    counts = {"match": 0, "mismatch": 0, "missing": 0, "checkpoint-only": 0}
-    model_el = {"match": 0, "mismatch": 0, "missing": 0, "checkpoint-only": 0}  # parameters only
+    counts = {"match": 0, "mismatch": 0, "missing": 0, "checkpoint-only": 0, "model-only": 0}
+    model_el = {"match": 0, "mismatch": 0, "missing": 0, "checkpoint-only": 0, "model-only": 0}  # parameters only
     ck_only_el = ck_params = unexplained = notes = 0
     for e in entries:
         n = len(e.members) if type(e) is FamilyEntry else 1
@@ -219,13 +219,13 @@ def _result(record: ModelRecord, inv: CheckpointInventory, found: _Found, used: 
         counts[v] += n
         if e.parameter:
             model_el[v] += n * e.model_elements
-            if v != "missing":
+            if v not in ("missing", "model-only"):
                 ck_params += n * e.checkpoint_elements
         if v == "checkpoint-only":
             ck_only_el += n * e.checkpoint_elements
             if not e.explained:
                 unexplained += n
-        elif e.note:
+        elif e.note and v != "model-only":  # its note is its verdict's why, counted apart
             notes += n
     matched, mismatched, missing = model_el["match"], model_el["mismatch"], model_el["missing"]
     scales_paired = sum(len(u.scales) for u in units)
@@ -235,6 +235,8 @@ def _result(record: ModelRecord, inv: CheckpointInventory, found: _Found, used: 
     labels: dict[str, int] = {}
     for c in ck_only:
         labels[c["kind"]] = labels.get(c["kind"], 0) + 1
+    if not counts["model-only"]:  # the format had a place for every model tensor: nothing to say
+        del counts["model-only"]
     summary = {
         "model_parameters": record.summary.parameters,
         "checkpoint_parameters": ck_params,
@@ -249,6 +251,8 @@ def _result(record: ModelRecord, inv: CheckpointInventory, found: _Found, used: 
         "unexplained": unexplained,
         "scales": {"paired": scales_paired, "weights_with_bad_scales": bad_scales},
     }
+    if model_el["model-only"]:  # the format has no place for them: said apart, not failing
+        summary["model_only"] = model_el["model-only"]
     stored = stored_totals(entries)
     if stored is not None:
         summary["stored"] = stored

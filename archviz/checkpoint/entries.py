@@ -236,10 +236,14 @@ class DirectEntries:
         return Entry(mt.name, mt.module, u.names, *proto[0], checkpoint_bytes=proto[2], pair=(mt, u, proto))
 
 
-def missing_entry(mt: ModelTensor) -> Entry:
-    """A model tensor the checkpoint has no tensor for."""
+def missing_entry(mt: ModelTensor, unheld: str | None = None) -> Entry:
+    """A model tensor the checkpoint has no tensor for: "missing", or "model-only" where the checkpoint's format
+    has no place for it (``unheld``: why), the mirror of an explained checkpoint-only tensor."""
     t = mt.rec
     shape = tuple(t.logical_shape or t.shape)
+    if unheld:
+        return Entry(mt.name, mt.module, [], "model-only", t.kind, t.elements, 0, t.kind in (WEIGHT, BIAS), shape,
+                     None, t.dtype, None, unheld, unheld)
     return Entry(mt.name, mt.module, [], "missing", t.kind, t.elements, 0, t.kind in (WEIGHT, BIAS), shape, None,
                  t.dtype, None, f"the checkpoint has no tensor for {mt.name} ({counts_text(t.elements, shape)})",
                  "missing from the checkpoint")

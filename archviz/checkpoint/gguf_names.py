@@ -56,8 +56,10 @@ def _gguf_name(tnm: Any, name: str) -> str | None:
 
 
 def _table(tnm: Any, model_shapes: Mapping[str, tuple[int, ...]], inventory: CheckpointInventory
-           ) -> dict[str, tuple[str, Fuse | None]]:
+           ) -> tuple[dict[str, tuple[str, Fuse | None]], list[str]]:
+    """(GGUF name → (model name, layout), the model names the map has no GGUF name for)."""
     table: dict[str, tuple[str, Fuse | None]] = {}
+    unnamed: list[str] = []
     tensors = inventory.tensors
     for m, shape in model_shapes.items():
         g = _gguf_name(tnm, m)
@@ -76,7 +78,20 @@ def _table(tnm: Any, model_shapes: Mapping[str, tuple[int, ...]], inventory: Che
                 via = _fuse("stacked experts' gate and up, fused into one tensor by the model", m)
                 for g in parts:
                     table.setdefault(g, (m, via))  # type: ignore[arg-type]
-    return table
+                continue
+        if m not in tensors:  # a file that keeps the model's own name holds it after all
+            unnamed.append(m)
+    return table, unnamed
+
+
+def _unheld(arch: str, table: Mapping[str, Any], unnamed: list[str]) -> dict[str, str]:
+    """The model tensors GGUF's tensor set for ``arch`` has no name for (BERT's pooler): converters leave them out,
+    so they are said apart rather than missing. Only where the map names most of the model (a model whose names
+    the map does not know at all is not this case: its tensors stay missing)."""
+    if len(unnamed) >= len(table):
+        return {}
+    why = f"GGUF's {arch} tensor set has no tensor for it; converters leave it out"
+    return {m: why for m in unnamed}
 
 
 def gguf_ruleset(inventory: CheckpointInventory, model_shapes: Mapping[str, tuple[int, ...]]
@@ -101,9 +116,10 @@ def gguf_ruleset(inventory: CheckpointInventory, model_shapes: Mapping[str, tupl
         if m is not None:
             n = max(n, min(int(m[1]) + 1, 100_000))
     tnm = gguf.get_tensor_name_map(arch_enum, n)
-    mapper = GgufMapper(_table(tnm, model_shapes, inventory))
+    table, unnamed = _table(tnm, model_shapes, inventory)
+    mapper = GgufMapper(table)
     about = (f"llama.cpp's tensor names for {arch} (gguf {getattr(gguf, '__version__', '')} TensorNameMap), "
              "run from the model's names to the file's")
     return Ruleset(name=GGUF_NAME, about=about, provenance="gguf.tensor_mapping.TensorNameMap", file="",
-                   mapper=mapper), None
+                   mapper=mapper, unheld=_unheld(str(arch), table, unnamed)), None
 

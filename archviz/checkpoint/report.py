@@ -20,6 +20,10 @@ from .compact import compress_names
 __all__ = ["problem_modules", "checkpoint_only_groups", "note_groups", "summary_rows", "stored_rows", "github_lines"]
 
 
+#: Module verdicts that do not fail the check: a tensor only one side has, where a rule or the format explains it.
+_FINE = ("match", "checkpoint-only", "model-only")
+
+
 def _n(v: Any) -> str:
     if v is None:
         return "—"
@@ -30,7 +34,7 @@ def problem_modules(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The deepest modules whose verdict is not ``match`` (none of their descendants is also listed), with
     identical rows over layer/expert indices collapsed: ``encoder.layer.{0-5}.intermediate.dense``."""
     modules: Mapping[str, Mapping[str, Any]] = result.get("modules") or {}
-    bad = [p for p, v in modules.items() if v.get("verdict") not in ("match", "checkpoint-only")]
+    bad = [p for p, v in modules.items() if v.get("verdict") not in _FINE]
     bad_set = set(bad)
     has_bad_child: set[str] = set()
     for p in bad:
@@ -66,7 +70,7 @@ def verdict_line(result: Mapping[str, Any], limit: int = 6) -> str:
         return f"{head} ({_tensors(t.get('match', 0))})"
     modules: Mapping[str, Mapping[str, Any]] = result.get("modules") or {}
     verdict = {p: v.get("verdict") for p, v in modules.items() if isinstance(v, Mapping)}
-    bad = [p for p, v in verdict.items() if v not in ("match", "checkpoint-only")]
+    bad = [p for p, v in verdict.items() if v not in _FINE]
     # the topmost module of each verdict: `model.layers.1: missing`, not each of its tensors
     rows = [{"module": p or "(root)", "verdict": verdict[p]} for p in bad
             if verdict.get(p.rsplit(".", 1)[0] if "." in p else "", None) != verdict[p] or not p]
@@ -104,6 +108,15 @@ def note_groups(result: Mapping[str, Any]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: -kv[1])
 
 
+def model_only_text(result: Mapping[str, Any], limit: int = 3) -> str:
+    """The model-only tensors (the checkpoint's format has no place for them) in a few names, and why."""
+    es = [e for e in result.get("tensors") or () if isinstance(e, Mapping) and e.get("verdict") == "model-only"]
+    names = compress_names(str(e.get("model")) for e in es)
+    whys = sorted({str(e.get("note")) for e in es if e.get("note")})
+    return (", ".join(names[:limit]) + (f", … {len(names) - limit} more" if len(names) > limit else "")
+            + (" — " + "; ".join(whys) if whys else ""))
+
+
 def _tensors(n: Any) -> str:
     return f"{_n(n)} tensor{'' if n == 1 else 's'}"
 
@@ -124,6 +137,8 @@ def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("matched", f"{_n(s.get('matched'))} ({_tensors(t.get('match', 0))})"),
         ("mismatched", f"{_n(s.get('mismatched'))} ({_tensors(t.get('mismatch', 0))})"),
         ("missing from checkpoint", f"{_n(s.get('missing'))} ({_tensors(t.get('missing', 0))})"),
+        *((("model-only", f"{_n(s.get('model_only'))} ({_tensors(t['model-only'])}: {model_only_text(result)})"),)
+          if t.get("model-only") else ()),
         ("checkpoint-only", f"{_n(s.get('checkpoint_only'))} elements ({_tensors(t.get('checkpoint-only', 0))}"
                             + (": " + ", ".join(f"{v:,} {k}" for k, v in kinds.items()) if kinds else "") + ")"),
         *((k, f"{_n(b)} bytes" + (f" · {bits:.2f} bits a weight" if bits is not None else ""))
@@ -180,6 +195,7 @@ def github_lines(result: Mapping[str, Any], file: str | None = None, limit: int 
     s = result.get("summary") or {}
     msg = (f"{result.get('verdict')}: model {_n(s.get('model_parameters'))} parameters, checkpoint "
            f"{_n(s.get('checkpoint_parameters'))}; matched {_n(s.get('matched'))}, mismatched {_n(s.get('mismatched'))}"
-           f", missing {_n(s.get('missing'))}, checkpoint-only {_n(s.get('checkpoint_only'))} elements")
+           f", missing {_n(s.get('missing'))}, checkpoint-only {_n(s.get('checkpoint_only'))} elements"
+           + (f", model-only {_n(s.get('model_only'))} ({model_only_text(result)})" if s.get("model_only") else ""))
     lines.append(f"::notice {fprop}title=archviz check::{_escape_data(msg)}")
     return lines

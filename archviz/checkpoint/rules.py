@@ -211,6 +211,9 @@ class Ruleset:
     # model names a splitting conversion fills). transformers' own conversions come this way (hf_live.py).
     mapper: Callable[[str], tuple[str, "Fuse | None", tuple[str, ...]]] | None = field(
         default=None, repr=False, compare=False)
+    # Model tensors the checkpoint's format has no place for, with why (a GGUF architecture's tensor set lacks
+    # them, gguf_names.py): left out by every converter, so "model-only", not "missing".
+    unheld: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def rename(self, name: str) -> str:
         for r in self.renames:

@@ -94,7 +94,7 @@ def _per_tensor(units: list[Unit], model: ModelSide, ruleset: Ruleset, rules: Ru
             u.assigned = True
             continue
         if not us:
-            entries.append(missing_entry(mt))
+            entries.append(missing_entry(mt, ruleset.unheld.get(name)))
             continue
         fused = [u for u in us if u.fuse is not None]
         direct = [u for u in us if u.fuse is None]

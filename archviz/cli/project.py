@@ -8,7 +8,7 @@ from typing import Any
 from ..files import project as pf
 
 # the project file's key -> the commands' parameters it gives a default to
-PARAMETERS = {"source": ("source", "sources"), "config": ("config",), "inputs": ("input_",),
+PARAMETERS = {"source": ("source", "sources"), "config": ("config",), "inputs": ("input_", "inputs"),
               "names": ("names",), "annotations": ("annotations",), "source_url": ("source_url",),
               "checkpoint": ("checkpoint",), "model_class": ("model_class",), "config_class": ("config_class",),
               "tokenizer": ("tokenizer",), "trust_remote_code": ("trust_remote_code",)}

@@ -25,7 +25,7 @@ from .moe import find_moe
 from .provenance import file_facts
 from .spans import Spans
 from .tensors import classify_module, own_totals
-from .widths import ctor_named_dims, in_config_terms
+from .widths import ctor_named_dims, in_config_terms, param_named_dims
 
 Progress = Callable[[int, int], None]
 
@@ -91,6 +91,7 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
     # Equal records made once (tensors, totals): repeated blocks share them, and the records writer finds them by id
     made: dict[tuple, Any] = {}
     own_of: dict[int, Totals] = {}  # id(the shared tensors tuple) -> its totals
+    config_ints = {k: v for k, v in built.config.items() if type(v) is int}
     for i, (path, mod) in enumerate(entries):
         tensors = classify_module(mod, path, seen, made)
         cls = type(mod)
@@ -107,10 +108,11 @@ def _walk(built: Built, progress: Progress | None) -> ModelRecord:
         if path and ("in_features" in mod.__dict__ or hasattr(cls, "in_features")):  # no nn.Module.__getattr__ miss
             parent_path = path.rsplit(".", 1)[0] if "." in path else ""
             dims = ctor_named_dims(mod, path.rsplit(".", 1)[-1], init_of.get(parent_path), spans.files)
+        if not dims:  # sizes of its own parameters, named by the expressions its __init__ makes them with
+            dims = param_named_dims(mod, init_span, spans.files, config_ints)
         partial.append((path, cls, tensors, class_span, init_span, forward_span, doc, _attributes(mod), dims))
         if progress is not None and i % step == 0:
             progress(i, n)
-    config_ints = {k: v for k, v in built.config.items() if type(v) is int}
     if config_ints:
         _dims_in_config_terms(partial, config_ints)
     totals = _totals_bottom_up(partial, own, children_of)

@@ -368,3 +368,58 @@ def test_key_values_stay_json(tmp_path, archviz_cli) -> None:
     assert cli_here(archviz_cli, "manifest", path, "-o", tmp_path / "m.json").returncode == 0
     kv = open_checkpoint(tmp_path / "m.json").metadata["gguf"]
     assert kv["llama.rope.freq_base"] == "nan" and kv["general.name"] == "a\x1b[31mred\u202e"
+
+
+#: BERT as llama.cpp's converter names it (written out here): its tensor set has no tensor for the pooler, which
+#: every converter therefore leaves out.
+BERT = {"embeddings.word_embeddings": "token_embd", "embeddings.position_embeddings": "position_embd",
+        "embeddings.token_type_embeddings": "token_types", "embeddings.LayerNorm": "token_embd_norm"}
+BERT_LAYER = {"attention.self.query": "attn_q", "attention.self.key": "attn_k", "attention.self.value": "attn_v",
+              "attention.output.dense": "attn_output", "attention.output.LayerNorm": "attn_output_norm",
+              "intermediate.dense": "ffn_up", "output.dense": "ffn_down", "output.LayerNorm": "layer_output_norm"}
+
+
+def test_a_tensor_the_format_cannot_hold_is_model_only(tmp_path, archviz_cli) -> None:
+    """A BERT written without its pooler (GGUF's bert tensor set has no place for it) passes, the pooler said apart
+    as model-only and counted apart; the same file without layer 1 (which the set does hold) fails naming it."""
+    import json
+
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    hidden = 32
+    model = BertModel(BertConfig(vocab_size=64, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=64, max_position_embeddings=32))
+    model.config.save_pretrained(tmp_path)
+    tensors: dict[str, np.ndarray] = {}
+    for name, t in model.state_dict().items():
+        module, leaf = name.rsplit(".", 1)
+        if module in BERT:
+            tensors[f"{BERT[module]}.{leaf}"] = t.float().numpy()
+        elif module.startswith("encoder.layer."):
+            _, _, i, local = module.split(".", 3)
+            tensors[f"blk.{i}.{BERT_LAYER[local]}.{leaf}"] = t.float().numpy()
+        else:
+            assert module == "pooler.dense" or leaf == "position_ids", name  # the one the converter leaves out
+    path = write_gguf(tmp_path / "bert.gguf", "bert", 2, tensors, "Q8_0")[0]
+    r = cli_here(archviz_cli, "check", tmp_path / "config.json", "--checkpoint", path, "--json")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    res = json.loads(r.stdout)
+    only = {e["model"] for e in res["tensors"] if e["verdict"] == "model-only"}
+    assert only == {"pooler.dense.weight", "pooler.dense.bias"}
+    assert res["summary"]["model_only"] == hidden * hidden + hidden
+    assert res["summary"]["missing"] == 0 and res["modules"]["pooler"]["verdict"] == "model-only"
+    text = cli_here(archviz_cli, "check", tmp_path / "config.json", "--checkpoint", path, "--format", "github")
+    assert text.returncode == 0 and "::error" not in text.stdout
+    assert "model-only" in text.stdout and "bert tensor set has no tensor" in text.stdout
+
+    dropped = write_gguf(tmp_path / "drop" / "bert.gguf", "bert", 2,
+                         {n: a for n, a in tensors.items() if not n.startswith("blk.1.")}, "Q8_0")[0] \
+        if (tmp_path / "drop").mkdir() is None else None
+    r = cli_here(archviz_cli, "check", tmp_path / "config.json", "--checkpoint", dropped, "--json")
+    assert r.returncode == 1
+    res = json.loads(r.stdout)
+    missing = {e["model"] for e in res["tensors"] if e["verdict"] == "missing"}
+    assert "encoder.layer.1.attention.self.query.weight" in missing
+    assert not {m for m in missing if not m.startswith("encoder.layer.1.")}

@@ -86,3 +86,14 @@ def test_init_writes_a_file_the_commands_read(archviz_cli, here: Path) -> None:
     assert json.loads(r.stdout)["parameters"] == _llama_parameters(1)
     assert archviz_cli("init", "hf:llama").returncode == 2  # a table there already: refused, the file kept
     assert (here / "pyproject.toml").read_text() == text
+
+
+def test_cost_takes_the_project_files_inputs(archviz_cli, here: Path) -> None:
+    """`cost` names its --input parameter `inputs` (the other commands `input_`): the file's `inputs` reach it too.
+    The factory's forward needs `features` beside the token ids (its `mix` is Linear(2 × 8, 8)): without the file's
+    input the pass fails; with it, prefill is the one Linear's 2 × tokens × 16 × 8 FLOPs."""
+    (here / "archviz.toml").write_text('source = "needs_input:model"\ninputs = ["features=B,T,8:float32"]\n')
+    r = archviz_cli("cost", "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["prefill"]["flops"] == 2 * res["batch"] * res["seq"] * (2 * 8) * 8

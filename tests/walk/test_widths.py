@@ -2,18 +2,25 @@
 import json
 import re
 
+import pytest
+
 import archviz
 from helpers import REPO, TESTS
 
 FIX = TESTS / "fixtures" / "dsv41like"
 
 
-def test_output_projection_widths_are_named_from_its_constructor():
+@pytest.fixture(scope="module")
+def fixture_record():
+    return archviz.load(str(FIX / "model.py"), config=str(FIX / "config.json"))
+
+
+def test_output_projection_widths_are_named_from_its_constructor(fixture_record):
     cfg = json.loads((FIX / "config.json").read_text())
     source = (FIX / "model.py").read_text()
     m = re.search(r"self\.wo_b = \w+\((?:self|args)\.(\w+) \* (?:self|args)\.(\w+), (?:self|args)\.(\w+)\)", source)
     assert m, "the fixture builds wo_b as Linear(self.<groups> * args.<rank>, self.<dim>)"
-    record = archviz.load(str(FIX / "model.py"), config=str(FIX / "config.json"))
+    record = fixture_record
     dims = dict(record.module("layers.3.attn.wo_b").dims)
     assert dims == {cfg["o_groups"] * cfg["o_lora_rank"]: f"{m.group(1)} × {m.group(2)}", cfg["dim"]: m.group(3)}
 
@@ -49,6 +56,12 @@ def test_a_constructor_inside_a_conditional_expression_names_its_widths():
     record = archviz.load("hf:deepseek_v3", overrides={"num_hidden_layers": 1})
     assert dict(record.module("model.layers.0.self_attn.q_b_proj").dims) == {
         cfg.q_lora_rank: m.group(1), out: f"{m.group(2)} × {m.group(3)}"}
+    # its RMSNorm makes `nn.Parameter(torch.ones(hidden_size))` of an argument the attention gives q_lora_rank: the
+    # parameter's size is not named by that expression (the config's hidden_size is another value)
+    norm = inspect.getsource(mod.DeepseekV3RMSNorm.__init__)
+    assert "nn.Parameter(torch.ones(hidden_size))" in norm and cfg.hidden_size != cfg.q_lora_rank
+    assert dict(record.module("model.layers.0.self_attn.q_a_layernorm").dims).get(cfg.q_lora_rank) is None
+    assert dict(record.module("model.layers.0.input_layernorm").dims) == {cfg.hidden_size: "hidden_size"}
 
 
 def test_a_code_name_that_is_a_config_field_of_another_value_gives_way_to_the_config():
@@ -132,3 +145,25 @@ def test_a_module_beside_list_attributes_is_walked_and_named():
     assert any(isinstance(v, list) for _, v in mixer.attributes)
     dims = dict(record.module("model.layers.0.mamba.out_proj").dims)
     assert dims == {mixer_width: "", cfg.hidden_size: "hidden_size"}
+
+
+def test_a_parameter_size_from_a_local_variable_is_named_by_its_expression(fixture_record):
+    """The hyper-connection block computes `mix_hc = (2 + args.hc_mult) * args.hc_mult` in its __init__ and makes
+    `nn.Parameter(torch.empty(mix_hc, hc_dim))`: the size is named by that expression in the config's terms, on the
+    module and on its node page. By value alone it could not be: other pairs of fields give it too."""
+    from archviz.render.dims import named_dims
+
+    cfg = json.loads((FIX / "config.json").read_text())
+    source = (FIX / "model.py").read_text()
+    local = re.search(r"\n\s+(\w+) = \(2 \+ args\.(\w+)\) \* args\.(\w+)\n", source)
+    assert local and local.group(2) == local.group(3), "the fixture computes (2 + hc) * hc in a local variable"
+    var, field = local.group(1), local.group(2)
+    made = re.search(rf"self\.(\w+) = nn\.Parameter\(torch\.empty\({var}, (\w+),", source)
+    assert made
+    size = (2 + cfg[field]) * cfg[field]
+    ints = {k: v for k, v in cfg.items() if type(v) is int and v > 1}
+    assert [(a, b) for a in ints for b in ints if a < b and ints[a] * ints[b] == size], "a chance product exists"
+    block = next(m for m in fixture_record.modules if any(t.name == made.group(1) for t in m.tensors))
+    name = f"(2 + {field}) × {field}"
+    assert dict(block.dims)[size] == name
+    assert named_dims(block, dict(fixture_record.source.config))[size] == name
