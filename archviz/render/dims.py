@@ -13,6 +13,7 @@ Pure functions of records and config values, shared by the site, the terminal ca
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, Mapping, Sequence
 
 _SYMBOLS = {"B": "batch", "T": "positions", "S": "positions", "L": "positions", "N": "tokens", "H": "heads",
@@ -171,14 +172,19 @@ class DimNames:
 
 def width_names(m: Any, around: Sequence[Any]) -> dict[int, str]:
     """`m`'s own width names (the expression that built it), then those its neighbours' expressions give (`around`:
-    its children and siblings) where they agree: a norm beside `Linear(dim, q_lora_rank)` reads 1024 q_lora_rank even
-    where o_lora_rank is 1024 too; two neighbours naming one width two ways name it neither."""
-    seen: dict[int, set[str]] = {}
+    its children and siblings) by the name most of them give: a norm beside `Linear(dim, q_lora_rank)` and
+    `Linear(q_lora_rank, ...)` reads 1024 q_lora_rank even where o_lora_rank is 1024 too and a third sibling's
+    parameter is 1024 = 2 × head_dim; neighbours naming one width two ways as often name it neither."""
+    seen: dict[int, Counter[str]] = {}
     for x in around:
         for v, n in x.dims:
             if n:
-                seen.setdefault(v, set()).add(n)
-    out = {v: next(iter(ns)) for v, ns in seen.items() if len(ns) == 1}
+                seen.setdefault(v, Counter())[n] += 1
+    out: dict[int, str] = {}
+    for v, names in seen.items():
+        (top, k), *rest = names.most_common(2)
+        if not rest or rest[0][1] < k:
+            out[v] = top
     out.update(dict(m.dims))
     return out
 

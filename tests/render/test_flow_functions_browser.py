@@ -108,7 +108,8 @@ def test_attention_and_layer_pictures_fold_by_function(name, browser, tmp_path):
             assert n > 1
             page.click(f'svg.dataflow a[href="{box["href"]}"]')
             target = box["href"][1:]
-            assert page.evaluate("id => document.getElementById(id).open", target)
+            # the page opens it on the hashchange event, which fires after the click returns
+            page.wait_for_function("id => document.getElementById(id).open", arg=target, timeout=5000)
             ops = page.evaluate("""id => [...document.getElementById(id).querySelectorAll('svg.dataflow-ops .box.op')]
                 .map(b => b.querySelector('rect').getBoundingClientRect()).map(r => [r.width, r.height])""", target)
             assert len(ops) == n and all(w > 0 and h > 0 for w, h in ops), ops

@@ -13,6 +13,7 @@ from helpers import ANYINPUT, anyinput
 from realrun import real_calls, record_calls
 
 import archviz
+from archviz.cli.flags import cli_text
 from archviz.cost.measure import measure
 from archviz.cost.options import CostOptions
 from archviz.errors import ShapeError
@@ -50,7 +51,7 @@ def test_a_list_of_dicts_and_a_required_bool_get_defaults_from_the_code():
     real = real_calls(m.PromptSegmenter(c), records, False)  # a call per record: the records keep each shape once
     assert record_calls(rec, numeric={"B": B}) == {k: [c for i, c in enumerate(v) if c not in v[:i]]
                                                    for k, v in real.items()}
-    notes = " ".join(shapes["notes"])
+    notes = cli_text(" ".join(shapes["notes"]))  # as the CLI prints them
     assert f"--input 'batched_input=[{{image: 3,{side},{side}, original_size: list:{side},{side}}}]'" in notes
     assert "multimask_output=False (annotated bool)" in notes and "multimask_output=bool:true" in notes
     rec = _traced("promptreq", "PromptSegmenter", ["multimask_output=bool:true"])
@@ -61,7 +62,7 @@ def test_a_list_of_dicts_and_a_required_bool_get_defaults_from_the_code():
 def test_a_record_key_that_cannot_be_made_is_asked_for_with_the_form():
     with pytest.raises(ShapeError) as e:
         _traced("promptreq", "Tracker")
-    assert "--input 'batched_input=[{image: 3,1024,1024" in e.value.hint
+    assert "--input 'batched_input=[{image: 3,1024,1024" in cli_text(e.value.hint)
 
 
 def _real_flops(model: torch.nn.Module, *args) -> int:
