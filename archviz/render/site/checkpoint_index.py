@@ -164,6 +164,12 @@ def checkpoint_text(agg: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return {"ok": True, "text": "the model total matches the checkpoint’s tensors "
                                     f"({fmt.count(agg['checkpoint'])} parameters).", "notes": [], "paths": [],
                 "stored": stored}
+    if set(bad) == {"model-only"}:  # all it holds matches; the rest has no place in its format (a GGUF tensor set)
+        n, extra = bad["model-only"], agg["model"] - agg["checkpoint"]
+        return {"ok": True, "text": f"the checkpoint’s tensors match the model’s ({fmt.count(agg['checkpoint'])} "
+                                    f"parameters); {n:,} model-only tensor{'s' if n != 1 else ''} "
+                                    f"({fmt.count(extra)} parameters) have no place in the checkpoint’s format.",
+                "notes": list(agg["notes"]), "paths": [], "stored": stored}
     diff = agg["model"] - agg["checkpoint"]
     what = ", ".join(f"{v:,} {k}" for k, v in sorted(bad.items()))
     text = (f"mismatch: the model holds {fmt.count(agg['model'])} parameters, the checkpoint "
