@@ -167,7 +167,10 @@ class DimNames:
         (the other dims of the module's calls): [B, T, 16384] beside [B, T, 4 hc_mult, 4096 hidden_size] reads
         16384 hc_mult × hidden_size."""
         beside = self.names_near([*dims, *near], local)
-        return "[" + ", ".join(self.dim(d, local, words, beside) for d in dims) + "]"
+        out = [self.dim(d, local, words, beside) for d in dims]
+        if len(out) > 1 and dims[-1] == 2 and out[-1] == "2" and out[-2].endswith("/2"):
+            out[-1] = "2 pair"  # a half width's pairs: `x.view(..., -1, 2)` before rotary's complex form
+        return "[" + ", ".join(out) + "]"
 
 
 def width_names(m: Any, around: Sequence[Any]) -> dict[int, str]:

@@ -41,6 +41,15 @@ def test_a_half_or_a_difference_of_fields_is_named_by_the_rotary_field(cfg) -> N
     assert DimNames(llama).name(llama["head_dim"] // 2, near=["head_dim"]) == "head_dim/2"  # rotate_half's width
 
 
+def test_the_pairs_a_half_width_is_split_into_are_named(cfg) -> None:
+    """Rotary in complex form views its half-width as pairs, [B, H, T, rope/2, 2]: the trailing 2 is the pair; a 2
+    after any other dim stays a number (names.name(2) is None above)."""
+    names, half = DimNames(cfg), cfg["qk_rope_head_dim"] // 2
+    assert names.shape(["B", "T", half, 2]) == f"[B batch, T positions, {half} qk_rope_head_dim/2, 2 pair]"
+    assert names.shape(["B", "T", half, 2], words=False) == f"[B, T, {half} qk_rope_head_dim/2, 2 pair]"  # pictures
+    assert names.shape(["B", 2, half]).endswith(f"2, {half} qk_rope_head_dim/2]")
+
+
 def test_a_size_several_fields_equal_reads_with_each_of_them(cfg) -> None:
     heads = cfg["num_attention_heads"]
     fields = _equal(cfg, heads)
