@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..errors import PYTHON_WORDS, ArchvizError, option
+from ..errors import PYTHON_WORDS, ArchvizError, option, spelled
 from ..processes.owner import MAX_CHILDREN, check_count
 from .options import QUIET, Feedback
 
@@ -91,7 +91,9 @@ def write_gallery(sources: list[str], output: str, options: GalleryOptions = Gal
              "diffs_rendered": reuse.pages_rendered if reuse else sum(1 for k in files if k.startswith("diff-")),
              "diffs_reused": reuse.pages_reused if reuse else 0}
     return GalleryResult(output, counts, len(made), pages,
-                         [{"model": e.key, **e.failures[0]} for e in entries if e.failures],
+                         [{"model": e.key, **{k: spelled(v, options.words) if isinstance(v, str) else v
+                                              for k, v in e.failures[0].items()}}
+                          for e in entries if e.failures],  # the options a reason names, as the caller gives them
                          sum(1 for r in results if r.get("cached") and r["failures"]))
 
 

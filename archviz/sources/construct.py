@@ -4,6 +4,7 @@ whose model is made by a builder function."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -14,6 +15,16 @@ from .meta import CUDA_HINT, build_failure_hint, is_cuda_insistence, meta_build,
 from .guard import time_limit
 
 
+def _required(fn: Any, kwargs: dict[str, Any]) -> list[str]:
+    """The parameters `fn` requires (no default) that `kwargs` does not give; none where its signature is hidden."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in params if p.kind in kinds and p.default is p.empty and p.name not in kwargs]
+
+
 def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: str = "meta"
                  ) -> tuple[Any, list[str]]:
     """`fn(**kwargs)` on meta: the model it returns and the build's notes; what it raises said in one line."""
@@ -21,6 +32,11 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
     from .process_group import constructed
 
     attr = getattr(fn, "__name__", spec)
+    missing = _required(fn, kwargs)
+    if missing:  # said before anything is built, as for a model class's required arguments
+        raise SourceError(f"{spec}: {attr} needs {', '.join(missing)}, which {'was' if len(missing) == 1 else 'were'} "
+                          "not given", hint=f"give {'it' if len(missing) == 1 else 'them'} with {option('set')} "
+                                            f"{missing[0]}=VALUE")
 
     def construct() -> tuple[Any, Any]:
         with meta_build(device) as notes, time_limit(f"building {attr}"):

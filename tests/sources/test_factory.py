@@ -67,6 +67,24 @@ def test_set_of_an_argument_the_factory_lacks_is_one_clear_error(encoder):
     assert "Encoder does not take hidden" in str(e.value) and "keyword arguments" in e.value.hint
 
 
+def test_a_required_argument_not_given_is_asked_for_by_name(tmp_path, monkeypatch, archviz_cli):
+    """A factory's argument without a default (`make(width)`): named with the option that gives it, before anything
+    is built; given, the model's count follows from it."""
+    (tmp_path / "req_model.py").write_text("from torch import nn\n\n\ndef make(width, *, depth):\n"
+                                           "    return nn.Sequential(*[nn.Linear(width, width) for _ in range(depth)])\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    try:
+        with pytest.raises(SourceError) as e:
+            archviz.build("req_model:make", overrides={"depth": 2})
+        assert "make needs width" in e.value.message and e.value.options == ("set",)
+        r = archviz_cli("summary", "req_model:make")
+        assert r.returncode == 2 and "needs width, depth" in r.stderr and "--set width=VALUE" in r.stderr
+        assert archviz.load("req_model:make", overrides={"width": 8, "depth": 3}).summary.parameters == 3 * (8 * 8 + 8)
+    finally:
+        sys.modules.pop("req_model", None)
+
+
 @pytest.mark.parametrize("option, value, words", [
     ("world_size", 2, "`world_size`"), ("rank", 1, "`rank`"), ("model_class", "Encoder", "`model_class`"),
     ("trust_remote_code", True, "`trust_remote_code=True`"),
