@@ -78,7 +78,7 @@ EXIT_USAGE = 2  # unusable input: bad source, bad config, bad checkpoint, ...
 class ArchvizError(Exception):
     """A problem with the user's input, told in one line: what, where, what to do. `message`, `hint` and `line()`
     hold option tokens (a message nests another's `line()`); `str(e)` spells them with `words` (PYTHON_WORDS; the
-    CLI spells its own), and a traceback shows the hint as a note; `options`: the options the error names, the fields to fix."""
+    CLI spells its own); `options`: the options the error names, the fields to fix."""
 
     exit_code: int = EXIT_USAGE
     words: Mapping[str, str] = PYTHON_WORDS
@@ -92,10 +92,6 @@ class ArchvizError(Exception):
 
     def __str__(self) -> str:
         return spelled(self.message, self.words)
-
-    @property
-    def __notes__(self) -> list[str]:  # a Python traceback (3.11+) shows the fix under the message (PEP 678)
-        return [one_line(spelled(self.hint, self.words))] if self.hint else []
 
     @property
     def options(self) -> tuple[str, ...]:
