@@ -32,6 +32,7 @@ class CacheRecipe:
     call: ast.Call
     model_var: str
     then: tuple[tuple[str, tuple[str, ...]], ...]
+    sets: tuple[str, ...] = ()  # attributes generate sets on it after making it (`params.seqlen_offset += n`)
 
 
 def cache_argument(model: Any) -> tuple[str, type] | None:
@@ -55,7 +56,7 @@ def cache_argument(model: Any) -> tuple[str, type] | None:
 
 
 def _project_files(cls: type) -> list[str]:
-    """The .py files of the project the cache class comes from: its top package's folder (or its file's folder),
+    """The .py files of the project a class (the cache's, the model's) comes from: its top package's folder (or its file's folder),
     at most MAX_FILES, in a fixed order."""
     module = inspect.getmodule(cls)
     path = getattr(module, "__file__", None)
@@ -83,54 +84,143 @@ def _roots(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def find_recipe(model: Any) -> CacheRecipe | None:
-    """The cache recipe of the model's forward (`cache_argument`): the first function of its project that calls the
-    class's constructor and passes the result as that argument (`model.forward(..., cache=cache)` or `model(...,
-    cache=cache)`), with the variable it holds the model in; None where the project has no such call."""
-    found = cache_argument(model)
-    if found is None:
-        return None
-    argument, cls = found
-    for path in _project_files(cls):
+def _parsed(paths: list[str], needle: str | None) -> Any:
+    """(path, AST) of each project file that parses (and holds `needle` where given)."""
+    for path in paths:
         try:
             if os.path.getsize(path) > MAX_BYTES:
                 continue
             with open(path, encoding="utf-8") as f:
                 text = f.read()
-            if cls.__name__ not in text:
+            if needle is not None and needle not in text:
                 continue
-            tree = ast.parse(text)
+            yield path, ast.parse(text)
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
             continue
+
+
+def find_recipe(model: Any) -> CacheRecipe | None:
+    """The cache recipe of the model's forward: by its annotation (`cache_argument`), the first function of its
+    project that calls the class's constructor and passes the result as that argument (`model.forward(...,
+    cache=cache)` or `model(..., cache=cache)`); else by data flow (`_flow_recipe`); None where the project has no
+    such call."""
+    found = cache_argument(model)
+    if found is None:
+        return _flow_recipe(model)
+    argument, cls = found
+    for path, tree in _parsed(_project_files(cls), cls.__name__):
         for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-            recipe = _recipe_in(fn, argument, cls, f"{os.path.basename(path)}:{{line}}")
-            if recipe is not None:
-                return recipe
+            hit = _recipe_in(fn, {cls.__name__}, [argument], set())
+            if hit is not None:
+                node, argument, model_var, then, sets = hit
+                return CacheRecipe(argument, cls, f"{os.path.basename(path)}:{node.lineno}", node.value, model_var,
+                                   then, sets)
     return None
 
 
-def _recipe_in(fn: ast.AST, argument: str, cls: type, where: str) -> CacheRecipe | None:
-    """The recipe in one function: `var = cls(...)`, then a call passing `argument=var` on a variable of the
-    function's parameters (the model)."""
+def _forward_names(model: Any) -> list[str]:
+    try:
+        return [p.name for p in inspect.signature(model.forward).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _flow_recipe(model: Any) -> CacheRecipe | None:
+    """The cache argument found by data flow, whatever its name or annotation: a function of the model's project
+    that makes an object of a project class (not a module, not a tensor) and passes it, by keyword or position, into
+    a call of the model (`model(...)`, `model.forward(...)`, `self.model(...)`, a method of the model's class); the
+    argument it fills is the cache. The class is read from the project's modules already imported."""
+    names = _forward_names(model)
+    if len(names) < 2:
+        return None
+    classes = _project_classes(type(model))
+    methods = {n for n in dir(type(model)) if not n.startswith("_")} | {"forward"}
+    for path, tree in _parsed(_project_files(type(model)), None):
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            hit = _recipe_in(fn, set(classes), names[1:], methods)
+            if hit is not None:
+                node, argument, model_var, then, sets = hit
+                return CacheRecipe(argument, classes[_called_name(node.value)], f"{os.path.basename(path)}:"
+                                   f"{node.lineno}", node.value, model_var, then, sets)
+    return None
+
+
+def _project_classes(model_cls: type) -> dict[str, type]:
+    """{name: class} of the plain classes (no modules, tensors or exceptions) defined in the project's modules that
+    are imported, first name wins in a fixed order."""
+    import sys
+
+    files = set(_project_files(model_cls))
+    out: dict[str, type] = {}
+    for name in sorted(n for n, m in list(sys.modules.items()) if getattr(m, "__file__", None) and
+                       os.path.abspath(m.__file__) in files):
+        for k, v in sorted(vars(sys.modules[name]).items()):
+            if isinstance(v, type) and getattr(sys.modules.get(v.__module__), "__file__", None) and \
+                    os.path.abspath(sys.modules[v.__module__].__file__) in files and \
+                    not issubclass(v, (torch.nn.Module, torch.Tensor, BaseException)):
+                out.setdefault(k, v)
+    return out
+
+
+def _called_name(node: ast.AST) -> str:
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _model_call(call: ast.Call, params: set[str], methods: set[str]) -> str | None:
+    """The variable holding the model where `call` calls it: `model(...)`, `model.forward(...)` (any method where
+    `methods` is empty, else one of `methods`), `self.model(...)`; None otherwise."""
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id if f.id in params else None
+    if not isinstance(f, ast.Attribute):
+        return None
+    if isinstance(f.value, ast.Name) and f.value.id in params and (not methods or f.attr in methods):
+        return f.value.id
+    if isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr == "model" and "self" in params:
+        return "self"
+    return None
+
+
+def _passed_as(call: ast.Call, var: str, names: list[str], positional: bool) -> str | None:
+    for k in call.keywords:
+        if k.arg in names and isinstance(k.value, ast.Name) and k.value.id == var:
+            return k.arg
+    if positional:
+        for i, a in enumerate(call.args):
+            if isinstance(a, ast.Name) and a.id == var and 1 <= i <= len(names):
+                return names[i - 1]
+    return None
+
+
+def _recipe_in(fn: ast.AST, classes: set[str], names: list[str], methods: set[str]) -> Any:
+    """(the assignment `var = cls(...)`, the argument, the model's variable, the argument-free calls on var before
+    the model call, the attributes set on var after making it) in one function: `var = cls(...)`, then a call
+    passing `name=var` (or var at a name's position, when `methods` is given) on a variable of the function's
+    parameters (the model); None where none is."""
     params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
     for node in ast.walk(fn):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and _is_call_of(node.value, cls.__name__)):
+                and isinstance(node.value, ast.Call) and _called_name(node.value) in classes):
             continue
         var = node.targets[0].id
         for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
-            if not any(k.arg == argument and isinstance(k.value, ast.Name) and k.value.id == var
-                       for k in call.keywords):
-                continue
-            target = call.func.value if isinstance(call.func, ast.Attribute) else call.func
-            model_var = target.id if isinstance(target, ast.Name) and target.id in params else None
+            direct = isinstance(call.func, ast.Name) or getattr(call.func, "attr", "") in ("forward", "model")
+            argument = _passed_as(call, var, names, bool(methods) and direct)
+            model_var = _model_call(call, params, methods) if argument is not None else None
             if model_var is None:
                 continue
             then = tuple((c.func.attr, tuple(k.arg or "" for k in c.keywords)) for c in ast.walk(fn)
                          if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
                          isinstance(c.func.value, ast.Name) and c.func.value.id == var and
                          node.lineno < c.lineno <= call.lineno and not c.args)
-            return CacheRecipe(argument, cls, where.format(line=node.lineno), node.value, model_var, then)
+            sets = tuple(sorted({t.attr for s in ast.walk(fn) if isinstance(s, (ast.Assign, ast.AugAssign)) and
+                                 s.lineno > node.lineno
+                                 for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+                                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and
+                                 t.value.id == var}))
+            return node, argument, model_var, then, sets
     return None
 
 
@@ -205,12 +295,15 @@ def make_cache(recipe: CacheRecipe, model: Any, batch: int, capacity: int) -> tu
 
 def cache_tensors(cache: Any) -> list[tuple[str, Any, torch.Tensor]]:
     """(attribute, key, tensor) of what the cache object holds: its tensor attributes (key None) and the tensors
-    in its lists (key: the index, a layer's) and dicts, one level down."""
+    in its lists (key: the index, a layer's) and dicts, one level down, and in the tuples those hold (a layer's
+    `(conv_state, ssm_state)`: attribute `name.j`)."""
     out = []
     for name, v in sorted(vars(cache).items()):
         items = list(v.items()) if isinstance(v, dict) else list(enumerate(v)) if isinstance(v, (list, tuple)) \
             else [(None, v)]
         out.extend((name, k, t) for k, t in items if isinstance(t, torch.Tensor))
+        out.extend((f"{name}.{j}", k, t) for k, ts in items if isinstance(ts, (list, tuple))  # a layer's pair
+                   for j, t in enumerate(ts) if isinstance(t, torch.Tensor))
     return out
 
 

@@ -414,27 +414,38 @@ def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
                      f"{str(e)[:160]}")
         return None
 
-    def inputs(T: int, made: Any) -> Callable[[], tuple[tuple, dict]]:
-        return lambda: (lambda a, k: (a, {**k, recipe.argument: made}))(*default_inputs(built, batch, T))
+    def inputs(T: int, made: Any, offset: int | None = None) -> Callable[[], tuple[tuple, dict]]:
+        def start() -> tuple[tuple, dict]:
+            for name in recipe.sets if offset is not None else ():  # what generate sets on it before a step
+                if isinstance(getattr(made, name, None), int) and not isinstance(getattr(made, name), bool):
+                    setattr(made, name, offset)
+            a, k = default_inputs(built, batch, T)
+            return a, {**k, recipe.argument: made}
+        return start
 
     try:  # a fill (uncounted: key -1, -2) and one token, at context and at context + 1 (the second cache's room)
-        counters = _steps(built, run.record, [(-1, inputs(context, cache)), (context, inputs(1, cache)),
-                                              (-2, inputs(context + 1, larger)), (context + 1, inputs(1, larger))],
+        counters = _steps(built, run.record, [(-1, inputs(context, cache)), (context, inputs(1, cache, context)),
+                                              (-2, inputs(context + 1, larger)),
+                                              (context + 1, inputs(1, larger, context + 1))],
                           run.memo, run.paths)
     except ShapeError as e:
         notes.append(f"{what}: made as its generate does ({recipe.where}), the decode step failed: {e.line()}")
         return None
-    if sum(counters[context].by_path()[0].values()) == sum(counters[context + 1].by_path()[0].values()):
+    batch_value = next((v for k, v in used.items() if "batch" in k.lower() and isinstance(v, int)), None)
+    entries = _object_entries(cache_tensors(cache), {(a, k): t for a, k, t in cache_tensors(larger)}, batch_value)
+    state = bool(entries) and all(e["slots"] == 1 for e in entries)
+    if sum(counters[context].by_path()[0].values()) == sum(counters[context + 1].by_path()[0].values()) and state:
+        notes.append(f"{what}: it holds state of a fixed size (no tensor grows with its room): the decode step's "
+                     "FLOPs are the recurrent step's, the same at every context")
+    elif sum(counters[context].by_path()[0].values()) == sum(counters[context + 1].by_path()[0].values()):
         notes.append(f"{what}: the decode step's FLOPs do not grow with the context: the cache keeps how full it is "
                      "in tensors whose values meta does not hold, so attention over the cached tokens is not "
                      "counted (a lower bound); KV entries are read from its tensors")
-    batch_value = next((v for k, v in used.items() if "batch" in k.lower() and isinstance(v, int)), None)
-    entries = _object_entries(cache_tensors(cache), {(a, k): t for a, k, t in cache_tensors(larger)}, batch_value)
     made = ", ".join(f"{k}={v if not isinstance(v, torch.dtype) else str(v).replace('torch.', '')}"
                      for k, v in used.items())
     notes.append(f"{what} made as its generate makes it ({recipe.where}): {recipe.cls.__name__}({made}), room for "
                  f"context + 1 tokens, on meta; then {', '.join(f'.{m}()' for m, _ in recipe.then) or 'nothing'} "
-                 f"as generate calls; filled by a prefill of {context:,} tokens, then one token counted")
+                 f"as generate calls{''.join(f', .{a} = {context:,}' for a in recipe.sets)}; filled by a prefill of {context:,} tokens, then one token counted")
     kv = {"source": f"{recipe.cls.__name__} made as at {recipe.where}", "entries": entries}
     return _flops_json(counters[context], run.traced, batch, 1, context), kv
 
