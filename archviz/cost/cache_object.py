@@ -128,8 +128,8 @@ def _forward_names(model: Any) -> list[str]:
 
 def _flow_recipe(model: Any) -> CacheRecipe | None:
     """The cache argument found by data flow, whatever its name or annotation: a function of the model's project
-    that makes an object of a project class (not a module, not a tensor) and passes it, by keyword or position, into
-    a call of the model (`model(...)`, `model.forward(...)`, `self.model(...)`, a method of the model's class); the
+    that loops (a decoding loop), makes an object of a project class (not a module, not a tensor) and passes it, by
+    keyword or position, into a call of the model (`model(...)`, `model.forward(...)`, `self.model(...)`, a method of the model's class); the
     argument it fills is the cache. The class is read from the project's modules already imported."""
     names = _forward_names(model)
     if len(names) < 2:
@@ -137,7 +137,8 @@ def _flow_recipe(model: Any) -> CacheRecipe | None:
     classes = _project_classes(type(model))
     methods = {n for n in dir(type(model)) if not n.startswith("_")} | {"forward"}
     for path, tree in _parsed(_project_files(type(model)), None):
-        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and
+                   any(isinstance(m, (ast.For, ast.While)) for m in ast.walk(n))):  # a decoding loop's function
             hit = _recipe_in(fn, set(classes), names[1:], methods)
             if hit is not None:
                 node, argument, model_var, then, sets = hit
@@ -296,13 +297,13 @@ def make_cache(recipe: CacheRecipe, model: Any, batch: int, capacity: int) -> tu
 def cache_tensors(cache: Any) -> list[tuple[str, Any, torch.Tensor]]:
     """(attribute, key, tensor) of what the cache object holds: its tensor attributes (key None) and the tensors
     in its lists (key: the index, a layer's) and dicts, one level down, and in the tuples those hold (a layer's
-    `(conv_state, ssm_state)`: attribute `name.j`)."""
+    `(conv_state, ssm_state)`: attribute `name[j]`)."""
     out = []
     for name, v in sorted(vars(cache).items()):
         items = list(v.items()) if isinstance(v, dict) else list(enumerate(v)) if isinstance(v, (list, tuple)) \
             else [(None, v)]
         out.extend((name, k, t) for k, t in items if isinstance(t, torch.Tensor))
-        out.extend((f"{name}.{j}", k, t) for k, ts in items if isinstance(ts, (list, tuple))  # a layer's pair
+        out.extend((f"{name}[{j}]", k, t) for k, ts in items if isinstance(ts, (list, tuple))  # a layer's pair
                    for j, t in enumerate(ts) if isinstance(t, torch.Tensor))
     return out
 
