@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 import operator
 import os
 import typing
@@ -56,8 +57,8 @@ def cache_argument(model: Any) -> tuple[str, type] | None:
 
 
 def _project_files(cls: type) -> list[str]:
-    """The .py files of the project a class (the cache's, the model's) comes from: its top package's folder (or its file's folder),
-    at most MAX_FILES, in a fixed order."""
+    """The .py files of the project a class (the cache's, the model's) comes from: its top package's folder (or
+    its file's folder), at most MAX_FILES, in a fixed order."""
     module = inspect.getmodule(cls)
     path = getattr(module, "__file__", None)
     if not path:
@@ -129,8 +130,9 @@ def _forward_names(model: Any) -> list[str]:
 def _flow_recipe(model: Any) -> CacheRecipe | None:
     """The cache argument found by data flow, whatever its name or annotation: a function of the model's project
     that loops (a decoding loop), makes an object of a project class (not a module, not a tensor) and passes it, by
-    keyword or position, into a call of the model (`model(...)`, `model.forward(...)`, `self.model(...)`, a method of the model's class); the
-    argument it fills is the cache. The class is read from the project's modules already imported."""
+    keyword or position, into a call of the model (`model(...)`, `model.forward(...)`, `self.model(...)`, a method
+    of the model's class); the argument it fills is the cache. The class is read from the project's modules already
+    imported."""
     names = _forward_names(model)
     if len(names) < 2:
         return None
@@ -144,6 +146,30 @@ def _flow_recipe(model: Any) -> CacheRecipe | None:
                 node, argument, model_var, then, sets = hit
                 return CacheRecipe(argument, classes[_called_name(node.value)], f"{os.path.basename(path)}:"
                                    f"{node.lineno}", node.value, model_var, then, sets)
+    return None
+
+
+def fed_back_argument(model: Any) -> tuple[str, int, str] | None:
+    """(argument, index in forward's returned tuple, where) of a state the forward returns and the code's own
+    generate loop passes back into it: `logits, state = llm_forward(token, state)` in a loop of the model's project,
+    the name both unpacked from the call and passed to it, by keyword or at the position of a forward argument that
+    defaults to None; None where the project has no such loop."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    optional = {p.name for p in params[1:] if p.default is None}
+    names = [p.name for p in params]
+    for path, tree in _parsed(_project_files(type(model)), None):
+        for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+            for node in ast.walk(loop):
+                if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple) and
+                        isinstance(node.value, ast.Call)):
+                    continue
+                for j, t in enumerate(node.targets[0].elts):
+                    argument = _passed_as(node.value, t.id, names[1:], True) if isinstance(t, ast.Name) else None
+                    if argument in optional:
+                        return argument, j, f"{os.path.basename(path)}:{node.lineno}"
     return None
 
 
@@ -346,4 +372,48 @@ def hooked_cache(model: Any) -> tuple[str, str, str] | None:
     return None
 
 
-__all__ = ["hooked_cache", "inner_cache_argument", "CacheRecipe", "cache_argument", "find_recipe", "make_cache", "cache_tensors"]
+def _object_entries(tensors: list[tuple[str, Any, torch.Tensor]], larger: dict[tuple[str, Any], torch.Tensor],
+                    batch_value: int | None) -> list[dict[str, Any]]:
+    """KV entries of a cache object's tensors (a list's items: one layer each): the dim that grew by one with one
+    more token of room is a slot a token; the batch dim (the size it was made with) divided out; a tensor that did
+    not grow is fixed state."""
+    from .kv import element_bytes
+
+    out = []
+    for name, key, t in tensors:
+        other = larger.get((name, key))
+        shape = [int(d) for d in t.shape]
+        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1] \
+            if other is not None and other.dim() == t.dim() else []
+        rest = [d for j, d in enumerate(shape) if j not in grown[:1]]
+        if batch_value in rest:
+            rest.remove(batch_value)
+        dtype = str(t.dtype).replace("torch.", "")
+        out.append({"path": "", "name": name if isinstance(key, int) or key is None else f"{name}.{key}",
+                    "layer": key if isinstance(key, int) else None, "dtype": dtype, "element_bytes": element_bytes(dtype),
+                    "width": math.prod(rest), "ratio": 1 if grown else None, "slots": None if grown else 1,
+                    "what": "cache: a slot every token" if grown else "fixed per sequence (state)"})
+    return out
+
+
+def held_entries(what: str, grew: bool, tensors: tuple[list, list, int | None], notes: list[str]
+                 ) -> list[dict[str, Any]]:
+    """The KV entries of what a cache holds (`tensors`: its tensors with room for context + 1 and context + 2
+    tokens, the batch it was made for), and the note on a step whose FLOPs did not `grew` with one more token: fixed
+    state (all its tensors fixed), else a cache whose fill meta does not hold."""
+    held, larger, batch_value = tensors
+    entries = _object_entries(held, {(a, k): t for a, k, t in larger}, batch_value)
+    if grew:
+        return entries
+    if entries and all(e["slots"] == 1 for e in entries):
+        notes.append(f"{what}: it holds state of a fixed size (no tensor grows with its room): the decode step's "
+                     "FLOPs are the recurrent step's, the same at every context")
+    else:
+        notes.append(f"{what}: the decode step's FLOPs do not grow with the context: the cache keeps how full it is "
+                     "in tensors whose values meta does not hold, so attention over the cached tokens is not "
+                     "counted (a lower bound); KV entries are read from its tensors")
+    return entries
+
+
+__all__ = ["held_entries", "fed_back_argument", "hooked_cache", "inner_cache_argument", "CacheRecipe",
+           "cache_argument", "find_recipe", "make_cache", "cache_tensors"]

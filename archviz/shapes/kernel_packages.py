@@ -514,7 +514,8 @@ def selective_scan_update_kernel(*args: Any, **kwargs: Any) -> None:
     return triton_launch(*args, **kwargs)
 
 
-@shape_rule("mamba_ssm.ops.triton.selective_state_update.selective_state_update", flops=_state_update_flops, mixing=True)
+@shape_rule("mamba_ssm.ops.triton.selective_state_update.selective_state_update", flops=_state_update_flops,
+            mixing=True)
 def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=False, **kwargs):
     """One decode step of the scan: state [b, d, n] updated in place with x, dt [b, d], A [d, n], B, C [b, n] ->
     y [b, d]."""
