@@ -4,7 +4,12 @@ by a name archviz knows), each argument evaluated on the built model where it re
 model in (`model.args.n_kv_heads`, `model.n_layers`, arithmetic of those), else by the constructor parameter it fills
 (a batch size: B; a length, window or capacity: the context the step needs); then the calls generate makes on it
 before its first forward that take nothing, a device or a dtype (`cache.reset()`, `cache.to(device=..., dtype=...)`),
-on meta. What cannot be made so is said in one line (`CacheRecipe.missing`)."""
+on meta. What cannot be made so is said in one line (`CacheRecipe.missing`).
+
+A forward argument with no such annotation (`inference_params=None`) is found by data flow: a function of the
+project with a decoding loop that makes an object of a project class and passes it into a call of the model; the
+attributes that function sets on the object (`params.seqlen_offset += n`) are set to the context before the step.
+A state the forward returns and the loop feeds back (`logits, state = forward(token, state)`) is `fed_back_argument`."""
 
 from __future__ import annotations
 
