@@ -4,12 +4,18 @@ by a name archviz knows), each argument evaluated on the built model where it re
 model in (`model.args.n_kv_heads`, `model.n_layers`, arithmetic of those), else by the constructor parameter it fills
 (a batch size: B; a length, window or capacity: the context the step needs); then the calls generate makes on it
 before its first forward that take nothing, a device or a dtype (`cache.reset()`, `cache.to(device=..., dtype=...)`),
-on meta. What cannot be made so is said in one line (`CacheRecipe.missing`)."""
+on meta. What cannot be made so is said in one line (`CacheRecipe.missing`).
+
+A forward argument with no such annotation (`inference_params=None`) is found by data flow: a function of the
+project with a decoding loop that makes an object of a project class and passes it into a call of the model; the
+attributes that function sets on the object (`params.seqlen_offset += n`) are set to the context before the step.
+A state the forward returns and the loop feeds back (`logits, state = forward(token, state)`) is `fed_back_argument`."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+import math
 import operator
 import os
 import typing
@@ -32,6 +38,7 @@ class CacheRecipe:
     call: ast.Call
     model_var: str
     then: tuple[tuple[str, tuple[str, ...]], ...]
+    sets: tuple[str, ...] = ()  # attributes generate sets on it after making it (`params.seqlen_offset += n`)
 
 
 def cache_argument(model: Any) -> tuple[str, type] | None:
@@ -55,8 +62,8 @@ def cache_argument(model: Any) -> tuple[str, type] | None:
 
 
 def _project_files(cls: type) -> list[str]:
-    """The .py files of the project the cache class comes from: its top package's folder (or its file's folder),
-    at most MAX_FILES, in a fixed order."""
+    """The .py files of the project a class (the cache's, the model's) comes from: its top package's folder (or
+    its file's folder), at most MAX_FILES, in a fixed order."""
     module = inspect.getmodule(cls)
     path = getattr(module, "__file__", None)
     if not path:
@@ -83,54 +90,169 @@ def _roots(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def find_recipe(model: Any) -> CacheRecipe | None:
-    """The cache recipe of the model's forward (`cache_argument`): the first function of its project that calls the
-    class's constructor and passes the result as that argument (`model.forward(..., cache=cache)` or `model(...,
-    cache=cache)`), with the variable it holds the model in; None where the project has no such call."""
-    found = cache_argument(model)
-    if found is None:
-        return None
-    argument, cls = found
-    for path in _project_files(cls):
+def _parsed(paths: list[str], needle: str | None) -> Any:
+    """(path, AST) of each project file that parses (and holds `needle` where given)."""
+    for path in paths:
         try:
             if os.path.getsize(path) > MAX_BYTES:
                 continue
             with open(path, encoding="utf-8") as f:
                 text = f.read()
-            if cls.__name__ not in text:
+            if needle is not None and needle not in text:
                 continue
-            tree = ast.parse(text)
+            yield path, ast.parse(text)
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
             continue
+
+
+def find_recipe(model: Any) -> CacheRecipe | None:
+    """The cache recipe of the model's forward: by its annotation (`cache_argument`), the first function of its
+    project that calls the class's constructor and passes the result as that argument (`model.forward(...,
+    cache=cache)` or `model(..., cache=cache)`); else by data flow (`_flow_recipe`); None where the project has no
+    such call."""
+    found = cache_argument(model)
+    if found is None:
+        return _flow_recipe(model)
+    argument, cls = found
+    for path, tree in _parsed(_project_files(cls), cls.__name__):
         for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-            recipe = _recipe_in(fn, argument, cls, f"{os.path.basename(path)}:{{line}}")
-            if recipe is not None:
-                return recipe
+            hit = _recipe_in(fn, {cls.__name__}, [argument], set())
+            if hit is not None:
+                node, argument, model_var, then, sets = hit
+                return CacheRecipe(argument, cls, f"{os.path.basename(path)}:{node.lineno}", node.value, model_var,
+                                   then, sets)
     return None
 
 
-def _recipe_in(fn: ast.AST, argument: str, cls: type, where: str) -> CacheRecipe | None:
-    """The recipe in one function: `var = cls(...)`, then a call passing `argument=var` on a variable of the
-    function's parameters (the model)."""
+def _forward_names(model: Any) -> list[str]:
+    try:
+        return [p.name for p in inspect.signature(model.forward).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _flow_recipe(model: Any) -> CacheRecipe | None:
+    """The cache argument found by data flow, whatever its name or annotation: a function of the model's project
+    that loops (a decoding loop), makes an object of a project class (not a module, not a tensor) and passes it, by
+    keyword or position, into a call of the model (`model(...)`, `model.forward(...)`, `self.model(...)`, a method
+    of the model's class); the argument it fills is the cache. The class is read from the project's modules already
+    imported."""
+    names = _forward_names(model)
+    if len(names) < 2:
+        return None
+    classes = _project_classes(type(model))
+    methods = {n for n in dir(type(model)) if not n.startswith("_")} | {"forward"}
+    for path, tree in _parsed(_project_files(type(model)), None):
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and
+                   any(isinstance(m, (ast.For, ast.While)) for m in ast.walk(n))):  # a decoding loop's function
+            hit = _recipe_in(fn, set(classes), names[1:], methods)
+            if hit is not None:
+                node, argument, model_var, then, sets = hit
+                return CacheRecipe(argument, classes[_called_name(node.value)], f"{os.path.basename(path)}:"
+                                   f"{node.lineno}", node.value, model_var, then, sets)
+    return None
+
+
+def fed_back_argument(model: Any) -> tuple[str, int, str] | None:
+    """(argument, index in forward's returned tuple, where) of a state the forward returns and the code's own
+    generate loop passes back into it: `logits, state = llm_forward(token, state)` in a loop of the model's project,
+    the name both unpacked from the call and passed to it, by keyword or at the position of a forward argument that
+    defaults to None; None where the project has no such loop."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    optional = {p.name for p in params[1:] if p.default is None}
+    names = [p.name for p in params]
+    for path, tree in _parsed(_project_files(type(model)), None):
+        for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+            for node in ast.walk(loop):
+                if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple) and
+                        isinstance(node.value, ast.Call)):
+                    continue
+                for j, t in enumerate(node.targets[0].elts):
+                    argument = _passed_as(node.value, t.id, names[1:], True) if isinstance(t, ast.Name) else None
+                    if argument in optional:
+                        return argument, j, f"{os.path.basename(path)}:{node.lineno}"
+    return None
+
+
+def _project_classes(model_cls: type) -> dict[str, type]:
+    """{name: class} of the plain classes (no modules, tensors or exceptions) defined in the project's modules that
+    are imported, first name wins in a fixed order."""
+    import sys
+
+    files = set(_project_files(model_cls))
+    out: dict[str, type] = {}
+    for name in sorted(n for n, m in list(sys.modules.items()) if getattr(m, "__file__", None) and
+                       os.path.abspath(m.__file__) in files):
+        for k, v in sorted(vars(sys.modules[name]).items()):
+            if isinstance(v, type) and getattr(sys.modules.get(v.__module__), "__file__", None) and \
+                    os.path.abspath(sys.modules[v.__module__].__file__) in files and \
+                    not issubclass(v, (torch.nn.Module, torch.Tensor, BaseException)):
+                out.setdefault(k, v)
+    return out
+
+
+def _called_name(node: ast.AST) -> str:
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _model_call(call: ast.Call, params: set[str], methods: set[str]) -> str | None:
+    """The variable holding the model where `call` calls it: `model(...)`, `model.forward(...)` (any method where
+    `methods` is empty, else one of `methods`), `self.model(...)`; None otherwise."""
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id if f.id in params else None
+    if not isinstance(f, ast.Attribute):
+        return None
+    if isinstance(f.value, ast.Name) and f.value.id in params and (not methods or f.attr in methods):
+        return f.value.id
+    if isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr == "model" and "self" in params:
+        return "self"
+    return None
+
+
+def _passed_as(call: ast.Call, var: str, names: list[str], positional: bool) -> str | None:
+    for k in call.keywords:
+        if k.arg in names and isinstance(k.value, ast.Name) and k.value.id == var:
+            return k.arg
+    if positional:
+        for i, a in enumerate(call.args):
+            if isinstance(a, ast.Name) and a.id == var and 1 <= i <= len(names):
+                return names[i - 1]
+    return None
+
+
+def _recipe_in(fn: ast.AST, classes: set[str], names: list[str], methods: set[str]) -> Any:
+    """(the assignment `var = cls(...)`, the argument, the model's variable, the argument-free calls on var before
+    the model call, the attributes set on var after making it) in one function: `var = cls(...)`, then a call
+    passing `name=var` (or var at a name's position, when `methods` is given) on a variable of the function's
+    parameters (the model); None where none is."""
     params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
     for node in ast.walk(fn):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and _is_call_of(node.value, cls.__name__)):
+                and isinstance(node.value, ast.Call) and _called_name(node.value) in classes):
             continue
         var = node.targets[0].id
         for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
-            if not any(k.arg == argument and isinstance(k.value, ast.Name) and k.value.id == var
-                       for k in call.keywords):
-                continue
-            target = call.func.value if isinstance(call.func, ast.Attribute) else call.func
-            model_var = target.id if isinstance(target, ast.Name) and target.id in params else None
+            direct = isinstance(call.func, ast.Name) or getattr(call.func, "attr", "") in ("forward", "model")
+            argument = _passed_as(call, var, names, bool(methods) and direct)
+            model_var = _model_call(call, params, methods) if argument is not None else None
             if model_var is None:
                 continue
             then = tuple((c.func.attr, tuple(k.arg or "" for k in c.keywords)) for c in ast.walk(fn)
                          if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
                          isinstance(c.func.value, ast.Name) and c.func.value.id == var and
                          node.lineno < c.lineno <= call.lineno and not c.args)
-            return CacheRecipe(argument, cls, where.format(line=node.lineno), node.value, model_var, then)
+            sets = tuple(sorted({t.attr for s in ast.walk(fn) if isinstance(s, (ast.Assign, ast.AugAssign)) and
+                                 s.lineno > node.lineno
+                                 for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+                                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and
+                                 t.value.id == var}))
+            return node, argument, model_var, then, sets
     return None
 
 
@@ -205,12 +327,15 @@ def make_cache(recipe: CacheRecipe, model: Any, batch: int, capacity: int) -> tu
 
 def cache_tensors(cache: Any) -> list[tuple[str, Any, torch.Tensor]]:
     """(attribute, key, tensor) of what the cache object holds: its tensor attributes (key None) and the tensors
-    in its lists (key: the index, a layer's) and dicts, one level down."""
+    in its lists (key: the index, a layer's) and dicts, one level down, and in the tuples those hold (a layer's
+    `(conv_state, ssm_state)`: attribute `name[j]`)."""
     out = []
     for name, v in sorted(vars(cache).items()):
         items = list(v.items()) if isinstance(v, dict) else list(enumerate(v)) if isinstance(v, (list, tuple)) \
             else [(None, v)]
         out.extend((name, k, t) for k, t in items if isinstance(t, torch.Tensor))
+        out.extend((f"{name}[{j}]", k, t) for k, ts in items if isinstance(ts, (list, tuple))  # a layer's pair
+                   for j, t in enumerate(ts) if isinstance(t, torch.Tensor))
     return out
 
 
@@ -252,4 +377,48 @@ def hooked_cache(model: Any) -> tuple[str, str, str] | None:
     return None
 
 
-__all__ = ["hooked_cache", "inner_cache_argument", "CacheRecipe", "cache_argument", "find_recipe", "make_cache", "cache_tensors"]
+def _object_entries(tensors: list[tuple[str, Any, torch.Tensor]], larger: dict[tuple[str, Any], torch.Tensor],
+                    batch_value: int | None) -> list[dict[str, Any]]:
+    """KV entries of a cache object's tensors (a list's items: one layer each): the dim that grew by one with one
+    more token of room is a slot a token; the batch dim (the size it was made with) divided out; a tensor that did
+    not grow is fixed state."""
+    from .kv import element_bytes
+
+    out = []
+    for name, key, t in tensors:
+        other = larger.get((name, key))
+        shape = [int(d) for d in t.shape]
+        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1] \
+            if other is not None and other.dim() == t.dim() else []
+        rest = [d for j, d in enumerate(shape) if j not in grown[:1]]
+        if batch_value in rest:
+            rest.remove(batch_value)
+        dtype = str(t.dtype).replace("torch.", "")
+        out.append({"path": "", "name": name if isinstance(key, int) or key is None else f"{name}.{key}",
+                    "layer": key if isinstance(key, int) else None, "dtype": dtype, "element_bytes": element_bytes(dtype),
+                    "width": math.prod(rest), "ratio": 1 if grown else None, "slots": None if grown else 1,
+                    "what": "cache: a slot every token" if grown else "fixed per sequence (state)"})
+    return out
+
+
+def held_entries(what: str, grew: bool, tensors: tuple[list, list, int | None], notes: list[str]
+                 ) -> list[dict[str, Any]]:
+    """The KV entries of what a cache holds (`tensors`: its tensors with room for context + 1 and context + 2
+    tokens, the batch it was made for), and the note on a step whose FLOPs did not `grew` with one more token: fixed
+    state (all its tensors fixed), else a cache whose fill meta does not hold."""
+    held, larger, batch_value = tensors
+    entries = _object_entries(held, {(a, k): t for a, k, t in larger}, batch_value)
+    if grew:
+        return entries
+    if entries and all(e["slots"] == 1 for e in entries):
+        notes.append(f"{what}: it holds state of a fixed size (no tensor grows with its room): the decode step's "
+                     "FLOPs are the recurrent step's, the same at every context")
+    else:
+        notes.append(f"{what}: the decode step's FLOPs do not grow with the context: the cache keeps how full it is "
+                     "in tensors whose values meta does not hold, so attention over the cached tokens is not "
+                     "counted (a lower bound); KV entries are read from its tensors")
+    return entries
+
+
+__all__ = ["held_entries", "fed_back_argument", "hooked_cache", "inner_cache_argument", "CacheRecipe",
+           "cache_argument", "find_recipe", "make_cache", "cache_tensors"]

@@ -383,7 +383,8 @@ def _object_or_recompute(run: _Prefilled, batch: int, context: int, kv: dict[str
         notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
                      "positions the model takes")
         context = run.limit - 1
-    made = _object_decode(run, batch, context, notes) or _hooked_decode(run, batch, context, notes)
+    made = _object_decode(run, batch, context, notes) or _fed_back_decode(run, batch, context, notes) or \
+        _hooked_decode(run, batch, context, notes)
     if made is not None:
         return made
     return _recompute(run, batch, context, notes), kv if kv["entries"] else {"entries": [], "source": None}
@@ -396,7 +397,7 @@ def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     one token counted; its KV entries from the tensors it holds (a dim that grows with its room: a slot a token).
     None where the forward takes no such object or it cannot be made (said in `notes`)."""
     from ..shapes.inputs import default_inputs
-    from .cache_object import cache_tensors, find_recipe, make_cache
+    from .cache_object import cache_tensors, find_recipe, held_entries, make_cache
 
     built = run.built
     recipe = find_recipe(built.model)
@@ -414,29 +415,83 @@ def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
                      f"{str(e)[:160]}")
         return None
 
-    def inputs(T: int, made: Any) -> Callable[[], tuple[tuple, dict]]:
-        return lambda: (lambda a, k: (a, {**k, recipe.argument: made}))(*default_inputs(built, batch, T))
+    def inputs(T: int, made: Any, offset: int | None = None) -> Callable[[], tuple[tuple, dict]]:
+        def start() -> tuple[tuple, dict]:
+            for name in recipe.sets if offset is not None else ():  # what generate sets on it before a step
+                if isinstance(getattr(made, name, None), int) and not isinstance(getattr(made, name), bool):
+                    setattr(made, name, offset)
+            a, k = default_inputs(built, batch, T)
+            return a, {**k, recipe.argument: made}
+        return start
 
     try:  # a fill (uncounted: key -1, -2) and one token, at context and at context + 1 (the second cache's room)
-        counters = _steps(built, run.record, [(-1, inputs(context, cache)), (context, inputs(1, cache)),
-                                              (-2, inputs(context + 1, larger)), (context + 1, inputs(1, larger))],
+        counters = _steps(built, run.record, [(-1, inputs(context, cache)), (context, inputs(1, cache, context)),
+                                              (-2, inputs(context + 1, larger)),
+                                              (context + 1, inputs(1, larger, context + 1))],
                           run.memo, run.paths)
     except ShapeError as e:
         notes.append(f"{what}: made as its generate does ({recipe.where}), the decode step failed: {e.line()}")
         return None
-    if sum(counters[context].by_path()[0].values()) == sum(counters[context + 1].by_path()[0].values()):
-        notes.append(f"{what}: the decode step's FLOPs do not grow with the context: the cache keeps how full it is "
-                     "in tensors whose values meta does not hold, so attention over the cached tokens is not "
-                     "counted (a lower bound); KV entries are read from its tensors")
     batch_value = next((v for k, v in used.items() if "batch" in k.lower() and isinstance(v, int)), None)
-    entries = _object_entries(cache_tensors(cache), {(a, k): t for a, k, t in cache_tensors(larger)}, batch_value)
+    entries = held_entries(what, _grew(counters, context), (cache_tensors(cache), cache_tensors(larger), batch_value),
+                           notes)
     made = ", ".join(f"{k}={v if not isinstance(v, torch.dtype) else str(v).replace('torch.', '')}"
                      for k, v in used.items())
     notes.append(f"{what} made as its generate makes it ({recipe.where}): {recipe.cls.__name__}({made}), room for "
                  f"context + 1 tokens, on meta; then {', '.join(f'.{m}()' for m, _ in recipe.then) or 'nothing'} "
-                 f"as generate calls; filled by a prefill of {context:,} tokens, then one token counted")
+                 f"as generate calls{''.join(f', .{a} = {context:,}' for a in recipe.sets)}; filled by a prefill of "
+                 f"{context:,} tokens, then one token counted")
     kv = {"source": f"{recipe.cls.__name__} made as at {recipe.where}", "entries": entries}
     return _flops_json(counters[context], run.traced, batch, 1, context), kv
+
+
+def _grew(counters: dict[int, FlopCounter], context: int) -> bool:
+    """The step at context + 1 counted more FLOPs than the one at context."""
+    return sum(counters[context].by_path()[0].values()) != sum(counters[context + 1].by_path()[0].values())
+
+
+def _fed_back_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
+                     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A decode step of a model whose forward returns its state and takes it back (`fed_back_argument`: `logits,
+    state = forward(token, state)` in the code's generate loop): a fill of `context` tokens given none, then one
+    token given the state the fill returned, counted (and the same at context + 1). None where the code has no such
+    loop or the step fails (said in `notes`)."""
+    from types import SimpleNamespace
+
+    from ..shapes.inputs import default_inputs
+    from .cache_object import cache_tensors, fed_back_argument, held_entries
+
+    found = fed_back_argument(run.built.model)
+    if found is None:
+        return None
+    argument, index, where = found
+    outs: list[Any] = []
+
+    def inputs(T: int, given: int | None) -> Callable[[], tuple[tuple, dict]]:
+        def start() -> tuple[tuple, dict]:
+            a, k = default_inputs(run.built, batch, T)
+            if given is not None and not (isinstance(outs[given], (tuple, list)) and len(outs[given]) > index):
+                raise ValueError(f"the forward returned no item {index} to feed back as {argument}")
+            return a, {**k, argument: None if given is None else outs[given][index]}
+        return start
+
+    what = f"{type(run.built.model).__name__}.forward's {argument} (returned by it and fed back, {where})"
+    handle = run.built.model.register_forward_hook(lambda m, a, out: outs.append(out))
+    try:
+        counters = _steps(run.built, run.record, [(-1, inputs(context, None)), (context, inputs(1, 0)),
+                                                  (-2, inputs(context + 1, None)), (context + 1, inputs(1, 2))],
+                          run.memo, run.paths)
+    except ShapeError as e:
+        notes.append(f"{what}: the decode step failed: {e.line()}")
+        return None
+    finally:
+        handle.remove()
+    held = [cache_tensors(SimpleNamespace(**{argument: outs[i][index]})) for i in (0, 2)]
+    entries = held_entries(what, _grew(counters, context), (*held, batch), notes)
+    notes.append(f"{what}: a prefill of {context:,} tokens given none, then one token given the {argument} it "
+                 "returned, counted")
+    return _flops_json(counters[context], run.traced, batch, 1, context), {
+        "source": f"{argument} returned by forward", "entries": entries}
 
 
 def _hooked_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
@@ -536,29 +591,6 @@ def _hooked_entries(short: dict, long: dict, paths: dict[int, str], layer_list: 
                     "width": math.prod(d for j, d in enumerate(shape[1:], 1) if j not in grown[:1]),
                     "ratio": 1 if grown else None, "slots": None if grown else 1,
                     "what": "cache: a slot every token" if grown else "fixed per sequence (a window's keys)"})
-    return out
-
-
-def _object_entries(tensors: list[tuple[str, Any, torch.Tensor]], larger: dict[tuple[str, Any], torch.Tensor],
-                    batch_value: int | None) -> list[dict[str, Any]]:
-    """KV entries of a cache object's tensors (a list's items: one layer each): the dim that grew by one with one
-    more token of room is a slot a token; the batch dim (the size it was made with) divided out; a tensor that did
-    not grow is fixed state."""
-    from .kv import element_bytes
-
-    out = []
-    for name, key, t in tensors:
-        other = larger.get((name, key))
-        shape = [int(d) for d in t.shape]
-        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1]             if other is not None and other.dim() == t.dim() else []
-        rest = [d for j, d in enumerate(shape) if j not in grown[:1]]
-        if batch_value in rest:
-            rest.remove(batch_value)
-        dtype = str(t.dtype).replace("torch.", "")
-        out.append({"path": "", "name": name if isinstance(key, int) or key is None else f"{name}.{key}",
-                    "layer": key if isinstance(key, int) else None, "dtype": dtype, "element_bytes": element_bytes(dtype),
-                    "width": math.prod(rest), "ratio": 1 if grown else None, "slots": None if grown else 1,
-                    "what": "cache: a slot every token" if grown else "fixed per sequence (state)"})
     return out
 
 
