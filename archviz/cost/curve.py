@@ -49,6 +49,11 @@ def curve_contexts(longest: int | None) -> list[int]:
     return out
 
 
+def decoded_at(decode: dict[str, Any]) -> int:
+    """The context a decode pass ran at: one token at `start`, or a recompute of T tokens, the last at T - 1."""
+    return decode["start"] if decode["T"] == 1 else decode["T"] - 1
+
+
 def point(decode: dict[str, Any], layer_list: str | None) -> dict[str, Any]:
     """One decode pass (as `extras["cost"]["decode"]` holds it) summed to a curve point."""
     parts = {"attention": 0, "mlp": 0, "other": 0}
@@ -94,4 +99,4 @@ def curve_points(cost: dict[str, Any], extra_contexts: Iterable[int] = ()) -> li
     return out
 
 
-__all__ = ["STANDARD", "max_positions", "curve_contexts", "point", "curve_points", "CurvePoint"]
+__all__ = ["STANDARD", "max_positions", "curve_contexts", "decoded_at", "point", "curve_points", "CurvePoint"]

@@ -23,7 +23,7 @@ from ..sources.options import BuildOptions
 from .flops import FlopCounter, exact_routing, module_paths
 from .kv import MAX_RATIO, attribute_entries, cache_entries, reference_entries, set_up_caches, stretch
 from .activations import ActivationPeak
-from .curve import curve_contexts, max_positions, point
+from .curve import curve_contexts, decoded_at, max_positions, point
 from .options import CostOptions
 
 CONTEXT_DEFAULT = 1 << 20
@@ -206,8 +206,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
 
     batch, seq, context, every_block = options.batch, options.seq, options.context, options.every_block
     contexts, input_specs = options.contexts, list(options.inputs) or None
-    config = build.config
-    seq_given = seq
+    config, seq_given = build.config, seq
     seq = SEQ_DEFAULT if seq is None else seq
     if batch < 1 or seq < 1 or (context is not None and context < 0):
         raise ArchvizError(f"{option('batch')} {batch}, {option('seq')} {seq}, {option('context')} {context}: batch "
@@ -265,6 +264,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
         notes.append(_no_decode(run, unit, seq))
     else:
         decode, kv, curve = _decode(run, batch, (context, *more), limits, taken, say, notes)
+    context = context if decode is None else min(context, decoded_at(decode))  # a step at the model's limit
     if decode is not None and more:
         curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
     cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,

@@ -105,6 +105,7 @@ def test_a_speech_model_gets_its_window_and_token_ids_capped_at_its_positions():
     assert fixed == 2 * len(model.decoder.blocks) * d.n_audio_ctx * d.n_state * 4  # cross-attention's, over audio
     notes = " ".join(cost["notes"])
     assert f"decode step at context {L}" in notes and "install_kv_cache_hooks() makes the cache" in notes
+    assert cost["context"] == L  # the header's L is the context the step ran at, not the one asked
 
 
 def test_a_cache_object_passed_into_forward_is_made_as_its_generate_makes_it():
