@@ -176,13 +176,14 @@ def test_model_prints_keep_stdout_json(tmp_path: Path):
 
 
 def test_cost_respects_block_size():
-    """Default T (4096) and context (1M) exceed the fixture's block_size: both are taken at block_size, noted."""
+    """Default T (4096) and context (1M) exceed the fixture's block_size: T is taken at block_size, and the decode
+    step (a recompute) at the context whose new token is the last of block_size positions, noted."""
     cfg = json.loads((DATA / "gptstyle" / "config.json").read_text())
     r = _cli("cost", str(DATA / "gptstyle" / "model.py"), "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     t, e = cfg["block_size"], cfg["n_embd"]
-    assert out["seq"] == t and out["context"] == t
+    assert out["seq"] == t and out["context"] == t - 1
     assert sum("config's block_size" in n for n in out["notes"]) == 2
     c_attn = next(n for n in out["nodes"] if n["representative"] == "h.0.attn.c_attn")
     assert c_attn["prefill"]["per_call"] == 2 * t * e * 3 * e  # T rows through an e x 3e matmul
