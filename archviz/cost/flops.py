@@ -26,8 +26,9 @@ from typing import Any, Callable
 import torch
 from torch.utils import flop_counter
 
+from ..shapes.flex import flex_call
 from ..shapes.memo import unnumbered
-from .masks import Masks, is_product, is_sdpa
+from .masks import Masks, band_count, is_product, is_sdpa, mask_mod_share
 
 aten = torch.ops.aten
 
@@ -205,6 +206,8 @@ class FlopCounter:
         self._runs: dict[tuple[str, Any], tuple[int, int]] = {}  # (path, input signature) -> its first call's events
         self._handles: list[Any] = []
         self._weights = _storages((*model.parameters(), *model.buffers()))
+        self._flex: dict[tuple[Any, int, int], float] = {}  # (mask_mod, Tq, Tk) -> the share it keeps
+        self.notes: dict[str, None] = {}  # what the counter assumed, in the order met
 
     # -- trace_shapes' callbacks
     def observe(self, func: Any, args: tuple, kwargs: dict, out: Any, path: str) -> None:
@@ -228,7 +231,28 @@ class FlopCounter:
         elif is_product(func):
             share = self.masks.product(func, args, out, len(self.events))
         mixing = is_sdpa(func) or is_product(func) and not self._reads_weights(args)
+        if mixing and not is_sdpa(func):
+            share = self._flex_share(path, share)
         self.events.append((path, n, None, MIXING if mixing else -1, n if share is None else round(n * share)))
+
+    def _flex_share(self, path: str, share: float | None) -> float | None:
+        """Inside flex attention's dense reference, its scores and weighted sums are attended over the share of
+        positions its BlockMask's mask_mod keeps; where that is not known, a causal mask's share, said in a note."""
+        call = flex_call()
+        if call is None:
+            return share
+        key = (call.mask_mod, call.tq, call.tk)
+        if key not in self._flex:
+            got = mask_mod_share(call.mask_mod, call.tq, call.tk)
+            if got is None:
+                got = band_count(call.tq, call.tk, -math.inf, call.tk - call.tq) / (call.tq * call.tk)
+                name = getattr(call.mask_mod, "__name__", type(call.mask_mod).__name__)
+                self.notes.setdefault(
+                    f"flex attention ({path}): the layout of its BlockMask's mask_mod {name} is not known on meta "
+                    "(it reads tensors that hold no values there, or makes no band); its FLOPs attended are "
+                    "counted as a causal mask's (assumed)", None)
+            self._flex[key] = got
+        return self._flex[key]
 
     def _reads_weights(self, args: tuple) -> bool:
         """An operand is (a view of) a parameter or buffer: a projection, not scores or their weighted sum."""

@@ -364,6 +364,64 @@ class Masks:
         return None
 
 
+_EXACT_PAIRS = 1 << 24  # (query, key) pairs a mask_mod is evaluated over one by one (4,096²); beyond: as a band
+_ROW_CHUNK = 1 << 20  # pairs evaluated at once
+
+
+def mask_mod_share(mask_mod: Callable[..., Any], tq: int, tk: int) -> float | None:
+    """The share of the tq × tk (query, key) pairs a flex attention `mask_mod(b, h, q_idx, kv_idx)` keeps (batch 0,
+    head 0), evaluated on the CPU: every pair where there are at most `_EXACT_PAIRS`, else from sampled rows where
+    they make one band lo ≤ j − i ≤ hi (causal, a sliding window). None: not known (the function reads tensors
+    that hold no values on meta, or the rows make no band)."""
+    if not tq or not tk:
+        return None
+    try:
+        if tq * tk <= _EXACT_PAIRS:
+            step = max(1, _ROW_CHUNK // tk)
+            kept = sum(int(_rows(mask_mod, range(s, min(tq, s + step)), tk).sum()) for s in range(0, tq, step))
+            return kept / (tq * tk)
+        band = _band(mask_mod, tq, tk)
+    except Exception:  # the model's function, run on tensors it was not written for: its layout is not known
+        return None
+    return band_count(tq, tk, *band) / (tq * tk) if band is not None else None
+
+
+def _rows(mask_mod: Callable[..., Any], rows: Any, tk: int) -> torch.Tensor:
+    """mask_mod over rows × [0, tk) as a bool [len(rows), tk] (a mask_mod that returns a scalar broadcast)."""
+    zero = torch.zeros((), dtype=torch.int32, device="cpu")
+    q = torch.tensor(list(rows), dtype=torch.int32, device="cpu").unsqueeze(-1)
+    kv = torch.arange(tk, dtype=torch.int32, device="cpu").unsqueeze(0)
+    out = mask_mod(zero, zero, q, kv)
+    if not isinstance(out, torch.Tensor) or out.device.type != "cpu":
+        raise ValueError("the mask_mod gave no CPU tensor")
+    return torch.broadcast_to(out.bool(), (q.shape[0], tk))
+
+
+def _band(mask_mod: Callable[..., Any], tq: int, tk: int) -> tuple[float, float] | None:
+    """(lo, hi) of the band lo ≤ j − i ≤ hi every sampled row keeps exactly, or None."""
+    rows = sorted({min(tq - 1, max(0, r)) for r in (*range(0, tq, max(1, tq // 32)), 1, 2, tq - 2, tq - 1)})
+    got = _rows(mask_mod, rows, tk)
+    lo: set[float] = set()
+    hi: set[float] = set()
+    for i, row in zip(rows, got):
+        idx = row.nonzero().flatten()
+        if idx.numel():
+            a, b = int(idx[0]), int(idx[-1])
+            if a > 0:
+                lo.add(a - i)
+            if b < tk - 1:
+                hi.add(b - i)
+    if len(lo) > 1 or len(hi) > 1:
+        return None
+    band = (lo.pop() if lo else -math.inf, hi.pop() if hi else math.inf)
+    for i, row in zip(rows, got):
+        j = torch.arange(tk)
+        want = (j - i >= band[0]) & (j - i <= band[1])
+        if not torch.equal(row, want):
+            return None
+    return band
+
+
 def is_sdpa(func: Any) -> bool:
     return _SDPA in getattr(getattr(func, "_overloadpacket", func), "__name__", "")
 
@@ -372,4 +430,4 @@ def is_product(func: Any) -> bool:
     return func in _PRODUCTS
 
 
-__all__ = ["Masks", "Mask", "band_count", "is_sdpa", "is_product"]
+__all__ = ["Masks", "Mask", "band_count", "is_sdpa", "is_product", "mask_mod_share"]

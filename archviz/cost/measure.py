@@ -175,6 +175,7 @@ def _steps(built: Any, record: Any, steps: list[tuple[int, Callable[[], tuple[tu
 def _flops_json(fc: FlopCounter, record: Any, batch: int, tokens: int, start: int) -> dict[str, Any]:
     flops, calls, unknown = fc.by_path()
     flops, notes = exact_routing(flops, fc.rows(), record, batch * tokens)
+    notes = [*notes, *fc.notes]
     masked = fc.masked()
     return {"B": batch, "T": tokens, "start": start, "flops": flops, "calls": calls,
             "unknown": {p: list(w) for p, w in unknown.items()}, "unknown_calls": fc.unknown_calls(), "notes": notes,

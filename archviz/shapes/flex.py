@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
@@ -68,6 +69,25 @@ def flex_on_meta() -> Iterator[None]:
 _REGISTERED: list[bool] = []
 
 
+@dataclass(frozen=True, slots=True)
+class FlexCall:
+    """One flex_attention call running: its query and key lengths and its BlockMask's `mask_mod` (the function
+    of (b, h, q_idx, kv_idx) the mask was made from; torch's no-op mask where none was given)."""
+
+    tq: int
+    tk: int
+    mask_mod: Any
+
+
+_CALLS: list[FlexCall] = []  # the flex_attention calls running now, innermost last
+
+
+def flex_call() -> FlexCall | None:
+    """The flex_attention call whose dense reference is running (its ops are the scores and weighted sums), or
+    None."""
+    return _CALLS[-1] if _CALLS else None
+
+
 def _answer_under_the_policy() -> None:
     """The flex_attention operator answered under the pass's dispatch mode by torch's dense reference, its ops
     seen by the mode (shapes traced, FLOPs counted as the scores and weighted sums they are)."""
@@ -85,10 +105,14 @@ def _answer_under_the_policy() -> None:
 
     @hop.py_impl(DispatchPolicy)
     def _dense(mode: Any, *args: Any) -> Any:
-        with mode:
-            return sdpa_dense(*args)
+        _CALLS.append(FlexCall(int(args[0].shape[-2]), int(args[1].shape[-2]), args[4][-1]))
+        try:
+            with mode:
+                return sdpa_dense(*args)
+        finally:
+            _CALLS.pop()
 
     _REGISTERED.append(True)
 
 
-__all__ = ["block_mask_arguments", "causal_block_mask", "flex_on_meta"]
+__all__ = ["FlexCall", "block_mask_arguments", "causal_block_mask", "flex_call", "flex_on_meta"]
