@@ -277,8 +277,11 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
 
 def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:
     """What a pass with a unit other than the token is: one image, one denoising step (over T where it has one)."""
-    uses_t = "T" in (run.traced.extra("shapes") or {}).get("used", ())
-    over = f" over T = {seq:,} positions ({option('seq')} sets another)" if uses_t else ""
+    shapes = run.traced.extra("shapes") or {}
+    uses_t = "T" in shapes.get("used", ())
+    further = "".join(f" and {name} = {size:,}" for name, size in shapes.get("named", {}).items())
+    sets = f"{option('seq')} sets T, {option('input')} the others" if further else f"{option('seq')} sets another"
+    over = f" over T = {seq:,} positions{further} ({sets})" if uses_t else ""
     return f"one pass of {type(run.built.model).__name__} is one {unit['name']}{over}: no decode step"
 
 

@@ -671,7 +671,8 @@ def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: i
         return None
     root = record.modules[0] if record.modules else None
     call = root.calls[0] if root is not None and root.calls else None
-    inputs = ", ".join("[" + ", ".join(_dim_at(d, batch, seq) for d in s) + "]" for s in call.inputs) \
+    values = {**shapes.get("named", {}), "B": batch, "T": seq}  # a further sequence's dim (T_txt) at its size
+    inputs = ", ".join("[" + ", ".join(_dim_at(d, values) for d in s) + "]" for s in call.inputs) \
         if call else "its inputs"
     name = "sample"
     if timed:
@@ -685,11 +686,10 @@ def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: i
     return {"name": name, "inputs": inputs}
 
 
-def _dim_at(dim: Any, batch: int, seq: int | None) -> str:
-    """A recorded dim as the pass ran it: B at `batch`, T at `seq`, a product of them (`B·T`, which a pass at B = 1
-    names so) multiplied out, a named size (`hidden_size=3072`) as its value."""
+def _dim_at(dim: Any, values: dict[str, int | None]) -> str:
+    """A recorded dim as the pass ran it: B, T and the named dims at their `values`, a product of them (`B·T`, which
+    a pass at B = 1 names so) multiplied out, a named size (`hidden_size=3072`) as its value."""
     text = str(dim).rpartition("=")[2]
-    values = {"B": batch, "T": seq}
     factors = text.split("·")
     if all(f.isdigit() or values.get(f) for f in factors):
         return str(math.prod(int(f) if f.isdigit() else values[f] for f in factors))

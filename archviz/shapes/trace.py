@@ -70,6 +70,7 @@ from .inputs import (
 )
 from .memo import ALL_FIELDS, CALLS_FIELD, BlockMemo, weight_uses
 from .policy import ROUTED
+from .streams import Stream, further_streams
 from .symbols import choose_dims
 from .token_rank import decide_rank, may_take_1d
 from .tracer import ARCHVIZ_DIR, TORCH_DIR, Tracer
@@ -189,7 +190,9 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
 
     tracer.on_memo = memo_answered
     tracer.tensor_tag = run.tensor_tag
-    args, kwargs, user, used, notes = _pass_inputs(built, inputs, input_specs, B, T)
+    streams = further_streams(built, input_specs) if inputs is None else []  # text beside image tokens: T_txt
+    input_specs = [*(input_specs or ()), *(spec for s in streams for _, spec in s.specs)] if streams else input_specs
+    args, kwargs, user, used, notes = _pass_inputs(built, inputs, input_specs, B, T, streams)
     _ready_for_the_pass(built, record, tracer, notes)
     registry = built.stubs or stubs.StubRegistry()
     ids = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point]
@@ -219,11 +222,12 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
     return record.with_extra("shapes", shapes_info)
 
 
-def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: list[str] | None, B: int, T: int
-                 ) -> tuple[tuple, dict, dict[str, int], set[str], list[str]]:
+def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: list[str] | None, B: int, T: int,
+                 streams: list[Stream] | None = None) -> tuple[tuple, dict, dict[str, int], set[str], list[str]]:
     """The pass's (args, kwargs): the caller's ``inputs`` or the model's defaults, merged with ``inputs`` specs; the
     dims the user named ({name: size}); the symbols the inputs are sized by (only those name dims, and the pass line
-    shows only those); and the notes begun (a default image batch, lists made up beside the token ids)."""
+    shows only those); and the notes begun (a default image batch, lists made up beside the token ids, the further
+    sequences `streams` that take a length of their own: their specs are in `input_specs`)."""
     if inputs is not None:
         base = inputs
     else:
@@ -256,8 +260,12 @@ def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: l
             f"the first argument of {forward_arguments(built.model) or 'forward'}"
         notes.append(f"default input: {first.what} [B, {', '.join(map(str, first.dims))}] (float32) from "
                      f"{first.where}, passed as {where}; {option('input')} NAME=... gives another")
+        dims = {arg: s.dim for s in streams or () for arg, _ in s.specs}
+        extra = [e.replace("[B, T", f"[B, {dims[e.partition('=')[0]]}", 1) if e.partition("=")[0] in dims else e
+                 for e in extra]
         if extra:
             notes.append(f"default inputs beside it: {', '.join(extra)}; {option('input')} NAME=... gives others")
+        notes.extend(s.note() for s in streams or ())
     if built.kind != "hf":  # seqlens: List[int] made up beside the token ids; a required bool given False
         given = {name for name, _, _ in check_input_specs(input_specs)}
         notes.extend(list_notes(built, kwargs, given))
