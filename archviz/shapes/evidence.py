@@ -204,6 +204,10 @@ def named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], u
                 second.user[b] - int(d) == 8 * (list(second.user).index(b) + 1):
             out.append(b)  # a named dim whose size another shares in the first pass: the second tells them apart
             continue
+        joint = _joint(int(d), int(o), T, second, user) if not isinstance(a, str) and second.user else None
+        if joint is not None:  # image tokens and text tokens concatenated: T+T_txt
+            out.append(joint)
+            continue
         if not isinstance(a, str) or a in second.fixed:
             out.append(int(d) if isinstance(a, str) else a)
             continue
@@ -213,6 +217,16 @@ def named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], u
         else:
             out.append(int(d))
     return tuple(out)
+
+
+def _joint(d: int, o: int, T: int, second: Second, user: dict[int, str]) -> str | None:
+    """`T+U` for a dim that is T plus a dim U the user (or a further sequence) named at both passes' sizes: two
+    sequences concatenated (joint attention over image and text tokens); None otherwise."""
+    for size, name in user.items():
+        if name in second.user and name not in second.fixed and d == T + size and o == second.T + second.user[name] \
+                and "T" in second.vary:
+            return f"T+{name}"
+    return None
 
 
 __all__ = ["Second", "concerned", "named", "second_pass", "symbol_multiples", "symbol_values"]

@@ -1,0 +1,66 @@
+"""What one pass of a model that takes no positions costs per (an image, a latent, a denoising step, an audio
+window), with the pass's inputs as they ran: B, T and the further sequences' lengths (T_txt) at their sizes."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any
+
+from ..input_specs import check_input_specs
+from ..sources import Built
+from .inputs import conditioning, consumer_default
+
+
+def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: int, seq: int | None = None
+              ) -> dict[str, str] | None:
+    """What one pass of a model that takes no positions costs per: {"name": "image" | "latent" | "denoising step" |
+    "audio window" | "video" | "sample", "inputs": the pass's input shapes as they ran, B at `batch` ("[1, 4, 32,
+    32], [1], [1]")};
+    None where the pass is over token positions (its inputs sized by T): its cost is per token. A denoising step
+    over a sequence of latent patches (features [B, T, C] beside a timestep) is per denoising step, T at `seq`."""
+    shapes = record.extra("shapes") or {}
+    first = None if _gives_first(built.model, input_specs) else consumer_default(built)
+    timed = first is not None and any("timestep" in n for n in conditioning(built.model, 1)[1])
+    if "T" in shapes.get("used", ()) and not (timed and first.dims[0] == "T"):
+        return None
+    root = record.modules[0] if record.modules else None
+    call = root.calls[0] if root is not None and root.calls else None
+    values = {**shapes.get("named", {}), "B": batch, "T": seq}  # a further sequence's dim (T_txt) at its size
+    inputs = ", ".join("[" + ", ".join(_dim_at(d, values) for d in s) + "]" for s in call.inputs) \
+        if call else "its inputs"
+    name = "sample"
+    if timed:
+        name = "denoising step"
+    elif first is not None and len(first.dims) == 3:
+        name = "image" if first.dims[0] in (1, 3) else "latent"
+    elif first is not None and len(first.dims) == 4:
+        name = "video"
+    elif first is not None and len(first.dims) == 2 and isinstance(first.dims[1], int):
+        name = "audio window"
+    return {"name": name, "inputs": inputs}
+
+
+def _gives_first(model: Any, input_specs: list[str] | None) -> bool:
+    """The input specs may stand in for the forward's first input: they name it, or it is `*args`."""
+    if not input_specs:
+        return False
+    try:
+        first = next(iter(inspect.signature(model.forward).parameters.values()), None)
+    except (TypeError, ValueError):
+        return True
+    given = {name for name, _, _ in check_input_specs(input_specs)}
+    return first is None or first.kind is first.VAR_POSITIONAL or first.name in given
+
+
+def _dim_at(dim: Any, values: dict[str, int | None]) -> str:
+    """A recorded dim as the pass ran it: B, T and the named dims at their `values`, a product of them (`B·T`, which
+    a pass at B = 1 names so) multiplied out, a named size (`hidden_size=3072`) as its value."""
+    text = str(dim).rpartition("=")[2]
+    factors = text.split("·")
+    if all(f.isdigit() or values.get(f) for f in factors):
+        return str(math.prod(int(f) if f.isdigit() else values[f] for f in factors))
+    return text
+
+
+__all__ = ["pass_unit"]
