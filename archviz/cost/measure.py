@@ -255,6 +255,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     from ..shapes.unit import pass_unit
 
     unit = pass_unit(built, traced, input_specs, batch, seq)  # an image, a denoising step...: no decode
+    notes.extend((traced.extra("shapes") or {}).get("streams", {}).values())  # text beside image tokens: T_txt
     prefill = _flops_json(fc, traced, batch, 1 if unit else seq, 0)
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)

@@ -211,7 +211,8 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
     modules = weight_uses(_module_records(record, tracer, namer, second), spans)
     source = _source_after(record, spans, registry)
     notes.extend(_pass_notes(experts, second, used, inputs))
-    shapes_info = {"B": B, "T": T, "used": sorted(used), **({"named": user} if user else {}), "clean": clean,
+    shapes_info = {"B": B, "T": T, "used": sorted(used), **({"named": user} if user else {}),
+                   **({"streams": {s.dim: s.note() for s in streams}} if streams else {}), "clean": clean,
                    "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
                    "routed_sizes": sorted(routed),
                    "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "

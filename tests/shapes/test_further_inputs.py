@@ -16,12 +16,14 @@ from realrun import real_calls, record_calls
 import archviz
 from archviz.records import to_json_dict
 from archviz.shapes import trace_shapes
+from archviz.shapes.streams import STREAM_DEFAULT
 from archviz.walk import walk
 
 
-def _inputs(p, B: int, T: int) -> tuple:
-    return (torch.randn(B, T, p.in_channels), torch.randn(B, T, len(p.axes_dim)), torch.randn(B, T, p.context_in_dim),
-            torch.randn(B, T, len(p.axes_dim)), torch.rand(B), torch.randn(B, p.vec_in_dim), torch.rand(B))
+def _inputs(p, B: int, T: int, T_txt: int) -> tuple:
+    return (torch.randn(B, T, p.in_channels), torch.randn(B, T, len(p.axes_dim)),
+            torch.randn(B, T_txt, p.context_in_dim), torch.randn(B, T_txt, len(p.axes_dim)), torch.rand(B),
+            torch.randn(B, p.vec_in_dim), torch.rand(B))
 
 
 def test_seven_inputs_from_the_modules_that_take_them():
@@ -33,10 +35,13 @@ def test_seven_inputs_from_the_modules_that_take_them():
     B, T = shapes["B"], shapes["T"]
     axes = len(p.axes_dim)
     root = rec["modules"][0]["calls"][0]["inputs"]
-    assert root == [["B", "T", p.in_channels], ["B", "T", axes], ["B", "T", p.context_in_dim], ["B", "T", axes],
-                    ["B"], ["B", p.vec_in_dim], ["B"]]
-    numeric = {"B": B, "T": T, "2·T": 2 * T}  # the joint sequence: text and image patches
-    assert record_calls(rec, numeric=numeric) == real_calls(m.FlowJoint(p), *_inputs(p, B, T))
+    # the text is a sequence of its own (T_txt: no length for it in the code or config, the stated default)
+    assert root == [["B", "T", p.in_channels], ["B", "T", axes], ["B", "T_txt", p.context_in_dim],
+                    ["B", "T_txt", axes], ["B"], ["B", p.vec_in_dim], ["B"]]
+    T_txt = shapes["named"]["T_txt"]
+    assert T_txt == STREAM_DEFAULT
+    numeric = {"B": B, "T": T, "T_txt": T_txt, "T+T_txt": T + T_txt}  # the joint sequence: text and image patches
+    assert record_calls(rec, numeric=numeric) == real_calls(m.FlowJoint(p), *_inputs(p, B, T, T_txt))
     notes = " ".join(shapes["notes"])
     assert "guidance=[B] float32" in notes and f"y=[B, {p.vec_in_dim}] float32 (what self.vector_in takes)" in notes
 
@@ -48,13 +53,14 @@ def test_cost_is_per_denoising_step_at_the_real_runs_flops(archviz_cli):
     p = m.FlowParams()
     T = 16
     with FlopCounterMode(display=False) as fc, torch.no_grad():
-        m.FlowJoint(p).eval()(*_inputs(p, 1, T))
+        m.FlowJoint(p).eval()(*_inputs(p, 1, T, STREAM_DEFAULT))
     r = archviz_cli("cost", ANYINPUT / "flowjoint.py", "--seq", T, "--json", "--no-cache")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["unit"] == "denoising step" and d["decode"] is None
     assert d["prefill"]["flops"] == fc.get_total_flops()
-    assert d["inputs"].startswith(f"[1, {T}, {p.in_channels}], [1, {T}, {len(p.axes_dim)}]")
+    assert d["inputs"].startswith(f"[1, {T}, {p.in_channels}], [1, {T}, {len(p.axes_dim)}], "
+                                  f"[1, {STREAM_DEFAULT}, {p.context_in_dim}]")
 
 
 def test_an_optional_timestep_the_code_reads_is_given():
