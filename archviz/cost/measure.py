@@ -175,10 +175,10 @@ def _steps(built: Any, record: Any, steps: list[tuple[int, Callable[[], tuple[tu
 def _flops_json(fc: FlopCounter, record: Any, batch: int, tokens: int, start: int) -> dict[str, Any]:
     flops, calls, unknown = fc.by_path()
     flops, notes = exact_routing(flops, fc.rows(), record, batch * tokens)
-    notes = [*notes, *fc.notes]
     masked = fc.masked()
     return {"B": batch, "T": tokens, "start": start, "flops": flops, "calls": calls,
-            "unknown": {p: list(w) for p, w in unknown.items()}, "unknown_calls": fc.unknown_calls(), "notes": notes,
+            "unknown": {p: list(w) for p, w in unknown.items()}, "unknown_calls": fc.unknown_calls(),
+            "notes": [*notes, *fc.notes],
             "attended_flops": sum(flops.values()) - sum(masked.values()), "masked_flops": masked,
             "mixing_flops": {p: min(n, flops[p]) for p, n in fc.mixing().items() if flops.get(p)}}
 
@@ -197,10 +197,9 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
             progress: Callable[[str], None] | None = None) -> Any:
     """The records of SOURCE (shapes from the prefill pass, grouped) with `extras["cost"]` filled; `contexts`: more
     lengths a decode step runs at, summed to `extras["cost"]["curve"]` (archviz.cost.curve), the step at `context`
-    kept whole; "auto": the standard lengths up to the config's max positions (context None: the longest).
-    `seq` and `context` not given: SEQ_DEFAULT and CONTEXT_DEFAULT, or the model's own limit where it is shorter
-    (nanoGPT's block_size), noted. `inputs`: input specs for the prefill pass. Built as `build` says, its overrides
-    joined by the runtime limits a reference model sizes its caches by."""
+    kept whole; "auto": the standard lengths up to the config's max positions (context None: the longest). `seq`,
+    `context` not given: SEQ_DEFAULT, CONTEXT_DEFAULT, or the model's own limit where shorter (nanoGPT's block_size),
+    noted. `inputs`: input specs for the prefill pass. Built as `build` says, with the runtime limits of its caches."""
     from ..group import group
     from ..sources.dispatch import classify
     from ..walk import walk

@@ -29,21 +29,22 @@ _IDS = re.compile(r"(?P<stem>\w+?)_(ids|pos|positions?|coords?)", re.I)
 
 @dataclass(frozen=True)
 class Stream:
-    """One further sequence: its dim's name and size, where the size came from, and the forward's arguments it
-    sizes (the sequence, then its position ids), each as the input spec the pass makes it by."""
+    """One further sequence: its dim's name and size, where the size came from, the forward's arguments it sizes
+    (the sequence, then its position ids), and the input specs the pass makes those the specs do not give."""
 
     dim: str
     size: int
     where: str
-    specs: tuple[tuple[str, str], ...]  # (argument, spec)
+    arguments: tuple[str, ...]
+    specs: tuple[tuple[str, str], ...]  # (argument, spec) of the arguments the pass makes
+    example: str  # the sequence's spec, its length N: what the `input` option takes to give another
     beside: str  # the first input, over T
 
     def note(self) -> str:
-        names = ", ".join(a for a, _ in self.specs)
-        return (f"{self.dim} = {self.size:,}: {names} {'is' if len(self.specs) == 1 else 'are'} a sequence of "
-                f"{'its' if len(self.specs) == 1 else 'their'} own beside {self.beside}'s T ({self.where}); "
-                f"{option('input')} {self.specs[0][1].replace(f'{self.dim}={self.size}', f'{self.dim}=N')} "
-                "gives another length")
+        names = ", ".join(self.arguments)
+        one = len(self.arguments) == 1
+        return (f"{self.dim} = {self.size:,}: {names} {'is' if one else 'are'} a sequence of {'its' if one else 'their'} "
+                f"own beside {self.beside}'s T ({self.where}); {option('input')} {self.example} gives another length")
 
 
 def further_streams(built: Built, input_specs: list[str] | None) -> list[Stream]:
@@ -81,9 +82,11 @@ def further_streams(built: Built, input_specs: list[str] | None) -> list[Stream]
         size, where = _length(built, name, given.get(name), along[name])
         if size is None:
             continue  # the specs size this sequence by T itself: it shares T
-        specs = tuple((m, _spec(m, shapes[m], along[m], dim, size, dtypes[m])) for m in members if m not in given)
+        specs = tuple((m, _spec(m, shapes[m], along[m], f"{dim}={size}", dtypes[m])) for m in members
+                      if m not in given)
         if specs:
-            streams.append(Stream(dim, size, where, specs, params[0]))
+            example = _spec(name, shapes[name], along[name], f"{dim}=N", dtypes[name])
+            streams.append(Stream(dim, size, where, tuple(members), specs, example, params[0]))
     return streams
 
 
@@ -112,10 +115,10 @@ def _length(built: Built, name: str, given: Any, axes: tuple[int, ...]) -> tuple
     return STREAM_DEFAULT, "a stated default: neither the code nor the config gives its length"
 
 
-def _spec(name: str, shape: tuple[int, ...], axes: tuple[int, ...], dim: str, size: int, dtype: str) -> str:
-    """The input spec of one of a stream's arguments: B first, its stream's dim where it followed T, the rest as
-    made."""
-    parts = [f"{dim}={size}" if i in axes else "B" if i == 0 else str(d) for i, d in enumerate(shape)]
+def _spec(name: str, shape: tuple[int, ...], axes: tuple[int, ...], dim: str, dtype: str) -> str:
+    """The input spec of one of a stream's arguments: B first, its stream's `dim` (`T_txt=512`) where it followed
+    T, the rest as made."""
+    parts = [dim if i in axes else "B" if i == 0 else str(d) for i, d in enumerate(shape)]
     return f"{name}={','.join(parts)}:{dtype}"
 
 
