@@ -278,10 +278,10 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
 def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:
     """What a pass with a unit other than the token is: one image, one denoising step (over T where it has one)."""
     shapes = run.traced.extra("shapes") or {}
-    uses_t = "T" in shapes.get("used", ())
-    further = "".join(f" and {name} = {size:,}" for name, size in shapes.get("named", {}).items())
-    sets = f"{option('seq')} sets T, {option('input')} the others" if further else f"{option('seq')} sets another"
-    over = f" over T = {seq:,} positions{further} ({sets})" if uses_t else ""
+    uses_t, named = "T" in shapes.get("used", ()), shapes.get("named", {})
+    sizes = [f"T = {seq:,} positions"] * uses_t + [f"{name} = {n:,}" for name, n in named.items()]
+    sets = [f"{option('seq')} sets T"] * uses_t + [f"{option('input')} sets {', '.join(named)}"] * bool(named)
+    over = f" over {' and '.join(sizes)} ({', '.join(sets)})" if sizes else ""
     return f"one pass of {type(run.built.model).__name__} is one {unit['name']}{over}: no decode step"
 
 

@@ -20,9 +20,9 @@ def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: i
     None where the pass is over token positions (its inputs sized by T): its cost is per token. A denoising step
     over a sequence of latent patches (features [B, T, C] beside a timestep) is per denoising step, T at `seq`."""
     shapes = record.extra("shapes") or {}
-    first = None if _gives_first(built.model, input_specs) else consumer_default(built)
+    first = _default_first(built, input_specs)
     timed = first is not None and any("timestep" in n for n in conditioning(built.model, 1)[1])
-    if "T" in shapes.get("used", ()) and not (timed and first.dims[0] == "T"):
+    if "T" in shapes.get("used", ()) and not timed:  # a denoising step, whatever its sequences: never per token
         return None
     root = record.modules[0] if record.modules else None
     call = root.calls[0] if root is not None and root.calls else None
@@ -41,16 +41,21 @@ def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: i
     return {"name": name, "inputs": inputs}
 
 
-def _gives_first(model: Any, input_specs: list[str] | None) -> bool:
-    """The input specs may stand in for the forward's first input: they name it, or it is `*args`."""
-    if not input_specs:
-        return False
+def _default_first(built: Built, input_specs: list[str] | None) -> Any:
+    """The default first input (`consumer_default`) where the input specs leave it its kind: they do not give the
+    forward's first argument, or give it at as many dims (the same latent at another size); else None (token ids
+    for a `*args` forward, another kind of input)."""
+    first = consumer_default(built)
+    if not input_specs or first is None:
+        return first
     try:
-        first = next(iter(inspect.signature(model.forward).parameters.values()), None)
+        param = next(iter(inspect.signature(built.model.forward).parameters.values()), None)
     except (TypeError, ValueError):
-        return True
-    given = {name for name, _, _ in check_input_specs(input_specs)}
-    return first is None or first.kind is first.VAR_POSITIONAL or first.name in given
+        return None
+    if param is None or param.kind is param.VAR_POSITIONAL:
+        return None
+    given = {name: payload for name, kind, payload in check_input_specs(input_specs) if kind == "tensor"}
+    return first if param.name not in given or len(given[param.name][0]) == 1 + len(first.dims) else None
 
 
 def _dim_at(dim: Any, values: dict[str, int | None]) -> str:
