@@ -268,7 +268,8 @@ class FlopCounter:
                                          f"@archviz.kernels.shape_rule({name!r}, flops=...))", -1, 0))
             return
         n = int(formula(*args, **kwargs))
-        self.events.append((path, n, None, MIXING if is_mixing(qualname) else -1, n))
+        self.events.append((path, n, None, MIXING if is_mixing(qualname) else -1, round(n * _kept(qualname, args,
+                                                                                                  kwargs))))
 
     def memo(self, source: str, target: str) -> None:
         sig = self._open[-1][1] if self._open and self._open[-1][0] == target else None
@@ -370,6 +371,16 @@ class FlopCounter:
             if rows > 0:
                 out[path] = out.get(path, 0) + rows
         return out
+
+
+def _kept(qualname: str, args: tuple, kwargs: dict) -> float:
+    """The share of its (query, key) pairs an attention kernel's mask keeps (its rule's `attends` bands), else 1."""
+    from ..shapes.kernels import attends_formula
+
+    formula = attends_formula(qualname)
+    bands = formula(*args, **kwargs) if formula is not None else None
+    total = sum(q * k for q, k, _, _ in bands or ())
+    return sum(band_count(q, k, lo, hi) for q, k, lo, hi in bands) / total if bands and total else 1.0
 
 
 def exact_routing(flops: dict[str, int], rows: dict[str, int], record: Any, tokens: int) -> tuple[dict[str, int],

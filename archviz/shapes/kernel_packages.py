@@ -10,6 +10,7 @@ its FLOPs per call for `archviz cost`. A rule answers for the kernel's public im
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -63,12 +64,26 @@ def _attention_flops(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *rest: A
     return 2 * b * s * h * k.shape[1] * (d + v.shape[-1])
 
 
+def _band(s: int, t: int, causal: bool, window: Any) -> tuple[int, int, float, float]:
+    """The (query, key) pairs a causal or windowed mask keeps of s queries and t keys aligned at the last key, as
+    a band lo ≤ j − i ≤ hi (flash-attn 2.1+'s alignment)."""
+    left, right = (window if window is not None else (-1, -1))
+    lo = (t - s) - left if left >= 0 else -math.inf
+    hi = min(t - s if causal else math.inf, (t - s) + right if right >= 0 else math.inf)
+    return s, t, lo, hi
+
+
+def _flash_attends(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), *rest: Any,
+                   **kw: Any) -> list[tuple[int, int, float, float]]:
+    return [_band(q.shape[1], k.shape[1], causal, window_size)]
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # flash_attn
 
 
 @shape_rule("flash_attn.flash_attn_func", "flash_attn.flash_attn_interface.flash_attn_func",
-            "flash_attn_interface.flash_attn_func", flops=_attention_flops, mixing=True)
+            "flash_attn_interface.flash_attn_func", flops=_attention_flops, mixing=True, attends=_flash_attends)
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                     alibi_slopes=None, deterministic=False, return_attn_probs=False, **kwargs):
     """q [b, s, h, d], k and v [b, t, hk, d(v)] -> [b, s, h, dv] (with return_attn_probs: and the log-sum-exp)."""
@@ -111,8 +126,18 @@ def _kvcache_flops(q, k_cache, v_cache, *rest: Any, cache_seqlens: Any = None, *
     return 2 * b * s * h * min(k_cache.shape[1], held + s) * (d + v_cache.shape[-1])
 
 
+def _kvcache_attends(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
+                     cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
+                     window_size=(-1, -1), *rest: Any, **kw: Any) -> list[tuple[int, int, float, float]]:
+    """The new queries against the keys `_kvcache_flops` counts, masked as flash_attn_func masks."""
+    held = cache_seqlens if isinstance(cache_seqlens, int) else k_cache.shape[1]
+    s = q.shape[1]
+    return [_band(s, min(k_cache.shape[1], held + s), causal, window_size)]
+
+
 @shape_rule("flash_attn.flash_attn_with_kvcache", "flash_attn.flash_attn_interface.flash_attn_with_kvcache",
-            "flash_attn_interface.flash_attn_with_kvcache", flops=_kvcache_flops, mixing=True)
+            "flash_attn_interface.flash_attn_with_kvcache", flops=_kvcache_flops, mixing=True,
+            attends=_kvcache_attends)
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -268,8 +293,22 @@ def _mea_flops(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn
     return 2 * query.shape[0] * h * attn_bias.pairs() * (query.shape[-1] + value.shape[-1])
 
 
+def _mea_attends(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias: Any = None, *rest: Any,
+                 **kw: Any) -> list[tuple[int, int, float, float]] | None:
+    """A causal mask object (aligned at the first key), or each block of a block-diagonal one, as bands."""
+    if isinstance(attn_bias, LowerTriangularMask):
+        return [(query.shape[1], key.shape[1], -math.inf, 0)]
+    if not isinstance(attn_bias, BlockDiagonalMask) or not attn_bias.causal:
+        return None
+    bands = []
+    for q, k in zip(attn_bias.q_seqlen, attn_bias.kv_seqlen):
+        hi = (k - q) if attn_bias.bottom_right else 0
+        bands.append((q, k, hi - attn_bias.window + 1 if attn_bias.window is not None else -math.inf, hi))
+    return bands
+
+
 @shape_rule("xformers.ops.memory_efficient_attention", "xformers.ops.fmha.memory_efficient_attention",
-            flops=_mea_flops, mixing=True)
+            flops=_mea_flops, mixing=True, attends=_mea_attends)
 def memory_efficient_attention(query, key, value, attn_bias=None, p=0.0, scale=None, *, op=None,
                                output_dtype=None, **kwargs):
     """query [B, M, H, K] (or [B, M, K]), key and value [B, N, H(k), K(v)] -> [B, M, H, Kv]. attn_bias: a tensor

@@ -32,13 +32,16 @@ _RULES: dict[str, Callable[..., Any]] = {}
 _GENERIC: dict[str, Callable[..., Any]] = {}
 
 
-def shape_rule(*names: str, flops: Callable[..., int] | None = None, mixing: bool = False
-               ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def shape_rule(*names: str, flops: Callable[..., int] | None = None, mixing: bool = False,
+               attends: Callable[..., Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `fn` as the implementation (and so the shape rule) of the stubbed kernel(s) `names`
     (qualified: `module.function`). `flops`, called with the kernel's own arguments, gives its FLOPs per call
     (`archviz cost`; without it a module calling the kernel has FLOPs that are named unknown). `mixing`: its FLOPs
     are attention-like work (scores and their weighted sums, a recurrent cell's or a scan's state products), which
-    `cost`'s split counts as attention whatever the module is named."""
+    `cost`'s split counts as attention whatever the module is named. `attends`, called with the kernel's own
+    arguments, says which (query, key) pairs an attention kernel's mask keeps: a list of bands (queries, keys, lo,
+    hi), pairs lo ≤ j − i ≤ hi of each block counted (causal: hi = keys − queries, aligned at the last key), so
+    that `cost` gives its FLOPs attended beside those as written; None: every pair."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         for n in names:
@@ -47,9 +50,19 @@ def shape_rule(*names: str, flops: Callable[..., int] | None = None, mixing: boo
                 _FLOPS[n] = flops
             if mixing:
                 _MIXING.add(n)
+            if attends is not None:
+                _ATTENDS[n] = attends
         return fn
 
     return deco
+
+
+_ATTENDS: dict[str, Callable[..., Any]] = {}  # attention kernels' masks as bands
+
+
+def attends_formula(qualname: str) -> Callable[..., Any] | None:
+    """The bands of (query, key) pairs an attention kernel keeps (`shape_rule(..., attends=...)`), or None."""
+    return _ATTENDS.get(qualname)
 
 
 _MIXING: set[str] = set()  # kernels whose FLOPs are attention-like

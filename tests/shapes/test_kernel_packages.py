@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import archviz
+from archviz.cost.masks import band_count
 from archviz.cost.measure import measure
 from archviz.cost.options import CostOptions
 from archviz.sources import BuildOptions
@@ -142,6 +143,9 @@ def test_a_model_importing_the_packages_traces_and_costs_on_meta():
     kernel_flops = (2 * B * T * h * T * 2 * (d // h) + 2 * B * d * T * cfg["d_conv"] +
                     9 * B * d * T * cfg["d_state"] + 2 * B * T * d * d)
     assert prefill["flops"]["mixer"] == kernel_flops  # its own ops besides the kernels are element-wise
+    # flash_attn_func(causal=True): its scores and weighted sums attended over the T(T+1)/2 pairs its mask keeps
+    assert prefill["flops"]["mixer"] - prefill["masked_flops"]["mixer"] == \
+        kernel_flops - 2 * B * h * 2 * (d // h) * (T * T - T * (T + 1) // 2)
 
 
 def _mask_rule(name: str):
@@ -157,10 +161,11 @@ def test_xformers_block_diagonal_causal_local_mask_attends_within_each_sequence(
     mask = _mask_rule("BlockDiagonalCausalMask")(lengths).make_local_attention(window)
     fn, _ = kernels.lookup("xformers.ops.fmha.memory_efficient_attention")
     out = fn(q, k, v, mask)
-    parts, start = [], 0
+    parts, start, kept = [], 0, 0
     for n in lengths:
         i, j = torch.arange(n)[:, None], torch.arange(n)[None]
         allowed = (j <= i) & (j > i - window)
+        kept += int(allowed.sum())
         qs, ks, vs = (x[:, start:start + n].transpose(1, 2) for x in (q, k, v))
         parts.append(F.scaled_dot_product_attention(qs, ks, vs, attn_mask=allowed).transpose(1, 2))
         start += n
@@ -168,6 +173,8 @@ def test_xformers_block_diagonal_causal_local_mask_attends_within_each_sequence(
     assert _sig(_on_meta(fn, q, k, v, mask)) == _sig(out)
     flops = kernels.flops_formula("xformers.ops.fmha.memory_efficient_attention")
     assert flops(q, k, v, mask) == 2 * 1 * 4 * (3 * 3 + 5 * 5) * (8 + 8)  # each sequence's own block
+    bands = kernels.attends_formula("xformers.ops.fmha.memory_efficient_attention")(q, k, v, mask)
+    assert sum(band_count(*b) for b in bands) == kept  # the pairs `cost` counts attended: the explicit mask's
     assert kernels.flops_formula("xformers.ops.fmha.attn_bias.BlockDiagonalCausalMask.from_seqlens")(lengths) == 0
 
 
@@ -202,3 +209,16 @@ def test_mamba_inner_fn_is_the_whole_block():
     flops = kernels.flops_formula("mamba_ssm.ops.selective_scan_interface.mamba_inner_fn")
     assert flops(xz, conv_w, conv_b, x_proj, dt_proj, out_proj) == \
         2 * b * length * d * (w + (r + 2 * n) + r + out_dim) + 9 * b * d * length * n
+
+
+def test_flash_attn_masks_attend_the_pairs_its_kernel_keeps():
+    """Causal and windowed masks aligned at the last key (3 new queries over 7 keys): the bands `cost` counts
+    attended hold the pairs an explicit mask keeps."""
+    s, t = 3, 7
+    q, k = _randn(1, s, 2, 4), _randn(1, t, 2, 4)
+    i, j = torch.arange(s)[:, None] + (t - s), torch.arange(t)[None]
+    attends = kernels.attends_formula("flash_attn.flash_attn_func")
+    for causal, window, allowed in ((True, (-1, -1), j <= i), (True, (2, 0), (j <= i) & (j >= i - 2)),
+                                    (False, (1, 1), (j >= i - 1) & (j <= i + 1))):
+        bands = attends(q, k, k, 0.0, None, causal, window)
+        assert sum(band_count(*b) for b in bands) == int(allowed.sum()), (causal, window)
