@@ -10,6 +10,7 @@ its FLOPs per call for `archviz cost`. A rule answers for the kernel's public im
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
@@ -126,13 +127,16 @@ def _kvcache_flops(q, k_cache, v_cache, *rest: Any, cache_seqlens: Any = None, *
     return 2 * b * s * h * min(k_cache.shape[1], held + s) * (d + v_cache.shape[-1])
 
 
-def _kvcache_attends(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
-                     cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
-                     window_size=(-1, -1), *rest: Any, **kw: Any) -> list[tuple[int, int, float, float]]:
-    """The new queries against the keys `_kvcache_flops` counts, masked as flash_attn_func masks."""
-    held = cache_seqlens if isinstance(cache_seqlens, int) else k_cache.shape[1]
+def _kvcache_attends(*args: Any, **kwargs: Any) -> list[tuple[int, int, float, float]]:
+    """The new queries against the keys `_kvcache_flops` counts, masked as flash_attn_func masks (the kernel's
+    arguments bound as its signature binds them)."""
+    bound = inspect.signature(flash_attn_with_kvcache).bind(*args, **kwargs)
+    bound.apply_defaults()
+    a = bound.arguments
+    q, k_cache, held = a["q"], a["k_cache"], a["cache_seqlens"]
+    held = held if isinstance(held, int) else k_cache.shape[1]
     s = q.shape[1]
-    return [_band(s, min(k_cache.shape[1], held + s), causal, window_size)]
+    return [_band(s, min(k_cache.shape[1], held + s), a["causal"], a["window_size"])]
 
 
 @shape_rule("flash_attn.flash_attn_with_kvcache", "flash_attn.flash_attn_interface.flash_attn_with_kvcache",
