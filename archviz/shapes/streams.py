@@ -24,7 +24,7 @@ _PROBE_T = (97, 101)  # two lengths of T: the dims of a default input that follo
 # The config keys that may give a stream's length: its name (or a word for text) beside a word for a length.
 _LENGTH = r"(max_|n_|num_)?({stem})_?(len|length|seq_len|ctx|tokens|seq|positions)"
 _TEXT_WORDS = ("txt", "text", "context", "caption", "prompt", "encoder", "cond")
-_IDS = re.compile(r"(?P<stem>\w+?)_(ids|pos|positions?|coords?)", re.I)
+_POSITIONS = re.compile(r"((?P<stem>\w+?)_)?(ids|pos|positions?|coords?)", re.I)
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,11 @@ def further_streams(built: Built, input_specs: list[str] | None) -> list[Stream]
     dtypes = {name: str(a.dtype).removeprefix("torch.") for name, a in zip(names, made[0])
               if isinstance(a, torch.Tensor)}
     streams: list[Stream] = []
-    for name in (n for n in along if _stem(n) is None):  # position ids follow their stream, else the first input
-        members = [name, *(n for n in along if n != name and _stem(n) == name)]
+    # position ids (float coordinates, `txt_ids`) follow the sequence their name starts with, else the first input
+    positions = {n: _POSITIONS.fullmatch(n).group("stem") for n in along if _POSITIONS.fullmatch(n) and
+                 dtypes[n].startswith(("float", "bfloat"))}
+    for name in (n for n in along if n not in positions):
+        members = [name, *(n for n, stem in positions.items() if stem == name)]
         dim = f"T_{name}"
         size, where = _length(built, name, given.get(name), along[name])
         if size is None:
@@ -88,11 +91,6 @@ def further_streams(built: Built, input_specs: list[str] | None) -> list[Stream]
             example = _spec(name, shapes[name], along[name], f"{dim}=N", dtypes[name])
             streams.append(Stream(dim, size, where, tuple(members), specs, example, params[0]))
     return streams
-
-
-def _stem(name: str) -> str | None:
-    hit = _IDS.fullmatch(name)
-    return hit.group("stem") if hit else None
 
 
 def _length(built: Built, name: str, given: Any, axes: tuple[int, ...]) -> tuple[int | None, str]:
