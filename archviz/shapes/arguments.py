@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from ..errors import option
+
 # A guidance strength (classifier-free guidance distilled into the model) per sample: a float [B], as a timestep.
 GUIDANCE = re.compile(r"(guidance|guidance_scales?|cfg_scales?|guidance_strength)", re.I)
 # Position ids (coordinates of each token on each axis of a multi-axis rotary embedding).
@@ -136,7 +138,29 @@ def further_default(model: Any, name: str, reading: ForwardReading, B: int, T: i
     return None
 
 
-__all__ = ["ForwardReading", "GUIDANCE", "further_default"]
+def not_given_hint(model: Any, where: str, given: dict[str, Any]) -> str | None:
+    """For a pass that died on a None in the submodule `where`: the forward's argument the code hands to that
+    submodule (`context = self.context_embedder(context)`), optional and not given, with the input spec its first
+    Linear or embedding table asks for; None where no such argument is read there."""
+    top = where.split(".", 1)[0]
+    for name, sub in ForwardReading(model).consumer.items():
+        if sub != top or given.get(name) is not None:
+            continue
+        first = _first_weighted(getattr(model, sub, None)) if isinstance(getattr(model, sub, None), torch.nn.Module) \
+            else None
+        if isinstance(first, torch.nn.Linear):
+            spec, what = f"{name}=B,T,{first.in_features}", f"a Linear of {first.in_features} inputs"
+        elif isinstance(first, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
+            spec, what = f"{name}=B,T", "a token table"
+        else:
+            continue
+        return (f"{type(model).__name__}.forward's {name} (optional, handed to self.{sub}, {what}) was not given: give "
+                f"it with {option('input')} {spec} (a sequence of its own: {option('input')} {name}=B,T_{name}=N,... "
+                f"names its length)")
+    return None
+
+
+__all__ = ["ForwardReading", "GUIDANCE", "further_default", "not_given_hint"]
 
 
 def token_ids_default(model: Any, first: Any, p: inspect.Parameter, B: int, T: int) -> tuple[Any, str] | None:

@@ -43,8 +43,8 @@ class Stream:
     def note(self) -> str:
         names = ", ".join(self.arguments)
         one = len(self.arguments) == 1
-        return (f"{self.dim} = {self.size:,}: {names} {'is' if one else 'are'} a sequence of {'its' if one else 'their'} "
-                f"own beside {self.beside}'s T ({self.where}); {option('input')} {self.example} gives another length")
+        return (f"{self.dim} = {self.size:,}: {names} {'is' if one else 'are'} a sequence of "
+                f"{'its' if one else 'their'} own beside {self.beside}'s T ({self.where}); {option('input')} {self.example} gives another length")
 
 
 def further_streams(built: Built, input_specs: list[str] | None) -> list[Stream]:

@@ -70,6 +70,7 @@ from .inputs import (
 )
 from .memo import ALL_FIELDS, CALLS_FIELD, BlockMemo, weight_uses
 from .policy import ROUTED
+from .arguments import not_given_hint
 from .streams import Stream, further_streams
 from .symbols import choose_dims
 from .token_rank import decide_rank, may_take_1d
@@ -310,10 +311,16 @@ def _pass_error(built: Built, tracer: Tracer, error: BaseException, kwargs: dict
                       hint=(train and "when training" in str(error) and
                             f"the pass ran in training mode ({option('train')}): drop {option('train')} to trace eval "
                             "mode, or give inputs whose batch statistics exist (a batch above 1)") or
-                      missing_input_hint(built, kwargs, error) or none_hint(error, built) or
+                      missing_input_hint(built, kwargs, error) or
+                      (_died_on_none(error) and not_given_hint(built.model, where, kwargs)) or
+                      none_hint(error, built) or
                       _dtype_hint(built, error) or
                       f"give a missing forward input with {option('input')} name=B,T (repeatable)" +
                       (_arguments_hint(built, input_specs) or "") + f", run with {option('debug')} for the traceback")
+
+
+def _died_on_none(error: BaseException) -> bool:
+    return isinstance(error, (TypeError, AttributeError)) and "NoneType" in str(error)
 
 
 # What torch says when two operands of one op differ in dtype (matmul, addmm, index_put, sdpa...).

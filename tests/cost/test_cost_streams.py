@@ -65,3 +65,24 @@ def test_text_tokens_take_their_own_length(archviz_cli, given, l_txt):
     notes = " ".join(d["notes"])
     assert f"T_txt = {l_txt}" in notes
     assert ("the config's max_txt_len" in notes) == (not given)
+
+
+def test_an_optional_sequence_not_given_is_named(archviz_cli, tmp_path):
+    """`forward(x, t, context=None)` whose context goes to a Linear: left out, the pass dies on None there; the line
+    names the argument and the input spec its Linear asks for."""
+    (tmp_path / "m.py").write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "class Cross(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.x_in = nn.Linear(8, 16)\n"
+        "        self.ctx_in = nn.Linear(12, 16)\n\n"
+        "    def forward(self, x, t, context=None):\n"
+        "        c = self.ctx_in(context)\n"
+        "        return self.x_in(x) + c.mean(1, keepdim=True) + t[:, None, None]\n")
+    r = archviz_cli("cost", tmp_path / "m.py", "--seq", 8)
+    assert r.returncode == 2
+    assert "Cross.forward's context (optional, handed to self.ctx_in, a Linear of 12 inputs) was not given" in r.stderr
+    r = archviz_cli("cost", tmp_path / "m.py", "--seq", 8, "--input", "context=B,T_ctx=5,12", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prefill"]["flops"] == 2 * 8 * 8 * 16 + 2 * 5 * 12 * 16  # B = 1
