@@ -204,7 +204,8 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
                                          ForwardRun(memo=memo, notes=notes, progress=progress, observer=op_observer),
                                          bool(used) and inputs is None)
     if error is not None:
-        raise _pass_error(built, tracer, error, kwargs, input_specs, train) from error
+        raise _pass_error(built, tracer, error, {**_by_name(built.model, args), **kwargs}, input_specs, train) \
+            from error
     if progress is not None:
         progress(tracer.total, tracer.total)
     routed = set(tracer.policy.policy_sizes) - {B, T, B * T}
@@ -317,6 +318,16 @@ def _pass_error(built: Built, tracer: Tracer, error: BaseException, kwargs: dict
                       _dtype_hint(built, error) or
                       f"give a missing forward input with {option('input')} name=B,T (repeatable)" +
                       (_arguments_hint(built, input_specs) or "") + f", run with {option('debug')} for the traceback")
+
+
+def _by_name(model: Any, args: tuple) -> dict[str, Any]:
+    """The positional inputs of the pass by the forward's parameter names (none for `*args`)."""
+    try:
+        params = [p for p in inspect.signature(model.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: a for p, a in zip(params, args)}
 
 
 def _died_on_none(error: BaseException) -> bool:
