@@ -401,6 +401,29 @@ def _object_entries(tensors: list[tuple[str, Any, torch.Tensor]], larger: dict[t
     return out
 
 
+def hooked_entries(short: dict, long: dict, paths: dict[int, str], layer_list: str | None) -> list[dict[str, Any]]:
+    """KV entries of a hook-filled cache (a dict keyed by the modules whose outputs it keeps): a tensor whose dim
+    grew by one with one more token of fill keeps a slot a token, one that did not (cross-attention's keys over a
+    fixed window) is fixed."""
+    from .kv import _layer_of, element_bytes
+
+    out = []
+    for module, t in short.items():
+        other = long.get(module)
+        if not isinstance(t, torch.Tensor) or not isinstance(other, torch.Tensor) or t.dim() < 2:
+            continue
+        shape = [int(d) for d in t.shape]
+        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1]
+        path = paths.get(id(module), "")
+        dtype = str(t.dtype).replace("torch.", "")
+        out.append({"path": path, "name": type(module).__name__, "layer": _layer_of(path, layer_list),
+                    "dtype": dtype, "element_bytes": element_bytes(dtype),
+                    "width": math.prod(d for j, d in enumerate(shape[1:], 1) if j not in grown[:1]),
+                    "ratio": 1 if grown else None, "slots": None if grown else 1,
+                    "what": "cache: a slot every token" if grown else "fixed per sequence (a window's keys)"})
+    return out
+
+
 def held_entries(what: str, grew: bool, tensors: tuple[list, list, int | None], notes: list[str]
                  ) -> list[dict[str, Any]]:
     """The KV entries of what a cache holds (`tensors`: its tensors with room for context + 1 and context + 2
@@ -420,5 +443,5 @@ def held_entries(what: str, grew: bool, tensors: tuple[list, list, int | None], 
     return entries
 
 
-__all__ = ["held_entries", "fed_back_argument", "hooked_cache", "inner_cache_argument", "CacheRecipe",
+__all__ = ["held_entries", "hooked_entries", "fed_back_argument", "hooked_cache", "inner_cache_argument", "CacheRecipe",
            "cache_argument", "find_recipe", "make_cache", "cache_tensors"]

@@ -395,7 +395,23 @@ def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     """A decode step at `context` with the cache object of the forward (`cache_object`): made on meta with room
     for context + 1 tokens as the code's generate makes it, filled by a prefill of `context` tokens on meta, then
     one token counted; its KV entries from the tensors it holds (a dim that grows with its room: a slot a token).
-    None where the forward takes no such object or it cannot be made (said in `notes`)."""
+    Its small integer tensors keep their values throughout (`sources.kept_values`: how full it is, kept in a
+    tensor, decides the keys a step attends over). None where the forward takes no such object or it cannot be
+    made (said in `notes`)."""
+    from ..sources.kept_values import values_kept
+
+    with values_kept() as kept:
+        made = _object_steps(run, batch, context, notes)
+    if made is not None and kept.items:
+        read = [item.split(" answered with")[0] for item in kept.items]
+        notes.append("the small integer tensors of its bookkeeping kept their values (on the CPU, beside meta), so "
+                     f"the code read what a device holds: {'; '.join(read[:3])}{'; ...' if len(read) > 3 else ''}")
+    return made
+
+
+def _object_steps(run: _Prefilled, batch: int, context: int, notes: list[str]
+                  ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """`_object_decode`'s cache made and its steps run."""
     from ..shapes.inputs import default_inputs
     from .cache_object import cache_tensors, find_recipe, held_entries, make_cache
 
@@ -500,7 +516,7 @@ def _hooked_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     forward hooks (`hooked_cache`: whisper's `install_kv_cache_hooks`, the decoder's `kv_cache`), run as the code's
     decoding runs it: that submodule alone, its other inputs as the prefill pass gave them, on a fill of `context`
     tokens, then one token counted; the hooks removed after. None where the model has no such method."""
-    from .cache_object import hooked_cache
+    from .cache_object import hooked_cache, hooked_entries
 
     built = run.built
     found = hooked_cache(built.model)
@@ -562,36 +578,13 @@ def _hooked_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     if sum(counters[context].by_path()[0].values()) == sum(counters[shorter].by_path()[0].values()):
         notes.append(f"{sub_path}: the decode step's FLOPs do not grow with the context: attention over the cached "
                      "tokens is not counted (a lower bound)")
-    entries = _hooked_entries(caches[0][0], caches[1][0], run.paths, run.layer_list)
+    entries = hooked_entries(caches[0][0], caches[1][0], run.paths, run.layer_list)
     notes.append(f"{type(built.model).__name__}.{method}() makes the cache its decoding passes to {sub_path}.forward "
                  f"({argument}), filled through forward hooks: a decode step runs {sub_path} alone, as the code's "
                  f"decoding does, on a fill of {context:,} tokens, then one token counted; the other inputs as the "
                  f"prefill pass gave them ({', '.join(str(list(t.shape)) for t in others)})")
     kv = {"source": f"{type(built.model).__name__}.{method}() filled through forward hooks", "entries": entries}
     return _flops_json(counters[context], run.traced, batch, 1, context), kv
-
-
-def _hooked_entries(short: dict, long: dict, paths: dict[int, str], layer_list: str | None) -> list[dict[str, Any]]:
-    """KV entries of a hook-filled cache (a dict keyed by the modules whose outputs it keeps): a tensor whose dim
-    grew by one with one more token of fill keeps a slot a token, one that did not (cross-attention's keys over a
-    fixed window) is fixed."""
-    from .kv import _layer_of, element_bytes
-
-    out = []
-    for module, t in short.items():
-        other = long.get(module)
-        if not isinstance(t, torch.Tensor) or not isinstance(other, torch.Tensor) or t.dim() < 2:
-            continue
-        shape = [int(d) for d in t.shape]
-        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1]
-        path = paths.get(id(module), "")
-        dtype = str(t.dtype).replace("torch.", "")
-        out.append({"path": path, "name": type(module).__name__, "layer": _layer_of(path, layer_list),
-                    "dtype": dtype, "element_bytes": element_bytes(dtype),
-                    "width": math.prod(d for j, d in enumerate(shape[1:], 1) if j not in grown[:1]),
-                    "ratio": 1 if grown else None, "slots": None if grown else 1,
-                    "what": "cache: a slot every token" if grown else "fixed per sequence (a window's keys)"})
-    return out
 
 
 def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> dict[str, Any] | None:

@@ -1,0 +1,77 @@
+"""The values of a model's small integer bookkeeping kept through a forward on meta: while `values_kept()` is
+entered (archviz.cost's decode step with a cache object, from the cache's construction through its fill and the
+counted step), a small integer or bool tensor of defined values (`torch.zeros(b, dtype=torch.long,
+device=cache.device)`, `torch.tensor(seqlens)`, `torch.arange(p, p + n)`; at most `meta.TWIN_NUMEL` elements) is
+made on meta as before and keeps a CPU twin: the twins of the meta build (`sources.meta`, the rule for small tensors
+made without a device while building) carried through the ops made of twinned tensors only (`filled += n`,
+`.clamp(max=w)`, iteration), so reads of their values (`.tolist()`, `.item()`, `if n < size:`, a slice bound)
+answer the values the code computed: how full a cache is, the positions a step writes, the keys it attends over.
+Floating-point tensors (activations, the cache's storage) keep none; every tensor stays on meta. The twins' ops run
+with the pass's dispatch modes off, so they are neither counted nor traced."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+from .meta import _READERS, _VALUE_CONSTRUCTORS, TWIN_NUMEL, MetaNotes, _MetaMode
+
+_ACTIVE: list["_KeptValues"] = []  # the modes entered, innermost last
+
+
+class _KeptValues(_MetaMode):
+    """The meta build's twins over a forward on meta: constructors keep the device the pass gives them."""
+
+    made = "kept"
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _READERS and args and isinstance(args[0], torch.Tensor) and args[0] in self.twins:
+            with _disable_current_modes():  # the twin's read is archviz's, not the model's
+                return super().__torch_function__(func, types, args, kwargs)
+        return super().__torch_function__(func, types, args, kwargs)
+
+    def _on_twins(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        with _disable_current_modes():
+            return super()._on_twins(func, args, kwargs)
+
+    def _construct(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        out = func(*args, **kwargs)
+        if func in _VALUE_CONSTRUCTORS and isinstance(out, torch.Tensor) and out.is_meta and \
+                not out.dtype.is_floating_point and not out.dtype.is_complex and out.numel() <= TWIN_NUMEL:
+            try:
+                with _disable_current_modes():
+                    self.twins[out] = func(*args, **{**kwargs, "device": "cpu"})
+            except Exception:  # noqa: BLE001 - the twin is a convenience; the meta tensor stands as it is
+                pass
+        return out
+
+
+@contextlib.contextmanager
+def values_kept() -> Iterator[MetaNotes]:
+    """Small integer and bool tensors keep their values while inside (see the module doc); the notes name each
+    place the code read them."""
+    notes = MetaNotes()
+    mode = _KeptValues(notes)
+    _ACTIVE.append(mode)
+    try:
+        with mode:
+            yield notes
+    finally:
+        _ACTIVE.remove(mode)
+
+
+def kept_value(t: torch.Tensor, what: str) -> torch.Tensor | None:
+    """The CPU twin of meta tensor `t` that an entered `values_kept()` holds (its read `what` noted), else None:
+    for readers that bypass the function mode (the meta pass's own `Tensor.tolist`)."""
+    for mode in reversed(_ACTIVE):
+        twin = mode.twins.get(t)
+        if twin is not None:
+            mode.notes.read(f"{what}() of a tensor {mode.made}")
+            return twin
+    return None
+
+
+__all__ = ["values_kept", "kept_value"]
