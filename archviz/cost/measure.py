@@ -416,7 +416,7 @@ def _object_steps(run: _Prefilled, batch: int, context: int, notes: list[str]
     from .cache_object import cache_tensors, find_recipe, held_entries, make_cache
 
     built = run.built
-    recipe = find_recipe(built.model)
+    recipe = find_recipe(built.model, tuple(built.roots or ()))
     if recipe is None:
         return None
     what = f"{type(built.model).__name__}.forward's {recipe.argument} ({recipe.cls.__name__})"
