@@ -2,15 +2,20 @@
 seqlencache.py, in the style of an inference codebase's buffer cache: `filled` [B] made on the storage's device,
 read with `.tolist()`, `.item()` and a truth test to decide the keys a step attends over). Meta holds no values, so
 the code's bookkeeping keeps them in CPU twins (archviz.sources.kept_values, the meta build's twins): the decode
-step at context C attends over the C cached tokens and the new one, as a real CPU run of the same step does."""
+step at context C attends over the C cached tokens and the new one, as a real CPU run of the same step does. The
+same in a package whose cache class lives in the engine module the model's file never imports
+(tests/fixtures/enginecache, in the style of a chat codebase: `self.model.forward(ids, kv_cache=...)` in the loop, the
+cache made from `m = self.model.config` and `**kw`, a dict of its keywords), found by data flow and made."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from helpers import ANYINPUT, anyinput
+from helpers import ANYINPUT, TESTS, anyinput
 
 from archviz.cost.measure import measure
 from archviz.cost.options import CostOptions
@@ -49,6 +54,31 @@ def test_a_cache_whose_fill_level_is_a_tensor_attends_over_the_context():
     assert "lower bound" not in notes and "do not grow with the context" not in notes
     assert "kept their values" in notes and "tolist() of a tensor kept at seqlencache.py" in notes
     assert cost["kv"]["entries"] and any(e["name"] == "filled" and e["ratio"] is None for e in cost["kv"]["entries"])
+
+
+def test_a_cache_made_in_a_module_the_model_does_not_import_is_found_and_filled():
+    C = 40
+    cost = measure(str(TESTS / "fixtures" / "enginecache" / "model.py"), BuildOptions(),
+                   CostOptions(batch=1, seq=8, context=C)).extra("cost")
+    sys.path.insert(0, str(TESTS / "fixtures"))
+    try:
+        from enginecache.engine import KVCache
+        from enginecache.model import TinyConfig, TinyGPT
+    finally:
+        sys.path.remove(str(TESTS / "fixtures"))
+    c = TinyConfig()
+    model = TinyGPT(c).eval()
+    cache = KVCache(1, c.n_kv_head, C + 1, c.n_embd // c.n_head, c.n_layer, "cpu", torch.float32)
+    with torch.no_grad():
+        model(torch.zeros(1, C, dtype=torch.long), kv_cache=cache)
+        with FlopCounterMode(display=False) as fc:
+            model(torch.zeros(1, 1, dtype=torch.long), kv_cache=cache)
+    d, kv = c.n_embd, 2 * c.n_kv_head * (c.n_embd // c.n_head)
+    weights = 2 * c.n_layer * (d * d + d * kv + d * d + 2 * (d * 2 * d)) + 2 * d * c.vocab_size  # q, kv, proj, MLP
+    attention = c.n_layer * 2 * 2 * (C + 1) * c.n_embd  # over C cached + 1 new keys; n_head · head_dim = n_embd
+    assert fc.get_total_flops() == weights + attention
+    assert sum(cost["decode"]["flops"].values()) == fc.get_total_flops()
+    assert any("KVCache(batch_size=1, seq_len=41" in n and "engine.py" in n for n in cost["notes"]), cost["notes"]
 
 
 def test_small_integer_tensors_keep_their_values_and_the_rest_stays_on_meta():
