@@ -34,8 +34,17 @@ class _KeptValues(_MetaMode):
         return super().__torch_function__(func, types, args, kwargs)
 
     def _on_twins(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        with _disable_current_modes():
-            return super()._on_twins(func, args, kwargs)
+        first = next((a for x in args for a in (x if isinstance(x, (list, tuple)) else (x,))
+                      if isinstance(a, torch.Tensor)), None)
+        if first is None or first not in self.twins:  # an activation: no twin, and no modes popped for it
+            raise LookupError
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # a few thousand values: a busy pool's hand-offs cost more than the op
+        try:
+            with _disable_current_modes():
+                return super()._on_twins(func, args, kwargs)
+        finally:
+            torch.set_num_threads(threads)
 
     def _construct(self, func: Any, args: tuple, kwargs: dict) -> Any:
         out = func(*args, **kwargs)
