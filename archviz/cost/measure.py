@@ -383,25 +383,21 @@ def _object_or_recompute(run: _Prefilled, batch: int, context: int, kv: dict[str
         notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
                      "positions the model takes")
         context = run.limit - 1
-    made = _object_decode(run, batch, context, notes) or _fed_back_decode(run, batch, context, notes) or \
-        _hooked_decode(run, batch, context, notes)
+    made = _kept(lambda: _object_decode(run, batch, context, notes), notes) or \
+        _kept(lambda: _fed_back_decode(run, batch, context, notes), notes) or _hooked_decode(run, batch, context, notes)
     if made is not None:
         return made
     return _recompute(run, batch, context, notes), kv if kv["entries"] else {"entries": [], "source": None}
 
 
-def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
-                   ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """A decode step at `context` with the cache object of the forward (`cache_object`): made on meta with room
-    for context + 1 tokens as the code's generate makes it, filled by a prefill of `context` tokens on meta, then
-    one token counted; its KV entries from the tensors it holds (a dim that grows with its room: a slot a token).
-    Its small integer tensors keep their values throughout (`sources.kept_values`: how full it is, kept in a
-    tensor, decides the keys a step attends over). None where the forward takes no such object or it cannot be
-    made (said in `notes`)."""
+def _kept(steps: Callable[[], Any], notes: list[str]) -> Any:
+    """`steps()` (a cache's construction, fill and decode step) with the small integer tensors of the code's
+    bookkeeping keeping their values (`sources.kept_values`: how full a cache is, kept in a tensor, decides the keys
+    a step attends over); where the code read them, said in `notes`."""
     from ..sources.kept_values import values_kept
 
     with values_kept() as kept:
-        made = _object_steps(run, batch, context, notes)
+        made = steps()
     if made is not None and kept.items:
         read = [item.split(" answered with")[0] for item in kept.items]
         notes.append("the small integer tensors of its bookkeeping kept their values (on the CPU, beside meta), so "
@@ -409,9 +405,12 @@ def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     return made
 
 
-def _object_steps(run: _Prefilled, batch: int, context: int, notes: list[str]
-                  ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """`_object_decode`'s cache made and its steps run."""
+def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
+                   ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A decode step at `context` with the cache object of the forward (`cache_object`): made on meta with room
+    for context + 1 tokens as the code's generate makes it, filled by a prefill of `context` tokens on meta, then
+    one token counted; its KV entries from the tensors it holds (a dim that grows with its room: a slot a token).
+    None where the forward takes no such object or it cannot be made (said in `notes`)."""
     from ..shapes.inputs import default_inputs
     from .cache_object import cache_tensors, find_recipe, held_entries, make_cache
 
