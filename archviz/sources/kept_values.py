@@ -17,9 +17,14 @@ from typing import Any, Iterator
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from .meta import _READERS, _VALUE_CONSTRUCTORS, TWIN_NUMEL, MetaNotes, _MetaMode
+from .meta import _ANSWERED_METHODS, _READERS, _VALUE_CONSTRUCTORS, TWIN_NUMEL, MetaNotes, _MetaMode
 
 _ACTIVE: list["_KeptValues"] = []  # the modes entered, innermost last
+
+
+def _small_integers(t: torch.Tensor) -> bool:
+    """An integer or bool tensor of at most TWIN_NUMEL elements: bookkeeping, not activations or storage."""
+    return not t.dtype.is_floating_point and not t.dtype.is_complex and t.numel() <= TWIN_NUMEL
 
 
 class _KeptValues(_MetaMode):
@@ -31,6 +36,15 @@ class _KeptValues(_MetaMode):
         if func in _READERS and args and isinstance(args[0], torch.Tensor) and args[0] in self.twins:
             with _disable_current_modes():  # the twin's read is archviz's, not the model's
                 return super().__torch_function__(func, types, args, kwargs)
+        if func in _ANSWERED_METHODS:  # `.to(...)`, `.cuda()`: as the pass answers them; the values follow
+            out = func(*args, **(kwargs or {}))
+            source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            twin = None if source is None else self.twins.get(source) if source.is_meta else source.clone()
+            if twin is not None and isinstance(out, torch.Tensor) and out.is_meta and out is not source and \
+                    _small_integers(out):  # a CPU tensor of values moved to meta (`torch.tensor(ids).to(device)`)
+                with _disable_current_modes():
+                    self.twins[out] = twin.to(out.dtype)
+            return out
         return super().__torch_function__(func, types, args, kwargs)
 
     def _on_twins(self, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -48,8 +62,7 @@ class _KeptValues(_MetaMode):
 
     def _construct(self, func: Any, args: tuple, kwargs: dict) -> Any:
         out = func(*args, **kwargs)
-        if func in _VALUE_CONSTRUCTORS and isinstance(out, torch.Tensor) and out.is_meta and \
-                not out.dtype.is_floating_point and not out.dtype.is_complex and out.numel() <= TWIN_NUMEL:
+        if func in _VALUE_CONSTRUCTORS and isinstance(out, torch.Tensor) and out.is_meta and _small_integers(out):
             try:
                 with _disable_current_modes():
                     self.twins[out] = func(*args, **{**kwargs, "device": "cpu"})

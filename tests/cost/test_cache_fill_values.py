@@ -87,6 +87,8 @@ def test_small_integer_tensors_keep_their_values_and_the_rest_stays_on_meta():
         filled += torch.tensor([5, 7], device="meta")
         assert filled.is_meta and filled.clamp(max=6).tolist() == [5, 6]
         assert [int(n) for n in filled] == [5, 7] and bool((filled > 4).all())
+        ids = torch.tensor([[3, 1, 4]]).to("meta")  # values made on the CPU, moved to the pass's device
+        assert ids.is_meta and ids.sum().item() == 8
         storage = torch.zeros((3, 4), device="meta")  # floating point: no values kept
         big = torch.arange(1 << 13, device="meta")  # past the twins' size: meta only
         for unknown in (storage.sum(), big):
