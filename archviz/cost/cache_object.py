@@ -166,14 +166,15 @@ def _module_class(path: str, name: str, model_cls: type, roots: tuple[str, ...])
     import sys
 
     from ..shapes.imports import ImportsInForward
+    from ..sources.guard import importing
     from ..sources.stubs import StubRegistry
 
     package = (model_cls.__module__ or "").rpartition(".")[0]
     folder = os.path.dirname(getattr(sys.modules.get(package), "__file__", None) or "")
     if not package or not folder or os.path.dirname(os.path.abspath(path)) != os.path.abspath(folder):
         return None
-    try:
-        with ImportsInForward(StubRegistry(), roots):
+    try:  # as the model's file was imported: what it prints kept off stdout, an exit or a hang one error
+        with importing(os.path.basename(path)), ImportsInForward(StubRegistry(), roots):
             module = importlib.import_module(f"{package}.{os.path.splitext(os.path.basename(path))[0]}")
     except Exception:  # noqa: BLE001 - the project's own module; without it no cache is made
         return None
