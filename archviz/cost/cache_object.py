@@ -496,8 +496,8 @@ def held_entries(what: str, grew: bool, tensors: tuple[list, list, int | None], 
     if grew:
         return entries
     if entries and all(e["slots"] == 1 for e in entries):
-        notes.append(f"{what}: it holds state of a fixed size (no tensor grows with its room): the decode step's "
-                     "FLOPs are the recurrent step's, the same at every context")
+        notes.append(f"{what}: it holds state of a fixed size (no tensor grows with its room: a recurrent state, or "
+                     "a sliding window's keys): the decode step's FLOPs are the same at every longer context")
     else:
         notes.append(f"{what}: the decode step's FLOPs do not grow with the context: the cache keeps how full it is "
                      "in tensors whose values meta does not hold, so attention over the cached tokens is not "
