@@ -12,12 +12,18 @@ with the pass's dispatch modes off, so they are neither counted nor traced."""
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from typing import Any, Iterator
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from .meta import _ANSWERED_METHODS, _READERS, _VALUE_CONSTRUCTORS, TWIN_NUMEL, MetaNotes, _MetaMode
+from . import meta
+from .meta import _ANSWERED_METHODS, _READERS, _VALUE_CONSTRUCTORS, ARCHVIZ_DIR, TWIN_NUMEL, MetaNotes, _MetaMode
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_MODE_FILES = frozenset({os.path.abspath(__file__), os.path.abspath(meta.__file__)})
 
 _ACTIVE: list["_KeptValues"] = []  # the modes entered, innermost last
 
@@ -25,6 +31,15 @@ _ACTIVE: list["_KeptValues"] = []  # the modes entered, innermost last
 def _small_integers(t: torch.Tensor) -> bool:
     """An integer or bool tensor of at most TWIN_NUMEL elements: bookkeeping, not activations or storage."""
     return not t.dtype.is_floating_point and not t.dtype.is_complex and t.numel() <= TWIN_NUMEL
+
+
+def _made_by_archviz() -> bool:
+    """The tensor being made is archviz's own (the token ids a pass feeds, all zeros, whose values stand for no real
+    input), not the model code's: the first frame outside torch and this mode lies in archviz."""
+    f: Any = sys._getframe(2)
+    while f is not None and (f.f_code.co_filename.startswith(_TORCH_DIR) or f.f_code.co_filename in _MODE_FILES):
+        f = f.f_back
+    return f is not None and f.f_code.co_filename.startswith(ARCHVIZ_DIR)
 
 
 class _KeptValues(_MetaMode):
@@ -62,7 +77,8 @@ class _KeptValues(_MetaMode):
 
     def _construct(self, func: Any, args: tuple, kwargs: dict) -> Any:
         out = func(*args, **kwargs)
-        if func in _VALUE_CONSTRUCTORS and isinstance(out, torch.Tensor) and out.is_meta and _small_integers(out):
+        if func in _VALUE_CONSTRUCTORS and isinstance(out, torch.Tensor) and out.is_meta and _small_integers(out) \
+                and not _made_by_archviz():
             try:
                 with _disable_current_modes():
                     self.twins[out] = func(*args, **{**kwargs, "device": "cpu"})
