@@ -95,3 +95,16 @@ def test_small_integer_tensors_keep_their_values_and_the_rest_stays_on_meta():
             with pytest.raises((NotImplementedError, RuntimeError)):
                 unknown.tolist()
     assert any("tolist() of a tensor kept at" in n for n in notes.items)
+
+
+def test_the_token_ids_archviz_feeds_keep_no_values():
+    """All zeros, they stand for no real input: a test on them is the pass's policy's, not an answer from zeros."""
+    import archviz
+    from archviz.shapes.inputs import default_inputs
+    from archviz.sources import kept_values
+
+    built = archviz.build(str(TESTS / "fixtures" / "enginecache" / "model.py"))
+    with values_kept(), torch.device("meta"):
+        args, kwargs = default_inputs(built, 1, 8)
+        ids = [*args, *kwargs.values()][0]
+        assert ids.is_meta and kept_values.kept_value(ids, "tolist") is None
