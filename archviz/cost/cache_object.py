@@ -39,6 +39,7 @@ class CacheRecipe:
     model_var: str
     then: tuple[tuple[str, tuple[str, ...]], ...]
     sets: tuple[str, ...] = ()  # attributes generate sets on it after making it (`params.seqlen_offset += n`)
+    local: tuple[tuple[str, ast.AST], ...] = ()  # generate's locals bound once (`m = self.model.config`)
 
 
 def cache_argument(model: Any) -> tuple[str, type] | None:
@@ -105,14 +106,14 @@ def _parsed(paths: list[str], needle: str | None) -> Any:
             continue
 
 
-def find_recipe(model: Any) -> CacheRecipe | None:
+def find_recipe(model: Any, roots: tuple[str, ...] = ()) -> CacheRecipe | None:
     """The cache recipe of the model's forward: by its annotation (`cache_argument`), the first function of its
     project that calls the class's constructor and passes the result as that argument (`model.forward(...,
     cache=cache)` or `model(..., cache=cache)`); else by data flow (`_flow_recipe`); None where the project has no
     such call."""
     found = cache_argument(model)
     if found is None:
-        return _flow_recipe(model)
+        return _flow_recipe(model, roots)
     argument, cls = found
     for path, tree in _parsed(_project_files(cls), cls.__name__):
         for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
@@ -120,7 +121,7 @@ def find_recipe(model: Any) -> CacheRecipe | None:
             if hit is not None:
                 node, argument, model_var, then, sets = hit
                 return CacheRecipe(argument, cls, f"{os.path.basename(path)}:{node.lineno}", node.value, model_var,
-                                   then, sets)
+                                   then, sets, _locals(fn))
     return None
 
 
@@ -132,26 +133,64 @@ def _forward_names(model: Any) -> list[str]:
         return []
 
 
-def _flow_recipe(model: Any) -> CacheRecipe | None:
+def _flow_recipe(model: Any, roots: tuple[str, ...]) -> CacheRecipe | None:
     """The cache argument found by data flow, whatever its name or annotation: a function of the model's project
     that loops (a decoding loop), makes an object of a project class (not a module, not a tensor) and passes it, by
-    keyword or position, into a call of the model (`model(...)`, `model.forward(...)`, `self.model(...)`, a method
-    of the model's class); the argument it fills is the cache. The class is read from the project's modules already
-    imported."""
+    keyword or position, into a call of the model (`model(...)`, `model.forward(...)`, `self.model(...)`,
+    `self.model.forward(...)`, a method of the model's class); the argument it fills is the cache. The class is read
+    from the project's modules already imported, else from the function's own module (`_module_class`)."""
     names = _forward_names(model)
     if len(names) < 2:
         return None
     classes = _project_classes(type(model))
     methods = {n for n in dir(type(model)) if not n.startswith("_")} | {"forward"}
     for path, tree in _parsed(_project_files(type(model)), None):
+        own = {n.name for n in tree.body if isinstance(n, ast.ClassDef)} - set(classes)  # the file's, not imported
         for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and
                    any(isinstance(m, (ast.For, ast.While)) for m in ast.walk(n))):  # a decoding loop's function
-            hit = _recipe_in(fn, set(classes), names[1:], methods)
-            if hit is not None:
+            hit = _recipe_in(fn, set(classes) | own, names[1:], methods)
+            cls = None if hit is None else classes.get(_called_name(hit[0].value)) or \
+                _module_class(path, _called_name(hit[0].value), type(model), roots)
+            if cls is not None:
                 node, argument, model_var, then, sets = hit
-                return CacheRecipe(argument, classes[_called_name(node.value)], f"{os.path.basename(path)}:"
-                                   f"{node.lineno}", node.value, model_var, then, sets)
+                return CacheRecipe(argument, cls, f"{os.path.basename(path)}:{node.lineno}", node.value, model_var,
+                                   then, sets, _locals(fn))
     return None
+
+
+def _module_class(path: str, name: str, model_cls: type, roots: tuple[str, ...]) -> type | None:
+    """Class `name` of a file of the model's package that its code does not import (the module of its generate):
+    that module imported under the package, what it imports that is not installed stubbed as inside forward; None
+    where the file is not a module of the model's package, fails to import, or the class is a module or tensor."""
+    import importlib
+    import sys
+
+    from ..shapes.imports import ImportsInForward
+    from ..sources.guard import importing
+    from ..sources.stubs import StubRegistry
+
+    package = (model_cls.__module__ or "").rpartition(".")[0]
+    folder = os.path.dirname(getattr(sys.modules.get(package), "__file__", None) or "")
+    if not package or not folder or os.path.dirname(os.path.abspath(path)) != os.path.abspath(folder):
+        return None
+    try:  # as the model's file was imported: what it prints kept off stdout, an exit or a hang one error
+        with importing(os.path.basename(path)), ImportsInForward(StubRegistry(), roots):
+            module = importlib.import_module(f"{package}.{os.path.splitext(os.path.basename(path))[0]}")
+    except Exception:  # noqa: BLE001 - the project's own module; without it no cache is made
+        return None
+    cls = getattr(module, name, None)
+    return cls if isinstance(cls, type) and not issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)) \
+        else None
+
+
+def _locals(fn: ast.AST) -> tuple[tuple[str, ast.AST], ...]:
+    """The names a function binds exactly once by a plain assignment (`m = self.model.config`), with their value."""
+    bound: dict[str, list[ast.AST]] = {}
+    for s in ast.walk(fn):
+        for t in s.targets if isinstance(s, ast.Assign) else ():
+            if isinstance(t, ast.Name):
+                bound.setdefault(t.id, []).append(s.value if len(s.targets) == 1 else t)
+    return tuple((k, v[0]) for k, v in bound.items() if len(v) == 1)
 
 
 def fed_back_argument(model: Any) -> tuple[str, int, str] | None:
@@ -202,7 +241,7 @@ def _called_name(node: ast.AST) -> str:
 
 def _model_call(call: ast.Call, params: set[str], methods: set[str]) -> str | None:
     """The variable holding the model where `call` calls it: `model(...)`, `model.forward(...)` (any method where
-    `methods` is empty, else one of `methods`), `self.model(...)`; None otherwise."""
+    `methods` is empty, else one of `methods`), `self.model(...)`, `self.model.forward(...)`; None otherwise."""
     f = call.func
     if isinstance(f, ast.Name):
         return f.id if f.id in params else None
@@ -211,7 +250,10 @@ def _model_call(call: ast.Call, params: set[str], methods: set[str]) -> str | No
     if isinstance(f.value, ast.Name) and f.value.id in params and (not methods or f.attr in methods):
         return f.value.id
     if isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr == "model" and "self" in params:
-        return "self"
+        return "self.model"
+    if isinstance(f.value, ast.Attribute) and ast.unparse(f.value) == "self.model" and "self" in params and \
+            (not methods or f.attr in methods):
+        return "self.model"
     return None
 
 
@@ -260,18 +302,23 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
 _NOT_MADE = object()
 
 
-def _value(node: ast.AST, model_var: str, model: Any) -> Any:
-    """An argument read on the built model: constants, attribute chains of the model's variable, and + - * // of
-    them; `_NOT_MADE` for anything else (a local of generate, a call)."""
+def _value(node: ast.AST, model_var: str, model: Any, local: dict[str, ast.AST] | None = None, depth: int = 0) -> Any:
+    """An argument read on the built model: constants, attribute chains of the model's variable (`self.model` too),
+    generate's locals bound once to such (`local`), and + - * // of them; `_NOT_MADE` for anything else (a call)."""
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
-        return model if node.id == model_var else _NOT_MADE
+        if node.id == model_var:
+            return model
+        bound = (local or {}).get(node.id)
+        return _value(bound, model_var, model, local, depth + 1) if bound is not None and depth < 8 else _NOT_MADE
     if isinstance(node, ast.Attribute):
-        owner = _value(node.value, model_var, model)
+        if "." in model_var and ast.unparse(node) == model_var:
+            return model
+        owner = _value(node.value, model_var, model, local, depth)
         return _NOT_MADE if owner is _NOT_MADE else getattr(owner, node.attr, _NOT_MADE)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        a, b = _value(node.left, model_var, model), _value(node.right, model_var, model)
+        a, b = _value(node.left, model_var, model, local, depth), _value(node.right, model_var, model, local, depth)
         if _NOT_MADE in (a, b) or not all(isinstance(x, int) for x in (a, b)):
             return _NOT_MADE
         return _OPS[type(node.op)](a, b)
@@ -291,6 +338,20 @@ def _by_role(name: str, batch: int, capacity: int, dtype: torch.dtype) -> Any:
     return _NOT_MADE
 
 
+def _keywords(call: ast.Call, local: dict[str, ast.AST]) -> list[tuple[str | None, ast.AST]]:
+    """(name, value) of a call's keywords, `**options` spread where options is a dict of string keys written in the
+    function (`kw = {"num_heads": m.n_kv_head}`); an unknown `**` stays (None, value)."""
+    out: list[tuple[str | None, ast.AST]] = []
+    for k in call.keywords:
+        spread = local.get(k.value.id) if k.arg is None and isinstance(k.value, ast.Name) else k.value
+        if k.arg is None and isinstance(spread, ast.Dict) and \
+                all(isinstance(key, ast.Constant) and isinstance(key.value, str) for key in spread.keys):
+            out.extend((key.value, v) for key, v in zip(spread.keys, spread.values))
+        else:
+            out.append((k.arg, k.value))
+    return out
+
+
 def make_cache(recipe: CacheRecipe, model: Any, batch: int, capacity: int) -> tuple[Any, dict[str, Any]]:
     """(the cache object on meta, {parameter: value} it was made with), as `recipe` says; a ValueError naming the
     argument that cannot be made."""
@@ -300,20 +361,21 @@ def make_cache(recipe: CacheRecipe, model: Any, batch: int, capacity: int) -> tu
         params = []
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.get_default_dtype())
     args, kwargs, used = [], {}, {}
+    local = dict(recipe.local)
     for i, node in enumerate(recipe.call.args):
         name = params[i].name if i < len(params) else f"argument {i + 1}"
-        v = _value(node, recipe.model_var, model)
+        v = _value(node, recipe.model_var, model, local)
         v = _by_role(name, batch, capacity, dtype) if v is _NOT_MADE else v
         if v is _NOT_MADE:
             raise ValueError(f"{recipe.cls.__name__}'s {name} ({ast.unparse(node)} at {recipe.where})")
         args.append(v)
         used[name] = v
-    for k in recipe.call.keywords:
-        v = _value(k.value, recipe.model_var, model)
-        v = _by_role(k.arg or "", batch, capacity, dtype) if v is _NOT_MADE else v
-        if v is _NOT_MADE or k.arg is None:
-            raise ValueError(f"{recipe.cls.__name__}'s {k.arg} ({ast.unparse(k.value)} at {recipe.where})")
-        kwargs[k.arg] = used[k.arg] = v
+    for key, node in _keywords(recipe.call, local):
+        v = _value(node, recipe.model_var, model, local)
+        v = _by_role(key or "", batch, capacity, dtype) if v is _NOT_MADE else v
+        if v is _NOT_MADE or key is None:
+            raise ValueError(f"{recipe.cls.__name__}'s {key or '**'} ({ast.unparse(node)} at {recipe.where})")
+        kwargs[key] = used[key] = v
     with torch.device("meta"), torch.no_grad():
         cache = recipe.cls(*args, **kwargs)
         for method, names in recipe.then:
@@ -401,6 +463,29 @@ def _object_entries(tensors: list[tuple[str, Any, torch.Tensor]], larger: dict[t
     return out
 
 
+def hooked_entries(short: dict, long: dict, paths: dict[int, str], layer_list: str | None) -> list[dict[str, Any]]:
+    """KV entries of a hook-filled cache (a dict keyed by the modules whose outputs it keeps): a tensor whose dim
+    grew by one with one more token of fill keeps a slot a token, one that did not (cross-attention's keys over a
+    fixed window) is fixed."""
+    from .kv import _layer_of, element_bytes
+
+    out = []
+    for module, t in short.items():
+        other = long.get(module)
+        if not isinstance(t, torch.Tensor) or not isinstance(other, torch.Tensor) or t.dim() < 2:
+            continue
+        shape = [int(d) for d in t.shape]
+        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1]
+        path = paths.get(id(module), "")
+        dtype = str(t.dtype).replace("torch.", "")
+        out.append({"path": path, "name": type(module).__name__, "layer": _layer_of(path, layer_list),
+                    "dtype": dtype, "element_bytes": element_bytes(dtype),
+                    "width": math.prod(d for j, d in enumerate(shape[1:], 1) if j not in grown[:1]),
+                    "ratio": 1 if grown else None, "slots": None if grown else 1,
+                    "what": "cache: a slot every token" if grown else "fixed per sequence (a window's keys)"})
+    return out
+
+
 def held_entries(what: str, grew: bool, tensors: tuple[list, list, int | None], notes: list[str]
                  ) -> list[dict[str, Any]]:
     """The KV entries of what a cache holds (`tensors`: its tensors with room for context + 1 and context + 2
@@ -411,8 +496,8 @@ def held_entries(what: str, grew: bool, tensors: tuple[list, list, int | None], 
     if grew:
         return entries
     if entries and all(e["slots"] == 1 for e in entries):
-        notes.append(f"{what}: it holds state of a fixed size (no tensor grows with its room): the decode step's "
-                     "FLOPs are the recurrent step's, the same at every context")
+        notes.append(f"{what}: it holds state of a fixed size (no tensor grows with its room: a recurrent state, or "
+                     "a sliding window's keys): the decode step's FLOPs are the same at every longer context")
     else:
         notes.append(f"{what}: the decode step's FLOPs do not grow with the context: the cache keeps how full it is "
                      "in tensors whose values meta does not hold, so attention over the cached tokens is not "
@@ -420,5 +505,5 @@ def held_entries(what: str, grew: bool, tensors: tuple[list, list, int | None], 
     return entries
 
 
-__all__ = ["held_entries", "fed_back_argument", "hooked_cache", "inner_cache_argument", "CacheRecipe",
+__all__ = ["held_entries", "hooked_entries", "fed_back_argument", "hooked_cache", "inner_cache_argument", "CacheRecipe",
            "cache_argument", "find_recipe", "make_cache", "cache_tensors"]

@@ -387,11 +387,26 @@ def _object_or_recompute(run: _Prefilled, batch: int, context: int, kv: dict[str
         notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
                      "positions the model takes")
         context = run.limit - 1
-    made = _object_decode(run, batch, context, notes) or _fed_back_decode(run, batch, context, notes) or \
-        _hooked_decode(run, batch, context, notes)
+    made = _kept(lambda: _object_decode(run, batch, context, notes), notes) or \
+        _kept(lambda: _fed_back_decode(run, batch, context, notes), notes) or _hooked_decode(run, batch, context, notes)
     if made is not None:
         return made
     return _recompute(run, batch, context, notes), kv if kv["entries"] else {"entries": [], "source": None}
+
+
+def _kept(steps: Callable[[], Any], notes: list[str]) -> Any:
+    """`steps()` (a cache's construction, fill and decode step) with the small integer tensors of the code's
+    bookkeeping keeping their values (`sources.kept_values`: how full a cache is, kept in a tensor, decides the keys
+    a step attends over); where the code read them, said in `notes`."""
+    from ..sources.kept_values import values_kept
+
+    with values_kept() as kept:
+        made = steps()
+    if made is not None and kept.items:
+        read = [item.split(" answered with")[0] for item in kept.items]
+        notes.append("the small integer tensors of its bookkeeping kept their values (on the CPU, beside meta), so "
+                     f"the code read what a device holds: {'; '.join(read[:3])}{'; ...' if len(read) > 3 else ''}")
+    return made
 
 
 def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
@@ -404,7 +419,7 @@ def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     from .cache_object import cache_tensors, find_recipe, held_entries, make_cache
 
     built = run.built
-    recipe = find_recipe(built.model)
+    recipe = find_recipe(built.model, tuple(built.roots or ()))
     if recipe is None:
         return None
     what = f"{type(built.model).__name__}.forward's {recipe.argument} ({recipe.cls.__name__})"
@@ -504,7 +519,7 @@ def _hooked_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     forward hooks (`hooked_cache`: whisper's `install_kv_cache_hooks`, the decoder's `kv_cache`), run as the code's
     decoding runs it: that submodule alone, its other inputs as the prefill pass gave them, on a fill of `context`
     tokens, then one token counted; the hooks removed after. None where the model has no such method."""
-    from .cache_object import hooked_cache
+    from .cache_object import hooked_cache, hooked_entries
 
     built = run.built
     found = hooked_cache(built.model)
@@ -566,36 +581,13 @@ def _hooked_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
     if sum(counters[context].by_path()[0].values()) == sum(counters[shorter].by_path()[0].values()):
         notes.append(f"{sub_path}: the decode step's FLOPs do not grow with the context: attention over the cached "
                      "tokens is not counted (a lower bound)")
-    entries = _hooked_entries(caches[0][0], caches[1][0], run.paths, run.layer_list)
+    entries = hooked_entries(caches[0][0], caches[1][0], run.paths, run.layer_list)
     notes.append(f"{type(built.model).__name__}.{method}() makes the cache its decoding passes to {sub_path}.forward "
                  f"({argument}), filled through forward hooks: a decode step runs {sub_path} alone, as the code's "
                  f"decoding does, on a fill of {context:,} tokens, then one token counted; the other inputs as the "
                  f"prefill pass gave them ({', '.join(str(list(t.shape)) for t in others)})")
     kv = {"source": f"{type(built.model).__name__}.{method}() filled through forward hooks", "entries": entries}
     return _flops_json(counters[context], run.traced, batch, 1, context), kv
-
-
-def _hooked_entries(short: dict, long: dict, paths: dict[int, str], layer_list: str | None) -> list[dict[str, Any]]:
-    """KV entries of a hook-filled cache (a dict keyed by the modules whose outputs it keeps): a tensor whose dim
-    grew by one with one more token of fill keeps a slot a token, one that did not (cross-attention's keys over a
-    fixed window) is fixed."""
-    from .kv import _layer_of, element_bytes
-
-    out = []
-    for module, t in short.items():
-        other = long.get(module)
-        if not isinstance(t, torch.Tensor) or not isinstance(other, torch.Tensor) or t.dim() < 2:
-            continue
-        shape = [int(d) for d in t.shape]
-        grown = [j for j, (a, b) in enumerate(zip(shape, other.shape)) if b == a + 1]
-        path = paths.get(id(module), "")
-        dtype = str(t.dtype).replace("torch.", "")
-        out.append({"path": path, "name": type(module).__name__, "layer": _layer_of(path, layer_list),
-                    "dtype": dtype, "element_bytes": element_bytes(dtype),
-                    "width": math.prod(d for j, d in enumerate(shape[1:], 1) if j not in grown[:1]),
-                    "ratio": 1 if grown else None, "slots": None if grown else 1,
-                    "what": "cache: a slot every token" if grown else "fixed per sequence (a window's keys)"})
-    return out
 
 
 def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> dict[str, Any] | None:

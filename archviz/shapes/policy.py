@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..sources.kept_values import kept_value
 from .gathers import GATHER_OPS
 
 if TYPE_CHECKING:
@@ -314,6 +315,9 @@ class DispatchPolicy(TorchDispatchMode):
 
     def _truth(self, t: torch.Tensor) -> bool:
         """A truth test of a one-element tensor: a known value's, else it holds (as a boolean test does)."""
+        kept = kept_value(t, "bool")
+        if kept is not None:
+            return bool(kept)
         prov = self.p.get(t)
         if t.dtype != torch.bool and prov is not None and prov.value is not None:
             return bool(prov.value)
@@ -322,6 +326,9 @@ class DispatchPolicy(TorchDispatchMode):
         return bool(self._scalar(t, prov))
 
     def _scalar(self, t: torch.Tensor, prov: _Prov | None = None) -> Any:
+        kept = kept_value(t, "item")  # the code's bookkeeping, its values kept (sources.kept_values)
+        if kept is not None:
+            return kept.item()
         prov = prov or self.p.get(t)
         if t.dtype == torch.bool:
             if prov is not None and prov.density is not None:
@@ -485,6 +492,9 @@ class TolistPolicy:
         torch.Tensor.tolist = self.saved  # type: ignore[method-assign]
 
     def answer(self, t: torch.Tensor) -> Any:
+        kept = kept_value(t, "tolist")
+        if kept is not None:
+            return kept.tolist()
         prov = self.p.get(t)
         if t.dtype == torch.bool:
             v: Any = (prov.density or 0) > 0 if prov and prov.density is not None else True

@@ -68,6 +68,8 @@ def _caller(skip_dirs: tuple[str, ...]) -> str:
 
 
 class _MetaMode(TorchFunctionMode):
+    made = "made without a device"  # which tensors keep twins, as a read's note names them
+
     def __init__(self, notes: "MetaNotes", device: torch.device = _META):
         super().__init__()
         self.notes = notes
@@ -118,11 +120,12 @@ class _MetaMode(TorchFunctionMode):
                 self.twins.pop(args[0], None)  # its values are no longer known
             return out
         if isinstance(out, torch.Tensor) and isinstance(value, torch.Tensor) and value.shape == out.shape \
-                and out.is_meta and out is not (args[0] if args else None):
+                and out.is_meta and not value.is_meta and out is not (args[0] if args else None):
             self.twins[out] = value
         elif isinstance(out, (tuple, list)) and isinstance(value, (tuple, list)) and len(out) == len(value):
             for o, v in zip(out, value):
-                if isinstance(o, torch.Tensor) and isinstance(v, torch.Tensor) and o.is_meta and o.shape == v.shape:
+                if isinstance(o, torch.Tensor) and isinstance(v, torch.Tensor) and o.is_meta and not v.is_meta and \
+                        o.shape == v.shape:
                     self.twins[o] = v
         return out
 
@@ -145,7 +148,7 @@ class _MetaMode(TorchFunctionMode):
                 and args[0].device.type == "meta":
             t = self.twins.get(args[0])
             if t is not None:
-                self.notes.read(f"{getattr(func, '__name__', 'a read')}() of a tensor made without a device")
+                self.notes.read(f"{getattr(func, '__name__', 'a read')}() of a tensor {self.made}")
                 return func(t, *args[1:], **kwargs)
         if func in self.array_wrappers:  # weights made in numpy (torch.from_numpy(np.random.randn(...))): not copied
             from .arrays import wrapped_on_meta
