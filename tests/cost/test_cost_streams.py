@@ -8,8 +8,8 @@ text tokens beside them; the text gets a dim of its own, T_txt, sized by the con
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,12 +20,11 @@ B, L_IMG = 2, 16
 
 
 def _fixture():
-    sys.path.insert(0, str(FIX))
-    try:
-        import model
-    finally:
-        sys.path.remove(str(FIX))
-    return sys.modules.pop("model")
+    # its own module name: another fixture's model.py may already sit in sys.modules as "model"
+    spec = importlib.util.spec_from_file_location("twostream_model", FIX / "model.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
 
 
 def _flops(c, l_img: int, l_txt: int) -> int:
