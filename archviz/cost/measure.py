@@ -222,7 +222,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     context, more = _lengths(context, () if isinstance(contexts, str) else contexts)
     notes: list[str] = []
     say(f"building {source} on meta")
-    built, limits, taken = _built(source, build, kind, (context, *more), (batch, seq), notes)
+    built, limits, taken, setup = _built(source, build, kind, (context, *more), (batch, seq))
     say("walking modules")
     record = walk(built)
     if auto and kind != "reference":  # the config as built, its defaults filled
@@ -264,6 +264,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
         notes.append(_no_decode(run, unit, seq))
     else:
         decode, kv, curve = _decode(run, batch, (context, *more), limits, taken, say, notes)
+    notes[:0] = setup.notes(kv)  # first, as the build came first: what the KV figures were read from, once known
     context = context if decode is None else min(context, decoded_at(decode))  # a step at the model's limit
     if decode is not None and more:
         curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
@@ -281,17 +282,36 @@ def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:
     return f"one pass of {type(run.built.model).__name__} is one {unit['name']}{over}: no decode step"
 
 
-def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...], sizes: tuple[int, int],
-           notes: list[str]) -> tuple[Any, tuple[int, int] | None, set[int]]:
-    """(SOURCE built, its (max_batch_size, max_seq_len) where set, the config's ints). A reference model is built
-    with the runtime limits that size its caches past the longest of `lengths` and the (batch, seq) `sizes`, each
-    a value no config width takes, so a cache buffer's dims say which is which; noted in `notes`."""
+@dataclass(frozen=True)
+class _CacheSetup:
+    """How `_built` sized or made a reference model's caches, said once the decode step shows which cache its KV
+    figures were read from: `built` (the limits it was built with) always, `read` (that the KV figures come from
+    the caches the model keeps) only where they do, never beside the note of a cache the decode made itself."""
+
+    built: str | None = None
+    read: str | None = None
+
+    def notes(self, kv: dict[str, Any]) -> list[str]:
+        source = kv.get("source")
+        kept = source is None or source.startswith(_KEPT)  # the model's own tensors (or none found)
+        said = [self.built, self.read] if kept else [self.built]
+        return ["; ".join(n for n in said if n)] if any(said) else []
+
+
+_KEPT = "registered buffers"  # the KV source of caches the model keeps: its buffers and tensor attributes
+
+
+def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...], sizes: tuple[int, int]
+           ) -> tuple[Any, tuple[int, int] | None, set[int], _CacheSetup]:
+    """(SOURCE built, its (max_batch_size, max_seq_len) where set, the config's ints, how its caches were sized). A
+    reference model is built with the runtime limits that size its caches past the longest of `lengths` and the
+    (batch, seq) `sizes`, each a value no config width takes, so a cache buffer's dims say which is which."""
     from ..sources.dispatch import build as build_source
 
     if kind != "reference":
         from ..sources.live import on_meta
 
-        return on_meta(build_source(source, build)), None, set()  # a live model: a stand-in on meta
+        return on_meta(build_source(source, build)), None, set(), _CacheSetup()  # a live model: a stand-in on meta
     batch, seq = sizes
     overrides = dict(build.overrides)
     taken = _config_ints({**_file_config(build.config), **overrides})
@@ -308,17 +328,17 @@ def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...]
         built = build_source(source, build)
         called = set_up_caches(built.model, max_batch, max_seq)
         if not called:
-            notes.append("its config class has no max_seq_len/max_batch_size: caches read as built")
-            return built, None, taken
-        notes.append(f"caches made by {'; '.join(called)}, as a generate loop would before decoding; KV figures "
-                     f"are per token and at the context asked, from their layout")
-        return built, (max_batch, max_seq), taken
+            return built, None, taken, _CacheSetup(
+                read="its config class has no max_seq_len/max_batch_size: caches read as built")
+        return built, (max_batch, max_seq), taken, _CacheSetup(
+            read=f"caches made by {'; '.join(called)}, as a generate loop would before decoding; KV figures are "
+                 "per token and at the context asked, from their layout")
     called = set_up_caches(built.model, max_batch, max_seq)
-    notes.append(f"built with max_seq_len={max_seq:,} and max_batch_size={max_batch} (the runtime limits "
-                 f"that size its caches{', then ' + '; '.join(called) if called else ''}) so that a decode step at "
-                 f"context {lengths[0]:,} fits; KV figures are per token and at the context asked, from those "
-                 "buffers' layout")
-    return built, (max_batch, max_seq), taken
+    return built, (max_batch, max_seq), taken, _CacheSetup(
+        built=f"built with max_seq_len={max_seq:,} and max_batch_size={max_batch} (the runtime limits that size its "
+              f"caches{', then ' + '; '.join(called) if called else ''}) so that a decode step at context "
+              f"{lengths[0]:,} fits",
+        read="KV figures are per token and at the context asked, from those buffers' layout")
 
 
 @dataclass(frozen=True)
@@ -347,7 +367,7 @@ def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple
     if built.kind == "reference":
         entries = reference_entries(traced, *limits, layer_list, taken) if limits else []
         kept = attribute_entries(built.model, run.paths, *limits, layer_list, taken) if limits else []
-        kv = {"source": "registered buffers" + (" and tensor attributes" if kept else ""), "entries": entries + kept}
+        kv = {"source": _KEPT + (" and tensor attributes" if kept else ""), "entries": entries + kept}
         import inspect
 
         try:
