@@ -65,6 +65,8 @@ def test_a_launchers_job_config_reaches_its_model_when_its_data_part_calls_an_ab
     assert "train_job().model_spec.model.build()" in notes
     assert "batchstream.ReadOptions stubbed while train_job() ran (batchstream not installed): held by its " \
            "dataloader, validator; the model was built without them" in notes
+    narrow = archviz_cli("summary", "titanish:train_job", "--no-cache", columns=80)  # its long notes wrapped
+    assert not [line for line in (narrow.stdout + narrow.stderr).splitlines() if len(line) > 80]
 
 
 def test_a_job_whose_model_reads_what_the_absent_package_returned_is_refused_naming_it(here, archviz_cli):
