@@ -4,7 +4,6 @@ whose model is made by a builder function."""
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import re
 from typing import Any
@@ -14,7 +13,7 @@ import torch
 from ..errors import ArchvizError, SourceError, option
 from .meta import CUDA_HINT, build_failure_hint, is_cuda_insistence, meta_build, user_frame
 from .guard import time_limit
-from .stubs import StubRegistry
+from .stubs import MissingPackage, StubRegistry
 
 
 def _required(fn: Any, kwargs: dict[str, Any]) -> list[str]:
@@ -44,8 +43,7 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
 
     def construct() -> tuple[Any, Any]:
         with meta_build(device) as notes, time_limit(f"building {attr}"):
-            with stubs.assembling_job() if stubs is not None else contextlib.nullcontext():
-                made = fn(**kwargs)  # --set key=value: the factory's keyword arguments
+            made = _made(fn, kwargs, stubs)  # --set key=value: the factory's keyword arguments
             model, how = (made, "") if isinstance(made, torch.nn.Module) else module_held(made)  # a config or spec
             assumed = _assumed(stubs, made, model, attr)
             if model is not made and model is not None:
@@ -82,6 +80,20 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
         raise SourceError(f"{spec}: returned {type(model).__name__}, not a torch.nn.Module",
                           hint="the factory must return the model (an nn.Module)")
     return model, list(notes.items) + started
+
+
+def _made(fn: Any, kwargs: dict[str, Any], stubs: StubRegistry | None) -> Any:
+    """`fn(**kwargs)`; where it calls into a plain package that is not installed (MissingPackage) and the module's
+    stub registry is given, called again with such calls answered by stubs (`StubRegistry.assembling_job`), so that
+    a job's config whose other parts need the package still reaches its model (`_assumed` decides whether it
+    did). A factory that calls none runs once, as it always did."""
+    try:
+        return fn(**kwargs)
+    except MissingPackage:
+        if stubs is None:
+            raise
+    with stubs.assembling_job():
+        return fn(**kwargs)
 
 
 def _assumed(stubs: StubRegistry | None, made: Any, model: Any, attr: str) -> list[str]:
