@@ -4,6 +4,7 @@ of them once the decode step shows which cache the KV figures were read from (`C
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,14 +26,7 @@ def _config_ints(config: dict[str, Any]) -> set[int]:
 
 
 def _is_prime(n: int) -> bool:
-    if n < 2:
-        return False
-    i = 2
-    while i * i <= n:
-        if n % i == 0:
-            return False
-        i += 1
-    return True
+    return n >= 2 and all(n % i for i in range(2, math.isqrt(n) + 1))
 
 
 def distinct(lo: int, taken: set[int], ratios: bool = False) -> int:
