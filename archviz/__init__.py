@@ -38,11 +38,15 @@ def __getattr__(name: str) -> Any:
 def build(source: str, options: Any = None, **fields: Any):
     """Build SOURCE on the meta device; returns the internal `Built` (live model + build facts). The build is said by
     a `BuildOptions` (archviz.sources) or by its fields as keywords: config, overrides (a mapping), model_class,
-    config_class, tokenizer, world_size, rank, default_dtype, trust_remote_code, quantized."""
+    config_class, tokenizer, world_size, rank, default_dtype, trust_remote_code, quantized. Its notes name the
+    options they mean as a Python caller gives them (`overrides`)."""
+    from .errors import PYTHON_WORDS, spelled
     from .shapes import kernel_packages, mlstm_kernels  # noqa: F401 - their stand-ins build stubbed classes
     from .sources.dispatch import build as _build
 
-    return _build(source, _build_options(options, fields))
+    built = _build(source, _build_options(options, fields))
+    built.notes = [spelled(n, PYTHON_WORDS) for n in built.notes]
+    return built
 
 
 def load(source: Any, *, overrides: Mapping[str, Any] | None = None, inputs: Any = None, shapes: bool = False,
@@ -56,7 +60,8 @@ def load(source: Any, *, overrides: Mapping[str, Any] | None = None, inputs: Any
     inputs): a mapping of names to tensors, shapes (`{"x": (1, 3, 224, 224)}`) or input specs (`"B,T,512:float32"`),
     or a list of specs (`["x=B,3,224,224"]`); `shapes`: run the meta forward pass (given `inputs`, it runs);
     `group`: group the tree (titles from the `names` file); `build_options`: the fields of a `BuildOptions`
-    (config, model_class, ...) or `options=BuildOptions(...)`; `progress`: the walk's callback(done, total).
+    (config, model_class, ...) or `options=BuildOptions(...)`; `progress`: the walk's callback(done, total). The
+    options its notes name are spelled as a Python caller gives them (`overrides`: archviz.records.words).
 
         >>> import archviz
         >>> rec = archviz.load("hf:llama", overrides={"num_hidden_layers": 2, "hidden_size": 64,
@@ -64,6 +69,17 @@ def load(source: Any, *, overrides: Mapping[str, Any] | None = None, inputs: Any
         >>> rec.summary.parameters == 100 * 64 * 2 + 2 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64
         True
     """
+    from .records.words import in_words
+
+    return in_words(_load(source, overrides=overrides, inputs=inputs, shapes=shapes, group=group, names=names,
+                          progress=progress, **build_options))
+
+
+def _load(source: Any, *, overrides: Mapping[str, Any] | None = None, inputs: Any = None, shapes: bool = False,
+          group: bool = False, names: str | None = None, progress: Callable[[int, int], None] | None = None,
+          **build_options: Any) -> ModelRecord:
+    """`load`'s records as the stages made them: options named by token, which the results spell as their reader
+    asks (`.json(words)`)."""
     from contextlib import nullcontext
 
     from .pipeline import Feedback, PassOptions, records_for
@@ -114,7 +130,7 @@ def _records(source: Any, load_options: dict[str, Any], *, shapes: bool = False,
 
             return grouped(source)
         return source
-    return load(source, **{"shapes": shapes, "group": group, **load_options})
+    return _load(source, **{"shapes": shapes, "group": group, **load_options})
 
 
 _PASS_AND_SHOW = ("inputs", "shapes", "group", "names", "progress")  # `load`'s keywords that are not the build's

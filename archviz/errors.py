@@ -9,8 +9,9 @@ text that leaves it spelled at that boundary (`spelled`).
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Mapping
+from typing import Any, Mapping
 
 from .files.sanitize import printable
 
@@ -63,6 +64,26 @@ def spelled_bytes(data: bytes, words: Mapping[str, str]) -> bytes:
     if b"\xe2\x9f\xa6" not in data and b"\\u27e6" not in data:  # neither ⟦ nor its JSON escape
         return data
     return spelled(data.decode("utf-8", "surrogateescape"), words).encode("utf-8", "surrogateescape")
+
+
+def spelled_data(value: Any, words: Mapping[str, str]) -> Any:
+    """`value` (JSON-able data, or a frozen dataclass of such: a cost report) with the option tokens of its strings
+    spelled in `words`; the very object, not a copy, wherever it holds none."""
+    if isinstance(value, str):
+        return spelled(value, words)
+    if isinstance(value, dict):
+        out = {k: spelled_data(v, words) for k, v in value.items()}
+        return value if all(out[k] is v for k, v in value.items()) else out
+    if isinstance(value, (list, tuple)):
+        items = [spelled_data(v, words) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changed = {f.name: new for f in dataclasses.fields(value)
+                   if (new := spelled_data(old := getattr(value, f.name), words)) is not old}
+        return dataclasses.replace(value, **changed) if changed else value
+    return value
 
 
 def options_named(text: str) -> tuple[str, ...]:

@@ -104,3 +104,31 @@ def test_a_sites_marker_lists_its_pages_as_written(tmp_path):
     listed = json.loads((tmp_path / "site" / MARKER).read_text())["files"]
     assert listed == {"index.html": hashlib.sha256(page).hexdigest()}
     assert spelled_files(files, PYTHON_WORDS)["index.html"] == b"<p>give it with `overrides` x=1</p>"
+
+
+def test_a_python_caller_reads_records_in_its_words_the_command_line_in_its_flags(archviz_cli):
+    """The records `archviz.load` returns, `archviz.build`'s notes and the records, reports and verdicts a result
+    holds name an option as a Python caller gives it (`world_size`, `seq`), never by token; the command's JSON as its
+    flag, and a result's `.json(words)` in whichever words it is asked (the records cache and the stages keep the
+    tokens: one record serves both)."""
+    from helpers import ANYINPUT
+
+    stacks = str(ANYINPUT / "stacks.py")  # a model file with no world_size global: `world_size` given is noted
+    said = "given, but the module has no world_size global"
+    rec = archviz.load(stacks, world_size=2)
+    assert f"{PYTHON_WORDS['world-size']} {said}" in rec.source.notes
+    assert not any(TOKEN_OPEN in n for n in rec.source.notes)
+    assert f"{PYTHON_WORDS['world-size']} {said}" in archviz.build(stacks, world_size=2).notes
+    summary = archviz.summary(stacks, world_size=2)
+    assert f"{PYTHON_WORDS['world-size']} {said}" in summary.record.source.notes
+    cli = json.loads(archviz_cli("summary", stacks, "--world-size", "2", "--json").stdout)
+    assert f"--world-size {said}" in cli["notes"]
+    assert json.loads(summary.json(FLAGS))["notes"] == cli["notes"]
+
+    tiny = {"num_hidden_layers": 1, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 100}  # transformers' max_position_embeddings 2048: T capped
+    cost = archviz.cost("hf:llama", context=1024, overrides=tiny)
+    capped = [n for n in cost.report.notes if "the longest sequence the model takes" in n]
+    assert capped and capped[0].endswith(f"{PYTHON_WORDS['seq']} sets another")
+    assert capped == [n for n in cost.records[0].extra("cost")["notes"] if n in capped]
+    assert any(n.endswith("--seq sets another") for n in json.loads(cost.json(FLAGS))["notes"])

@@ -46,6 +46,7 @@ from .options import (
     TrustRemoteCode,
     WorldSize,
 )
+from ..render.text import Labelled
 from ..sources.options import BuildOptions
 
 CheckpointOpt = Annotated[str, typer.Option("--checkpoint", "-k", help=".safetensors file, shard folder, "
@@ -165,9 +166,8 @@ def _check_ranks(source: str, checkpoint: str, world_size: int, pattern: str | N
         for r in result["ranks"]:
             bad = [t for t in r["tensors"] if isinstance(t, dict) and t.get("verdict") in ("mismatch", "missing")]
             for t in bad[:limit]:
-                out.print(f"rank {r['rank']}: {t['model']}: {t['verdict']}, model {t.get('model_shape')} vs "
-                          f"checkpoint {t.get('checkpoint_shape')}", style="red", markup=False, highlight=False,
-                          soft_wrap=True)
+                out.print(Labelled(f"rank {r['rank']}: ", f"{t['model']}: {t['verdict']}, model "
+                                   f"{t.get('model_shape')} vs checkpoint {t.get('checkpoint_shape')}", "red"))
             rows = problem_modules(r)
             if rows:
                 out.print(problems_table(rows, limit))

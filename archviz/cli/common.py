@@ -18,6 +18,7 @@ from ..errors import ArchvizError, ShapeError, one_line
 from ..pipeline import Feedback, PassOptions, records_for
 from ..files.sanitize import json_text, printable
 from ..processes.owner import Signalled
+from ..render.text import Labelled
 from . import interrupts
 from .flags import FLAGS, cli_bytes, cli_text
 from ..sources.options import BuildOptions
@@ -162,13 +163,14 @@ def overrides(sets: list[str] | None, flag: str = "--set") -> tuple[tuple[str, A
     return tuple(check_overrides(sets, flag).items())
 
 
-def _note(text: str) -> None:
-    err.print(f"note: {text}", highlight=False, soft_wrap=True)
+def note(text: str, label: str = "note: ") -> None:
+    """A note (or a warning) on stderr, wrapped to the terminal's width (render.text.Labelled)."""
+    err.print(Labelled(label, text))
 
 
 # The pipeline's steps shown on stderr: a spinner around the build, bars around the walk and the pass, notes.
-FEEDBACK = Feedback(step=spinner, progress=progress_bar, note=_note)
-NOTES = Feedback(note=_note)  # notes only: inside a live display of the command's own (gallery's progress bar)
+FEEDBACK = Feedback(step=spinner, progress=progress_bar, note=note)
+NOTES = Feedback(note=note)  # notes only: inside a live display of the command's own (gallery's progress bar)
 
 
 def load_record(source: str, build: BuildOptions, passes: PassOptions = PassOptions(), *, group: bool = True,

@@ -16,9 +16,11 @@ from .common import (
     handled,
     output_option,
     load_record,
+    note as say_note,
     out,
     overrides,
 )
+from ..render.text import Labelled
 from .options import (
     Batch,
     Config,
@@ -89,8 +91,7 @@ def summary(
             if checked:
                 from ..checkpoint.report import verdict_line
 
-                out.print(verdict_line(checked), style=None if checked.get("verdict") == "match" else "red",
-                          highlight=False, soft_wrap=True)
+                out.print(Labelled("", verdict_line(checked), None if checked.get("verdict") == "match" else "red"))
 
 
 @app.command()
@@ -142,7 +143,7 @@ def inspect(
         path = resolve_target(record, target or [])
         note = layer_note(record, target or [])
         if note:
-            err.print(f"note: {note}", highlight=False, soft_wrap=True)
+            say_note(note)
         if json_:
             emit_json(module_json(record, path))
             return

@@ -24,6 +24,7 @@ from .common import (
     progress_bar,
     spinner,
 )
+from ..render.text import Labelled
 from .options import (
     Config,
     ConfigClass,
@@ -199,7 +200,7 @@ def _print_report(result: Any) -> None:
             out.print(f"  {q} → {', '.join(k['implementation'])} ({k['calls']} calls)", highlight=False,
                       markup=False)
     for note in r.notes:
-        out.print(f"note: {note}", highlight=False, markup=False)
+        out.print(Labelled("note: ", note))
     secs = sum(r.seconds.values())
     out.print(f"time {secs:.1f} s, peak RSS {j['peak_rss_mb']:,.0f} MB")
     shown = r.disagreements[:_SHOWN]

@@ -17,6 +17,7 @@ from .common import (
     emit_json,
     err,
     handled,
+    note,
     overrides,
 )
 from .options import (
@@ -111,7 +112,7 @@ def build(
 
 
 def _warning(text: str) -> None:
-    err.print(f"warning: {text}", highlight=False, markup=False, soft_wrap=True)
+    note(text, "warning: ")
 
 
 __all__ = ["build"]

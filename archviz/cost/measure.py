@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
 
-from ..errors import ArchvizError, ShapeError, SourceError, option
+from ..errors import ArchvizError, ShapeError, option
 from ..sources.options import BuildOptions
 from .flops import FlopCounter, exact_routing, module_paths
-from .kv import MAX_RATIO, attribute_entries, cache_entries, reference_entries, set_up_caches, stretch
+from .kv import attribute_entries, cache_entries, reference_entries, stretch
+from .limits import KEPT, built_with_limits, distinct, file_config
 from .activations import ActivationPeak
 from .curve import curve_contexts, decoded_at, max_positions, point
 from .options import CostOptions
@@ -30,54 +31,11 @@ CONTEXT_DEFAULT = 1 << 20
 SEQ_DEFAULT = 4096
 
 
-def _config_ints(config: dict[str, Any]) -> set[int]:
-    out: set[int] = set()
-    for v in config.values():
-        if isinstance(v, bool):
-            continue
-        if isinstance(v, int):
-            out.add(v)
-        elif isinstance(v, (list, tuple)):
-            out.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
-    return out
-
-
-def _is_prime(n: int) -> bool:
-    if n < 2:
-        return False
-    i = 2
-    while i * i <= n:
-        if n % i == 0:
-            return False
-        i += 1
-    return True
-
-
-def _distinct(lo: int, taken: set[int], ratios: bool = False) -> int:
-    """The first prime ≥ lo that no config int equals (with `ratios`: nor any n // r, r ≤ MAX_RATIO)."""
-    n = max(lo, 2)
-    while True:
-        if _is_prime(n) and n not in taken and not (ratios and any(n // r in taken for r in range(1, MAX_RATIO + 1))):
-            return n
-        n += 1
-
-
 def _lengths(context: int | None, contexts: Sequence[int]) -> tuple[int, list[int]]:
     """(the decode step's context: `context`, else the longest of `contexts`; the other lengths, ascending)."""
     if context is None:
         context = max(contexts) if contexts else CONTEXT_DEFAULT
     return context, sorted({int(L) for L in contexts if int(L) != context and int(L) >= 0})
-
-
-def _file_config(path: str | None) -> dict[str, Any]:
-    import json
-
-    try:
-        with open(path or "", encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
@@ -218,11 +176,11 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     kind = classify(source, build)
     auto = contexts == "auto"
     if auto and kind == "reference":  # its caches are sized by the longest length: known before the build
-        contexts = curve_contexts(max_positions({**_file_config(config), **overrides}))
+        contexts = curve_contexts(max_positions({**file_config(config), **overrides}))
     context, more = _lengths(context, () if isinstance(contexts, str) else contexts)
     notes: list[str] = []
     say(f"building {source} on meta")
-    built, limits, taken = _built(source, build, kind, (context, *more), (batch, seq), notes)
+    built, limits, taken, setup = built_with_limits(source, build, kind, (context, *more), (batch, seq))
     say("walking modules")
     record = walk(built)
     if auto and kind != "reference":  # the config as built, its defaults filled
@@ -269,9 +227,9 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     if decode is not None and more:
         curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
     cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,
-            **({"curve": curve} if curve else {}),
+            **({"curve": curve} if curve else {}), "notes": setup.notes(kv) + notes,  # the build's first
             "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
-            "activation_peak": act.peak if act is not None else None, "notes": notes, **({"unit": unit} if unit else {})}
+            "activation_peak": act.peak if act is not None else None, **({"unit": unit} if unit else {})}
     return traced.with_extra("cost", cost)
 
 
@@ -283,46 +241,6 @@ def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:
     sets = [f"{option('seq')} sets T"] * uses_t + [f"{option('input')} sets {', '.join(named)}"] * bool(named)
     over = f" over {' and '.join(sizes)} ({', '.join(sets)})" if sizes else ""
     return f"one pass of {type(run.built.model).__name__} is one {unit['name']}{over}: no decode step"
-
-
-def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...], sizes: tuple[int, int],
-           notes: list[str]) -> tuple[Any, tuple[int, int] | None, set[int]]:
-    """(SOURCE built, its (max_batch_size, max_seq_len) where set, the config's ints). A reference model is built
-    with the runtime limits that size its caches past the longest of `lengths` and the (batch, seq) `sizes`, each
-    a value no config width takes, so a cache buffer's dims say which is which; noted in `notes`."""
-    from ..sources.dispatch import build as build_source
-
-    if kind != "reference":
-        from ..sources.live import on_meta
-
-        return on_meta(build_source(source, build)), None, set()  # a live model: a stand-in on meta
-    batch, seq = sizes
-    overrides = dict(build.overrides)
-    taken = _config_ints({**_file_config(build.config), **overrides})
-    # at least 2^20 whatever the context, so that max_seq_len // r (r ≤ MAX_RATIO) clears the config's widths
-    longest = max(lengths) + 1
-    max_seq = _distinct(max(longest, seq, 1 << 20, int(overrides.get("max_seq_len", 0) or 0)), taken, ratios=True)
-    max_batch = _distinct(max(batch, 2, int(overrides.get("max_batch_size", 0) or 0)), taken | {max_seq})
-    try:
-        limited = {**overrides, "max_seq_len": max_seq, "max_batch_size": max_batch}
-        built = build_source(source, replace(build, overrides=tuple(limited.items())))
-    except SourceError as e:
-        if "has no field" not in e.message and "has no argument" not in e.message:
-            raise
-        built = build_source(source, build)
-        called = set_up_caches(built.model, max_batch, max_seq)
-        if not called:
-            notes.append("its config class has no max_seq_len/max_batch_size: caches read as built")
-            return built, None, taken
-        notes.append(f"caches made by {'; '.join(called)}, as a generate loop would before decoding; KV figures "
-                     f"are per token and at the context asked, from their layout")
-        return built, (max_batch, max_seq), taken
-    called = set_up_caches(built.model, max_batch, max_seq)
-    notes.append(f"built with max_seq_len={max_seq:,} and max_batch_size={max_batch} (the runtime limits "
-                 f"that size its caches{', then ' + '; '.join(called) if called else ''}) so that a decode step at "
-                 f"context {lengths[0]:,} fits; KV figures are per token and at the context asked, from those "
-                 "buffers' layout")
-    return built, (max_batch, max_seq), taken
 
 
 @dataclass(frozen=True)
@@ -351,7 +269,7 @@ def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple
     if built.kind == "reference":
         entries = reference_entries(traced, *limits, layer_list, taken) if limits else []
         kept = attribute_entries(built.model, run.paths, *limits, layer_list, taken) if limits else []
-        kv = {"source": "registered buffers" + (" and tensor attributes" if kept else ""), "entries": entries + kept}
+        kv = {"source": KEPT + (" and tensor attributes" if kept else ""), "entries": entries + kept}
         import inspect
 
         try:
@@ -645,7 +563,7 @@ def _hf_decode(run: _Prefilled, batch: int, lengths: tuple[int, ...],
                ("window" in k or "chunk" in k)]
     from ..shapes.symbols import _taken
 
-    t0 = _distinct(max([17, *(w + 1 for w in windows)]), _taken(record) | {batch})
+    t0 = distinct(max([17, *(w + 1 for w in windows)]), _taken(record) | {batch})
     # a step that every compression rate divides: 4096 and the config's rates that do not divide it
     step = 4096
     for k, v in config.items():

@@ -10,6 +10,8 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
+from .text import Labelled
+
 from .. import format as fmt
 from ..cost.report import kv_dtype_text, weights_dtype_text
 from ..files.sanitize import printable
@@ -123,20 +125,20 @@ def cost_tables(r: Any) -> Group:
         for e in kv.entries:
             held.setdefault((e.name.rsplit(".", 1)[-1], e.dtype, e.what), 0)
             held[(e.name.rsplit(".", 1)[-1], e.dtype, e.what)] += 1
-        parts.append(Text(safe("holds: " + "; ".join(f"{n} ({dt}, {w}) × {c}" for (n, dt, w), c in held.items())),
-                          style="dim"))
+        parts.append(Labelled("holds: ", "; ".join(f"{n} ({dt}, {w}) × {c}" for (n, dt, w), c in held.items()),
+                              "dim"))
     for line in unknown_lines(("prefill", p), ("decode", d)):
         parts.append(Text(safe(line), style="yellow"))
     for pc in (p, d):
         if pc is None:
             continue
         for note in pc.notes:
-            parts.append(Text(safe(f"note ({'decode' if pc.start else 'prefill'}): {note}"), style="dim"))
+            parts.append(Labelled(f"note ({'decode' if pc.start else 'prefill'}): ", note, "dim"))
     if r.reprojection is not None:
-        parts.append(Text(safe(reprojection_note(r)), style="yellow"))
+        parts.append(Labelled("note: ", reprojection_note(r).removeprefix("note: "), "yellow"))
     for note in r.notes:
-        parts.append(Text(safe(f"note: {note}"), style="dim"))
-    parts.append(Text(safe(f"training: {tr.get('formula', '')}"), style="dim"))
+        parts.append(Labelled("note: ", note, "dim"))
+    parts.append(Labelled("training: ", tr.get("formula", ""), "dim"))
     return Group(*parts)
 
 
@@ -285,6 +287,6 @@ def bounds_table(bounds: list[Any]) -> Group:
         + ("" if kinds == {"attended"} else " (the code's, masked positions included)")), style="dim"))
     for b in bounds:
         for note in b.notes:
-            parts.append(Text(safe(f"note: {note}"), style="dim"))
+            parts.append(Labelled("note: ", note, "dim"))
         parts.append(Text(safe(f"{b.hardware.key}: {b.hardware.name} · {b.hardware.source}"), style="dim"))
     return Group(*parts)

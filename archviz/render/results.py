@@ -12,8 +12,9 @@ from typing import Any, Mapping
 
 from rich.console import Group
 
-from ..errors import PYTHON_WORDS, spelled
+from ..errors import PYTHON_WORDS, spelled, spelled_data
 from ..records import ModelRecord
+from ..records.words import in_words
 from . import notebook
 
 
@@ -29,7 +30,7 @@ class _Shown:
 
     def to_json(self) -> Any:
         """The data the CLI's JSON option prints, as JSON-able values."""
-        return _spelled_data(self._data())
+        return spelled_data(self._data(), PYTHON_WORDS)
 
     def _blocks(self) -> list[str]:
         return [notebook.text_block(self.view())]
@@ -51,17 +52,6 @@ class _Shown:
         return spelled(notebook.page(*self._blocks()), PYTHON_WORDS)
 
 
-def _spelled_data(value: Any) -> Any:
-    """JSON-able `value` with the option tokens of its strings spelled as a Python caller gives the options."""
-    if isinstance(value, str):
-        return spelled(value, PYTHON_WORDS)
-    if isinstance(value, dict):
-        return {k: _spelled_data(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [*map(_spelled_data, value)] if isinstance(value, list) else tuple(map(_spelled_data, value))
-    return value
-
-
 class _Spelled:
     """A renderable as rich shows it, the options its text names spelled as a Python caller gives them."""
 
@@ -80,25 +70,30 @@ class SummaryResult(_Shown):
     """`archviz summary`: totals (parameters, active per token, scales, tables, buffers, bytes per dtype); in a
     notebook with the grouped tree below, folded."""
 
-    record: ModelRecord
+    raw: ModelRecord  # options named by token: its text and JSON spell them
+
+    @property
+    def record(self) -> ModelRecord:
+        """The records, in a Python caller's words (archviz.records.words)."""
+        return in_words(self.raw)
 
     def view(self) -> Any:
         from .terminal import summary_table
 
-        wrapped = wrapper_line(self.record)
-        return Group(summary_table(self.record), wrapped) if wrapped is not None else summary_table(self.record)
+        wrapped = wrapper_line(self.raw)
+        return Group(summary_table(self.raw), wrapped) if wrapped is not None else summary_table(self.raw)
 
     def _data(self) -> Any:
         from .views import summary_json
 
-        wrapper = self.record.extra("wrapper")
-        return {**summary_json(self.record), **({"wrapper": wrapper} if wrapper else {})}
+        wrapper = self.raw.extra("wrapper")
+        return {**summary_json(self.raw), **({"wrapper": wrapper} if wrapper else {})}
 
     def _blocks(self) -> list[str]:
-        return [notebook.text_block(self.view()), notebook.tree_html(self.record, "", open_levels=1)]
+        return [notebook.text_block(self.view()), notebook.tree_html(self.raw, "", open_levels=1)]
 
     def __repr__(self) -> str:
-        return f"<SummaryResult {self.record.source.name}: {self.record.summary.parameters:,} parameters>"
+        return f"<SummaryResult {self.raw.source.name}: {self.raw.summary.parameters:,} parameters>"
 
 
 def wrapper_line(record: ModelRecord) -> Any:
@@ -118,40 +113,55 @@ def wrapper_line(record: ModelRecord) -> Any:
 class InspectResult(_Shown):
     """`archviz inspect`: a module's card (a `path` given) and the grouped tree below it, `depth` levels."""
 
-    record: ModelRecord  # grouped
+    raw: ModelRecord  # grouped; options named by token: its text and JSON spell them
     path: str = ""
     depth: int = 3
+
+    @property
+    def record(self) -> ModelRecord:
+        """The records, in a Python caller's words (archviz.records.words)."""
+        return in_words(self.raw)
 
     def view(self) -> Any:
         from .grouped import grouped_tree
         from .terminal import module_card, run_notes
 
-        parts = [module_card(self.record, self.path)] if self.path else []
-        parts.append(grouped_tree(self.record, self.path, self.depth))
-        notes = run_notes(self.record) if not self.path else None
+        parts = [module_card(self.raw, self.path)] if self.path else []
+        parts.append(grouped_tree(self.raw, self.path, self.depth))
+        notes = run_notes(self.raw) if not self.path else None
         return Group(*parts, *([notes] if notes is not None else []))
 
     def _data(self) -> Any:
         from .views import module_json
 
-        return module_json(self.record, self.path)
+        return module_json(self.raw, self.path)
 
     def _blocks(self) -> list[str]:
         from .terminal import module_card
 
-        card = [notebook.text_block(module_card(self.record, self.path))] if self.path else []
-        return [*card, notebook.tree_html(self.record, self.path, open_levels=self.depth)]
+        card = [notebook.text_block(module_card(self.raw, self.path))] if self.path else []
+        return [*card, notebook.tree_html(self.raw, self.path, open_levels=self.depth)]
 
     def __repr__(self) -> str:
-        return f"<InspectResult {self.record.source.name} {self.path or '(model)'}>"
+        return f"<InspectResult {self.raw.source.name} {self.path or '(model)'}>"
 
 
 @dataclass(frozen=True, repr=False)
 class CostResult(_Shown):
     """`archviz cost`: prefill and decode FLOPs, KV cache, memory; two models side by side with B / A."""
 
-    records: tuple[ModelRecord, ...]
-    reports: tuple[Any, ...]  # archviz.cost.report.CostReport, one per record
+    raw_records: tuple[ModelRecord, ...]  # options named by token: its text and JSON spell them
+    raw_reports: tuple[Any, ...]  # archviz.cost.report.CostReport, one per record, as raw
+
+    @property
+    def records(self) -> tuple[ModelRecord, ...]:
+        """The records, in a Python caller's words (archviz.records.words)."""
+        return tuple(map(in_words, self.raw_records))
+
+    @property
+    def reports(self) -> tuple[Any, ...]:
+        """The cost reports, in a Python caller's words."""
+        return spelled_data(self.raw_reports, PYTHON_WORDS)
 
     @property
     def report(self) -> Any:
@@ -160,13 +170,13 @@ class CostResult(_Shown):
     def view(self) -> Any:
         from .cost import compare_table, cost_tables
 
-        return cost_tables(self.reports[0]) if len(self.reports) == 1 else compare_table(*self.reports)
+        return cost_tables(self.raw_reports[0]) if len(self.raw_reports) == 1 else compare_table(*self.raw_reports)
 
     def _data(self) -> Any:
-        return cost_json(list(self.records), list(self.reports))
+        return cost_json(list(self.raw_records), list(self.raw_reports))
 
     def __repr__(self) -> str:
-        return f"<CostResult {', '.join(r.name for r in self.reports)}>"
+        return f"<CostResult {', '.join(r.name for r in self.raw_reports)}>"
 
 
 def cost_json(records: list[ModelRecord], reports: list[Any], bounds: list[list[Any]] | None = None) -> Any:
@@ -197,22 +207,32 @@ def ratios(a: Any, b: Any) -> dict[str, float | None]:
 class CheckResult(_Shown):
     """`archviz check`: the model against a checkpoint's headers, a verdict per tensor and module."""
 
-    record: ModelRecord  # with the checkpoint extra
-    result: dict[str, Any]
+    raw: ModelRecord  # with the checkpoint extra; options named by token: its text and JSON spell them
+    raw_result: dict[str, Any]  # the check's verdicts, as raw
     limit: int = 40  # rows per table
 
     @property
+    def record(self) -> ModelRecord:
+        """The records, in a Python caller's words (archviz.records.words)."""
+        return in_words(self.raw)
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The check's verdicts, in a Python caller's words."""
+        return spelled_data(self.raw_result, PYTHON_WORDS)
+
+    @property
     def verdict(self) -> str:
-        return self.result["verdict"]
+        return self.raw_result["verdict"]
 
     def view(self) -> Any:
-        return check_view(self.result, self.limit)
+        return check_view(self.raw_result, self.limit)
 
     def _data(self) -> Any:
-        return self.result
+        return self.raw_result
 
     def __repr__(self) -> str:
-        return f"<CheckResult {self.record.source.name}: {self.verdict}>"
+        return f"<CheckResult {self.raw.source.name}: {self.verdict}>"
 
 
 def check_view(result: dict[str, Any], limit: int = 40) -> Group:

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from rich.console import Group
 from rich.table import Table
-from .text import SafeText as Text  # data shown with its control characters escaped
+from .text import Labelled, SafeText as Text  # data shown with its control characters escaped
 from rich.tree import Tree
 
 from .. import format as fmt
@@ -66,15 +66,15 @@ def summary_table(record: ModelRecord, stored: bool = True) -> Group:
         k = sorted({m.top_k for m in s.moe if m.top_k})
         e = sorted({m.experts for m in s.moe})
         per = sorted({m.per_expert for m in s.moe})
-        parts.append(Text(f"MoE: {len(s.moe)} routed-expert collections · {'/'.join(map(str, e))} experts · "
-                          f"top-{'/'.join(map(str, k))} · {'/'.join(fmt.count(p) for p in per)} parameters each",
-                          style="cyan"))
+        parts.append(Labelled("MoE: ", f"{len(s.moe)} routed-expert collections · {'/'.join(map(str, e))} experts "
+                                       f"· top-{'/'.join(map(str, k))} · {'/'.join(fmt.count(p) for p in per)} "
+                                       "parameters each", "cyan"))
     for a in s.active_assumptions:
-        parts.append(Text(f"assumed: {a}", style="dim"))
+        parts.append(Labelled("assumed: ", a, "dim"))
     if src.stubbed_imports:
-        parts.append(Text("stubbed imports: " + stubbed_text(src.stubbed_imports), style="yellow"))
+        parts.append(Labelled("stubbed imports: ", stubbed_text(src.stubbed_imports), "yellow"))
     for n in src.notes:
-        parts.append(Text(f"note: {n}", style="dim"))
+        parts.append(Labelled("note: ", n, "dim"))
     return Group(*parts)
 
 
@@ -96,17 +96,17 @@ def run_notes(record: ModelRecord) -> Group | None:
     (neutralised devices, the model's own warnings, the pass's B and T and what it answered from memo), one dim line
     each; None when there is nothing to say."""
     said = config_said(record.source.spec)
-    parts: list[Any] = [Text(f"config: {said}", style="dim")] if said else []
-    parts += [Text(f"note: {n}", style="dim") for n in record.source.notes]
+    parts: list[Any] = [Labelled("config: ", said, "dim")] if said else []
+    parts += [Labelled("note: ", n, "dim") for n in record.source.notes]
     shapes = record.extra("shapes")
     if shapes:
         mode = f" ({shapes['mode']} mode)" if shapes.get("mode") else ""
         used = shapes.get("used", ("B", "T"))  # records from before "used": both
         sizes = [f"{s} = {shapes.get(s)} ({what})" for s, what in (("B", "batch"), ("T", "positions")) if s in used]
         sizes += [f"{s} = {v}" for s, v in (shapes.get("named") or {}).items()]
-        parts.append(Text(f"meta pass{mode}: " + (", ".join(sizes) if sizes else "every input given with explicit "
-                                                                                 "sizes"), style="dim"))
-        parts += [Text(f"meta pass: {n}", style="dim") for n in shapes.get("notes") or ()]
+        parts.append(Labelled(f"meta pass{mode}: ", ", ".join(sizes) if sizes else "every input given with explicit "
+                                                                                  "sizes", "dim"))
+        parts += [Labelled("meta pass: ", n, "dim") for n in shapes.get("notes") or ()]
     return Group(*parts) if parts else None
 
 

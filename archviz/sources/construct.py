@@ -13,6 +13,7 @@ import torch
 from ..errors import ArchvizError, SourceError, option
 from .meta import CUDA_HINT, build_failure_hint, is_cuda_insistence, meta_build, user_frame
 from .guard import time_limit
+from .stubs import MissingPackage, StubRegistry
 
 
 def _required(fn: Any, kwargs: dict[str, Any]) -> list[str]:
@@ -25,9 +26,11 @@ def _required(fn: Any, kwargs: dict[str, Any]) -> list[str]:
     return [p.name for p in params if p.kind in kinds and p.default is p.empty and p.name not in kwargs]
 
 
-def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: str = "meta"
-                 ) -> tuple[Any, list[str]]:
-    """`fn(**kwargs)` on meta: the model it returns and the build's notes; what it raises said in one line."""
+def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: str = "meta",
+                 stubs: StubRegistry | None = None) -> tuple[Any, list[str]]:
+    """`fn(**kwargs)` on meta: the model it returns and the build's notes; what it raises said in one line. With the
+    registry of the module's stubs, a result that is a job's config reaches its model even where the job's other
+    parts call into packages that are not installed (`_assumed`)."""
     from .options import SET_VALUES
     from .process_group import constructed
 
@@ -40,12 +43,13 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
 
     def construct() -> tuple[Any, Any]:
         with meta_build(device) as notes, time_limit(f"building {attr}"):
-            made = fn(**kwargs)  # --set key=value: the factory's keyword arguments
-            if not isinstance(made, torch.nn.Module):  # a config or spec that builds the model
-                model, how = module_held(made)
-                if model is not None:
-                    notes.items.append(f"built as {attr}(){how}: {attr} returned a {type(made).__name__}")
-                    made = model
+            made = _made(fn, kwargs, stubs)  # --set key=value: the factory's keyword arguments
+            model, how = (made, "") if isinstance(made, torch.nn.Module) else module_held(made)  # a config or spec
+            assumed = _assumed(stubs, made, model, attr)
+            if model is not made and model is not None:
+                notes.items.append(f"built as {attr}(){how}: {attr} returned a {type(made).__name__}")
+                made = model
+            notes.items.extend(assumed)
             return made, notes
 
     try:
@@ -53,6 +57,8 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
     except ArchvizError:
         raise
     except Exception as e:  # noqa: BLE001
+        if stubs is not None and stubs.assumed:  # what failed may be a stub's answer: the missing package said
+            raise stubs.not_installed(stubs.assumed[0][0]) from e
         where = user_frame(e, (root,)) or spec
         # the factory's own signature refused an argument (not a TypeError from deeper in its code)
         lacked = [k for k in kwargs if isinstance(e, TypeError) and f"unexpected keyword argument '{k}'" in str(e)]
@@ -76,6 +82,50 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
     return model, list(notes.items) + started
 
 
+def _made(fn: Any, kwargs: dict[str, Any], stubs: StubRegistry | None) -> Any:
+    """`fn(**kwargs)`; where it calls into a plain package that is not installed (MissingPackage) and the module's
+    stub registry is given, called again with such calls answered by stubs (`StubRegistry.assembling_job`), so that
+    a job's config whose other parts need the package still reaches its model (`_assumed` decides whether it
+    did). A factory that calls none runs once, as it always did."""
+    try:
+        return fn(**kwargs)
+    except MissingPackage:
+        if stubs is None:
+            raise
+    with stubs.assembling_job():
+        return fn(**kwargs)
+
+
+def _assumed(stubs: StubRegistry | None, made: Any, model: Any, attr: str) -> list[str]:
+    """What was assumed where the factory called into packages that are not installed (each answered by a stub):
+    nothing where it called none; the note of what was stubbed and which parts of its result hold the stubs where
+    the model it holds was built without them; else the first such package refused as not installed (the model
+    itself called it, holds what it returned, or none was found)."""
+    if stubs is None or not stubs.assumed:
+        return []
+    made_ids = {id(value) for _, value in stubs.assumed}
+    if model is None or model is made or any(_reaches(v, made_ids, 1) for m in model.modules()
+                                             for v in vars(m).values()):
+        raise stubs.not_installed(stubs.assumed[0][0])
+    called = sorted({qualname for qualname, _ in stubs.assumed})
+    packages = sorted({q.split(".")[0] for q in called})
+    holders = [name for name, value in _fields(made) if _reaches(value, made_ids, _HELD_DEPTH + 2)]
+    held = f"held by its {', '.join(holders)}" if holders else "held by none of its fields"
+    return [f"{', '.join(called)} stubbed while {attr}() ran ({', '.join(packages)} not installed): {held}; the "
+            "model was built without them"]
+
+
+def _reaches(value: Any, ids: set[int], depth: int) -> bool:
+    """Whether `value`, its fields or items (`depth` levels down) are one of the objects `ids` names."""
+    if id(value) in ids:
+        return True
+    if depth == 0:
+        return False
+    items = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, (list, tuple)) \
+        else [v for _, v in _fields(value)]
+    return any(_reaches(v, ids, depth - 1) for v in items)
+
+
 _BUILD_METHODS = ("build", "build_model", "make_model", "create_model", "get_model")
 _HELD_DEPTH = 2
 
@@ -84,8 +134,10 @@ def module_held(obj: Any, depth: int = _HELD_DEPTH) -> tuple[Any, str]:
     """The model a factory's result that is no module holds or builds: a method of it that takes no arguments and
     returns an nn.Module (`config.build()`), else the same found in its fields (`spec.model.build()`, a training
     config's `model_spec.model`), `depth` fields deep; where several fields hold one, the one with the most
-    parameters. Returns (model, how it was reached) or (None, "")."""
-    for name in _BUILD_METHODS:
+    parameters. A config class nested in the class it configures (`Trainer.Config`) builds that class: where that is
+    no nn.Module (a training job), its own build methods are never called, only its fields looked in. Returns
+    (model, how it was reached) or (None, "")."""
+    for name in _BUILD_METHODS if _may_build_module(type(obj)) else ():
         method = getattr(type(obj), name, None)
         if callable(method) and _no_arguments(getattr(obj, name)):
             made = getattr(obj, name)()
@@ -105,6 +157,18 @@ def module_held(obj: Any, depth: int = _HELD_DEPTH) -> tuple[Any, str]:
             _, how, model = max(found, key=lambda f: f[0])
             return model, how
     return None, ""
+
+
+def _may_build_module(cls: type) -> bool:
+    """False where `cls` is nested in a class that is no nn.Module (`Trainer.Config`: what it builds is the
+    trainer, which starts a job); True where it is nested in none, or in a module."""
+    import sys
+
+    *outer, _ = cls.__qualname__.split(".")
+    owner: Any = sys.modules.get(cls.__module__)
+    for part in outer:
+        owner = getattr(owner, part, None)
+    return not outer or not inspect.isclass(owner) or issubclass(owner, torch.nn.Module)
 
 
 _MODEL_FIELD = re.compile(r"model|module|net", re.I)  # `model`, `model_spec`, `network`: where a spec keeps it

@@ -44,7 +44,7 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
         return built
     root = os.path.dirname(getattr(module, "__file__", "") or "")
     kwargs = {**(config or {}), **dict(options.overrides)}
-    model, notes = call_factory(fn, kwargs, spec, root, options.device)
+    model, notes = call_factory(fn, kwargs, spec, root, options.device, stubs)
     refuse_weightless(model, spec, fn)
     # The keyword arguments are the factory's config: they name dims (`64` -> `d`), as a config.json's fields do.
     config = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list)) or v is None}

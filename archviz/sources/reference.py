@@ -292,7 +292,7 @@ def build_target(t: Target, config: dict[str, Any] | None, config_path: str | No
     if not inspect.isclass(cls):  # a builder function: the factory's call, its errors said as a factory's are
         from .construct import call_factory
 
-        model, called = call_factory(cls, {**kwargs, **extra}, t.spec, code_root, options.device)
+        model, called = call_factory(cls, {**kwargs, **extra}, t.spec, code_root, options.device, t.stubs)
         meta_notes = None
         notes = called + notes
     else:

@@ -8,9 +8,10 @@ at import (decorators, configs: `StubFunction._configure`), and any other stub r
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..errors import ShapeError
 
@@ -118,12 +119,16 @@ class StubFunction:
                     return _call_handler(f"{self._made_by}({self.__qualname__})", args, kwargs)
                 if not installable or "has no shape rule" not in e.message:
                     raise
-        if installable and self._registry.importing:
+        if installable and (self._registry.importing or self._registry.assembling):
             # a missing plain package called while the model's code is imported (`matplotlib.use("Agg")`, a
-            # decorator): what it configures is never read by a build; a function it decorates stays itself
+            # decorator): what it configures is never read by a build; a function it decorates stays itself. While
+            # a factory assembles what may be a job's config (`StubRegistry.assembling`), the same, remembered
             if len(args) == 1 and not kwargs and isinstance(args[0], (types.FunctionType, type)):
                 return args[0]
-            return self._configure(args, kwargs)
+            made = self._configure(args, kwargs)
+            if not self._registry.importing:
+                self._registry.assumed.append((self.__qualname__, made))
+            return made
         if installable:
             raise self._registry.not_installed(self.__qualname__) from None
         if self.__qualname__.split(".")[0] in KERNEL_PACKAGES:
@@ -239,6 +244,8 @@ class StubRegistry:
         self.installable: set[str] = set()  # top-level packages not installed that pip would install
         self.importing = False  # the model's code is being imported (archviz.sources.importer sets it)
         self.native_notes: list[str] = []  # what its import-time native code was answered with (sources.native)
+        self.assembling = False  # a factory runs whose result may hold the model beside other parts (`assembling`)
+        self.assumed: list[tuple[str, Any]] = []  # (qualname, the stub it returned) of each call answered so
 
     def module(self, name: str, reason: str) -> StubModule:
         self.modules.setdefault(name, reason)
@@ -252,6 +259,18 @@ class StubRegistry:
             return self.module(name, "a GPU kernel package, not installable here")
         self.installable.add(top)
         return self.module(name, f"not installed (pip install {pip_name(top)})")
+
+    @contextlib.contextmanager
+    def assembling_job(self) -> Iterator[None]:
+        """While a factory runs whose result may be a training job's config (its model spec beside its data,
+        optimizer and logging parts): a call into a missing plain package answers a stub, as at import, and is
+        remembered in `assumed`; the caller decides afterwards whether the model needed it (`sources.construct`)."""
+        was, self.assembling = self.assembling, True
+        self.assumed.clear()
+        try:
+            yield
+        finally:
+            self.assembling = was
 
     def not_installed(self, qualname: str) -> MissingPackage:
         top = qualname.split(".")[0]

@@ -51,6 +51,9 @@ def test_a_step_object_made_by_generate_is_found_by_data_flow_and_counted(archvi
     assert short["decode"]["flops"] == real
     assert long["decode"]["flops"] == real
     assert any("StepParams" in n and ".seqlen_offset = 6" in n for n in short["notes"]), short["notes"]
+    # its allocate_inference_cache was called when built (as for a model that keeps what it makes), but the step ran
+    # with the object generate makes: no note says the figures came from what that call made
+    assert not any("allocate_inference_cache" in n for n in short["notes"]), short["notes"]
     c = json.loads((FIX / "config.json").read_text())
     assert short["kv"]["at_context"] == c["n_layer"] * c["expand"] * c["d_model"] * (c["d_conv"] + c["d_state"]) * 4
     assert short["kv"]["per_token"] == 0

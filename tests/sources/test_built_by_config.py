@@ -53,6 +53,30 @@ def test_a_launchers_training_config_holds_the_model_two_fields_deep(here, archv
     assert json.loads(p.stdout)["parameters"] == _expected("small")
 
 
+def test_a_launchers_job_config_reaches_its_model_when_its_data_part_calls_an_absent_package(here, archviz_cli):
+    """`titanish:train_job` returns a `Trainer.Config` (whose own build() would start the trainer) holding the model's
+    spec beside loader configs that called `batchstream.ReadOptions` (not installed) when they were made: the model is
+    built from the spec, and what was stubbed, and which parts of the job hold it, is said."""
+    p = archviz_cli("summary", "titanish:train_job", "--json", "--no-cache")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["parameters"] == _expected("small")
+    notes = " ".join(d["notes"])
+    assert "train_job().model_spec.model.build()" in notes
+    assert "batchstream.ReadOptions stubbed while train_job() ran (batchstream not installed): held by its " \
+           "dataloader, validator; the model was built without them" in notes
+    narrow = archviz_cli("summary", "titanish:train_job", "--no-cache", columns=80)  # its long notes wrapped
+    assert not [line for line in (narrow.stdout + narrow.stderr).splitlines() if len(line) > 80]
+
+
+def test_a_job_whose_model_reads_what_the_absent_package_returned_is_refused_naming_it(here, archviz_cli):
+    """The model's vocabulary is read from the absent package's answer: the count would be made up, so the missing
+    package is named, as when the model calls it."""
+    p = archviz_cli("summary", "titanish:train_job_reading_data", "--no-cache")
+    assert p.returncode == 2
+    assert "batchstream" in p.stderr and "pip install batchstream" in p.stderr
+
+
 def test_inspect_layer_of_module_dict_layers_from_the_registry(here, archviz_cli):
     """The pass runs the forward's `torch.autocast(device_type=h.device.type)` on meta (the CPU's autocast)."""
     p = archviz_cli("inspect", "titanish:model_registry", "layer", "2", "--set", "flavor=debug", "--no-cache",
