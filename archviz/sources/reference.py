@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any, Iterator
 
-from ..errors import ArchvizError, SourceError, option
+from ..errors import ArchvizError, SourceError, UnknownArgument, option
 from .options import BuildOptions, Built, _versions, read_json_config, suggest
 from .package import locate
 from .candidates import find_model
@@ -381,7 +381,7 @@ def _check_kwargs(fn: Any, kwargs: dict[str, Any], spec: str) -> None:
         return
     for key in kwargs:
         if key not in params:
-            raise SourceError(f"{spec}: {fn.__name__} has no argument {key!r}",
+            raise UnknownArgument(f"{spec}: {fn.__name__} has no argument {key!r}",
                               hint=suggest(key, sorted(params)) or f"its arguments: {', '.join(params)}")
 
 
@@ -393,7 +393,7 @@ def _constructor_kwargs(cls: type, values: dict[str, Any], notes: list[str], con
     for key in values:
         if key not in taken and not _takes_kwargs(cls):
             where = f"{option('config')} {config_path}" if config_path else option("set")
-            raise SourceError(f"{where}: {cls.__name__}.__init__ has no argument {key!r}",
+            raise UnknownArgument(f"{where}: {cls.__name__}.__init__ has no argument {key!r}",
                               hint=suggest(key, sorted(taken)) or f"its arguments: {', '.join(sorted(taken))}")
     notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in values.items())})"
                  + ("" if config_path else ": no config given, its constructor's defaults"))
@@ -411,7 +411,7 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
         if fields is not None and key not in fields:
             read = code_reads(key, locate(path).code_root)
             if read is None:
-                raise SourceError(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r}, and the code "
+                raise UnknownArgument(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r}, and the code "
                                   f"reads no {key!r}",
                                   hint=suggest(key, sorted(fields)) or f"see the {args_cls.__name__} fields")
             undeclared[key] = value
@@ -433,7 +433,7 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
         try:
             object.__setattr__(args, key, value)  # a frozen dataclass too
         except (AttributeError, TypeError):  # __slots__: no room for it
-            raise SourceError(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r} and no room for one",
+            raise UnknownArgument(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r} and no room for one",
                               hint=suggest(key, sorted(fields or ())) or f"see the {args_cls.__name__} fields"
                               ) from None
     unset_batch_limit(args, config, notes)

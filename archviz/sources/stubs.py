@@ -168,9 +168,13 @@ class StubFunction:
     def __repr__(self) -> str:
         return f"<archviz stub {self.__qualname__}>"
 
-    # Allow use as a base class or in type annotations without failing at import time.
     def __mro_entries__(self, bases: tuple) -> tuple:
-        return (object,)
+        """A base class from a package that is not there (`class Model(pl.LightningModule)`, `class
+        Pipe(PipelineModule, nn.Module)`): nothing beside real classes (their MRO stays whole), else a base that
+        makes the class an nn.Module where its body defines `forward` (`missing_base`)."""
+        if any(isinstance(b, type) for b in bases):
+            return ()
+        return (missing_base(self.__qualname__, self._registry),)
 
     def __or__(self, other: Any) -> Any:
         return Any
@@ -276,3 +280,54 @@ class StubRegistry:
         out.update(self.names)
         out.update(self.stood_in)
         return tuple(sorted(out))
+
+
+class MissingBaseAttribute(AttributeError):
+    """A name the model reads from a base class whose package is not installed (`self.save_hyperparameters()` of a
+    LightningModule built as a plain nn.Module): an AttributeError (so `getattr(m, name, default)` still answers
+    its default) whose message says what to install."""
+
+
+class _MissingBaseMeta(type):
+    """The metaclass of a missing package's base class: a subclass whose body defines `forward` (the nn.Module
+    protocol) is made on `torch.nn.Module` instead, noted; any other stays a plain class."""
+
+    def __new__(mcls, name: str, bases: tuple, ns: dict, **kwargs: Any) -> Any:
+        missing = next((b for b in bases if isinstance(b, _MissingBaseMeta) and "_archviz_base_of" in b.__dict__),
+                       None)
+        if missing is None or "forward" not in ns:
+            return super().__new__(mcls, name, bases, ns, **kwargs)
+        qualname, registry = missing._archviz_base_of
+        module_base = _module_base(qualname, registry)
+        made = type(name, tuple(module_base if b is missing else b for b in bases), dict(ns), **kwargs)
+        registry.native_notes.append(f"{name}'s base {qualname} is not installed (pip install "
+                                     f"{pip_name(qualname)}): {name} built on torch.nn.Module, its forward its own")
+        return made
+
+
+def missing_base(qualname: str, registry: "StubRegistry") -> type:
+    """The base class a missing package's `qualname` stands for when a class derives from it alone."""
+    return _MissingBaseMeta(qualname.rsplit(".", 1)[-1], (), {"_archviz_base_of": (qualname, registry),
+                                                             "__module__": qualname.rsplit(".", 1)[0]})
+
+
+def _module_base(qualname: str, registry: "StubRegistry") -> type:
+    """An nn.Module standing for the missing base `qualname`: its constructor takes any arguments (the base's own
+    are unknown), and a name the model reads from it that nn.Module lacks says what to install."""
+    import torch.nn as nn
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        nn.Module.__init__(self)
+
+    def __getattr__(self: Any, name: str) -> Any:
+        try:
+            return nn.Module.__getattr__(self, name)
+        except AttributeError:
+            if name.startswith("_"):
+                raise
+            top = qualname.split(".")[0]
+            raise MissingBaseAttribute(f"{type(self).__name__} has no {name}: it comes from its base {qualname}, "
+                                       f"and {top} is not installed (pip install {pip_name(top)})") from None
+
+    return type(qualname.rsplit(".", 1)[-1], (nn.Module,), {"__init__": __init__, "__getattr__": __getattr__,
+                                                            "__module__": qualname.rsplit(".", 1)[0]})

@@ -1,0 +1,83 @@
+"""A model class whose base comes from a package that is not installed (training codebases: a LightningModule
+model, a megatron-style `class Pipe(PipelineModule, nn.Module)`): built as the nn.Module it is, its base noted; a
+class of that package without a forward (a callback) stays a plain class; a variant block nothing instantiates gives
+way to the class that builds the file's tree; a name read from the missing base says what to install.
+
+The fixtures (tests/data/missingbase) are written in that style; every count is worked out here from the fixture's
+config with the layers' formulas."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import archviz
+from archviz.errors import SourceError
+from archviz.sources.stubs import StubRegistry, missing_base
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "missingbase"
+ARGS = {"n_embd": 16, "dim_att": 24, "n_layer": 3, "vocab_size": 40}
+
+
+@pytest.fixture(autouse=True)
+def _forget_fixture_modules():
+    yield
+    for name in [n for n in sys.modules if n.split(".")[0] in {"litstyle", "pipestyle", "trainerkit_absent",
+                                                                "pipekit_absent"}]:
+        del sys.modules[name]
+
+
+def _lm_params(a: dict) -> int:
+    e, d = a["n_embd"], a["dim_att"]
+    block = 2 * e + e + e * d + d * e  # LayerNorm, decay, key, value (no biases)
+    return a["vocab_size"] * e + a["n_layer"] * block + 2 * e + e * a["vocab_size"]
+
+
+def test_lightning_style_model_is_built_as_a_module(tmp_path: Path):
+    (tmp_path / "args.json").write_text(json.dumps(ARGS))
+    record = archviz.load(str(DATA / "litstyle.py"), config=str(tmp_path / "args.json"), shapes=True)
+    assert record.source.model_class == "litstyle.TinyRNNLM"  # not MixVariant, which nothing instantiates
+    assert record.summary.parameters == _lm_params(ARGS)
+    assert any("trainerkit_absent.TrainableModule" in n and "torch.nn.Module" in n for n in record.source.notes)
+    assert record.extra("shapes")["clean"]  # its forward ran on meta: logits [B, T, vocab_size]
+    top = next(m for m in record.modules if m.path == "")
+    assert [list(s) for s in top.calls[0].outputs] == [["B", "T", ARGS["vocab_size"]]]
+
+
+def test_base_decides_by_forward():
+    """A subclass that defines forward is an nn.Module; one without (a callback) stays a plain class."""
+    base = missing_base("trainerkit_absent.TrainableModule", StubRegistry())
+    model = type(base)("M", (base,), {"forward": lambda self, x: x, "__init__": lambda self: super(model, self)
+                                      .__init__()})
+    callback = type(base)("Cb", (base,), {"on_epoch_end": lambda self: None})
+    assert issubclass(model, torch.nn.Module) and not issubclass(callback, torch.nn.Module)
+    m = model()
+    m.w = torch.nn.Linear(2, 3)
+    assert sum(p.numel() for p in m.parameters()) == 2 * 3 + 3  # registered as a module's child
+
+
+def test_missing_base_beside_nn_module_keeps_the_mro():
+    """`class Pipe(PipelineModule, nn.Module)` imported (it raised TypeError: no consistent MRO) and built."""
+    w, depth, vocab = 24, 3, 50  # Pipe's defaults
+    record = archviz.load(str(DATA / "pipestyle.py"), model_class="Pipe")
+    assert record.summary.parameters == vocab * w + depth * (w * w + w)
+
+
+def test_name_read_from_missing_base_says_what_to_install():
+    with pytest.raises(SourceError) as e:
+        archviz.build(str(DATA / "pipestyle.py"), model_class="Remembering")
+    assert "save_hyperparameters" in str(e.value) and "pip install pipekit_absent" in str(e.value)
+
+
+def test_getattr_default_still_answers():
+    base = missing_base("pipekit_absent.PipelineModule", StubRegistry())
+    cls = type(base)("P", (base,), {"forward": lambda self, x: x})
+    m = cls(1, 2, key=3)  # the missing base's arguments, whatever they are
+    assert getattr(m, "trainer", None) is None and not hasattr(m, "_private")
+    ns = SimpleNamespace(**ARGS)
+    assert ns.n_embd == ARGS["n_embd"]
