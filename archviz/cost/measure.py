@@ -21,7 +21,8 @@ import torch
 from ..errors import ArchvizError, ShapeError, UnknownArgument, option
 from ..sources.options import BuildOptions
 from .flops import FlopCounter, exact_routing, module_paths
-from .kv import MAX_RATIO, attribute_entries, cache_entries, reference_entries, set_up_caches, stretch
+from .kv import (MAX_RATIO, attribute_entries, cache_entries, reference_entries, set_up_caches, step_arguments,
+                 stretch)
 from .activations import ActivationPeak
 from .curve import curve_contexts, decoded_at, max_positions, point
 from .options import CostOptions
@@ -346,19 +347,17 @@ def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple
         entries = reference_entries(traced, *limits, layer_list, taken) if limits else []
         kept = attribute_entries(built.model, run.paths, *limits, layer_list, taken) if limits else []
         kv = {"source": "registered buffers" + (" and tensor attributes" if kept else ""), "entries": entries + kept}
-        import inspect
-
-        try:
-            params = inspect.signature(built.model.forward).parameters
-        except (TypeError, ValueError):
-            params = {}
-        if "start_pos" in params:
+        stepping = step_arguments(built.model, batch)
+        if stepping is not None:
+            at, how = stepping
+            context = context if how is None else _within_limit(run, context, notes)
             say(f"decode step{'s' if more else ''} at context {', '.join(f'{L:,}' for L in [context, *more])}")
             try:  # one tracer for every length (a meta buffer's slots cost nothing, whatever L)
-                counters = _steps(built, run.record, [(L, lambda L=L: ((ids,), {"start_pos": L})) for L in
-                                                      [context, *more]], run.memo, run.paths)
+                counters = _steps(built, run.record, [(L, lambda L=L: ((ids,), at(L))) for L in [context, *more]],
+                                  run.memo, run.paths)
                 decode = _flops_json(counters[context], traced, batch, 1, context)
                 curve = [point(_flops_json(counters[L], traced, batch, 1, L), layer_list) for L in more]
+                notes.extend([f"decode step at context L: {how}"] if how else [])
             except ShapeError as e:
                 notes.append(f"no decode step: {e.line()}")
         else:
@@ -377,15 +376,21 @@ def _object_or_recompute(run: _Prefilled, batch: int, context: int, kv: dict[str
                          ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The decode step with the cache object the forward takes, made as its generate makes it; else the whole
     sequence rerun (`_recompute`)."""
-    if run.limit is not None and context + 1 > run.limit:  # the new token must fit the model's positions
-        notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
-                     "positions the model takes")
-        context = run.limit - 1
+    context = _within_limit(run, context, notes)
     made = _object_decode(run, batch, context, notes) or _fed_back_decode(run, batch, context, notes) or \
         _hooked_decode(run, batch, context, notes)
     if made is not None:
         return made
     return _recompute(run, batch, context, notes), kv if kv["entries"] else {"entries": [], "source": None}
+
+
+def _within_limit(run: _Prefilled, context: int, notes: list[str]) -> int:
+    """The context a decode step runs at: its new token must fit the model's positions (said in `notes`)."""
+    if run.limit is None or context + 1 <= run.limit:
+        return context
+    notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
+                 "positions the model takes")
+    return run.limit - 1
 
 
 def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]
