@@ -27,6 +27,10 @@ KERNEL_PACKAGES = frozenset({
 #: selective_scan_cuda` / `except ImportError: selective_scan_cuda = None`), so those wrappers run on meta and the
 #: extension's functions are answered by shape rules.
 EXTENSION_MODULES = frozenset({"selective_scan_cuda", "causal_conv1d_cuda"})
+#: A kernel package's queries of the device it runs on (`triton.runtime.driver.active.get_current_target()`,
+#: read at import to pick a backend): they raise as the package does on a machine without a GPU, so the code takes
+#: its CPU path (`except Exception: return "cpu"`) instead of carrying a stub on.
+_NO_DEVICE = ("triton.runtime.driver.",)
 # Import names whose pip distribution is named otherwise.
 _PIP_NAMES = {"yaml": "pyyaml", "PIL": "pillow", "cv2": "opencv-python", "sklearn": "scikit-learn",
               "google": "protobuf", "attr": "attrs"}
@@ -126,6 +130,8 @@ class StubFunction:
             return self._configure(args, kwargs)
         if installable:
             raise self._registry.not_installed(self.__qualname__) from None
+        if self.__qualname__.startswith(_NO_DEVICE):  # asked for the GPU it runs on: none, as on a CPU machine
+            raise RuntimeError(f"{self.__qualname__}: 0 active drivers (archviz builds without a GPU)")
         if self.__qualname__.split(".")[0] in KERNEL_PACKAGES:
             return self._configure(args, kwargs)
         raise StubCalled(self.__qualname__)
@@ -139,6 +145,8 @@ class StubFunction:
         (`triton.Config({"BLOCK": 64}, num_warps=4)`: `.kwargs["BLOCK"]`, `.num_warps`, `.num_stages` 3 by default)."""
         if len(args) == 1 and not kwargs:
             target = args[0]
+            # a kernel wrapped by the model's subclass of a package class (`class Tuner(triton Autotuner)`)
+            target = getattr(target, "__dict__", {}).get("_archviz_wraps") or target
             if isinstance(target, (types.FunctionType, type)):
                 target = self._registry.function(f"{target.__module__}.{target.__qualname__}")
                 target._made_by = self.__qualname__.removesuffix("()")  # `triton.jit`: how a launch is answered
@@ -307,8 +315,20 @@ class _MissingBaseMeta(type):
 
 def missing_base(qualname: str, registry: "StubRegistry") -> type:
     """The base class a missing package's `qualname` stands for when a class derives from it alone."""
-    return _MissingBaseMeta(qualname.rsplit(".", 1)[-1], (), {"_archviz_base_of": (qualname, registry),
-                                                             "__module__": qualname.rsplit(".", 1)[0]})
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # the base's own arguments, whatever they are
+        self.__dict__["_archviz_wraps"] = next((a for a in args if isinstance(a, StubFunction)), None)
+
+    def __getattr__(self: Any, name: str) -> Any:  # what the base would hold: its stub (`self.restore_value`)
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return registry.function(f"{qualname}.{name}")
+
+    def __getitem__(self: Any, key: Any) -> Any:  # a launch grid: the kernel it wraps (an autotuner subclass)
+        return self.__dict__.get("_archviz_wraps") or registry.function(qualname)
+
+    return _MissingBaseMeta(qualname.rsplit(".", 1)[-1], (), {
+        "_archviz_base_of": (qualname, registry), "__module__": qualname.rsplit(".", 1)[0], "__init__": __init__,
+        "__getattr__": __getattr__, "__getitem__": __getitem__})
 
 
 def _module_base(qualname: str, registry: "StubRegistry") -> type:

@@ -81,3 +81,14 @@ def test_getattr_default_still_answers():
     assert getattr(m, "trainer", None) is None and not hasattr(m, "_private")
     ns = SimpleNamespace(**ARGS)
     assert ns.n_embd == ARGS["n_embd"]
+
+
+def test_kernel_library_on_triton_classes_imports_and_launches():
+    """Its driver probe takes the CPU path, the Autotuner subclass is made, and its kernel launches on meta."""
+    dim, hidden = 20, 36  # GatedMix's defaults
+    record = archviz.load(str(DATA / "tunedkernel.py"), shapes=True)
+    assert record.summary.parameters == dim * hidden + hidden + hidden * dim + dim
+    up = next(m for m in record.modules if m.path == "up")
+    assert [list(s) for s in up.calls[0].outputs] == [["B", "T", hidden]]
+    assert record.extra("shapes")["clean"]
+    assert "tunedkernel.gate_kernel" in record.source.stubbed_imports  # the launch answered as its own kernel
