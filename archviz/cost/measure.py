@@ -71,14 +71,12 @@ def _lengths(context: int | None, contexts: Sequence[int]) -> tuple[int, list[in
 
 
 def _file_config(path: str | None) -> dict[str, Any]:
-    import json
+    from ..sources.options import read_json_config
 
-    try:
-        with open(path or "", encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+    try:  # the build says what is wrong with it
+        return read_json_config(path) if path else {}
+    except ArchvizError:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def model_limit(config: Any, model: Any) -> tuple[int, str] | None:

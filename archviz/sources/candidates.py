@@ -8,8 +8,9 @@ picks to call, never words in a docstring, never a `class Wrapper(Base)` line: a
 base, not a reason to drop it).
 Classes come first; builders are the model where no class builds alone. Of several roots, a subclass gives way to
 its base, a class that makes no weights (a loss) to one that does, and one whose constructor needs its layer's number
-(`layer_id`: a block variant nothing instantiates) to one that does not; any still left are listed with their
-signatures.
+(`layer_id`: a block variant nothing instantiates) to one that does not, and a class its config class names in a
+string (a part picked by name: `mlp_class_name: "GptNeoxMLP"`) to one it does not; any still left are listed with
+their signatures.
 """
 
 from __future__ import annotations
@@ -189,6 +190,17 @@ def _takes_layer_number(cls: type) -> bool:
     return any(p.default is p.empty and _LAYER_NUMBER.match(p.name.lower()) for p in _init_params(cls))
 
 
+def _config_strings(cands: list[type]) -> set[str]:
+    """The strings the candidates' config classes hold in their code (`mlp_class_name: Literal["GptNeoxMLP",
+    "LLaMAMoE"] = "GptNeoxMLP"`): names of the classes the model picks by name (`getattr(module, name)`)."""
+    out: set[str] = set()
+    for cfg in {id(t[1]): t[1] for c in cands if (t := _config_param(c)) is not None and t[1] is not None}.values():
+        for node in ast.walk(_tree(cfg) or ast.Module(body=[], type_ignores=[])):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                out.add(node.value)
+    return out
+
+
 def _listing(classes: list[type], builders: list[Callable]) -> str:
     shown = [signature_of(x) for x in [*classes, *builders]]
     return "; ".join(shown) if shown else "none"
@@ -223,6 +235,9 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
         top = [c for c in top if _weighs(c, module)] or top  # a loss beside the model: the model
     if len(top) > 1:  # a block variant nothing instantiates (it takes its layer's number): the model
         top = [c for c in top if not _takes_layer_number(c)] or top
+    if len(top) > 1:  # a part the config picks by its name (`mlp_class_name: "GptNeoxMLP"`): the model
+        named = _config_strings(top)
+        top = [c for c in top if c.__name__ not in named] or top
     if len(top) == 1:
         return top[0]
     if top:

@@ -31,6 +31,9 @@ EXTENSION_MODULES = frozenset({"selective_scan_cuda", "causal_conv1d_cuda"})
 #: read at import to pick a backend): they raise as the package does on a machine without a GPU, so the code takes
 #: its CPU path (`except Exception: return "cpu"`) instead of carrying a stub on.
 _NO_DEVICE = ("triton.runtime.driver.",)
+#: torch's modules that look for a kernel package when first imported and keep what they find
+#: (`torch.utils.flop_counter` binds triton's JITFunction and tests `isinstance` against it ever after).
+_PROBERS = ("torch.utils.flop_counter",)
 # Import names whose pip distribution is named otherwise.
 _PIP_NAMES = {"yaml": "pyyaml", "PIL": "pillow", "cv2": "opencv-python", "sklearn": "scikit-learn",
               "google": "protobuf", "attr": "attrs"}
@@ -261,6 +264,10 @@ class StubRegistry:
         rules; any other says to install it when the model calls into it."""
         top = name.split(".")[0]
         if top in KERNEL_PACKAGES:
+            import importlib
+
+            for prober in _PROBERS:  # imported before the stub exists: they must never keep one
+                importlib.import_module(prober)
             return self.module(name, "a GPU kernel package, not installable here")
         self.installable.add(top)
         return self.module(name, f"not installed (pip install {pip_name(top)})")

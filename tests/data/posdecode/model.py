@@ -2,9 +2,11 @@
 keyword arguments handed on to a dataclass config that takes no others), whose KV caches are made by
 `set_kv_cache(batch_size, max_seq_length, rope_cache_length=None, ...)` after construction and whose forward takes
 the positions it writes as a tensor (`input_pos`): each step writes the cache at those positions and attends over
-the whole cache under a mask (archviz test fixture)."""
+the whole cache under a mask. Its MLP class is picked by the name the config holds (`mlp_class_name`), and a
+checkpoint's `model_config.yaml` holds the config (archviz test fixture)."""
+import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +22,7 @@ class Config:
     n_head: int = 4
     n_query_groups: int = 2
     block_size: int = 128
+    mlp_class_name: Literal["GeluMLP", "GatedMLP"] = "GeluMLP"
 
     @classmethod
     def from_name(cls, name: str, **kwargs) -> "Config":
@@ -71,14 +74,34 @@ class Attention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
+class GeluMLP(nn.Module):
+    def __init__(self, config: Config):
+        super().__init__()
+        self.fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.proj = nn.Linear(4 * config.n_embd, config.n_embd)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x)))
+
+
+class GatedMLP(nn.Module):
+    def __init__(self, config: Config):
+        super().__init__()
+        self.fc_1 = nn.Linear(config.n_embd, 4 * config.n_embd, bias=False)
+        self.fc_2 = nn.Linear(config.n_embd, 4 * config.n_embd, bias=False)
+        self.proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=False)
+
+    def forward(self, x):
+        return self.proj(F.silu(self.fc_1(x)) * self.fc_2(x))
+
+
 class Block(nn.Module):
     def __init__(self, config: Config):
         super().__init__()
         self.norm_1 = nn.LayerNorm(config.n_embd)
         self.attn = Attention(config)
         self.norm_2 = nn.LayerNorm(config.n_embd)
-        self.mlp = nn.Sequential(nn.Linear(config.n_embd, 4 * config.n_embd), nn.GELU(),
-                                 nn.Linear(4 * config.n_embd, config.n_embd))
+        self.mlp = getattr(sys.modules[__name__], config.mlp_class_name)(config)  # picked by its name
 
     def forward(self, x, mask, input_pos):
         x = x + self.attn(self.norm_1(x), mask, input_pos)
