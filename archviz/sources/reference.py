@@ -21,7 +21,7 @@ from .options import BuildOptions, Built, _versions, read_json_config, suggest
 from .package import locate
 from .candidates import find_model
 from .configs import (AttrBag, _config_param, _init_params, _takes_kwargs, code_reads, config_dict, config_fields,
-                      find_config_class, make_config)
+                      find_config_class, make_config, preset_maker)
 from .importer import import_reference
 from .stubs import StubRegistry
 
@@ -400,6 +400,24 @@ def _constructor_kwargs(cls: type, values: dict[str, Any], notes: list[str], con
     return dict(values)
 
 
+def _from_preset(preset: tuple[Any, str], args_cls: type, values: dict[str, Any], notes: list[str]) -> Any:
+    """The config made by its preset classmethod (`Config.from_name(name="pythia-160m")`), the other values handed
+    to it where it takes them, else set on what it made."""
+    import inspect
+
+    maker, key = preset
+    takes = inspect.signature(maker).parameters
+    anything = any(p.kind is p.VAR_KEYWORD for p in takes.values())
+    handed = {k: v for k, v in values.items() if k == key or anything or k in takes}
+    args = maker(**handed)
+    for k, v in values.items():
+        if k not in handed:
+            setattr(args, k, v)
+    notes.append(f"{args_cls.__name__} made by {args_cls.__name__}.{maker.__name__}("
+                 f"{', '.join(f'{k}={v!r}' for k, v in handed.items())}): {key} names one of its presets")
+    return args
+
+
 def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | None, str], options: BuildOptions,
                    notes: list[str]) -> Any:
     """The model's config object made from `config` with the overrides values applied (`config` takes them too);
@@ -422,10 +440,11 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
     unknown = sorted(k for k in config if fields is not None and k not in fields)
     if unknown:
         notes.append(f"config keys not in {args_cls.__name__}, ignored: {', '.join(unknown)}")
-    if config_path is None:
+    preset = None if config_path else preset_maker(args_cls, set(config))
+    if config_path is None and preset is None:
         notes.append(f"no config given: {args_cls.__name__}'s defaults")
     try:
-        args = make_config(args_cls, config)
+        args = _from_preset(preset, args_cls, config, notes) if preset else make_config(args_cls, config)
     except TypeError as e:
         raise SourceError(f"{config_path or path}: {args_cls.__name__} rejects this config: {e}",
                           hint="add the field it names to the config") from None
