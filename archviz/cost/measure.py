@@ -25,6 +25,7 @@ from .kv import (MAX_RATIO, attribute_entries, cache_entries, reference_entries,
                  stretch)
 from .activations import ActivationPeak
 from .curve import curve_contexts, decoded_at, max_positions, point
+from .limits import model_limit
 from .options import CostOptions
 
 CONTEXT_DEFAULT = 1 << 20
@@ -77,48 +78,6 @@ def _file_config(path: str | None) -> dict[str, Any]:
         return read_json_config(path) if path else {}
     except ArchvizError:
         return {}
-
-
-def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
-    """The longest sequence the model takes, and where that was read: its config (block_size,
-    max_position_embeddings, max_seq_len, ...), else an attribute of the top module or of its config object, else
-    the rows of the position table its token table's module holds."""
-    from .curve import _MAX_KEYS
-
-    found = max_positions(config)
-    if found is not None:
-        key = next((k for k in _MAX_KEYS if config.get(k) == found), None)
-        return found, f"its config's {key}" if key else "its config"
-    for owner, name in ((model, "the model"), *((getattr(model, a, None), f"model.{a}")
-                                              for a in ("config", "params", "args"))):
-        for key in _MAX_KEYS if owner is not None else ():
-            v = getattr(owner, key, None)
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                return v, f"{name}.{key}"
-    from ..shapes.structured import position_limit
-
-    # a position table beside the token table (whisper's decoder: n_text_ctx rows), else a limit a submodule holds
-    return position_limit(model) or _submodule_limit(model)
-
-
-# Keys that name a position limit wherever they are held (never `block_size`: a quantized Linear's block of 128).
-_POSITION_KEYS = ("max_position_embeddings", "max_seq_len", "max_sequence_length", "max_sequence_len",
-                  "max_context_length", "n_positions")
-
-
-def _submodule_limit(model: Any) -> tuple[int, str] | None:
-    """The smallest position limit a submodule or its config object holds (a rotary embedding built for
-    `max_context_length` positions, its tables no longer), and where."""
-    found: list[tuple[int, str]] = []
-    for path, m in model.named_modules():
-        if not path:
-            continue
-        for owner, name in ((m, path), (getattr(m, "config", None), f"{path}.config")):
-            for key in _POSITION_KEYS if owner is not None and not isinstance(owner, dict) else ():
-                v = getattr(owner, key, None)
-                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                    found.append((v, f"{name}.{key}"))
-    return min(found) if found else None
 
 
 def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None, memo: bool = True,
@@ -290,7 +249,9 @@ def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...]
     if kind != "reference":
         from ..sources.live import on_meta
 
-        return on_meta(build_source(source, build)), None, set()  # a live model: a stand-in on meta
+        built = on_meta(build_source(source, build))  # a live model: a stand-in on meta
+        taken = _config_ints(dict(build.overrides))
+        return built, _factory_caches(built, sizes[0], taken, notes), taken
     batch, seq = sizes
     overrides = dict(build.overrides)
     taken = _config_ints({**_file_config(build.config), **overrides})
@@ -318,6 +279,21 @@ def _built(source: str, build: BuildOptions, kind: str, lengths: tuple[int, ...]
     return built, (max_batch, max_seq), taken
 
 
+def _factory_caches(built: Any, batch: int, taken: set[int], notes: list[str]) -> tuple[int, int] | None:
+    """A factory's model whose forward takes its positions as a tensor: its caches made by its cache-setup method at
+    limits no width of its config takes, as a reference model's are, so their layout says what they hold; None for
+    any other (its caches as the factory made them)."""
+    stepping = step_arguments(built.model, batch)
+    if stepping is None or stepping[1] is None:
+        return None
+    max_seq = _distinct(1 << 20, taken, ratios=True)
+    max_batch = _distinct(max(batch, 2), taken | {max_seq})
+    called = set_up_caches(built.model, max_batch, max_seq)
+    notes.append(f"caches made by {'; '.join(called)}, as a generate loop would before decoding; KV figures are per "
+                 "token and at the context asked, from their layout")
+    return max_batch, max_seq
+
+
 @dataclass(frozen=True)
 class _Prefilled:
     """What the decode steps read of the build and the prefill pass."""
@@ -341,7 +317,7 @@ def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple
     curve: list[dict[str, Any]] = []
     kv: dict[str, Any] = {"entries": [], "source": None}
     ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
-    if built.kind == "reference":
+    if built.kind == "reference" or limits is not None:
         entries = reference_entries(traced, *limits, layer_list, taken) if limits else []
         kept = attribute_entries(built.model, run.paths, *limits, layer_list, taken) if limits else []
         kv = {"source": "registered buffers" + (" and tensor attributes" if kept else ""), "entries": entries + kept}
