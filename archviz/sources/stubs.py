@@ -181,10 +181,12 @@ class StubFunction:
 
     def __mro_entries__(self, bases: tuple) -> tuple:
         """A base class from a package that is not there (`class Model(pl.LightningModule)`, `class
-        Pipe(PipelineModule, nn.Module)`): nothing beside real classes (their MRO stays whole), else a base that
-        makes the class an nn.Module where its body defines `forward` (`missing_base`)."""
-        if any(isinstance(b, type) for b in bases):
-            return ()
+        Pipe(PipelineModule, nn.Module)`): nothing beside an nn.Module (the MRO stays whole), else a base that makes
+        the class an nn.Module where its body defines `forward` (`missing_base`)."""
+        import torch
+
+        if any(isinstance(b, type) and (issubclass(b, torch.nn.Module) or type(b) is not type) for b in bases):
+            return ()  # a module already, or a base of its own metaclass (which ours would conflict with)
         return (missing_base(self.__qualname__, self._registry),)
 
     def __or__(self, other: Any) -> Any:

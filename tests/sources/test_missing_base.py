@@ -61,6 +61,26 @@ def test_base_decides_by_forward():
     assert sum(p.numel() for p in m.parameters()) == 2 * 3 + 3  # registered as a module's child
 
 
+def test_missing_base_beside_a_mixin():
+    """`class Model(pl.LightningModule, HubMixin)`: still an nn.Module, the mixin's methods kept."""
+    stub = StubRegistry().function("trainerkit_absent.TrainableModule")
+
+    class HubMixin:
+        def push(self):
+            return "pushed"
+
+    class Model(stub, HubMixin):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 5)
+
+        def forward(self, x):
+            return self.proj(x)
+
+    assert issubclass(Model, torch.nn.Module) and Model().push() == "pushed"
+    assert sum(p.numel() for p in Model().parameters()) == 4 * 5 + 5
+
+
 def test_missing_base_beside_nn_module_keeps_the_mro():
     """`class Pipe(PipelineModule, nn.Module)` imported (it raised TypeError: no consistent MRO) and built."""
     w, depth, vocab = 24, 3, 50  # Pipe's defaults
