@@ -152,12 +152,18 @@ _DTYPE_CALL = re.compile(r"torch\.set_default_dtype\(\s*torch\.(\w+)\s*\)")
 # `torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)` (meta-llama's generation.py): its first, the preferred
 _TENSOR_TYPE_CALL = re.compile(r"torch\.set_default_tensor_type\(\s*torch\.(?:cuda\.)?(\w+)Tensor\s*\)")
 _TENSOR_TYPES = {"BFloat16": "bfloat16", "Half": "float16", "Float": "float32", "Double": "float64"}
+# `assert r.dtype == torch.bfloat16` (a CUDA kernel's wrapper: its launcher trains in that precision), and any dtype
+# the code compares a tensor's with
+_ASSERTED_DTYPE = re.compile(r"assert\s+[\w.\[\]]+\.dtype\s*==\s*torch\.(bfloat16|float16|half)\b")
+_COMPARED_DTYPE = re.compile(r"\.dtype\s*[=!]=\s*torch\.(\w+)")
 
 
 def launcher_dtype(path: str) -> tuple[str, str] | None:
     """The default dtype a reference's launcher sets before building the model: `torch.set_default_dtype(...)` under
     `if __name__ == "__main__":` in model.py, or in a sibling generate.py or generation.py (also
-    `torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)`, meta-llama's). Returns (dtype, where)."""
+    `torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)`, meta-llama's); else the one 16-bit dtype the file's
+    code asserts its tensors have and no other (`assert r.dtype == torch.bfloat16` in a CUDA kernel's wrapper: its
+    launcher runs the model in that precision). Returns (dtype, where)."""
     folder = os.path.dirname(path)
     try:
         with open(path, encoding="utf-8") as f:
@@ -181,6 +187,11 @@ def launcher_dtype(path: str) -> tuple[str, str] | None:
         m = _TENSOR_TYPE_CALL.search(g)
         if m and m.group(1) in _TENSOR_TYPES:
             return _TENSOR_TYPES[m.group(1)], f"{name}:{g.count(chr(10), 0, m.start()) + 1}"
+    asserted = list(_ASSERTED_DTYPE.finditer(text))  # its kernels insist on one 16-bit dtype, and on no other
+    if asserted and {m.group(1) for m in _COMPARED_DTYPE.finditer(text)} == {asserted[0].group(1)}:
+        dtype = "float16" if asserted[0].group(1) == "half" else asserted[0].group(1)
+        return dtype, f"{os.path.basename(path)}:{text.count(chr(10), 0, asserted[0].start()) + 1} asserts its " \
+                      f"tensors are {dtype}, {len(asserted)} such asserts"
     return None
 
 

@@ -31,6 +31,9 @@ EXTENSION_MODULES = frozenset({"selective_scan_cuda", "causal_conv1d_cuda"})
 #: read at import to pick a backend): they raise as the package does on a machine without a GPU, so the code takes
 #: its CPU path (`except Exception: return "cpu"`) instead of carrying a stub on.
 _NO_DEVICE = ("triton.runtime.driver.",)
+#: How a call of a function of a C++/CUDA extension the model compiles at import is answered where no shape rule
+#: names it: as a kernel that writes into the tensors it is given (`wkv6.forward(B, T, C, H, r, k, v, w, u, y)`).
+EXTENSION_CALL = "torch.utils.cpp_extension.load"
 #: torch's modules that look for a kernel package when first imported and keep what they find
 #: (`torch.utils.flop_counter` binds triton's JITFunction and tests `isinstance` against it ever after).
 _PROBERS = ("torch.utils.flop_counter",)
@@ -256,6 +259,7 @@ class StubRegistry:
         self.installable: set[str] = set()  # top-level packages not installed that pip would install
         self.importing = False  # the model's code is being imported (archviz.sources.importer sets it)
         self.native_notes: list[str] = []  # what its import-time native code was answered with (sources.native)
+        self.extensions: set[str] = set()  # C++/CUDA extensions the model's code compiles at import (not compiled)
 
     def module(self, name: str, reason: str) -> StubModule:
         self.modules.setdefault(name, reason)
@@ -289,6 +293,8 @@ class StubRegistry:
         fn = self.names.get(qualname)
         if fn is None:
             fn = self.names[qualname] = StubFunction(qualname, self)
+            if qualname.split(".")[0] in self.extensions and "." in qualname:  # a function of an extension
+                fn._made_by = EXTENSION_CALL
         return fn
 
     def taken(self) -> tuple[str, ...]:

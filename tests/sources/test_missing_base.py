@@ -115,3 +115,18 @@ def test_kernel_library_on_triton_classes_imports_and_launches():
     from torch.utils import flop_counter  # imported after triton was stubbed: it must not have kept the stub
 
     assert isinstance(flop_counter._JITFunction, type)
+
+
+def test_extension_ops_compiled_at_import_and_the_dtype_they_assert():
+    """`cpp_extension.load(..., is_python_module=False)` at import: `torch.ops.toywkv.forward(..., y)` answered as a
+    kernel writing into the `y` it is handed; its wrapper asserts bfloat16, the only dtype the file's code compares
+    with: built and run in bfloat16 (tests/data/extensionops; the Args defaults)."""
+    v, e, n = 96, 32, 3
+    record = archviz.load(str(DATA.parent / "extensionops" / "model.py"), shapes=True)
+    params = v * e + n * 4 * e * e + 2 * e + e * v
+    assert record.summary.parameters == params and record.summary.bytes == 2 * params  # bfloat16
+    assert record.extra("shapes")["clean"]
+    top = next(m for m in record.modules if m.path == "")
+    assert [list(s) for s in top.calls[0].outputs] == [["B", "T", v]]
+    assert any("torch.ops.toywkv" in note for note in record.source.notes)
+    assert any("bfloat16" in note and "asserts" in note for note in record.source.notes)
