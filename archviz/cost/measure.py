@@ -186,7 +186,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     if auto and kind != "reference":  # the config as built, its defaults filled
         context, more = _lengths(None if given is None else context,
                                  curve_contexts(max_positions(record.source.config)))
-    limit = model_limit(dict(record.source.config), built.model)
+    limit = model_limit(_without_bag_limits(dict(record.source.config), built.model, limits), built.model)
     if limit is not None and not input_specs and seq > limit[0]:
         notes.append(f"prefill at T = {limit[0]:,}, the longest sequence the model takes ({limit[1]}); " +
                      (f"{option('seq')} sets another" if seq_given is None else f"not at the {seq_given:,} asked"))
@@ -230,6 +230,16 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
             "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
             "activation_peak": act.peak if act is not None else None, "notes": notes, **({"unit": unit} if unit else {})}
     return traced.with_extra("cost", cost)
+
+
+def _without_bag_limits(config: dict[str, Any], model: Any, limits: tuple[int, int] | None) -> dict[str, Any]:
+    """`config` less the runtime limits the build gave that the model's config object holds only as attributes of
+    its own (an attribute bag takes any key; a config class declaring `max_seq_len` is sized by it): never the
+    model's limit."""
+    held = next((c for c in (getattr(model, a, None) for a in ("args", "config", "params")) if c is not None), None)
+    added = {} if held is None or not limits else \
+        {k: v for k, v in zip(("max_batch_size", "max_seq_len"), limits) if not hasattr(type(held), k)}
+    return {k: v for k, v in config.items() if added.get(k) != v}
 
 
 def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:

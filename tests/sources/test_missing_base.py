@@ -117,12 +117,17 @@ def test_kernel_library_on_triton_classes_imports_and_launches():
     assert isinstance(flop_counter._JITFunction, type)
 
 
-def test_extension_ops_compiled_at_import_and_the_dtype_they_assert():
+EXT_ARGS = {"vocab_size": 96, "n_embd": 32, "n_layer": 3, "ctx_len": 48}
+
+
+def test_extension_ops_compiled_at_import_and_the_dtype_they_assert(tmp_path: Path):
     """`cpp_extension.load(..., is_python_module=False)` at import: `torch.ops.toywkv.forward(..., y)` answered as a
     kernel writing into the `y` it is handed; its wrapper asserts bfloat16, the only dtype the file's code compares
-    with: built and run in bfloat16 (tests/data/extensionops; the Args defaults)."""
-    v, e, n = 96, 32, 3
-    record = archviz.load(str(DATA.parent / "extensionops" / "model.py"), shapes=True)
+    with: built and run in bfloat16 (tests/data/extensionops)."""
+    (tmp_path / "args.json").write_text(json.dumps(EXT_ARGS))
+    v, e, n = EXT_ARGS["vocab_size"], EXT_ARGS["n_embd"], EXT_ARGS["n_layer"]
+    record = archviz.load(str(DATA.parent / "extensionops" / "model.py"), config=str(tmp_path / "args.json"),
+                          shapes=True)
     params = v * e + n * 4 * e * e + 2 * e + e * v
     assert record.summary.parameters == params and record.summary.bytes == 2 * params  # bfloat16
     assert record.extra("shapes")["clean"]
@@ -130,3 +135,17 @@ def test_extension_ops_compiled_at_import_and_the_dtype_they_assert():
     assert [list(s) for s in top.calls[0].outputs] == [["B", "T", v]]
     assert any("torch.ops.toywkv" in note for note in record.source.notes)
     assert any("bfloat16" in note and "asserts" in note for note in record.source.notes)
+
+
+def test_cost_keeps_to_ctx_len_of_an_attribute_bag(archviz_cli, tmp_path: Path):
+    """The run's `args` take any key, the runtime limits the cost build adds too: the model's limit is still its
+    `ctx_len` (its forward asserts it), so the prefill runs at T = ctx_len and the decode reruns ctx_len tokens."""
+    (tmp_path / "args.json").write_text(json.dumps(EXT_ARGS))
+    p = archviz_cli("cost", DATA.parent / "extensionops" / "model.py", "-c", tmp_path / "args.json", "--json",
+                    "--no-cache")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    T, v, e, n = EXT_ARGS["ctx_len"], EXT_ARGS["vocab_size"], EXT_ARGS["n_embd"], EXT_ARGS["n_layer"]
+    assert out["seq"] == T
+    linears = 2 * T * (n * 4 * e * e + e * v)  # the wkv kernel's own FLOPs are unknown (said)
+    assert out["prefill"]["flops"] == linears and out["decode"]["flops"] == linears  # matmuls, as torch counts
