@@ -154,6 +154,17 @@ def preset_maker(cls: type, given: set[str]) -> tuple[Any, str] | None:
     return None
 
 
+def absent_file_hint(error: BaseException, config: dict[str, Any]) -> str | None:
+    """A config value naming a file that is not there, which the error names (`assert os.path.isfile(path), path`;
+    a FileNotFoundError): the constructor reads it (a tokenizer, a vocabulary), so the config is the cause."""
+    said = str(error) + " " + str(getattr(error, "filename", "") or "")
+    for key, value in config.items():
+        if isinstance(value, str) and len(value) > 2 and value in said and not os.path.exists(value):
+            return (f"the config's {key} names {value!r}, a file the model's code reads while it is built, and it is "
+                    f"not there: give its path with {option('set')} {key}=PATH")
+    return None
+
+
 def config_dict(obj: Any) -> dict[str, Any]:
     if dataclasses.is_dataclass(obj):
         return dataclasses.asdict(obj)

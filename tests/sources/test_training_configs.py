@@ -60,3 +60,17 @@ def test_bad_yaml_config_is_one_line(tmp_path: Path, text: str, said: str):
     with pytest.raises(SourceError) as e:
         archviz.build(str(DATA / "model.py"), config=str(tmp_path / "cfg.yaml"))
     assert said in e.value.line() and "\n" not in e.value.line()
+
+
+def test_a_file_the_config_names_and_the_constructor_reads(tmp_path: Path):
+    """gemma_pytorch's style (tests/data/configfile): the constructor asserts the tokenizer file its config names;
+    absent, the line names the config key and how to give the path; given, the vocabulary sizes the embedding."""
+    model = str(DATA.parent / "configfile" / "model.py")
+    with pytest.raises(SourceError) as e:
+        archviz.build(model)
+    assert "tokenizer" in e.value.line() and "tokenizer/vocab.txt" in e.value.line() and "set" in e.value.options
+    words = ["<pad>", "the", "a", "model", "reads", "files"]
+    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
+    hidden = 24  # LMConfig's default
+    assert archviz.load(model, overrides={"tokenizer": str(tmp_path / "vocab.txt")}).summary.parameters == \
+        2 * len(words) * hidden
