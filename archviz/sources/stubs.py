@@ -333,9 +333,13 @@ def missing_base(qualname: str, registry: "StubRegistry") -> type:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # the base's own arguments, whatever they are
         self.__dict__["_archviz_wraps"] = next((a for a in args if isinstance(a, StubFunction)), None)
 
-    def __getattr__(self: Any, name: str) -> Any:  # what the base would hold: its stub (`self.restore_value`)
+    def __getattr__(self: Any, name: str) -> Any:  # what a kernel package's base would hold: its stub
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
+        top = qualname.split(".")[0]
+        if top not in KERNEL_PACKAGES:  # `getattr(cfg, name, default)` of a plain package's class keeps its default
+            raise MissingBaseAttribute(f"{type(self).__name__} has no {name}: it comes from its base {qualname}, "
+                                       f"and {top} is not installed (pip install {pip_name(top)})")
         return registry.function(f"{qualname}.{name}")
 
     def __getitem__(self: Any, key: Any) -> Any:  # a launch grid: the kernel it wraps (an autotuner subclass)

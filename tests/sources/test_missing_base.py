@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -95,12 +94,15 @@ def test_name_read_from_missing_base_says_what_to_install():
 
 
 def test_getattr_default_still_answers():
-    base = missing_base("pipekit_absent.PipelineModule", StubRegistry())
-    cls = type(base)("P", (base,), {"forward": lambda self, x: x})
-    m = cls(1, 2, key=3)  # the missing base's arguments, whatever they are
-    assert getattr(m, "trainer", None) is None and not hasattr(m, "_private")
-    ns = SimpleNamespace(**ARGS)
-    assert ns.n_embd == ARGS["n_embd"]
+    """A name the missing base would hold: a default where a plain package's (module or not); a stub where a kernel
+    package's (what an Autotuner subclass reads of its base)."""
+    registry = StubRegistry()
+    base = missing_base("pipekit_absent.PipelineModule", registry)
+    module = type(base)("P", (base,), {"forward": lambda self, x: x})(1, 2, key=3)  # any arguments of the base
+    plain = type(base)("Q", (base,), {})(1, 2, key=3)
+    assert getattr(module, "trainer", None) is None and getattr(plain, "trainer", None) is None
+    tuner = type(base)("T", (missing_base("triton.runtime.autotuner.Autotuner", registry),), {})()
+    assert getattr(tuner, "restore_value", None) is not None
 
 
 def test_kernel_library_on_triton_classes_imports_and_launches():
