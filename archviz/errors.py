@@ -145,6 +145,11 @@ class SourceError(ArchvizError):
     """The model source cannot be resolved, imported or built."""
 
 
+class UnknownArgument(SourceError):
+    """A key (of the overrides or the config) that the constructor, builder or config class does not take: a caller
+    that added keys of its own (the runtime limits `cost` builds with) builds again without them."""
+
+
 class CheckpointError(ArchvizError):
     """A checkpoint (file, index, folder, manifest, remote repo) is unusable."""
 

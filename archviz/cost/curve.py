@@ -21,7 +21,8 @@ from .report import part_of
 K, M = 1 << 10, 1 << 20
 STANDARD = (K, 4 * K, 16 * K, 64 * K, 128 * K, 256 * K, M)  # the lengths context claims are quoted at
 _MAX_KEYS = ("max_position_embeddings", "max_seq_len", "n_positions", "max_sequence_length", "seq_length",
-             "block_size", "n_ctx", "context_length", "sequence_len", "max_sequence_len", "max_context_length")
+             "block_size", "n_ctx", "ctx_len", "context_length", "sequence_len", "max_sequence_len",
+             "max_context_length")
 
 
 def max_positions(config: Any) -> int | None:

@@ -111,9 +111,11 @@ def _slot_dim(n: int, max_seq: int, config_ints: set[int] | frozenset[int]) -> t
 def _sequence_entry(path: str, name: str, shape: Any, dtype: str, per_element: float, max_seq: int,
                     layer_list: str | None, config_ints: set[int] | frozenset[int]) -> dict[str, Any]:
     rest = [int(d) for d in shape[1:]]
-    ratio, fixed = _slot_dim(rest[0], max_seq, config_ints)
-    # elements per slot: the dims after the slot dim; a fixed buffer: all its dims after the batch
-    width = math.prod(rest[1:])
+    # the slot dim: the first after the batch that max_seq sizes ([B, S, H, d] or [B, H, S, d]), else the first
+    at = next((j for j, n in enumerate(rest) if _slot_dim(n, max_seq, config_ints)[0] is not None), 0)
+    ratio, fixed = _slot_dim(rest[at], max_seq, config_ints)
+    # elements per slot: the other dims after the batch; a fixed buffer: all its dims after the batch
+    width = math.prod(rest[:at] + rest[at + 1:])
     what = ("cache: a slot every token" if ratio == 1 else f"cache: a slot every {ratio} tokens" if ratio else
             "fixed per sequence (a window or pending state)")
     return {"path": path, "name": name, "layer": _layer_of(path, layer_list), "dtype": dtype,
@@ -229,7 +231,8 @@ _CACHE_SETUP = re.compile(r"^(setup|set_up|set|allocate|alloc|init|make|create|b
 
 def _setup_arguments(fn: Any, batch: int, seq: int, dtype: Any) -> dict[str, Any] | None:
     """Keyword arguments for a cache-setup method, by its parameters' names (the batch limit, the length limit, a
-    dtype, a device); None where a required parameter is none of these."""
+    dtype, a device; an optional length only where it names the sequence or a maximum); None where a required
+    parameter is none of these."""
     import inspect
 
     try:
@@ -243,7 +246,8 @@ def _setup_arguments(fn: Any, batch: int, seq: int, dtype: Any) -> dict[str, Any
         n = p.name.lower()
         if "batch" in n or n in ("bsz", "b", "bs"):
             out[p.name] = batch
-        elif any(w in n for w in ("seq", "len", "ctx", "context", "positions", "tokens")):
+        elif any(w in n for w in ("seq", "len", "ctx", "context", "positions", "tokens")) and (
+                p.default is p.empty or "seq" in n or n.startswith("max_")):  # never an optional `rope_cache_length`
             out[p.name] = seq
         elif "dtype" in n and p.default is p.empty:  # the code's own default dtype where it has one
             out[p.name] = dtype
@@ -289,3 +293,34 @@ def set_up_caches(model: Any, batch: int, seq: int) -> list[str]:
             continue
         called.append(f"{owner}.{name}({', '.join(f'{k}={v}' for k, v in kwargs.items())})")
     return list(dict.fromkeys(called))
+
+
+# A forward's argument that takes the positions a step writes as a tensor (gpt-fast's and litgpt's `input_pos`).
+_POSITION_TENSORS = ("input_pos", "input_positions")
+
+
+def step_arguments(model: Any, batch: int) -> tuple[Any, str | None] | None:
+    """How a reference model's decode step at context L is called: (L -> its keyword arguments, what they are, None
+    for `start_pos = L`), or None where its forward takes neither `start_pos` nor a positions tensor. A positions
+    tensor (`input_pos=[L]`) comes with the caches made again by the model's cache-setup method for L + 1 positions,
+    as a generate loop sized for that context makes them: code that attends over the whole cache under a mask then
+    attends over L + 1."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    if "start_pos" in params:
+        return (lambda L: {"start_pos": L}), None
+    name = next((n for n in _POSITION_TENSORS if n in params), None)
+    if name is None or not set_up_caches(model, batch, 2):  # no cache-setup method: no cache to write
+        return None
+
+    def arguments(L: int) -> dict[str, Any]:
+        import torch
+
+        set_up_caches(model, batch, L + 1)
+        return {name: torch.arange(L, L + 1, device="meta")}
+
+    return arguments, f"{name} = [L], its caches made for L + 1 positions by the model's cache-setup method"

@@ -21,10 +21,11 @@ import torch
 from ..errors import ArchvizError, ShapeError, option
 from ..sources.options import BuildOptions
 from .flops import FlopCounter, exact_routing, module_paths
-from .kv import attribute_entries, cache_entries, reference_entries, stretch
-from .limits import KEPT, built_with_limits, distinct, file_config
+from .kv import attribute_entries, cache_entries, reference_entries, step_arguments, stretch
+from .built_limits import KEPT, built_with_limits, file_config
 from .activations import ActivationPeak
 from .curve import curve_contexts, decoded_at, max_positions, point
+from .position_limit import model_limit
 from .options import CostOptions
 
 CONTEXT_DEFAULT = 1 << 20
@@ -38,46 +39,6 @@ def _lengths(context: int | None, contexts: Sequence[int]) -> tuple[int, list[in
     return context, sorted({int(L) for L in contexts if int(L) != context and int(L) >= 0})
 
 
-def model_limit(config: Any, model: Any) -> tuple[int, str] | None:
-    """The longest sequence the model takes, and where that was read: its config (block_size,
-    max_position_embeddings, max_seq_len, ...), else an attribute of the top module or of its config object, else
-    the rows of the position table its token table's module holds."""
-    from .curve import _MAX_KEYS
-
-    found = max_positions(config)
-    if found is not None:
-        key = next((k for k in _MAX_KEYS if config.get(k) == found), None)
-        return found, f"its config's {key}" if key else "its config"
-    for owner, name in ((model, "the model"), *((getattr(model, a, None), f"model.{a}")
-                                              for a in ("config", "params", "args"))):
-        for key in _MAX_KEYS if owner is not None else ():
-            v = getattr(owner, key, None)
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                return v, f"{name}.{key}"
-    from ..shapes.structured import position_limit
-
-    # a position table beside the token table (whisper's decoder: n_text_ctx rows), else a limit a submodule holds
-    return position_limit(model) or _submodule_limit(model)
-
-
-# Keys that name a position limit wherever they are held (never `block_size`: a quantized Linear's block of 128).
-_POSITION_KEYS = ("max_position_embeddings", "max_seq_len", "max_sequence_length", "max_sequence_len",
-                  "max_context_length", "n_positions")
-
-
-def _submodule_limit(model: Any) -> tuple[int, str] | None:
-    """The smallest position limit a submodule or its config object holds (a rotary embedding built for
-    `max_context_length` positions, its tables no longer), and where."""
-    found: list[tuple[int, str]] = []
-    for path, m in model.named_modules():
-        if not path:
-            continue
-        for owner, name in ((m, path), (getattr(m, "config", None), f"{path}.config")):
-            for key in _POSITION_KEYS if owner is not None and not isinstance(owner, dict) else ():
-                v = getattr(owner, key, None)
-                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                    found.append((v, f"{name}.{key}"))
-    return min(found) if found else None
 
 
 def _pass(built: Any, record: Any, *, batch: int | None = None, seq: int | None = None, memo: bool = True,
@@ -186,7 +147,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     if auto and kind != "reference":  # the config as built, its defaults filled
         context, more = _lengths(None if given is None else context,
                                  curve_contexts(max_positions(record.source.config)))
-    limit = model_limit(dict(record.source.config), built.model)
+    limit = model_limit(_without_bag_limits(dict(record.source.config), built.model, limits), built.model)
     if limit is not None and not input_specs and seq > limit[0]:
         notes.append(f"prefill at T = {limit[0]:,}, the longest sequence the model takes ({limit[1]}); " +
                      (f"{option('seq')} sets another" if seq_given is None else f"not at the {seq_given:,} asked"))
@@ -233,6 +194,16 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     return traced.with_extra("cost", cost)
 
 
+def _without_bag_limits(config: dict[str, Any], model: Any, limits: tuple[int, int] | None) -> dict[str, Any]:
+    """`config` less the runtime limits the build gave that the model's config object holds only as attributes of
+    its own (an attribute bag takes any key; a config class declaring `max_seq_len` is sized by it): never the
+    model's limit."""
+    held = next((c for c in (getattr(model, a, None) for a in ("args", "config", "params")) if c is not None), None)
+    added = {} if held is None or not limits else \
+        {k: v for k, v in zip(("max_batch_size", "max_seq_len"), limits) if not hasattr(type(held), k)}
+    return {k: v for k, v in config.items() if added.get(k) != v}
+
+
 def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:
     """What a pass with a unit other than the token is: one image, one denoising step (over T where it has one)."""
     shapes = run.traced.extra("shapes") or {}
@@ -266,23 +237,21 @@ def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple
     curve: list[dict[str, Any]] = []
     kv: dict[str, Any] = {"entries": [], "source": None}
     ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
-    if built.kind == "reference":
+    if built.kind == "reference" or limits is not None:
         entries = reference_entries(traced, *limits, layer_list, taken) if limits else []
         kept = attribute_entries(built.model, run.paths, *limits, layer_list, taken) if limits else []
         kv = {"source": KEPT + (" and tensor attributes" if kept else ""), "entries": entries + kept}
-        import inspect
-
-        try:
-            params = inspect.signature(built.model.forward).parameters
-        except (TypeError, ValueError):
-            params = {}
-        if "start_pos" in params:
+        stepping = step_arguments(built.model, batch)
+        if stepping is not None:
+            at, how = stepping
+            context = context if how is None else _within_limit(run, context, notes)
             say(f"decode step{'s' if more else ''} at context {', '.join(f'{L:,}' for L in [context, *more])}")
             try:  # one tracer for every length (a meta buffer's slots cost nothing, whatever L)
-                counters = _steps(built, run.record, [(L, lambda L=L: ((ids,), {"start_pos": L})) for L in
-                                                      [context, *more]], run.memo, run.paths)
+                counters = _steps(built, run.record, [(L, lambda L=L: ((ids,), at(L))) for L in [context, *more]],
+                                  run.memo, run.paths)
                 decode = _flops_json(counters[context], traced, batch, 1, context)
                 curve = [point(_flops_json(counters[L], traced, batch, 1, L), layer_list) for L in more]
+                notes.extend([f"decode step at context L: {how}"] if how else [])
             except ShapeError as e:
                 notes.append(f"no decode step: {e.line()}")
         else:
@@ -301,10 +270,7 @@ def _object_or_recompute(run: _Prefilled, batch: int, context: int, kv: dict[str
                          ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The decode step with the cache object the forward takes, made as its generate makes it; else the whole
     sequence rerun (`_recompute`)."""
-    if run.limit is not None and context + 1 > run.limit:  # the new token must fit the model's positions
-        notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
-                     "positions the model takes")
-        context = run.limit - 1
+    context = _within_limit(run, context, notes)
     made = _kept(lambda: _object_decode(run, batch, context, notes), notes) or \
         _kept(lambda: _fed_back_decode(run, batch, context, notes), notes) or _hooked_decode(run, batch, context, notes)
     if made is not None:
@@ -325,6 +291,15 @@ def _kept(steps: Callable[[], Any], notes: list[str]) -> Any:
         notes.append("the small integer tensors of its bookkeeping kept their values (on the CPU, beside meta), so "
                      f"the code read what a device holds: {'; '.join(read[:3])}{'; ...' if len(read) > 3 else ''}")
     return made
+
+
+def _within_limit(run: _Prefilled, context: int, notes: list[str]) -> int:
+    """The context a decode step runs at: its new token must fit the model's positions (said in `notes`)."""
+    if run.limit is None or context + 1 <= run.limit:
+        return context
+    notes.append(f"decode step at context {run.limit - 1:,}: its new token is the last of the {run.limit:,} "
+                 "positions the model takes")
+    return run.limit - 1
 
 
 def _object_decode(run: _Prefilled, batch: int, context: int, notes: list[str]

@@ -198,6 +198,20 @@ def triton_launch(*args: Any, **kwargs: Any) -> None:
     return None
 
 
+@shape_rule("torch.utils.cpp_extension.load")
+def extension_call(*args: Any, **kwargs: Any) -> None:
+    """A call of a C++/CUDA extension the model's code compiles at import (`torch.ops.wkv6.forward(B, T, C, H, r, k,
+    v, w, u, y)`, `wkv_cuda.forward(...)`) that no rule names: answered as research code's kernels are written, a
+    launch that writes into the output tensors its caller allocated and returns nothing; its FLOPs are unknown."""
+    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    if tensors and not _meta(*tensors):
+        from ..errors import ShapeError
+
+        raise ShapeError("a C++/CUDA extension of the model's code cannot run here (it was never compiled)",
+                         hint="its shapes come from the meta pass")
+    return None
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # xformers
 

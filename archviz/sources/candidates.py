@@ -7,8 +7,10 @@ model is the candidate no other class of the file instantiates, read from the co
 picks to call, never words in a docstring, never a `class Wrapper(Base)` line: a subclass is a candidate beside its
 base, not a reason to drop it).
 Classes come first; builders are the model where no class builds alone. Of several roots, a subclass gives way to
-its base and a class that makes no weights (a loss) to one that does; any still left are listed with their
-signatures.
+its base, a class that makes no weights (a loss) to one that does, and one whose constructor needs its layer's number
+(`layer_id`: a block variant nothing instantiates) to one that does not, and a class its config class names in a
+string (a part picked by name: `mlp_class_name: "GptNeoxMLP"`) to one it does not; any still left are listed with
+their signatures.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import ast
 import inspect
 import os
+import re
 import textwrap
 from typing import Any, Callable
 
@@ -179,6 +182,25 @@ def _roots(cands: list[Any], makers: list[Any]) -> list[Any]:
     return [c for c in cands if not any(c.__name__ in called[id(m)] for m in makers if m is not c)]
 
 
+_LAYER_NUMBER = re.compile(r"^(layer|block)_?(id|idx|index|i|n|no|num|number)$")
+
+
+def _takes_layer_number(cls: type) -> bool:
+    """Its constructor needs the number of the layer it is (`layer_id`, `layer_idx`): a block, never the model."""
+    return any(p.default is p.empty and _LAYER_NUMBER.match(p.name.lower()) for p in _init_params(cls))
+
+
+def _config_strings(cands: list[type]) -> set[str]:
+    """The strings the candidates' config classes hold in their code (`mlp_class_name: Literal["GptNeoxMLP",
+    "LLaMAMoE"] = "GptNeoxMLP"`): names of the classes the model picks by name (`getattr(module, name)`)."""
+    out: set[str] = set()
+    for cfg in {id(t[1]): t[1] for c in cands if (t := _config_param(c)) is not None and t[1] is not None}.values():
+        for node in ast.walk(_tree(cfg) or ast.Module(body=[], type_ignores=[])):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                out.add(node.value)
+    return out
+
+
 def _listing(classes: list[type], builders: list[Callable]) -> str:
     shown = [signature_of(x) for x in [*classes, *builders]]
     return "; ".join(shown) if shown else "none"
@@ -211,6 +233,11 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
     top = [c for c in top if not any(c is not b and issubclass(c, b) for b in top)] or top  # the base, not a variant
     if len(top) > 1:
         top = [c for c in top if _weighs(c, module)] or top  # a loss beside the model: the model
+    if len(top) > 1:  # a block variant nothing instantiates (it takes its layer's number): the model
+        top = [c for c in top if not _takes_layer_number(c)] or top
+    if len(top) > 1:  # a part the config picks by its name (`mlp_class_name: "GptNeoxMLP"`): the model
+        named = _config_strings(top)
+        top = [c for c in top if c.__name__ not in named] or top
     if len(top) == 1:
         return top[0]
     if top:

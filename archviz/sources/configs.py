@@ -137,6 +137,34 @@ def make_config(cls: type, values: dict[str, Any]) -> Any:
     return cls(**{k: v for k, v in values.items() if fields is None or k in fields})
 
 
+def preset_maker(cls: type, given: set[str]) -> tuple[Any, str] | None:
+    """(the classmethod of `cls` that makes a named preset, the key naming it) where one of `given` is the first,
+    required parameter of a `from_*` classmethod of `cls` (`Config.from_name(name, **kwargs)`): setting that key
+    asks for the preset, not for the field alone."""
+    for attr in sorted(vars(cls)):
+        if not attr.startswith("from_") or not isinstance(vars(cls)[attr], classmethod):
+            continue
+        try:
+            params = list(inspect.signature(getattr(cls, attr)).parameters.values())
+        except (TypeError, ValueError):
+            continue
+        if params and params[0].name in given and params[0].default is params[0].empty and \
+                all(p.default is not p.empty or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in params[1:]):
+            return getattr(cls, attr), params[0].name
+    return None
+
+
+def absent_file_hint(error: BaseException, config: dict[str, Any]) -> str | None:
+    """A config value naming a file that is not there, which the error names (`assert os.path.isfile(path), path`;
+    a FileNotFoundError): the constructor reads it (a tokenizer, a vocabulary), so the config is the cause."""
+    said = str(error) + " " + str(getattr(error, "filename", "") or "")
+    for key, value in config.items():
+        if isinstance(value, str) and len(value) > 2 and value in said and not os.path.exists(value):
+            return (f"the config's {key} names {value!r}, a file the model's code reads while it is built, and it is "
+                    f"not there: give its path with {option('set')} {key}=PATH")
+    return None
+
+
 def config_dict(obj: Any) -> dict[str, Any]:
     if dataclasses.is_dataclass(obj):
         return dataclasses.asdict(obj)

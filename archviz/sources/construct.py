@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ArchvizError, SourceError, option
+from ..errors import ArchvizError, SourceError, UnknownArgument, option
 from .meta import CUDA_HINT, build_failure_hint, is_cuda_insistence, meta_build, user_frame
 from .guard import time_limit
 from .stubs import MissingPackage, StubRegistry
@@ -63,7 +63,7 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
         # the factory's own signature refused an argument (not a TypeError from deeper in its code)
         lacked = [k for k in kwargs if isinstance(e, TypeError) and f"unexpected keyword argument '{k}'" in str(e)]
         if lacked:
-            raise SourceError(f"{spec}: {attr} does not take {', '.join(lacked)} ({e})",
+            raise UnknownArgument(f"{spec}: {attr} does not take {', '.join(lacked)} ({e})",
                               hint=f"{option('set')} key=value passes keyword arguments to a factory: give only the "
                                    "ones it takes") from None
         if is_cuda_insistence(e):

@@ -638,7 +638,9 @@ def build_failure_hint(error: BaseException, config: dict[str, Any],
     import linecache
     import re
 
-    hint = unset_field_hint(error, config, aliases)
+    from .configs import absent_file_hint
+
+    hint = unset_field_hint(error, config, aliases) or absent_file_hint(error, config)
     if hint:
         return hint
     if isinstance(error, NotImplementedError) and "meta" in str(error).lower():

@@ -197,15 +197,20 @@ def native_answered(stubs: StubRegistry, notes: list[str]) -> Iterator[None]:
 
     def load(name: str, sources: Any = (), *args: Any, **kwargs: Any) -> Any:
         files = [os.path.basename(str(s)) for s in ([sources] if isinstance(sources, str) else sources or ())]
-        return _extension("load", name, ", ".join(files) or "its sources")
+        return _extension("load", name, ", ".join(files) or "its sources", kwargs.get("is_python_module", True))
 
     def load_inline(name: str, *args: Any, **kwargs: Any) -> Any:
-        return _extension("load_inline", name, "inline sources")
+        return _extension("load_inline", name, "inline sources", kwargs.get("is_python_module", True))
 
-    def _extension(how: str, name: str, made_of: str) -> Any:
+    def _extension(how: str, name: str, made_of: str, python_module: Any) -> Any:
+        module = stubs.module(str(name), f"a C++/CUDA extension compiled at import ({made_of}): not compiled")
+        stubs.extensions.add(str(name))
+        if not python_module:  # its ops registered with torch (`torch.ops.wkv6.forward(...)`): that namespace
+            setattr(torch.ops, str(name), module)
         note(f"torch.utils.cpp_extension.{how}({name!r}) of {made_of}",
-             "not compiled (archviz builds on meta): its module is a stub, its functions answered by shape rules")
-        return stubs.module(str(name), f"a C++/CUDA extension compiled at import ({made_of}): not compiled")
+             "not compiled (archviz builds on meta): its " + ("module" if python_module else f"torch.ops.{name}") +
+             " is a stub, each function answered by its shape rule, else as writing into the tensors it is given")
+        return module if python_module else None
 
     def load_library(path: Any) -> None:
         note(f"torch.ops.load_library({os.path.basename(str(path))!r})", "not loaded (archviz builds on meta)")

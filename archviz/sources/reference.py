@@ -16,12 +16,12 @@ import os
 import re
 from typing import Any, Iterator
 
-from ..errors import ArchvizError, SourceError, option
+from ..errors import ArchvizError, SourceError, UnknownArgument, option
 from .options import BuildOptions, Built, _versions, read_json_config, suggest
 from .package import locate
 from .candidates import find_model
 from .configs import (AttrBag, _config_param, _init_params, _takes_kwargs, code_reads, config_dict, config_fields,
-                      find_config_class, make_config)
+                      find_config_class, make_config, preset_maker)
 from .importer import import_reference
 from .stubs import StubRegistry
 
@@ -152,12 +152,18 @@ _DTYPE_CALL = re.compile(r"torch\.set_default_dtype\(\s*torch\.(\w+)\s*\)")
 # `torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)` (meta-llama's generation.py): its first, the preferred
 _TENSOR_TYPE_CALL = re.compile(r"torch\.set_default_tensor_type\(\s*torch\.(?:cuda\.)?(\w+)Tensor\s*\)")
 _TENSOR_TYPES = {"BFloat16": "bfloat16", "Half": "float16", "Float": "float32", "Double": "float64"}
+# `assert r.dtype == torch.bfloat16` (a CUDA kernel's wrapper: its launcher trains in that precision), and any dtype
+# the code compares a tensor's with
+_ASSERTED_DTYPE = re.compile(r"assert\s+[\w.\[\]]+\.dtype\s*==\s*torch\.(bfloat16|float16|half)\b")
+_COMPARED_DTYPE = re.compile(r"\.dtype\s*[=!]=\s*torch\.(\w+)")
 
 
 def launcher_dtype(path: str) -> tuple[str, str] | None:
     """The default dtype a reference's launcher sets before building the model: `torch.set_default_dtype(...)` under
     `if __name__ == "__main__":` in model.py, or in a sibling generate.py or generation.py (also
-    `torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)`, meta-llama's). Returns (dtype, where)."""
+    `torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)`, meta-llama's); else the one 16-bit dtype the file's
+    code asserts its tensors have and no other (`assert r.dtype == torch.bfloat16` in a CUDA kernel's wrapper: its
+    launcher runs the model in that precision). Returns (dtype, where)."""
     folder = os.path.dirname(path)
     try:
         with open(path, encoding="utf-8") as f:
@@ -181,6 +187,11 @@ def launcher_dtype(path: str) -> tuple[str, str] | None:
         m = _TENSOR_TYPE_CALL.search(g)
         if m and m.group(1) in _TENSOR_TYPES:
             return _TENSOR_TYPES[m.group(1)], f"{name}:{g.count(chr(10), 0, m.start()) + 1}"
+    asserted = list(_ASSERTED_DTYPE.finditer(text))  # its kernels insist on one 16-bit dtype, and on no other
+    if asserted and {m.group(1) for m in _COMPARED_DTYPE.finditer(text)} == {asserted[0].group(1)}:
+        dtype = "float16" if asserted[0].group(1) == "half" else asserted[0].group(1)
+        return dtype, f"{os.path.basename(path)}:{text.count(chr(10), 0, asserted[0].start()) + 1} asserts its " \
+                      f"tensors are {dtype}, {len(asserted)} such asserts"
     return None
 
 
@@ -381,7 +392,7 @@ def _check_kwargs(fn: Any, kwargs: dict[str, Any], spec: str) -> None:
         return
     for key in kwargs:
         if key not in params:
-            raise SourceError(f"{spec}: {fn.__name__} has no argument {key!r}",
+            raise UnknownArgument(f"{spec}: {fn.__name__} has no argument {key!r}",
                               hint=suggest(key, sorted(params)) or f"its arguments: {', '.join(params)}")
 
 
@@ -393,11 +404,29 @@ def _constructor_kwargs(cls: type, values: dict[str, Any], notes: list[str], con
     for key in values:
         if key not in taken and not _takes_kwargs(cls):
             where = f"{option('config')} {config_path}" if config_path else option("set")
-            raise SourceError(f"{where}: {cls.__name__}.__init__ has no argument {key!r}",
+            raise UnknownArgument(f"{where}: {cls.__name__}.__init__ has no argument {key!r}",
                               hint=suggest(key, sorted(taken)) or f"its arguments: {', '.join(sorted(taken))}")
     notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in values.items())})"
                  + ("" if config_path else ": no config given, its constructor's defaults"))
     return dict(values)
+
+
+def _from_preset(preset: tuple[Any, str], args_cls: type, values: dict[str, Any], notes: list[str]) -> Any:
+    """The config made by its preset classmethod (`Config.from_name(name="pythia-160m")`), the other values handed
+    to it where it takes them, else set on what it made."""
+    import inspect
+
+    maker, key = preset
+    takes = inspect.signature(maker).parameters
+    anything = any(p.kind is p.VAR_KEYWORD for p in takes.values())
+    handed = {k: v for k, v in values.items() if k == key or anything or k in takes}
+    args = maker(**handed)
+    for k, v in values.items():
+        if k not in handed:
+            setattr(args, k, v)
+    notes.append(f"{args_cls.__name__} made by {args_cls.__name__}.{maker.__name__}("
+                 f"{', '.join(f'{k}={v!r}' for k, v in handed.items())}): {key} names one of its presets")
+    return args
 
 
 def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | None, str], options: BuildOptions,
@@ -411,7 +440,7 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
         if fields is not None and key not in fields:
             read = code_reads(key, locate(path).code_root)
             if read is None:
-                raise SourceError(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r}, and the code "
+                raise UnknownArgument(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r}, and the code "
                                   f"reads no {key!r}",
                                   hint=suggest(key, sorted(fields)) or f"see the {args_cls.__name__} fields")
             undeclared[key] = value
@@ -422,10 +451,11 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
     unknown = sorted(k for k in config if fields is not None and k not in fields)
     if unknown:
         notes.append(f"config keys not in {args_cls.__name__}, ignored: {', '.join(unknown)}")
-    if config_path is None:
+    preset = None if config_path else preset_maker(args_cls, set(config))
+    if config_path is None and preset is None:
         notes.append(f"no config given: {args_cls.__name__}'s defaults")
     try:
-        args = make_config(args_cls, config)
+        args = _from_preset(preset, args_cls, config, notes) if preset else make_config(args_cls, config)
     except TypeError as e:
         raise SourceError(f"{config_path or path}: {args_cls.__name__} rejects this config: {e}",
                           hint="add the field it names to the config") from None
@@ -433,7 +463,7 @@ def _config_object(args_cls: type, config: dict[str, Any], paths: tuple[str | No
         try:
             object.__setattr__(args, key, value)  # a frozen dataclass too
         except (AttributeError, TypeError):  # __slots__: no room for it
-            raise SourceError(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r} and no room for one",
+            raise UnknownArgument(f"{option('set')} {key}: {args_cls.__name__} has no field {key!r} and no room for one",
                               hint=suggest(key, sorted(fields or ())) or f"see the {args_cls.__name__} fields"
                               ) from None
     unset_batch_limit(args, config, notes)

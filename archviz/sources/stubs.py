@@ -28,6 +28,16 @@ KERNEL_PACKAGES = frozenset({
 #: selective_scan_cuda` / `except ImportError: selective_scan_cuda = None`), so those wrappers run on meta and the
 #: extension's functions are answered by shape rules.
 EXTENSION_MODULES = frozenset({"selective_scan_cuda", "causal_conv1d_cuda"})
+#: A kernel package's queries of the device it runs on (`triton.runtime.driver.active.get_current_target()`,
+#: read at import to pick a backend): they raise as the package does on a machine without a GPU, so the code takes
+#: its CPU path (`except Exception: return "cpu"`) instead of carrying a stub on.
+_NO_DEVICE = ("triton.runtime.driver.",)
+#: How a call of a function of a C++/CUDA extension the model compiles at import is answered where no shape rule
+#: names it: as a kernel that writes into the tensors it is given (`wkv6.forward(B, T, C, H, r, k, v, w, u, y)`).
+EXTENSION_CALL = "torch.utils.cpp_extension.load"
+#: torch's modules that look for a kernel package when first imported and keep what they find
+#: (`torch.utils.flop_counter` binds triton's JITFunction and tests `isinstance` against it ever after).
+_PROBERS = ("torch.utils.flop_counter",)
 # Import names whose pip distribution is named otherwise.
 _PIP_NAMES = {"yaml": "pyyaml", "PIL": "pillow", "cv2": "opencv-python", "sklearn": "scikit-learn",
               "google": "protobuf", "attr": "attrs"}
@@ -131,6 +141,8 @@ class StubFunction:
             return made
         if installable:
             raise self._registry.not_installed(self.__qualname__) from None
+        if self.__qualname__.startswith(_NO_DEVICE):  # asked for the GPU it runs on: none, as on a CPU machine
+            raise RuntimeError(f"{self.__qualname__}: 0 active drivers (archviz builds without a GPU)")
         if self.__qualname__.split(".")[0] in KERNEL_PACKAGES:
             return self._configure(args, kwargs)
         raise StubCalled(self.__qualname__)
@@ -144,6 +156,8 @@ class StubFunction:
         (`triton.Config({"BLOCK": 64}, num_warps=4)`: `.kwargs["BLOCK"]`, `.num_warps`, `.num_stages` 3 by default)."""
         if len(args) == 1 and not kwargs:
             target = args[0]
+            # a kernel wrapped by the model's subclass of a package class (`class Tuner(triton Autotuner)`)
+            target = getattr(target, "__dict__", {}).get("_archviz_wraps") or target
             if isinstance(target, (types.FunctionType, type)):
                 target = self._registry.function(f"{target.__module__}.{target.__qualname__}")
                 target._made_by = self.__qualname__.removesuffix("()")  # `triton.jit`: how a launch is answered
@@ -173,9 +187,15 @@ class StubFunction:
     def __repr__(self) -> str:
         return f"<archviz stub {self.__qualname__}>"
 
-    # Allow use as a base class or in type annotations without failing at import time.
     def __mro_entries__(self, bases: tuple) -> tuple:
-        return (object,)
+        """A base class from a package that is not there (`class Model(pl.LightningModule)`, `class
+        Pipe(PipelineModule, nn.Module)`): nothing beside an nn.Module (the MRO stays whole), else a base that makes
+        the class an nn.Module where its body defines `forward` (`missing_base`)."""
+        import torch
+
+        if any(isinstance(b, type) and (issubclass(b, torch.nn.Module) or type(b) is not type) for b in bases):
+            return ()  # a module already, or a base of its own metaclass (which ours would conflict with)
+        return (missing_base(self.__qualname__, self._registry),)
 
     def __or__(self, other: Any) -> Any:
         return Any
@@ -245,7 +265,8 @@ class StubRegistry:
         self.importing = False  # the model's code is being imported (archviz.sources.importer sets it)
         self.native_notes: list[str] = []  # what its import-time native code was answered with (sources.native)
         self.assembling = False  # a factory runs whose result may hold the model beside other parts (`assembling`)
-        self.assumed: list[tuple[str, Any]] = []  # (qualname, the stub it returned) of each call answered so
+        self.assumed: list[tuple[str, Any]] = []  # (qualname, the stub it returned) of each call answered so (`assembling_job`)
+        self.extensions: set[str] = set()  # C++/CUDA extensions the model's code compiles at import (not compiled)
 
     def module(self, name: str, reason: str) -> StubModule:
         self.modules.setdefault(name, reason)
@@ -256,6 +277,10 @@ class StubRegistry:
         rules; any other says to install it when the model calls into it."""
         top = name.split(".")[0]
         if top in KERNEL_PACKAGES:
+            import importlib
+
+            for prober in _PROBERS:  # imported before the stub exists: they must never keep one
+                importlib.import_module(prober)
             return self.module(name, "a GPU kernel package, not installable here")
         self.installable.add(top)
         return self.module(name, f"not installed (pip install {pip_name(top)})")
@@ -287,6 +312,8 @@ class StubRegistry:
         fn = self.names.get(qualname)
         if fn is None:
             fn = self.names[qualname] = StubFunction(qualname, self)
+            if qualname.split(".")[0] in self.extensions and "." in qualname:  # a function of an extension
+                fn._made_by = EXTENSION_CALL
         return fn
 
     def taken(self) -> tuple[str, ...]:
@@ -295,3 +322,70 @@ class StubRegistry:
         out.update(self.names)
         out.update(self.stood_in)
         return tuple(sorted(out))
+
+
+class MissingBaseAttribute(AttributeError):
+    """A name the model reads from a base class whose package is not installed (`self.save_hyperparameters()` of a
+    LightningModule built as a plain nn.Module): an AttributeError (so `getattr(m, name, default)` still answers
+    its default) whose message says what to install."""
+
+
+class _MissingBaseMeta(type):
+    """The metaclass of a missing package's base class: a subclass whose body defines `forward` (the nn.Module
+    protocol) is made on `torch.nn.Module` instead, noted; any other stays a plain class."""
+
+    def __new__(mcls, name: str, bases: tuple, ns: dict, **kwargs: Any) -> Any:
+        missing = next((b for b in bases if isinstance(b, _MissingBaseMeta) and "_archviz_base_of" in b.__dict__),
+                       None)
+        if missing is None or "forward" not in ns:
+            return super().__new__(mcls, name, bases, ns, **kwargs)
+        qualname, registry = missing._archviz_base_of
+        module_base = _module_base(qualname, registry)
+        made = type(name, tuple(module_base if b is missing else b for b in bases), dict(ns), **kwargs)
+        registry.native_notes.append(f"{name}'s base {qualname} is not installed (pip install "
+                                     f"{pip_name(qualname)}): {name} built on torch.nn.Module, its forward its own")
+        return made
+
+
+def missing_base(qualname: str, registry: "StubRegistry") -> type:
+    """The base class a missing package's `qualname` stands for when a class derives from it alone."""
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # the base's own arguments, whatever they are
+        self.__dict__["_archviz_wraps"] = next((a for a in args if isinstance(a, StubFunction)), None)
+
+    def __getattr__(self: Any, name: str) -> Any:  # what a kernel package's base would hold: its stub
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        top = qualname.split(".")[0]
+        if top not in KERNEL_PACKAGES:  # `getattr(cfg, name, default)` of a plain package's class keeps its default
+            raise MissingBaseAttribute(f"{type(self).__name__} has no {name}: it comes from its base {qualname}, "
+                                       f"and {top} is not installed (pip install {pip_name(top)})")
+        return registry.function(f"{qualname}.{name}")
+
+    def __getitem__(self: Any, key: Any) -> Any:  # a launch grid: the kernel it wraps (an autotuner subclass)
+        return self.__dict__.get("_archviz_wraps") or registry.function(qualname)
+
+    return _MissingBaseMeta(qualname.rsplit(".", 1)[-1], (), {
+        "_archviz_base_of": (qualname, registry), "__module__": qualname.rsplit(".", 1)[0], "__init__": __init__,
+        "__getattr__": __getattr__, "__getitem__": __getitem__})
+
+
+def _module_base(qualname: str, registry: "StubRegistry") -> type:
+    """An nn.Module standing for the missing base `qualname`: its constructor takes any arguments (the base's own
+    are unknown), and a name the model reads from it that nn.Module lacks says what to install."""
+    import torch.nn as nn
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        nn.Module.__init__(self)
+
+    def __getattr__(self: Any, name: str) -> Any:
+        try:
+            return nn.Module.__getattr__(self, name)
+        except AttributeError:
+            if name.startswith("_"):
+                raise
+            top = qualname.split(".")[0]
+            raise MissingBaseAttribute(f"{type(self).__name__} has no {name}: it comes from its base {qualname}, "
+                                       f"and {top} is not installed (pip install {pip_name(top)})") from None
+
+    return type(qualname.rsplit(".", 1)[-1], (nn.Module,), {"__init__": __init__, "__getattr__": __getattr__,
+                                                            "__module__": qualname.rsplit(".", 1)[0]})

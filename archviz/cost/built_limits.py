@@ -1,4 +1,4 @@
-"""The runtime limits a reference model is built with for `cost` (`max_seq_len`, `max_batch_size`: primes no
+"""The runtime limits a reference model (or a factory's model that steps by a positions tensor) is built with for `cost` (`max_seq_len`, `max_batch_size`: primes no
 config int takes, so a cache buffer's dims say which is which), the cache-setup methods it then calls, and what is said
 of them once the decode step shows which cache the KV figures were read from (`CacheSetup`)."""
 
@@ -8,9 +8,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import SourceError
+from ..errors import ArchvizError, UnknownArgument
 from ..sources.options import BuildOptions
-from .kv import MAX_RATIO, set_up_caches
+from .kv import MAX_RATIO, set_up_caches, step_arguments
 
 
 def _config_ints(config: dict[str, Any]) -> set[int]:
@@ -39,14 +39,13 @@ def distinct(lo: int, taken: set[int], ratios: bool = False) -> int:
 
 
 def file_config(path: str | None) -> dict[str, Any]:
-    import json
+    """The config file's keys (JSON or YAML), {} where it cannot be read: the build says what is wrong with it."""
+    from ..sources.options import read_json_config
 
     try:
-        with open(path or "", encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        return read_json_config(path) if path else {}
+    except ArchvizError:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,10 @@ def built_with_limits(source: str, build: BuildOptions, kind: str, lengths: tupl
     if kind != "reference":
         from ..sources.live import on_meta
 
-        return on_meta(build_source(source, build)), None, set(), CacheSetup()  # a live model: a stand-in on meta
+        built = on_meta(build_source(source, build))  # a live model: a stand-in on meta
+        taken = _config_ints(dict(build.overrides))
+        limits, setup = _factory_caches(built, sizes[0], taken)
+        return built, limits, taken, setup
     batch, seq = sizes
     overrides = dict(build.overrides)
     taken = _config_ints({**file_config(build.config), **overrides})
@@ -89,9 +91,7 @@ def built_with_limits(source: str, build: BuildOptions, kind: str, lengths: tupl
     try:
         limited = {**overrides, "max_seq_len": max_seq, "max_batch_size": max_batch}
         built = build_source(source, replace(build, overrides=tuple(limited.items())))
-    except SourceError as e:
-        if "has no field" not in e.message and "has no argument" not in e.message:
-            raise
+    except UnknownArgument:  # it takes no runtime limits: built as asked, its cache-setup methods called
         built = build_source(source, build)
         called = set_up_caches(built.model, max_batch, max_seq)
         if not called:
@@ -106,3 +106,18 @@ def built_with_limits(source: str, build: BuildOptions, kind: str, lengths: tupl
               f"caches{', then ' + '; '.join(called) if called else ''}) so that a decode step at context "
               f"{lengths[0]:,} fits",
         read="KV figures are per token and at the context asked, from those buffers' layout")
+
+
+def _factory_caches(built: Any, batch: int, taken: set[int]) -> tuple[tuple[int, int] | None, CacheSetup]:
+    """A factory's model whose forward takes its positions as a tensor: its caches made by its cache-setup method at
+    limits no width of its config takes, as a reference model's are, so their layout says what they hold; (None,
+    nothing said) for any other (its caches as the factory made them)."""
+    stepping = step_arguments(built.model, batch)
+    if stepping is None or stepping[1] is None:
+        return None, CacheSetup()
+    max_seq = distinct(1 << 20, taken, ratios=True)
+    max_batch = distinct(max(batch, 2), taken | {max_seq})
+    called = set_up_caches(built.model, max_batch, max_seq)
+    return (max_batch, max_seq), CacheSetup(
+        read=f"caches made by {'; '.join(called)}, as a generate loop would before decoding; KV figures are per "
+             "token and at the context asked, from their layout")
