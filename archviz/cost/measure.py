@@ -22,7 +22,7 @@ from ..errors import ArchvizError, ShapeError, option
 from ..sources.options import BuildOptions
 from .flops import FlopCounter, exact_routing, module_paths
 from .kv import attribute_entries, cache_entries, reference_entries, step_arguments, stretch
-from .built_limits import KEPT, built_with_limits, file_config
+from .built_limits import KEPT, built_with_limits, distinct, file_config
 from .activations import ActivationPeak
 from .curve import curve_contexts, decoded_at, max_positions, point
 from .position_limit import model_limit
