@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+import sys
 import types
 from typing import Any, Callable
 
@@ -28,6 +29,7 @@ WHOLE = "__dict__"  # a module that cannot be watched is read whole: every attri
 MISSING = object()
 # a module's own hooks (`register_forward_hook` on one layer's sub-module): they run inside the block's forward
 HOOKS = ("_forward_pre_hooks", "_forward_hooks")
+BUFFERS = "_buffers"  # a block's buffers that hold values (not meta), read by the model's code: their values count
 SHIM = "_archviz_memo"  # marks the forwards the memo installs: not the code's, never part of a path
 
 # A read: (module, attribute name, the value first read)
@@ -58,12 +60,56 @@ class Reads:
         self.followed.append((value, cls))
         self.seen.add(id(value))
 
+    def missed(self, obj: Any, name: str, own: dict) -> None:
+        """`name` is neither held by `obj` nor its class's (`getattr(self, name, None)`, `hasattr`): noted as
+        MISSING, for another block that holds it to take its own path. Parameters and sub-modules (found next by
+        torch) are the block's kind; a buffer is too unless it holds values (not meta): then its values count."""
+        if name in own.get("_parameters", ()) or name in own.get("_modules", ()):
+            return
+        buffers = own.get("_buffers")
+        if buffers is not None and name in buffers:
+            if isinstance(buffers[name], torch.Tensor) and not buffers[name].is_meta:
+                self.reads.append((obj, BUFFERS, MISSING))
+            return
+        self.reads.append((obj, name, MISSING))
+
+    def unheld(self, obj: Any, name: str) -> None:
+        """`name` read from `obj`'s class, not from `obj`: where the class holds it as a plain value (a default that
+        some instances override), noted as MISSING on `obj`, for an instance that holds its own to part."""
+        key = (type(obj), name)
+        default = _CLASS_DEFAULT.get(key)
+        if default is None:
+            default = _CLASS_DEFAULT[key] = _class_default(type(obj), name)
+        if default:
+            self.reads.append((obj, name, MISSING))
+
     def unfollow(self, mark: int) -> None:
         """Objects followed since `mark` back to their own classes."""
         done = self.followed[mark:]
         unwatch(done)
         del self.followed[mark:]
         self.seen.difference_update(id(v) for v, _ in done)
+
+
+_CLASS_DEFAULT: dict[tuple[type, str], bool] = {}
+_NOT_MODELS = ("torch.", "archviz.")
+
+
+def _class_default(cls: type, name: str) -> bool:
+    """Whether `cls` holds `name` as a plain value (not a method, property or other descriptor)."""
+    if name.startswith("__"):
+        return False
+    for c in cls.__mro__:
+        if name in c.__dict__:
+            return not hasattr(type(c.__dict__[name]), "__get__")
+    return False
+
+
+def _models_code(frame: Any) -> bool:
+    """Whether `frame` runs the model's code, not torch's (`nn.Module.__getattr__` reads `self.__dict__`) nor
+    archviz's own."""
+    name = frame.f_globals.get("__name__") or ""
+    return not name.startswith(_NOT_MODELS) and name not in ("torch", "archviz")
 
 
 _NOT_FOLLOWED = (torch.nn.Module, torch.Tensor, type, types.FunctionType, types.MethodType, types.ModuleType,
@@ -95,11 +141,25 @@ def _watcher(cls: type) -> type:
     get, own = cls.__getattribute__, object.__getattribute__
 
     def __getattribute__(self: Any, name: str) -> Any:
-        value = get(self, name)
+        try:
+            value = get(self, name)
+        except AttributeError:
+            log = _LOG[sub]
+            if log.running and name not in _INTERNAL:
+                log.missed(self, name, own(self, "__dict__"))
+            raise
         log = _LOG[sub]
-        if log.running and name not in _INTERNAL and name in own(self, "__dict__"):
-            log.reads.append((self, name, value))
-            log.follow(value)
+        if log.running and name not in _INTERNAL:
+            if name in own(self, "__dict__"):
+                log.reads.append((self, name, value))
+                log.follow(value)
+            elif name == "__dict__":  # `vars(self)`, `self.__dict__[...]` in the model's code: all it holds counts
+                if _models_code(sys._getframe(1)):
+                    log.reads.append((self, WHOLE, MISSING))
+            else:
+                log.unheld(self, name)
+        elif log.running and name == BUFFERS and _models_code(sys._getframe(1)):
+            log.reads.append((self, BUFFERS, MISSING))
         return value
 
     sub = type(cls.__name__, (cls,), {"__getattribute__": __getattribute__, "__module__": cls.__module__,
@@ -128,6 +188,11 @@ def watch(modules: list[Any], log: Reads) -> tuple[list[tuple[Any, type]], list[
     return swapped, whole
 
 
+def own_class(obj: Any) -> type:
+    """The class of `obj` as its code defines it (not the watching subclass the memo may have swapped in)."""
+    return _ORIGINAL.get(type(obj), type(obj))
+
+
 def unwatch(swapped: list[tuple[Any, type]]) -> None:
     for mod, cls in swapped:
         if type(mod) is _WATCHED.get(cls):
@@ -141,6 +206,8 @@ def held(module: Any, name: str) -> Any:
         return MISSING
     if name in HOOKS:  # the hooks themselves (their keys are handles' numbers, new at each registration)
         return tuple((d.get(name) or {}).values())
+    if name == BUFFERS:  # those that hold values: on meta, a buffer's shape is all a forward can read of it
+        return {k: v for k, v in (d.get(BUFFERS) or {}).items() if isinstance(v, torch.Tensor) and not v.is_meta}
     if name == WHOLE:  # less the memo's own forwards and the numbers it tracks (archviz/shapes/layerpaths.py)
         return {k: v for k, v in d.items() if k not in _INTERNAL and not getattr(v, SHIM, False)
                 and not isinstance(v, Tracked)}
@@ -248,4 +315,4 @@ def holds_all(reads: tuple[tuple[str, str, Any], ...], module_at: Callable[[str]
     return True
 
 
-__all__ = ["HOOKS", "MISSING", "WHOLE", "Read", "Reads", "held", "holds_all", "hooked", "same", "uneven", "unwatch", "watch"]
+__all__ = ["BUFFERS", "HOOKS", "MISSING", "WHOLE", "Read", "Reads", "held", "holds_all", "hooked", "own_class", "same", "uneven", "unwatch", "watch"]
