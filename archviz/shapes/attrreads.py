@@ -8,7 +8,15 @@ its kind answers from the memo only where every attribute the run read holds the
 into tuples, lists, dicts, dataclasses and plain objects; functions by code, defaults and closure). Attributes that
 differ but that no forward reads (a note, a rate used only in `__init__`) do not part the blocks. A module whose
 class cannot be swapped is read whole: every attribute it holds must be the same. Where the model's modules have hooks
-of their own, the hooks of every module below a block must be the same functions too."""
+of their own, the hooks of every module below a block must be the same functions too.
+Reads by other routes are noted too: `vars(self)` and `self.__dict__` in the model's code read the instance whole
+(every attribute it holds counts, the layer number included); a name the instance does not hold (`getattr(self,
+f"scale_{i}", None)`, `hasattr`) or holds only as its class's default (`use_extra = False` on the class, True on some
+layers) is noted as MISSING, for a block that holds its own to part. Parameters, buffers and sub-modules, read by
+torch's `__getattr__` or through `self._parameters`, `self._buffers`, `self._modules`, are the block's kind (names,
+shapes, dtypes); their values are meta in the pass (a tensor the build left on the CPU is moved to meta), so nothing
+else of them can lead a forward. State outside the block's modules (module-level lists, dicts keyed by `id(self)`)
+is read from the code: archviz/shapes/codereads.py."""
 
 from __future__ import annotations
 
@@ -29,7 +37,7 @@ WHOLE = "__dict__"  # a module that cannot be watched is read whole: every attri
 MISSING = object()
 # a module's own hooks (`register_forward_hook` on one layer's sub-module): they run inside the block's forward
 HOOKS = ("_forward_pre_hooks", "_forward_hooks")
-BUFFERS = "_buffers"  # a block's buffers that hold values (not meta), read by the model's code: their values count
+_TENSORS_AND_MODULES = ("_parameters", "_buffers", "_modules")
 SHIM = "_archviz_memo"  # marks the forwards the memo installs: not the code's, never part of a path
 
 # A read: (module, attribute name, the value first read)
@@ -62,16 +70,10 @@ class Reads:
 
     def missed(self, obj: Any, name: str, own: dict) -> None:
         """`name` is neither held by `obj` nor its class's (`getattr(self, name, None)`, `hasattr`): noted as
-        MISSING, for another block that holds it to take its own path. Parameters and sub-modules (found next by
-        torch) are the block's kind; a buffer is too unless it holds values (not meta): then its values count."""
-        if name in own.get("_parameters", ()) or name in own.get("_modules", ()):
-            return
-        buffers = own.get("_buffers")
-        if buffers is not None and name in buffers:
-            if isinstance(buffers[name], torch.Tensor) and not buffers[name].is_meta:
-                self.reads.append((obj, BUFFERS, MISSING))
-            return
-        self.reads.append((obj, name, MISSING))
+        MISSING, for another block that holds it to take its own path. Parameters, buffers and sub-modules (found
+        next by torch) are the block's kind."""
+        if not any(name in (own.get(t) or ()) for t in _TENSORS_AND_MODULES):
+            self.reads.append((obj, name, MISSING))
 
     def unheld(self, obj: Any, name: str) -> None:
         """`name` read from `obj`'s class, not from `obj`: where the class holds it as a plain value (a default that
@@ -158,8 +160,6 @@ def _watcher(cls: type) -> type:
                     log.reads.append((self, WHOLE, MISSING))
             else:
                 log.unheld(self, name)
-        elif log.running and name == BUFFERS and _models_code(sys._getframe(1)):
-            log.reads.append((self, BUFFERS, MISSING))
         return value
 
     sub = type(cls.__name__, (cls,), {"__getattribute__": __getattribute__, "__module__": cls.__module__,
@@ -206,8 +206,6 @@ def held(module: Any, name: str) -> Any:
         return MISSING
     if name in HOOKS:  # the hooks themselves (their keys are handles' numbers, new at each registration)
         return tuple((d.get(name) or {}).values())
-    if name == BUFFERS:  # those that hold values: on meta, a buffer's shape is all a forward can read of it
-        return {k: v for k, v in (d.get(BUFFERS) or {}).items() if isinstance(v, torch.Tensor) and not v.is_meta}
     if name == WHOLE:  # less the memo's own forwards and the numbers it tracks (archviz/shapes/layerpaths.py)
         return {k: v for k, v in d.items() if k not in _INTERNAL and not getattr(v, SHIM, False)
                 and not isinstance(v, Tracked)}
@@ -315,4 +313,4 @@ def holds_all(reads: tuple[tuple[str, str, Any], ...], module_at: Callable[[str]
     return True
 
 
-__all__ = ["BUFFERS", "HOOKS", "MISSING", "WHOLE", "Read", "Reads", "held", "holds_all", "hooked", "own_class", "same", "uneven", "unwatch", "watch"]
+__all__ = ["HOOKS", "MISSING", "WHOLE", "Read", "Reads", "held", "holds_all", "hooked", "own_class", "same", "uneven", "unwatch", "watch"]

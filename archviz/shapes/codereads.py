@@ -236,9 +236,9 @@ def _bytecode_reads(fn: types.FunctionType) -> _Found:
                 value = _outer(fn, ins.argval)
                 if ins.argval in _KEYS and value is getattr(builtins, ins.argval):
                     found.opaque = found.opaque or f"{_KEYS[ins.argval]} in {where}"
-                elif isinstance(value, (list, tuple)):
+                elif isinstance(value, tuple):
                     found.indexed.append(value)
-                elif isinstance(value, _MUTABLE):
+                elif isinstance(value, _MUTABLE):  # a list included: what the code does with it is not seen
                     found.opaque = found.opaque or f"`{ins.argval}` read in {where}"
                 elif isinstance(value, types.FunctionType):
                     found.functions.append(value)

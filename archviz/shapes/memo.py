@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 
 from ..records import CallSite, ModelRecord, ModuleRecord
-from .attrreads import BUFFERS, HOOKS, SHIM, WHOLE, Reads, held, holds_all, hooked, own_class, uneven, unwatch, watch
+from .attrreads import HOOKS, SHIM, WHOLE, Reads, held, holds_all, hooked, own_class, uneven, unwatch, watch
 from .cachememo import CacheMemo
 from .codereads import CodeReads, code_reads
 from .layerpaths import Decision, Log, Tracked, holds, is_number, plain, track, used
@@ -339,7 +339,7 @@ class BlockMemo:
             if rel is None or isinstance(value, Tracked) or getattr(value, SHIM, False):
                 continue
             if (rel, name) not in out:
-                out[(rel, name)] = held(mod, name) if name in (WHOLE, BUFFERS) else value
+                out[(rel, name)] = held(mod, WHOLE) if name == WHOLE else value
         for mod in hooks_of:
             rel = where[id(mod)]
             if rel:
