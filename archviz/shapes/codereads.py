@@ -72,27 +72,27 @@ def _package(module_name: str | None) -> str:
     return (module_name or "").partition(".")[0]
 
 
-def _models(fn: Any, package: str) -> bool:
-    """Whether `fn` is the model's code: a Python function of the class's own package, or of a file that is not an
-    installed package (a model file and the files beside it)."""
+def _models(fn: Any, module: str) -> bool:
+    """Whether `fn` is the model's code: a Python function of the class's own module, or of a file that is not an
+    installed package (a model file and the files beside it); a library's helpers keep no per-layer state."""
     if not isinstance(fn, types.FunctionType):
         return False
-    top = _package(getattr(fn, "__module__", None))
+    name = getattr(fn, "__module__", None) or ""
+    top = _package(name)
     if top in _NOT_MODELS or top in sys.stdlib_module_names:
         return False
-    return top == package or not any(d in fn.__code__.co_filename for d in ("site-packages", "dist-packages"))
+    return name == module or not any(d in fn.__code__.co_filename for d in ("site-packages", "dist-packages"))
 
 
 def _class_reads(cls: type) -> CodeReads:
     """Start at the forwards (and `__call__`s) the class defines, follow the methods called on `self` and the
-    functions of its package called by name."""
-    package = _package(cls.__module__)
+    model's functions called by name (`_models`)."""
     queue = [fn for c in cls.__mro__ for name in ("forward", "__call__") if (fn := _function(c.__dict__.get(name)))]
     seen: set[Any] = set()
     opaque, indexed = None, {}
     while queue:
         fn = queue.pop()
-        if fn in seen or not _models(fn, package):
+        if fn in seen or not _models(fn, cls.__module__):
             continue
         seen.add(fn)
         found = _BY_FUNCTION.get(fn)
@@ -135,8 +135,8 @@ def _where(fn: types.FunctionType, line: int) -> str:
 
 
 def _function_reads(fn: types.FunctionType) -> _Found:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    try:  # the function's own code (`getsource(fn)` would give the function a decorator wraps)
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn.__code__)))
     except (OSError, TypeError, SyntaxError, IndentationError):
         return _bytecode_reads(fn)
     node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))),
@@ -146,19 +146,27 @@ def _function_reads(fn: types.FunctionType) -> _Found:
     return _Reader(fn, node).found
 
 
+def _body(node: ast.AST) -> list[ast.AST]:
+    """The nodes a call of the function runs: its body, not its decorators, annotations or defaults."""
+    body = node.body if isinstance(node.body, list) else [node.body]
+    return [n for b in body for n in ast.walk(b)]
+
+
 class _Reader:
     """One function's source read for state outside its modules (see the module's docstring)."""
 
     def __init__(self, fn: types.FunctionType, node: ast.AST):
         self.fn, self.found = fn, _Found()
         self.first = fn.__code__.co_firstlineno - 1  # the source read starts at the function's first line
-        self.locals = {n.arg for n in ast.walk(node) if isinstance(n, ast.arg)}
-        self.locals.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
-        self.locals.update(n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                               ast.ClassDef)) and n is not node)
-        self.locals.update((a.asname or a.name).partition(".")[0] for n in ast.walk(node)
+        nodes = _body(node)
+        self.locals = {n.arg for n in ast.walk(node.args) if isinstance(n, ast.arg)}
+        self.locals.update(n.arg for n in nodes if isinstance(n, ast.arg))
+        self.locals.update(n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
+        self.locals.update(n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                   ast.ClassDef)))
+        self.locals.update((a.asname or a.name).partition(".")[0] for n in nodes
                            if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names)
-        for n in ast.walk(node):
+        for n in nodes:
             self._visit(n)
 
     def _opaque(self, what: str, node: ast.AST) -> None:
