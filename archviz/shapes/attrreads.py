@@ -37,7 +37,16 @@ WHOLE = "__dict__"  # a module that cannot be watched is read whole: every attri
 MISSING = object()
 # a module's own hooks (`register_forward_hook` on one layer's sub-module): they run inside the block's forward
 HOOKS = ("_forward_pre_hooks", "_forward_hooks")
-_TENSORS_AND_MODULES = ("_parameters", "_buffers", "_modules")
+def _held(own: dict, name: str) -> Any:
+    """What torch's `Module.__getattr__` finds: the parameter, buffer or sub-module `name` (they are the block's
+    kind: names, shapes, dtypes), or MISSING."""
+    for table in ("_parameters", "_buffers", "_modules"):
+        held = own.get(table)
+        if held is not None and name in held:
+            return held[name]
+    return MISSING
+
+
 SHIM = "_archviz_memo"  # marks the forwards the memo installs: not the code's, never part of a path
 
 # A read: (module, attribute name, the value first read)
@@ -68,12 +77,11 @@ class Reads:
         self.followed.append((value, cls))
         self.seen.add(id(value))
 
-    def missed(self, obj: Any, name: str, own: dict) -> None:
-        """`name` is neither held by `obj` nor its class's (`getattr(self, name, None)`, `hasattr`): noted as
-        MISSING, for another block that holds it to take its own path. Parameters, buffers and sub-modules (found
-        next by torch) are the block's kind."""
-        if not any(name in (own.get(t) or ()) for t in _TENSORS_AND_MODULES):
-            self.reads.append((obj, name, MISSING))
+    def missed(self, obj: Any, name: str) -> None:
+        """`name` is held by neither `obj`, nor its class, nor (a module) as a parameter, buffer or sub-module
+        (`getattr(self, name, None)`, `hasattr`): noted as MISSING, for another block that holds it to take its own
+        path."""
+        self.reads.append((obj, name, MISSING))
 
     def unheld(self, obj: Any, name: str) -> None:
         """`name` read from `obj`'s class, not from `obj`: where the class holds it as a plain value (a default that
@@ -98,12 +106,13 @@ _NOT_MODELS = ("torch.", "archviz.")
 
 
 def _class_default(cls: type, name: str) -> bool:
-    """Whether `cls` holds `name` as a plain value (not a method, property or other descriptor)."""
+    """Whether `cls` holds `name` as a plain value (not a method, property or other descriptor), torch's own
+    defaults (`_compiled_call_impl`) aside."""
     if name.startswith("__"):
         return False
     for c in cls.__mro__:
         if name in c.__dict__:
-            return not hasattr(type(c.__dict__[name]), "__get__")
+            return not hasattr(type(c.__dict__[name]), "__get__") and not c.__module__.startswith("torch.")
     return False
 
 
@@ -136,19 +145,21 @@ _LOG: dict[type, Reads] = {}  # the log each watching class notes into (the memo
 
 
 def _watcher(cls: type) -> type:
-    """`cls` with a `__getattribute__` that notes reads of the instance's own attributes into its `_LOG`."""
+    """`cls` with a `__getattribute__` that notes reads of the instance's own attributes into its `_LOG` (and, for
+    a module, torch's `__getattr__` as `_held` answers it, which notes a name found nowhere)."""
     sub = _WATCHED.get(cls)
     if sub is not None:
         return sub
     get, own = cls.__getattribute__, object.__getattribute__
+    torchs = getattr(cls, "__getattr__", None) is torch.nn.Module.__getattr__
 
     def __getattribute__(self: Any, name: str) -> Any:
         try:
             value = get(self, name)
         except AttributeError:
             log = _LOG[sub]
-            if log.running and name not in _INTERNAL:
-                log.missed(self, name, own(self, "__dict__"))
+            if log.running and not torchs and name not in _INTERNAL:
+                log.missed(self, name)  # (a `__getattr__` of the code's own may answer it: not seen)
             raise
         log = _LOG[sub]
         if log.running and name not in _INTERNAL:
@@ -162,8 +173,20 @@ def _watcher(cls: type) -> type:
                 log.unheld(self, name)
         return value
 
-    sub = type(cls.__name__, (cls,), {"__getattribute__": __getattribute__, "__module__": cls.__module__,
-                                      "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
+    def __getattr__(self: Any, name: str) -> Any:
+        value = _held(own(self, "__dict__"), name)
+        if value is MISSING:
+            log = _LOG[sub]
+            if log.running and name not in _INTERNAL:
+                log.missed(self, name)
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        return value
+
+    namespace = {"__getattribute__": __getattribute__, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                 "__doc__": cls.__doc__}
+    if torchs:
+        namespace["__getattr__"] = __getattr__
+    sub = type(cls.__name__, (cls,), namespace)
     _WATCHED[cls] = sub
     _ORIGINAL[sub] = cls
     return sub
