@@ -42,12 +42,16 @@ class CodeReads:
     """What the code of a block's classes reads outside its modules (see the module's docstring)."""
     opaque: str | None = None  # why the block is run every time ("id() in Block._extra, model.py:52"), or None
     indexed: tuple[Any, ...] = ()  # module-level and closure lists/tuples the code subscripts
+    # module-level objects of the model's own classes whose attributes the code reads or sets (a slot one layer
+    # hands the next: `shared.kv = self.kv_cache`): keyed by what they hold, and what a run set replayed
+    state: tuple[Any, ...] = ()
 
 
 @dataclasses.dataclass
 class _Found:
     opaque: str | None = None
     indexed: list[Any] = dataclasses.field(default_factory=list)
+    state: list[Any] = dataclasses.field(default_factory=list)
     methods: set[str] = dataclasses.field(default_factory=set)  # names called on `self`
     functions: list[Any] = dataclasses.field(default_factory=list)  # outer functions called
 
@@ -58,14 +62,17 @@ _BY_FUNCTION: dict[Any, _Found] = {}
 
 def code_reads(classes: Iterable[type]) -> CodeReads:
     """The reads of the code of `classes` (a block's modules' classes), combined."""
-    opaque, indexed = None, {}
-    for cls in dict.fromkeys(classes):
-        found = _BY_CLASS.get(cls)
-        if found is None:
-            found = _BY_CLASS[cls] = _class_reads(cls)
+    return _combined(_BY_CLASS[cls] if cls in _BY_CLASS else _BY_CLASS.setdefault(cls, _class_reads(cls))
+                     for cls in dict.fromkeys(classes))
+
+
+def _combined(parts: Iterable[Any]) -> CodeReads:
+    opaque, indexed, state = None, {}, {}
+    for found in parts:
         opaque = opaque or found.opaque
         indexed.update((id(v), v) for v in found.indexed)
-    return CodeReads(opaque, tuple(indexed.values()))
+        state.update((id(v), v) for v in found.state)
+    return CodeReads(opaque, tuple(indexed.values()), tuple(state.values()))
 
 
 def _package(module_name: str | None) -> str:
@@ -89,7 +96,7 @@ def _class_reads(cls: type) -> CodeReads:
     model's functions called by name (`_models`)."""
     queue = [fn for c in cls.__mro__ for name in ("forward", "__call__") if (fn := _function(c.__dict__.get(name)))]
     seen: set[Any] = set()
-    opaque, indexed = None, {}
+    parts = []
     while queue:
         fn = queue.pop()
         if fn in seen or not _models(fn, cls.__module__):
@@ -98,14 +105,18 @@ def _class_reads(cls: type) -> CodeReads:
         found = _BY_FUNCTION.get(fn)
         if found is None:
             found = _BY_FUNCTION[fn] = _function_reads(fn)
-        opaque = opaque or found.opaque
-        indexed.update((id(v), v) for v in found.indexed)
+        parts.append(found)
         queue.extend(found.functions)
         queue.extend(f for name in found.methods for c in cls.__mro__ if (f := _function(c.__dict__.get(name))))
         wrapped = getattr(fn, "__wrapped__", None)
         if wrapped is not None:
             queue.append(_function(wrapped))
-    return CodeReads(opaque, tuple(indexed.values()))
+    return _combined(parts)
+
+
+def _init_of(cls: type) -> Any:
+    """A function of `cls`'s own (where its code lives), or None."""
+    return next((f for f in vars(cls).values() if isinstance(f, types.FunctionType)), None)
 
 
 def _function(obj: Any) -> Any:
@@ -197,13 +208,26 @@ class _Reader:
         return not isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, functools.partial)) and \
             hasattr(value, "__dict__")
 
+    def _slot(self, expr: ast.AST) -> bool:
+        """Whether `expr` names a module-level object of a class of the model's own code (not a container)."""
+        if not isinstance(expr, ast.Name):
+            return False
+        value = self._value(expr)
+        cls = type(value)
+        if value is _MISSING or isinstance(value, (type, types.ModuleType, types.FunctionType, *_MUTABLE)) or \
+                not isinstance(getattr(value, "__dict__", None), dict):
+            return False
+        return cls.__module__ == self.fn.__module__ or _models(_init_of(cls), self.fn.__module__)
+
     def _visit(self, n: ast.AST) -> None:
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             self._opaque(f"`{'global' if isinstance(n, ast.Global) else 'nonlocal'} {', '.join(n.names)}`", n)
         elif isinstance(n, ast.Call):
             self._call(n)
+        elif isinstance(n, ast.Attribute) and self._slot(n.value):
+            self.found.state.append(self._value(n.value))  # `shared.kv = ...`, `shared.kv[:n]`: keyed, replayed
         elif isinstance(n, (ast.Subscript, ast.Attribute)) and not isinstance(n.ctx, ast.Load):
-            if self._state(n.value, True):  # `STATE[k] = v`, `CACHE.last = x`, `del TABLE[k]`
+            if self._state(n.value, True):  # `STATE[k] = v`, `pkg.FLAG = 1`, `del TABLE[k]`
                 self._opaque(f"`{ast.unparse(n)}` written", n)
         elif isinstance(n, ast.Subscript):
             value = self._value(n.value)

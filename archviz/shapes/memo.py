@@ -12,7 +12,8 @@ from typing import Any, Callable
 import torch
 
 from ..records import CallSite, ModelRecord, ModuleRecord
-from .attrreads import HOOKS, SHIM, WHOLE, Reads, held, holds_all, hooked, own_class, uneven, unwatch, watch
+from .attrreads import (HOOKS, SHIM, WHOLE, Reads, held, holds_all, hooked, own_class, same, uneven, unwatch,
+                        watch)
 from .cachememo import CacheMemo
 from .codereads import CodeReads, code_reads
 from .layerpaths import Decision, Log, Tracked, holds, is_number, plain, track, used
@@ -140,6 +141,11 @@ def unnumbered(module: Any, args: tuple, kwargs: dict | None = None) -> tuple[tu
     return args, kwargs
 
 
+def _slots(objects: tuple[Any, ...]) -> tuple[dict, ...]:
+    """What module-level objects a block's code reads or sets hold (codereads.CodeReads.state), as copies."""
+    return tuple(dict(object.__getattribute__(o, "__dict__")) for o in objects)
+
+
 class BlockMemo:
     """Repeated blocks (decoder layers, MoE blocks, routed experts) are taken as pure functions of their inputs'
     shapes and what the pass knows they hold (a mask's layout, a range of ids): once one has run for given inputs,
@@ -156,8 +162,8 @@ class BlockMemo:
         """`like`: a memo of the same record (the first pass's), whose blocks' kinds this one takes as they are."""
         self.tracer = tracer
         # memo key -> [(the decisions the block's forward made from its layer numbers, the attributes it read,
-        # (path, output, cache))]
-        self.memo: dict[tuple, list[tuple[tuple[Decision, ...], tuple[Attr, ...], tuple[str, Any, Any]]]] = {}
+        # (path, output, cache, (module-level slots its code reads before the run, after it)))]
+        self.memo: dict[tuple, list[tuple[tuple[Decision, ...], tuple[Attr, ...], tuple[str, Any, Any, Any]]]] = {}
         self.log = Log()
         self.reads = Reads()
         self._numbered: dict[int, tuple[tuple[str, str], ...]] = {}
@@ -207,9 +213,11 @@ class BlockMemo:
                 key = (self.kind[path], memo_key(bare), kw, self._contents((bare, bare_kw)))
             except Uncacheable:
                 return forward(*args, **kwargs)
+            slots = _slots(code.state)  # module-level slots the code reads: what they hold now
             for decisions, attrs, hit in self.memo.get(key, ()):
                 if (not decisions or holds(decisions, lambda slot: self._number(path, slot, args, kwargs))) and \
-                        (not attrs or holds_all(attrs, lambda rel: self.by_path.get(path + rel))):
+                        (not attrs or holds_all(attrs, lambda rel: self.by_path.get(path + rel))) and \
+                        (not slots or same(hit[3][0], slots)):
                     if self.log.running:  # the block around this one decided what this one's did
                         self.log.decisions.extend(((path + s[1], s[2]), o, t, a) for s, o, t, a in decisions
                                                   if s[0] == "attr")
@@ -218,6 +226,8 @@ class BlockMemo:
                                                 for rel, name, value in attrs)
                     if cache is not None:
                         caches.apply(cache, hit[2])
+                    for obj, held_after in zip(code.state, hit[3][1] if slots else ()):
+                        object.__getattribute__(obj, "__dict__").update(held_after)  # what the run set in them
                     self._copy(hit[0], path)
                     self.hits += 1
                     return rebuild_output(hit[1])
@@ -226,7 +236,8 @@ class BlockMemo:
             spec = output_spec(out)
             after = caches.effect(cache, before) if cache is not None else None
             if spec is not None and (cache is None or after is not None):
-                self.memo.setdefault(key, []).append((decisions, attrs, (path, spec, after)))
+                self.memo.setdefault(key, []).append((decisions, attrs, (path, spec, after,
+                                                                          (slots, _slots(code.state)))))
             return out
 
         setattr(memoized, SHIM, True)

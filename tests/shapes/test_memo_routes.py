@@ -1,6 +1,7 @@
 """The block memo sees per-layer reads by every route (issue 42, item 8): `vars(self)[...]`, `self.__dict__[...]`,
 `getattr(self, f"scale_{i}", None)` of an attribute only some layers hold, a class default some layers override, a
-module-level list indexed by `self.layer_id`, a module-level dict keyed by `id(self)`. In the fixture the layers of
+module-level list indexed by `self.layer_id`, a module-level dict keyed by `id(self)`, a module-level object each
+layer reads and sets for the next. In the fixture the layers of
 `extra_layers` do one more product (dim × dim per token, twice on the getattr route where the scale is applied
 that way), layer 0 never: answered from layer 0 they would be counted low. Expected FLOPs by formula from the
 fixture's config, and a FlopCounterMode run of the same fixture on the CPU."""
@@ -18,13 +19,14 @@ from helpers import TESTS
 FOLDER = TESTS / "fixtures" / "layerroutes"
 CFG = json.loads((FOLDER / "config.json").read_text())
 T = 16
-ROUTES = ("vars", "dict", "getattr", "classattr", "global", "id")
+ROUTES = ("vars", "dict", "getattr", "classattr", "global", "id", "turns")
 
 
-def _formula() -> int:
+def _formula(route: str = "vars") -> int:
     """2 FLOPs per multiply-add: up and down on every layer, `extra` on the extra layers, the head."""
     d, h, V, n, extra = (CFG[k] for k in ("dim", "hidden", "vocab_size", "n_layers", "extra_layers"))
-    return n * 2 * T * 2 * d * h + len(extra) * 2 * T * d * d + 2 * T * d * V
+    n_extra = n // 2 if route == "turns" else len(extra)  # turns: the odd layers
+    return n * 2 * T * 2 * d * h + n_extra * 2 * T * d * d + 2 * T * d * V
 
 
 def _flops(route: str) -> tuple[int, int, list[str]]:
@@ -42,11 +44,13 @@ def _flops(route: str) -> tuple[int, int, list[str]]:
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_memo_equals_every_block_and_the_formula(route):
-    memoised, every, _ = _flops(route)
-    assert memoised == every == _formula()
+    memoised, every, notes = _flops(route)
+    assert memoised == every == _formula(route)
+    if route == "turns":  # layers 2.. answered from 0 and 1, the slot set as each would have set it
+        assert f"{CFG['n_layers'] - 2} calls of repeated blocks" in " ".join(notes), notes
 
 
-@pytest.mark.parametrize("route", ["getattr", "global"])
+@pytest.mark.parametrize("route", ["getattr", "global", "turns"])
 def test_flops_as_a_cpu_run_counts_them(route):
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -54,7 +58,7 @@ def test_flops_as_a_cpu_run_counts_them(route):
     model = mod.Transformer(mod.ModelArgs(**{**CFG, "route": route}))
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(torch.zeros(1, T, dtype=torch.long))
-    assert counter.get_total_flops() == _formula()
+    assert counter.get_total_flops() == _formula(route)
 
 
 def test_a_block_keyed_by_id_is_run_every_time_and_says_why():
