@@ -3,15 +3,19 @@
 `self.__dict__`, a class default, a buffer's values -- are watched as the forward runs (archviz/shapes/attrreads.py);
 state outside them is not: a module-level or closure value. That state is read from the code itself (its source, or
 its bytecode where no source is found): the forwards of the block's classes, the methods they call on `self` and
-the functions of the model's own package they call, transitively. Two kinds of read part the blocks:
+the model's functions they call (of the class's module, or of files not installed), transitively. Three kinds of
+read part the blocks:
 - `indexed`: a module-level list or tuple the code subscripts (`WINDOWS[self.layer_id]`): C code reads the index, so
   the memo takes each layer number the forward read as decided by its value (as for a list the block holds);
+- `state`: a module-level object of the model's own class whose attributes the code reads or sets (`shared.kv =
+  self.kv_cache`, a slot one layer hands the next): the memo keys a block by what such objects hold when it is
+  called, and a block answered from another sets in them what the other's run set;
 - `opaque`: a read whose key no watch can see and which may differ per layer or per call -- `id(...)` or `hash(...)`
-  (a dict keyed by `id(self)`), `globals()`, state the code writes (`global`/`nonlocal`, an item stored into or a
-  mutating method called on a module-level container or object). A block whose code does this is run every time,
-  never answered from another (the pass notes which and why).
-Functions of torch, of archviz and of packages other than the class's own are not read: their state is not the
-model's."""
+  (a dict keyed by `id(self)`), `globals()`, other state the code writes (`global`/`nonlocal`, an item stored into
+  or a mutating method called on a module-level container, a module's attribute set). A block whose code does this
+  is run every time, never answered from another (the pass notes which and why).
+Functions of torch, of archviz and of installed packages other than the class's own module are not read: their
+state is not the model's."""
 
 from __future__ import annotations
 
