@@ -8,13 +8,22 @@ its kind answers from the memo only where every attribute the run read holds the
 into tuples, lists, dicts, dataclasses and plain objects; functions by code, defaults and closure). Attributes that
 differ but that no forward reads (a note, a rate used only in `__init__`) do not part the blocks. A module whose
 class cannot be swapped is read whole: every attribute it holds must be the same. Where the model's modules have hooks
-of their own, the hooks of every module below a block must be the same functions too."""
+of their own, the hooks of every module below a block must be the same functions too.
+Reads by other routes are noted too: `vars(self)` and `self.__dict__` in the model's code read the instance whole
+(every attribute it holds counts, the layer number included); a name the instance does not hold (`getattr(self,
+f"scale_{i}", None)`, `hasattr`) or holds only as its class's default (`use_extra = False` on the class, True on some
+layers) is noted as MISSING, for a block that holds its own to part. Parameters, buffers and sub-modules, read by
+torch's `__getattr__` or through `self._parameters`, `self._buffers`, `self._modules`, are the block's kind (names,
+shapes, dtypes); their values are meta in the pass (a tensor the build left on the CPU is moved to meta), so nothing
+else of them can lead a forward. State outside the block's modules (module-level lists, dicts keyed by `id(self)`)
+is read from the code: archviz/shapes/codereads.py."""
 
 from __future__ import annotations
 
 import enum
 import functools
 import math
+import sys
 import types
 from typing import Any, Callable
 
@@ -28,6 +37,16 @@ WHOLE = "__dict__"  # a module that cannot be watched is read whole: every attri
 MISSING = object()
 # a module's own hooks (`register_forward_hook` on one layer's sub-module): they run inside the block's forward
 HOOKS = ("_forward_pre_hooks", "_forward_hooks")
+def _held(own: dict, name: str) -> Any:
+    """What torch's `Module.__getattr__` finds: the parameter, buffer or sub-module `name` (they are the block's
+    kind: names, shapes, dtypes), or MISSING."""
+    for table in ("_parameters", "_buffers", "_modules"):
+        held = own.get(table)
+        if held is not None and name in held:
+            return held[name]
+    return MISSING
+
+
 SHIM = "_archviz_memo"  # marks the forwards the memo installs: not the code's, never part of a path
 
 # A read: (module, attribute name, the value first read)
@@ -58,12 +77,50 @@ class Reads:
         self.followed.append((value, cls))
         self.seen.add(id(value))
 
+    def missed(self, obj: Any, name: str) -> None:
+        """`name` is held by neither `obj`, nor its class, nor (a module) as a parameter, buffer or sub-module
+        (`getattr(self, name, None)`, `hasattr`): noted as MISSING, for another block that holds it to take its own
+        path."""
+        self.reads.append((obj, name, MISSING))
+
+    def unheld(self, obj: Any, name: str) -> None:
+        """`name` read from `obj`'s class, not from `obj`: where the class holds it as a plain value (a default that
+        some instances override), noted as MISSING on `obj`, for an instance that holds its own to part."""
+        key = (type(obj), name)
+        default = _CLASS_DEFAULT.get(key)
+        if default is None:
+            default = _CLASS_DEFAULT[key] = _class_default(type(obj), name)
+        if default:
+            self.reads.append((obj, name, MISSING))
+
     def unfollow(self, mark: int) -> None:
         """Objects followed since `mark` back to their own classes."""
         done = self.followed[mark:]
         unwatch(done)
         del self.followed[mark:]
         self.seen.difference_update(id(v) for v, _ in done)
+
+
+_CLASS_DEFAULT: dict[tuple[type, str], bool] = {}
+_NOT_MODELS = ("torch.", "archviz.")
+
+
+def _class_default(cls: type, name: str) -> bool:
+    """Whether `cls` holds `name` as a plain value (not a method, property or other descriptor), torch's own
+    defaults (`_compiled_call_impl`) aside."""
+    if name.startswith("__"):
+        return False
+    for c in cls.__mro__:
+        if name in c.__dict__:
+            return not hasattr(type(c.__dict__[name]), "__get__") and not c.__module__.startswith("torch.")
+    return False
+
+
+def _models_code(frame: Any) -> bool:
+    """Whether `frame` runs the model's code, not torch's (`nn.Module.__getattr__` reads `self.__dict__`) nor
+    archviz's own."""
+    name = frame.f_globals.get("__name__") or ""
+    return not name.startswith(_NOT_MODELS) and name not in ("torch", "archviz")
 
 
 _NOT_FOLLOWED = (torch.nn.Module, torch.Tensor, type, types.FunctionType, types.MethodType, types.ModuleType,
@@ -88,22 +145,48 @@ _LOG: dict[type, Reads] = {}  # the log each watching class notes into (the memo
 
 
 def _watcher(cls: type) -> type:
-    """`cls` with a `__getattribute__` that notes reads of the instance's own attributes into its `_LOG`."""
+    """`cls` with a `__getattribute__` that notes reads of the instance's own attributes into its `_LOG` (and, for
+    a module, torch's `__getattr__` as `_held` answers it, which notes a name found nowhere)."""
     sub = _WATCHED.get(cls)
     if sub is not None:
         return sub
     get, own = cls.__getattribute__, object.__getattribute__
+    torchs = getattr(cls, "__getattr__", None) is torch.nn.Module.__getattr__
 
     def __getattribute__(self: Any, name: str) -> Any:
-        value = get(self, name)
+        try:
+            value = get(self, name)
+        except AttributeError:
+            log = _LOG[sub]
+            if log.running and not torchs and name not in _INTERNAL:
+                log.missed(self, name)  # (a `__getattr__` of the code's own may answer it: not seen)
+            raise
         log = _LOG[sub]
-        if log.running and name not in _INTERNAL and name in own(self, "__dict__"):
-            log.reads.append((self, name, value))
-            log.follow(value)
+        if log.running and name not in _INTERNAL:
+            if name in own(self, "__dict__"):
+                log.reads.append((self, name, value))
+                log.follow(value)
+            elif name == "__dict__":  # `vars(self)`, `self.__dict__[...]` in the model's code: all it holds counts
+                if _models_code(sys._getframe(1)):
+                    log.reads.append((self, WHOLE, MISSING))
+            else:
+                log.unheld(self, name)
         return value
 
-    sub = type(cls.__name__, (cls,), {"__getattribute__": __getattribute__, "__module__": cls.__module__,
-                                      "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
+    def __getattr__(self: Any, name: str) -> Any:
+        value = _held(own(self, "__dict__"), name)
+        if value is MISSING:
+            log = _LOG[sub]
+            if log.running and name not in _INTERNAL:
+                log.missed(self, name)
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        return value
+
+    namespace = {"__getattribute__": __getattribute__, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                 "__doc__": cls.__doc__}
+    if torchs:
+        namespace["__getattr__"] = __getattr__
+    sub = type(cls.__name__, (cls,), namespace)
     _WATCHED[cls] = sub
     _ORIGINAL[sub] = cls
     return sub
@@ -126,6 +209,11 @@ def watch(modules: list[Any], log: Reads) -> tuple[list[tuple[Any, type]], list[
             continue
         swapped.append((mod, cls))
     return swapped, whole
+
+
+def own_class(obj: Any) -> type:
+    """The class of `obj` as its code defines it (not the watching subclass the memo may have swapped in)."""
+    return _ORIGINAL.get(type(obj), type(obj))
 
 
 def unwatch(swapped: list[tuple[Any, type]]) -> None:
@@ -248,4 +336,4 @@ def holds_all(reads: tuple[tuple[str, str, Any], ...], module_at: Callable[[str]
     return True
 
 
-__all__ = ["HOOKS", "MISSING", "WHOLE", "Read", "Reads", "held", "holds_all", "hooked", "same", "uneven", "unwatch", "watch"]
+__all__ = ["HOOKS", "MISSING", "WHOLE", "Read", "Reads", "held", "holds_all", "hooked", "own_class", "same", "uneven", "unwatch", "watch"]

@@ -12,8 +12,10 @@ from typing import Any, Callable
 import torch
 
 from ..records import CallSite, ModelRecord, ModuleRecord
-from .attrreads import HOOKS, SHIM, WHOLE, Reads, held, holds_all, hooked, uneven, unwatch, watch
+from .attrreads import (HOOKS, SHIM, WHOLE, Reads, held, holds_all, hooked, own_class, same, uneven, unwatch,
+                        watch)
 from .cachememo import CacheMemo
+from .codereads import CodeReads, code_reads
 from .layerpaths import Decision, Log, Tracked, holds, is_number, plain, track, used
 from .policy import Uncacheable, memo_key, output_spec, rebuild_output
 from .tracer import MAX_CALLS, Tracer
@@ -139,6 +141,11 @@ def unnumbered(module: Any, args: tuple, kwargs: dict | None = None) -> tuple[tu
     return args, kwargs
 
 
+def _slots(objects: tuple[Any, ...]) -> tuple[dict, ...]:
+    """What module-level objects a block's code reads or sets hold (codereads.CodeReads.state), as copies."""
+    return tuple(dict(object.__getattribute__(o, "__dict__")) for o in objects)
+
+
 class BlockMemo:
     """Repeated blocks (decoder layers, MoE blocks, routed experts) are taken as pure functions of their inputs'
     shapes and what the pass knows they hold (a mask's layout, a range of ids): once one has run for given inputs,
@@ -155,13 +162,15 @@ class BlockMemo:
         """`like`: a memo of the same record (the first pass's), whose blocks' kinds this one takes as they are."""
         self.tracer = tracer
         # memo key -> [(the decisions the block's forward made from its layer numbers, the attributes it read,
-        # (path, output, cache))]
-        self.memo: dict[tuple, list[tuple[tuple[Decision, ...], tuple[Attr, ...], tuple[str, Any, Any]]]] = {}
+        # (path, output, cache, (module-level slots its code reads before the run, after it)))]
+        self.memo: dict[tuple, list[tuple[tuple[Decision, ...], tuple[Attr, ...], tuple[str, Any, Any, Any]]]] = {}
         self.log = Log()
         self.reads = Reads()
         self._numbered: dict[int, tuple[tuple[str, str], ...]] = {}
         self.installed: list[Any] = []
         self.hits = 0
+        self._code: dict[int, CodeReads] = {}  # kind -> what its code reads outside its modules (codereads.py)
+        self.unkeyed: dict[str, str] = {}  # blocks run every time, their code reading what no key holds: why
         self.record = record
         if like is not None:
             self.position, self._rels, self.kind = like.position, like._rels, like.kind
@@ -191,6 +200,10 @@ class BlockMemo:
 
     def _shim(self, path: str, forward: Callable[..., Any], caches: CacheMemo) -> Callable[..., Any]:
         def memoized(*args: Any, **kwargs: Any) -> Any:
+            code = self._code_reads(path)
+            if code.opaque:
+                self.unkeyed[path] = code.opaque
+                return forward(*args, **kwargs)
             try:
                 bare, bare_kw = unnumbered(caches.module, args, kwargs)
                 # a number the block around passes on (tracked) in another argument is keyed by its value: a use
@@ -200,9 +213,11 @@ class BlockMemo:
                 key = (self.kind[path], memo_key(bare), kw, self._contents((bare, bare_kw)))
             except Uncacheable:
                 return forward(*args, **kwargs)
+            slots = _slots(code.state)  # module-level slots the code reads: what they hold now
             for decisions, attrs, hit in self.memo.get(key, ()):
                 if (not decisions or holds(decisions, lambda slot: self._number(path, slot, args, kwargs))) and \
-                        (not attrs or holds_all(attrs, lambda rel: self.by_path.get(path + rel))):
+                        (not attrs or holds_all(attrs, lambda rel: self.by_path.get(path + rel))) and \
+                        (not slots or same(hit[3][0], slots)):
                     if self.log.running:  # the block around this one decided what this one's did
                         self.log.decisions.extend(((path + s[1], s[2]), o, t, a) for s, o, t, a in decisions
                                                   if s[0] == "attr")
@@ -211,15 +226,18 @@ class BlockMemo:
                                                 for rel, name, value in attrs)
                     if cache is not None:
                         caches.apply(cache, hit[2])
+                    for obj, held_after in zip(code.state, hit[3][1] if slots else ()):
+                        object.__getattribute__(obj, "__dict__").update(held_after)  # what the run set in them
                     self._copy(hit[0], path)
                     self.hits += 1
                     return rebuild_output(hit[1])
             before = caches.snapshot(cache) if cache is not None else None
-            out, decisions, attrs = self._tracked(path, caches.module, forward, args, kwargs)
+            out, decisions, attrs = self._tracked(path, caches.module, forward, (args, kwargs), code.indexed)
             spec = output_spec(out)
             after = caches.effect(cache, before) if cache is not None else None
             if spec is not None and (cache is None or after is not None):
-                self.memo.setdefault(key, []).append((decisions, attrs, (path, spec, after)))
+                self.memo.setdefault(key, []).append((decisions, attrs, (path, spec, after,
+                                                                          (slots, _slots(code.state)))))
             return out
 
         setattr(memoized, SHIM, True)
@@ -251,16 +269,27 @@ class BlockMemo:
                 if k in _INDEX_ATTRS and is_number(v))
         return found
 
-    def _tracked(self, path: str, module: Any, forward: Callable[..., Any], args: tuple, kwargs: dict
-                 ) -> tuple[Any, tuple[Decision, ...], tuple[Attr, ...]]:
+    def _code_reads(self, path: str) -> CodeReads:
+        """What the code of the block's classes reads outside its modules, once per kind."""
+        kind = self.kind[path]
+        found = self._code.get(kind)
+        if found is None:
+            modules = (self.by_path.get(path + rel) for rel in ("", *self.rels(path)))
+            found = self._code[kind] = code_reads(own_class(m) for m in modules if m is not None)
+        return found
+
+    def _tracked(self, path: str, module: Any, forward: Callable[..., Any], call: tuple[tuple, dict],
+                 indexed: tuple[Any, ...]) -> tuple[Any, tuple[Decision, ...], tuple[Attr, ...]]:
         """The block's forward run with its layer numbers tracked and its modules' attributes watched: (its output,
         the decisions it made from the numbers, slots relative to the block: ("attr", path below it, name) or ("arg",
-        position or name); the attributes it read, (path below it, name, value first read))."""
+        position or name); the attributes it read, (path below it, name, value first read)). `indexed`: the
+        module-level lists its code subscripts (codereads.py)."""
         log, by_path, reads = self.log, self.by_path, self.reads
+        args, kwargs = call
         positions, names = _number_arguments(type(module))
-        call = object()  # this call's own arguments, apart from the calls below it
-        args = tuple(track(v, (call, i), log) if i in positions and is_number(v) else v for i, v in enumerate(args))
-        kwargs = {k: track(v, (call, k), log) if k in names and is_number(v) else v for k, v in kwargs.items()}
+        own_args = object()  # this call's own arguments, apart from the calls below it
+        args = tuple(track(v, (own_args, i), log) if i in positions and is_number(v) else v for i, v in enumerate(args))
+        kwargs = {k: track(v, (own_args, k), log) if k in names and is_number(v) else v for k, v in kwargs.items()}
         held_numbers = []
         for rel, name in self._numbers(path):
             mod = by_path.get(path + rel)
@@ -277,7 +306,7 @@ class BlockMemo:
         reads.running += 1
         try:
             out = forward(*args, **kwargs)
-            self._indexed(args, kwargs, first)
+            self._indexed(args, kwargs, first, indexed)
         finally:
             log.running -= 1
             reads.running -= 1
@@ -288,7 +317,7 @@ class BlockMemo:
                     mod.__dict__[name] = value
         own, prefix = [], path + "."
         for (slot, what), ops, test, answer in log.decisions[start:]:
-            if slot is call:
+            if slot is own_args:
                 own.append((("arg", what), ops, test, answer))
             elif isinstance(slot, str) and (slot == path or slot.startswith(prefix)):
                 own.append((("attr", slot[len(path):], what), ops, test, answer))
@@ -296,16 +325,17 @@ class BlockMemo:
             log.decisions.clear()
         return out, tuple(dict.fromkeys(own)), self._attrs(where, first, modules if self.hooked else [])
 
-    def _indexed(self, args: tuple, kwargs: dict, first: int) -> None:
+    def _indexed(self, args: tuple, kwargs: dict, first: int, indexed: tuple[Any, ...]) -> None:
         """A layer number used where no Python method sees it (indexing a list: `self.windows[self.layer_id]`)
         leaves no decision: where the forward read a number and fetched a list or tuple whose items differ (from a
-        module of the block or from an object one holds, a config, followed: attrreads.Reads), each number it read
-        is taken as decided by its value."""
+        module of the block or from an object one holds, a config, followed: attrreads.Reads; or a module-level one
+        its code subscripts, `indexed`), each number it read is taken as decided by its value."""
         reads = self.reads.reads[first:]
         numbers = [v for _, _, v in reads if isinstance(v, Tracked)]
         numbers += [v for v in (*args, *kwargs.values()) if isinstance(v, Tracked)]
         seen = self.reads.seen  # objects followed: the lists fetched from them are among the reads
-        if numbers and any(uneven(v, int(id(v) in seen)) for _, _, v in reads if not isinstance(v, Tracked)):
+        if numbers and (any(uneven(v) for v in indexed) or
+                        any(uneven(v, int(id(v) in seen)) for _, _, v in reads if not isinstance(v, Tracked))):
             for number in numbers:
                 used(number)
 

@@ -450,6 +450,11 @@ def _pass_notes(experts: BlockMemo | None, second: Second | str | None, used: se
     if experts is not None and experts.hits:
         notes.append(f"{experts.hits:,} call{'' if experts.hits == 1 else 's'} of repeated blocks (layers, MoE blocks, "
                      "experts) answered from an identical one's shapes (taken as pure functions of their input shapes)")
+    if experts is not None and experts.unkeyed:
+        n, why = len(experts.unkeyed), sorted(set(experts.unkeyed.values()))
+        notes.append(f"{n:,} repeated block{'' if n == 1 else 's'} run every time, none answered from an identical "
+                     f"one: {'its' if n == 1 else 'their'} code reads what no memo key holds ({'; '.join(why[:3])}"
+                     f"{'; ...' if len(why) > 3 else ''})")
     if isinstance(second, Second):
         notes.append(f"dims named by evidence: a second pass at {second.sizes_text()} kept a name only where the "
                      "dim followed the input")
