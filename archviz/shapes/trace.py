@@ -50,7 +50,7 @@ from .evidence import PassGiven, Second, concerned, second_pass, symbol_multiple
 from .evidence import named as named_by_evidence
 from .forward import ForwardRun, pass_mode, run_forward
 from .gathers import Gathers, adjust
-from .structured import records_note, scalar_defaults, scalar_note
+from .structured import fixed_context, records_note, scalar_defaults, scalar_note
 from .inputs import (
     default_inputs,
     default_sizes,
@@ -176,7 +176,8 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
     on_kernel, memo, train, progress, op_observer, on_memo = (run.on_kernel, run.memo, run.train, run.progress,
                                                               run.op_observer, run.on_memo)
 
-    B, T, clean = choose_dims(record, batch, seq)
+    fixed = fixed_context(built.model) if seq is None and inputs is None else None
+    B, T, clean = choose_dims(record, batch, fixed[0] if fixed else seq)
     spans = Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display, flow=True)
     tracer.on_kernel = on_kernel
@@ -190,13 +191,15 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
     tracer.on_memo = memo_answered
     tracer.tensor_tag = run.tensor_tag
     args, kwargs, user, used, notes = _pass_inputs(built, inputs, input_specs, B, T)
+    if fixed:
+        notes.append(f"T = {fixed[0]:,}: {fixed[1]}")
     _ready_for_the_pass(built, record, tracer, notes)
     registry = built.stubs or stubs.StubRegistry()
     ids = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point]
     gathers.tokens = ids[0].numel() if ids else B * T  # the token ids' count ([B, T] or gpt-oss's [T])
     with pass_mode(built.model, train):
         experts, error, second = _passes(built, record, tracer, (args, kwargs), registry,
-                                         PassGiven(B, T, used, user, input_specs),
+                                         PassGiven(B, T, used, user, input_specs, fixed_t=fixed is not None),
                                          ForwardRun(memo=memo, notes=notes, progress=progress, observer=op_observer),
                                          bool(used) and inputs is None)
     if error is not None:

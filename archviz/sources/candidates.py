@@ -130,6 +130,12 @@ def _forwards_to_base(cls: type) -> bool:
                if issubclass(b, torch.nn.Module) and b is not torch.nn.Module and "__init__" in vars(b))
 
 
+def _takes_keys(cls: type, keys: set[str], given: set[str]) -> bool:
+    """The config's keys are keyword arguments of `cls`'s constructor (every one of them), and with the overrides
+    they give all it requires: a JSON of a class's arguments (`{"embed_dim": 512, "vision_layers": 12, ...}`)."""
+    return keys <= {p.name for p in _init_params(cls)} and _buildable(cls, keys | given)
+
+
 def _buildable(fn: Any, given: set[str]) -> bool:
     """Every required argument of `fn` is among `given`, and it forwards none it cannot get."""
     if inspect.isclass(fn) and _forwards_to_base(fn):
@@ -200,6 +206,8 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
         if taken is not None:
             (unfit if taken[1] is not None and _fit(taken[1], (keys or set()) | given) is None else cands).append(c)
         elif keys is None and _buildable(c, given):  # no config: built from its own defaults and overrides
+            cands.append(c)
+        elif keys and _takes_keys(c, keys, given):  # the config's keys are its keyword arguments
             cands.append(c)
     if not cands and keys:  # none fits: the one that does not is built, and its config class says what it lacks
         cands = unfit
