@@ -170,10 +170,13 @@ def _versions(*packages: str) -> dict[str, str]:
 def read_json_config(path: str) -> dict[str, Any]:
     """A config file as a dict, or one clear line saying why not."""
     from ..files.safejson import load_config_file
+    from ..files.safeyaml import YAML_SUFFIXES, load_file
 
-    raw = load_config_file(path)  # a regular file, bounded size and nesting (archviz.files.safejson)
+    yaml = str(path).lower().endswith(YAML_SUFFIXES)
+    # a regular file, bounded size and nesting (archviz.files.safejson, safeyaml)
+    raw = load_file(path, what="config", error=SourceError) if yaml else load_config_file(path)
     with refused_as(lambda m: SourceError(f"{path}: {m}", hint="check the file")):
-        want_table("", raw, what="a config: a JSON object")
+        want_table("", raw, what="a config: a YAML mapping" if yaml else "a config: a JSON object")
     check_config_sizes(raw, path)
     return raw
 

@@ -24,6 +24,7 @@ from .configs import (AttrBag, _config_param, _init_params, _takes_kwargs, code_
                       find_config_class, make_config)
 from .importer import import_reference
 from .stubs import StubRegistry
+from .targets import target_config
 
 _GENERIC_FOLDERS = {"inference", "src", "model", "models", "code", "reference"}
 
@@ -253,8 +254,10 @@ def build(spec: str, options: BuildOptions) -> Built:
     stubs = StubRegistry()
     module = import_reference(path, stubs)
     given = dict(options.overrides)
-    target = find_model(module, options.model_class, set(config) if config is not None else None, set(given))
-    return build_target(Target(spec, path, module, target, stubs), config, config_path, options)
+    config, wanted, said = target_config(config, module, options.model_class, os.path.basename(config_path or path))
+    target = find_model(module, wanted, set(config) if config is not None else None, set(given))
+    return build_target(Target(spec, path, module, target, stubs, said=(said,) if said else ()), config, config_path,
+                        options)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,6 +270,7 @@ class Target:
     obj: Any
     stubs: StubRegistry
     kind: str = "reference"
+    said: tuple[str, ...] = ()  # notes of how the config was read (the node of a target/params config)
 
 
 def build_target(t: Target, config: dict[str, Any] | None, config_path: str | None, options: BuildOptions) -> Built:
@@ -327,7 +331,7 @@ def build_target(t: Target, config: dict[str, Any] | None, config_path: str | No
     name, display_root = _model_name(module, code_root, os.path.dirname(path))
     return Built(model=model, spec=t.spec, kind=t.kind, name=name, config=cfg,
                  overrides=dict(options.overrides), stubbed_imports=t.stubs.taken(),
-                 notes=list(t.stubs.native_notes) + notes,
+                 notes=list(t.stubs.native_notes) + list(t.said) + notes,
                  world_size=world_size, rank=rank, roots=(code_root,), display_roots=((display_root, ""),),
                  module=module,
                  args=args, stubs=t.stubs, versions=_versions(), default_dtype=default_dtype)
