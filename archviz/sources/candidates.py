@@ -142,7 +142,13 @@ def _buildable(fn: Any, given: set[str]) -> bool:
         return False
     params = _init_params(fn) if inspect.isclass(fn) else [
         p for p in _signature(fn).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    return all(p.default is not p.empty or p.name in given for p in params)
+    missing = [p.name for p in params if p.default is p.empty and p.name not in given]
+    if missing and not inspect.isclass(fn):  # a launcher's namespace its project's argument parser fills
+        from .launcher import launcher_defaults, namespace_parameter
+
+        if missing == [namespace_parameter(fn, missing)] and launcher_defaults(fn) is not None:
+            return True
+    return not missing
 
 
 def _signature(fn: Any) -> inspect.Signature:
@@ -219,13 +225,15 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
     top = [c for c in top if not any(c is not b and issubclass(c, b) for b in top)] or top  # the base, not a variant
     if len(top) > 1:
         top = [c for c in top if _weighs(c, module)] or top  # a loss beside the model: the model
+    found = [b for b in builders if _buildable(b, (keys or set()) | given)]
+    broots = _roots(found, [*classes, *found])
+    if top and broots and not any(_weighs(c, module) for c in top):
+        top = []  # a post-processor or loss that builds alone, beside a builder of the model: the builder
     if len(top) == 1:
         return top[0]
     if top:
         raise SourceError(f"{name}: {len(top)} candidates could be the model: {_listing(top, [])}",
                           hint=f"name one with {option('model-class')}")
-    found = [b for b in builders if _buildable(b, (keys or set()) | given)]
-    broots = _roots(found, [*classes, *found])
     if len(broots) == 1:
         return broots[0]
     if broots:

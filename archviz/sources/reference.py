@@ -356,8 +356,8 @@ def _arguments(t: Target, config: dict[str, Any] | None, config_path: str | None
     cls, given = t.obj, dict(options.overrides)
     if not inspect.isclass(cls):  # a builder: the config's keys and overrides as its keyword arguments
         kwargs = {**(config or {}), **given}
-        _check_kwargs(cls, kwargs, t.spec)
-        notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+        if not _check_kwargs(cls, kwargs, t.spec):  # (a namespace's attributes are said where it is made)
+            notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
         return None, None, kwargs, {}
     args_cls = find_config_class(t.module, cls, options.config_class, set(config or ()))
     if args_cls is None:  # built from its own defaults: the config's keys and overrides give its keyword arguments
@@ -375,18 +375,24 @@ def _arguments(t: Target, config: dict[str, Any] | None, config_path: str | None
     return args, args_cls, {}, extra
 
 
-def _check_kwargs(fn: Any, kwargs: dict[str, Any], spec: str) -> None:
-    """Each keyword argument is one the builder takes (or it takes any)."""
+def _check_kwargs(fn: Any, kwargs: dict[str, Any], spec: str) -> bool:
+    """Each keyword argument is one the builder takes (or it takes any); True where the builder takes a launcher's
+    namespace that was not given (the keys are its attributes: construct.namespace_argument)."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        return
+        return False
+    from .launcher import namespace_parameter
+
+    if namespace_parameter(fn, [n for n, p in params.items() if n not in kwargs and p.default is p.empty]):
+        return True
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
+        return False
     for key in kwargs:
         if key not in params:
             raise SourceError(f"{spec}: {fn.__name__} has no argument {key!r}",
                               hint=suggest(key, sorted(params)) or f"its arguments: {', '.join(params)}")
+    return False
 
 
 def _constructor_kwargs(cls: type, values: dict[str, Any], notes: list[str], config_path: str | None
