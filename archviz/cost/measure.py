@@ -251,7 +251,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
         notes.extend([note] if note else [])
     else:
         traced, fc, act = prefill()
-    from ..shapes.inputs import pass_unit
+    from ..shapes.units import pass_unit
 
     unit = pass_unit(built, traced, input_specs, batch, seq)  # an image, a denoising step...: no decode
     prefill = _flops_json(fc, traced, batch, 1 if unit else seq, 0)

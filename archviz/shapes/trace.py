@@ -249,7 +249,7 @@ def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: l
     first = consumer_default(built) if kept and not records and (built.kind != "hf" or "pixel_values" in base[1]) \
         else None
     ids = {"T"} if built.tokens_1d else {"B", "T"}  # token ids [T] (gpt-oss, packed sequences) have no B
-    extra = conditioning(built.model, B, T)[1] if built.kind != "hf" and first is not None else []
+    extra = conditioning(built.model, B, T, built.config)[1] if built.kind != "hf" and first is not None else []
     used = ({"B"} | ({"T"} if "T" in first.dims or any("[B, T]" in e for e in extra) else set()) if first else
             {"B"} if records else ids if kept else set()) | spec_symbols(input_specs)
     if records is not None:

@@ -240,6 +240,17 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
         raise SourceError(f"{name}: {len(broots)} builders could make the model: {_listing([], broots)}",
                           hint=f"name one with {option('model-class')}")
     if keys is None:
+        likely = _likely_root(module, classes)
+        if likely is not None:
+            needs = [p.name for p in _init_params(likely) if p.default is p.empty and p.name not in given]
+            others = ", ".join(x.__name__ for x in [*classes, *builders] if x is not likely)
+            raise SourceError(f"{module.__file__}: no class or builder of the file builds from its defaults alone; "
+                              f"the model looks like {likely.__name__} (no other class of the file makes it), which "
+                              f"needs {', '.join(needs)} (others there: {others or 'none'})",
+                              hint=f"give {'it' if len(needs) == 1 else 'them'} with {option('set')} {needs[0]}=VALUE"
+                                   f"{'' if len(needs) == 1 else ' ...'}, or {likely.__name__}'s arguments as a JSON "
+                                   f"object with {option('config')} path/to/config.json, or name another with "
+                                   f"{option('model-class')}")
         raise SourceError(f"{module.__file__}: no class or builder of the file builds from its defaults alone "
                           f"(there: {_listing(classes, builders)})",
                           hint=f"pass its config with {option('config')} path/to/config.json, or give the arguments "
@@ -248,6 +259,27 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
                       f"(there: {_listing(classes, builders)})",
                       hint=f"name the model with {option('model-class')}, or give the arguments it needs with "
                            f"{option('set')}")
+
+
+_WRAPPED = ("model", "net", "network", "module", "backbone", "denoiser", "unet", "encoder", "decoder")
+
+
+def _wraps(cls: type) -> bool:
+    """A class that wraps a model it is handed (`GaussianDiffusion(model, ...)`): a required argument named for one
+    or annotated as an nn.Module."""
+    import torch
+
+    return any(p.default is p.empty and (p.name in _WRAPPED or inspect.isclass(p.annotation)
+                                         and issubclass(p.annotation, torch.nn.Module)) for p in _init_params(cls))
+
+
+def _likely_root(module: Any, classes: list[type]) -> type | None:
+    """Where nothing builds alone: the one class that makes weights, wraps no model and that no other class of the
+    file makes (by the code's calls), or None."""
+    weighted = [c for c in classes if not _wraps(c) and _weighs(c, module)
+                and any(p.default is p.empty for p in _init_params(c))]
+    top = _roots(weighted, classes)  # (a builder of the file makes the model too: it is no reason to drop it)
+    return top[0] if len(top) == 1 else None
 
 
 def _named(module: Any, wanted: str, classes: list[type], builders: list[Callable]) -> Any:

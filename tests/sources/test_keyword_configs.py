@@ -57,3 +57,26 @@ def test_the_class_whose_arguments_the_config_names_is_the_model_and_its_fixed_c
     assert tuple(index["ln_final"].calls[0].outputs[0]) == tuple("T" if d == c["context_length"] else d
                                                                   for d in real_ln)
     assert tuple(index[""].calls[0].outputs[0]) == ("B", "B") and out.shape == (B, B)
+
+
+def test_with_no_config_the_error_names_the_model_and_what_it_needs():
+    """No class builds from its defaults: the one that makes weights and that no other class makes is named, with
+    the arguments it requires, and the helpers beside it by name only."""
+    import inspect
+
+    from archviz.errors import SourceError
+
+    spec = importlib.util.spec_from_file_location("firstcmds_twotower_sig", TWO)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    needs = [p.name for p in list(inspect.signature(mod.TwoTower.__init__).parameters.values())[1:]
+             if p.default is p.empty]
+    try:
+        archviz.build(str(TWO))
+    except SourceError as e:
+        said, hint = str(e), e.hint
+    else:
+        raise AssertionError("built with no config")
+    assert f"the model looks like TwoTower (no other class of the file makes it), which needs {', '.join(needs)}" \
+        in said
+    assert "ImageTower" in said and "ImageTower(" not in said and f"{needs[0]}=VALUE" in hint

@@ -61,3 +61,29 @@ def test_yaml_is_read_as_data(tmp_path, monkeypatch):
     with pytest.raises(SourceError) as e:
         archviz.build(str(UNET), config=str(YAML))
     assert "needs PyYAML" in str(e.value) and "pip install pyyaml" in e.value.hint
+
+
+def test_a_conditioning_sized_by_its_config_and_costed_per_denoising_step():
+    """`forward(x, timesteps=None, context=None)`: `context` is [B, T, context_dim] from the YAML's params, the pass is
+    a denoising step over the latent its image_size and in_channels give; FLOPs as FlopCounterMode counts a real CPU
+    run of the same model at the same sizes."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from archviz.cost.measure import measure
+    from archviz.cost.options import CostOptions
+    from archviz.cost.report import cost_report
+    from archviz.sources.options import BuildOptions
+
+    import yaml
+
+    p = yaml.safe_load(YAML.read_text())["model"]["params"]["unet_config"]["params"]
+    T = 16
+    r = cost_report(measure(str(UNET), BuildOptions(config=str(YAML)), CostOptions(seq=T)))
+    size = p["image_size"]
+    assert (r.unit, r.inputs) == ("denoising step", f"[1, {p['in_channels']}, {size}, {size}], [1], "
+                                                    f"[1, {T}, {p['context_dim']}]")
+    model = archviz.build(str(UNET), config=str(YAML), device="cpu").model.eval()
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(torch.zeros(1, p["in_channels"], size, size), torch.zeros(1), torch.zeros(1, T, p["context_dim"]))
+    assert r.prefill.flops == counter.get_total_flops()
