@@ -177,6 +177,14 @@ class StubFunction:
 
     __ror__ = __or__
 
+    # `isinstance(x, container_abcs.Iterable)` with a module the installed version no longer has: nothing is an
+    # instance (or a subclass) of what is not there
+    def __instancecheck__(self, instance: Any) -> bool:
+        return False
+
+    def __subclasscheck__(self, subclass: Any) -> bool:
+        return False
+
 
 class StubModule(types.ModuleType):
     """A module whose every attribute is a `StubFunction`, recorded when it is first taken."""
