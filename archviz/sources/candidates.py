@@ -245,8 +245,8 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
             needs = [p.name for p in _init_params(likely) if p.default is p.empty and p.name not in given]
             others = ", ".join(x.__name__ for x in [*classes, *builders] if x is not likely)
             raise SourceError(f"{module.__file__}: no class or builder of the file builds from its defaults alone; "
-                              f"the model looks like {likely.__name__} (no other class of the file makes it), which "
-                              f"needs {', '.join(needs)} (others there: {others or 'none'})",
+                              f"the model looks like {signature_of(likely)} (no other class of the file makes it), "
+                              f"which needs {', '.join(needs)} (others there: {others or 'none'})",
                               hint=f"give {'it' if len(needs) == 1 else 'them'} with {option('set')} {needs[0]}=VALUE"
                                    f"{'' if len(needs) == 1 else ' ...'}, or {likely.__name__}'s arguments as a JSON "
                                    f"object with {option('config')} path/to/config.json, or name another with "

@@ -77,6 +77,6 @@ def test_with_no_config_the_error_names_the_model_and_what_it_needs():
         said, hint = str(e), e.hint
     else:
         raise AssertionError("built with no config")
-    assert f"the model looks like TwoTower (no other class of the file makes it), which needs {', '.join(needs)}" \
-        in said
+    assert "the model looks like TwoTower(embed_dim: int, " in said
+    assert f"(no other class of the file makes it), which needs {', '.join(needs)} (others there: " in said
     assert "ImageTower" in said and "ImageTower(" not in said and f"{needs[0]}=VALUE" in hint
