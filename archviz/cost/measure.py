@@ -276,8 +276,11 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
 
 def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:
     """What a pass with a unit other than the token is: one image, one denoising step (over T where it has one)."""
-    uses_t = "T" in (run.traced.extra("shapes") or {}).get("used", ())
-    over = f" over T = {seq:,} positions ({option('seq')} sets another)" if uses_t else ""
+    shapes = run.traced.extra("shapes") or {}
+    if shapes.get("fixed_T"):  # the one length the model takes (a fixed context)
+        over = f" over T = {shapes['T']:,} positions, the one length it takes"
+    else:
+        over = f" over T = {seq:,} positions ({option('seq')} sets another)" if "T" in shapes.get("used", ()) else ""
     return f"one pass of {type(run.built.model).__name__} is one {unit['name']}{over}: no decode step"
 
 

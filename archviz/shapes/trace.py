@@ -176,7 +176,7 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
     on_kernel, memo, train, progress, op_observer, on_memo = (run.on_kernel, run.memo, run.train, run.progress,
                                                               run.op_observer, run.on_memo)
 
-    fixed = fixed_context(built.model) if seq is None and inputs is None else None
+    fixed = fixed_context(built.model) if inputs is None and not input_specs else None
     B, T, clean = choose_dims(record, batch, fixed[0] if fixed else seq)
     spans = Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display, flow=True)
@@ -192,7 +192,7 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
     tracer.tensor_tag = run.tensor_tag
     args, kwargs, user, used, notes = _pass_inputs(built, inputs, input_specs, B, T)
     if fixed:
-        notes.append(f"T = {fixed[0]:,}: {fixed[1]}")
+        notes.append(f"T = {fixed[0]:,}{f' (not the {seq:,} asked)' if seq and seq != fixed[0] else ''}: {fixed[1]}")
     _ready_for_the_pass(built, record, tracer, notes)
     registry = built.stubs or stubs.StubRegistry()
     ids = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point]
@@ -211,7 +211,8 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
     modules = weight_uses(_module_records(record, tracer, namer, second), spans)
     source = _source_after(record, spans, registry)
     notes.extend(_pass_notes(experts, second, used, inputs))
-    shapes_info = {"B": B, "T": T, "used": sorted(used), **({"named": user} if user else {}), "clean": clean,
+    shapes_info = {"B": B, "T": T, "used": sorted(used), **({"named": user} if user else {}),
+                   **({"fixed_T": True} if fixed else {}), "clean": clean,
                    "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
                    "routed_sizes": sorted(routed),
                    "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "

@@ -1,6 +1,7 @@
 """What one pass of a model is, for `cost`'s unit: an image, an audio window, a video, a denoising step (a latent
 or image beside a timestep, whatever conditioning sequence goes with it), a sample; None where the pass is over
-token positions (its cost is per token). With the pass's input shapes as they ran."""
+token positions (its cost is per token), unless the model takes one length only (a fixed context: no token is
+decoded). With the pass's input shapes as they ran."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: i
     base = consumer_default(built)
     first = None if input_specs else base
     timed = base is not None and any("timestep" in n for n in conditioning(built.model, 1, config=built.config)[1])
-    if "T" in shapes.get("used", ()) and not (timed and (base.dims[0] == "T" or "T" not in base.dims)):
+    if "T" in shapes.get("used", ()) and not shapes.get("fixed_T") \
+            and not (timed and (base.dims[0] == "T" or "T" not in base.dims)):
         return None  # (a latent with a timestep is a denoising step, whatever conditioning sequence goes beside)
+    seq = shapes.get("T", seq) if shapes.get("fixed_T") else seq  # the one length the model takes
     root = record.modules[0] if record.modules else None
     call = root.calls[0] if root is not None and root.calls else None
     inputs = ", ".join("[" + ", ".join(_dim_at(d, batch, seq) for d in s) + "]" for s in call.inputs) \

@@ -80,3 +80,15 @@ def test_with_no_config_the_error_names_the_model_and_what_it_needs():
     assert "the model looks like TwoTower(embed_dim: int, " in said
     assert f"(no other class of the file makes it), which needs {', '.join(needs)} (others there: " in said
     assert "ImageTower" in said and "ImageTower(" not in said and f"{needs[0]}=VALUE" in hint
+
+
+def test_a_fixed_context_is_costed_per_pass_with_no_decode():
+    from archviz.cost.measure import measure
+    from archviz.cost.options import CostOptions
+    from archviz.cost.report import cost_report
+    from archviz.sources.options import BuildOptions
+
+    c = json.loads(CFG.read_text())
+    r = cost_report(measure(str(TWO), BuildOptions(config=str(CFG)), CostOptions(seq=5)))
+    res = c["image_resolution"]
+    assert (r.unit, r.inputs, r.decode) == ("image", f"[1, 3, {res}, {res}], [1, {c['context_length']}]", None)
