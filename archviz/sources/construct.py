@@ -64,6 +64,12 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
                                    "ones it takes") from None
         if is_cuda_insistence(e):
             raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}", hint=CUDA_HINT) from None
+        lacking = re.fullmatch(r"the config has no '(\w+)'", str(e)) if said and isinstance(e, AttributeError) else None
+        if lacking:  # the namespace made from the launcher's defaults lacks what the code reads
+            raise SourceError(f"{spec}: {attr} reads {lacking.group(1)} at {where}, which {said[0].split(':')[0]} "
+                              f"does not hold ({said[0].split(': ', 1)[1].split(',')[0]})",
+                              hint=f"give it with {option('set')} {lacking.group(1)}=VALUE, or in the JSON of "
+                                   f"{option('config')}") from None
         strings = [f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)]
         hint = build_failure_hint(e, kwargs)
         if strings:  # a value the user meant as something else may have stayed a string

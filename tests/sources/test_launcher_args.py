@@ -49,3 +49,23 @@ def test_the_file_form_and_overrides(launcher):
     record = archviz.load(str(DETR / "setdet" / "detector.py"), overrides={"hidden_dim": 64, "enc_layers": 3})
     assert record.summary.parameters == _real(launcher, "--hidden_dim", "64", "--enc_layers", "3")
     assert record.source.model_class.endswith(".Detector")
+
+
+def test_an_attribute_no_parser_declares_is_asked_for_by_name(tmp_path, monkeypatch):
+    import shutil
+
+    from archviz.errors import SourceError
+
+    shutil.copytree(DETR, tmp_path / "proj")
+    detector = tmp_path / "proj" / "setdet" / "detector.py"
+    detector.write_text(detector.read_text().replace("else 91\n", "else 91 + args.extra_classes\n"))
+    monkeypatch.syspath_prepend(str(tmp_path / "proj"))
+    monkeypatch.chdir(tmp_path / "proj")
+    try:
+        with pytest.raises(SourceError) as e:
+            archviz.build("setdet:build_model")
+        assert "reads extra_classes at detector.py:" in str(e.value) and "main.py" in str(e.value)
+        assert "extra_classes=VALUE" in e.value.hint
+    finally:
+        for name in [n for n in sys.modules if n.split(".")[0] == "setdet"]:
+            del sys.modules[name]
