@@ -160,6 +160,11 @@ class StubFunction:
         """A launch grid (`kernel[grid](...)`, triton's and tilelang's syntax) is the kernel itself."""
         return self
 
+    def __iter__(self) -> Any:
+        """Empty: `for tag in ExifTags.TAGS:` at import of a missing package's table runs no step (without this,
+        Python iterates by __getitem__(0), (1), ... and never stops)."""
+        return iter(())
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
