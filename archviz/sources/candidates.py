@@ -37,8 +37,9 @@ def _own(obj: Any, module: Any) -> bool:
 def classes_in(module: Any) -> list[type]:
     import torch
 
-    return [v for v in vars(module).values()
-            if inspect.isclass(v) and issubclass(v, torch.nn.Module) and _own(v, module)]
+    found = [v for v in vars(module).values()
+             if inspect.isclass(v) and issubclass(v, torch.nn.Module) and _own(v, module)]
+    return list(dict.fromkeys(found))  # once each: `Model = DetectionModel` names one class twice
 
 
 def _tree(obj: Any) -> ast.AST | None:
@@ -222,7 +223,8 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
             if c.__name__ == preferred:
                 return c
     top = _roots(cands, classes)
-    top = [c for c in top if not any(c is not b and issubclass(c, b) for b in top)] or top  # the base, not a variant
+    # the base, not a variant (unless the base makes no weights: an abstract BaseModel its models derive from)
+    top = [c for c in top if not any(c is not b and issubclass(c, b) and _weighs(b, module) for b in top)] or top
     if len(top) > 1:
         top = [c for c in top if _weighs(c, module)] or top  # a loss beside the model: the model
     found = [b for b in builders if _buildable(b, (keys or set()) | given)]

@@ -23,3 +23,12 @@ def test_a_module_the_installed_version_lacks_is_stubbed_not_the_package():
         3 * dim * patch * patch + dim + (img // patch) ** 2 * dim + dim * classes + classes
     assert "torch._six" in built.stubbed_imports and "torch" not in built.stubbed_imports
     assert sys.modules["torch.hub"] is torch.hub and callable(torch.hub.load_state_dict_from_url)
+
+
+def test_a_weightless_base_gives_way_to_the_model_derived_from_it():
+    """`class DetectionModel(BaseModel)`: the subclass-gives-way rule keeps a base only where the base makes weights;
+    the alias `Model = DetectionModel` is the same candidate, not a second one."""
+    record = archviz.load(str(FIXTURES / "firstcmds" / "basemodel.py"))
+    ch, width, nc = 3, 8, 4  # DetectionModel's defaults
+    assert record.summary.parameters == ch * width * 9 + width + width * (nc + 5) + nc + 5
+    assert record.source.model_class.endswith(".DetectionModel")
