@@ -208,9 +208,15 @@ def _no_decode(run: "_Prefilled", unit: dict[str, str], seq: int) -> str:
     """What a pass with a unit other than the token is: one image, one denoising step (over T where it has one)."""
     shapes = run.traced.extra("shapes") or {}
     uses_t, named = "T" in shapes.get("used", ()), shapes.get("named", {})
-    sizes = [f"T = {seq:,} positions"] * uses_t + [f"{name} = {n:,}" for name, n in named.items()]
-    sets = [f"{option('seq')} sets T"] * uses_t + [f"{option('input')} sets {', '.join(named)}"] * bool(named)
-    over = f" over {' and '.join(sizes)} ({', '.join(sets)})" if sizes else ""
+    if shapes.get("fixed_T"):  # the one length the model takes (a fixed context)
+        sizes, sets = [f"T = {shapes['T']:,} positions, the one length it takes"], []
+    else:
+        sizes = [f"T = {seq:,} positions"] * uses_t
+        sets = [f"{option('seq')} sets T"] * uses_t
+    sizes += [f"{name} = {n:,}" for name, n in named.items()]
+    sets += [f"{option('input')} sets {', '.join(named)}"] * bool(named)
+    said = f" ({', '.join(sets)})" if sets else ""
+    over = f" over {' and '.join(sizes)}{said}" if sizes else ""
     return f"one pass of {type(run.built.model).__name__} is one {unit['name']}{over}: no decode step"
 
 

@@ -70,6 +70,8 @@ class _Parts:
         for path in mixing:
             parts = path.split(".")
             self.sub_mix.update(".".join(parts[:i]) for i in range(len(parts) + 1))
+        # outside the layers, only the modules that mix and what they hold (an encoder holding an LSTM is not)
+        self.near_mix = set(mixing)
         self._pairs: dict[str, frozenset[str]] = {}
 
     def split(self, path: str, n: int) -> list[tuple[str, int]]:
@@ -87,7 +89,7 @@ class _Parts:
         parts = rel.split(".") if rel else []
         for depth in range(1, len(parts) + 1):
             q = ".".join(filter(None, (layer, *parts[:depth])))
-            if q in self.sub_mix:
+            if q in (self.sub_mix if layer else self.near_mix):
                 return "attention"
             if self.pair(q):
                 return "mlp"

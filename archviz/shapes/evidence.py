@@ -138,6 +138,7 @@ class PassGiven:
     used: set[str]
     user: dict[str, int]
     input_specs: list[str] | None
+    fixed_t: bool = False  # the model takes one T only (a fixed context): the second pass varies B alone
 
 
 def second_pass(built: Built, record: ModelRecord, first: Tracer, first_memo: BlockMemo | None, given: PassGiven,
@@ -171,7 +172,7 @@ def second_pass(built: Built, record: ModelRecord, first: Tracer, first_memo: Bl
         return Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2}, user2,
                       tracer.copied or {}, fixed=set(user) - resized, cuts=cuts(record), flows=tracer.flows)
 
-    B2, T2, _ = choose_dims(record, None, None, differ=(B, T))
+    B2, T2, _ = choose_dims(record, None, T if given.fixed_t else None, differ=(B, T))
     second = run(set(user), only)
     if second is not None or not user:
         return second

@@ -21,6 +21,7 @@ from .imports import ImportsInForward
 from .inputs import cache_off
 from .memo import BlockMemo
 from .policy import DispatchPolicy, TolistPolicy
+from .recurrent import recurrent_on_meta
 from .tracer import Tracer
 
 
@@ -84,6 +85,7 @@ def run_forward(built: Built, record: ModelRecord, tracer: Tracer, inputs: tuple
                 collectives_answered(built.world_size, built.rank, tracer.assume), \
                 cuda_answered(lambda what, how: tracer.assume(f"{what}: {how}")), \
                 cache_off(built.model) if built.kind == "hf" else nullcontext(), flex_on_meta(), \
+                recurrent_on_meta(tracer.stub_call), \
                 ImportsInForward(registry, built.roots if built.kind != "hf" else (),
                                  lambda name: tracer.assume(f"import {name} failed (not installed): stubbed")):
             built.model(*args, **kwargs)

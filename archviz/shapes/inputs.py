@@ -249,7 +249,18 @@ _TIMESTEP = re.compile(r"(t|ts|time|times|timesteps?|sigmas?|noise_levels?|noise
 _LABEL = re.compile(r"(y|labels?|class_labels?|class_ids?|classes)", re.I)
 
 
-def conditioning(model: Any, B: int, T: int | None = None) -> tuple[list[Any], list[str]]:
+def _config_sized(name: str, config: dict[str, Any] | None, B: int, T: int | None) -> tuple[Any, str] | None:
+    """An optional argument `name=None` whose config gives its width as `{name}_dim` (a UNet's `context` and
+    `context_dim`: its cross-attention's conditioning): [B, T, width] float32, with its note."""
+    dim = (config or {}).get(f"{name}_dim")
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
+        return None
+    return torch.zeros((B, T or 1, dim), dtype=torch.float32, device="meta"), \
+        f"{name}=[B, T, {dim}] float32 (its config's {name}_dim)"
+
+
+def conditioning(model: Any, B: int, T: int | None = None, config: dict[str, Any] | None = None
+                 ) -> tuple[list[Any], list[str]]:
     """The forward's required positional arguments after the first, where each is a timestep ([B] float32), a
     class label ([B] int64), what the code says it is (archviz/shapes/arguments.py: the width of the submodule
     it is handed to, position ids, a guidance strength; an optional timestep or guidance is given too) or, given `T`,
@@ -266,10 +277,16 @@ def conditioning(model: Any, B: int, T: int | None = None) -> tuple[list[Any], l
     notes: list[str] = []
     reading = None
     for p in params:
-        if p.kind is not p.POSITIONAL_OR_KEYWORD or \
-                p.default is not inspect.Parameter.empty and not (p.default is None and (GUIDANCE.fullmatch(p.name)
-                                                                         or _TIMESTEP.fullmatch(p.name))):
+        if p.kind is not p.POSITIONAL_OR_KEYWORD:
             break
+        if p.default is not inspect.Parameter.empty and not (p.default is None and (GUIDANCE.fullmatch(p.name)
+                                                                                    or _TIMESTEP.fullmatch(p.name))):
+            sized = _config_sized(p.name, config, B, T) if p.default is None else None
+            if sized is None:
+                break
+            out.append(sized[0])
+            notes.append(sized[1])
+            continue
         if _TIMESTEP.fullmatch(p.name):
             out.append(torch.zeros((B,), dtype=torch.float32, device="meta"))
             notes.append(f"{p.name}=[B] float32 (a timestep per sample)")
@@ -330,7 +347,7 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     first = consumer_default(built)
     if first is not None:  # an image, spectrogram, video or feature batch instead of token ids
         x = torch.zeros((B, *(T if d == "T" else d for d in first.dims)), dtype=torch.float32, device="meta")
-        args = (x, *conditioning(model, B, T)[0])
+        args = (x, *conditioning(model, B, T, built.config)[0])
         return args, _plain_kwargs(model, names[:len(args)], {})
     args: list[Any] = [ids[0] if built.tokens_1d else ids]  # gpt-oss's forward takes tokens [T]
     held = dataclass_argument(model)

@@ -12,7 +12,7 @@ import re
 import typing
 import textwrap
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -297,10 +297,10 @@ def filled_dataclass(cls: type, given: dict[str, Any], ids: Any) -> Any:
     return cls(**values)
 
 
-def position_limit(model: Any) -> tuple[int, str] | None:
-    """The longest token sequence a model takes where its token table's owner holds a position table: an
-    nn.Embedding [V, D] (V > N) whose module also holds a parameter or buffer [N, D] (or an nn.Embedding [N, D]):
-    (N, where). None where no token table has one."""
+def _position_tables(model: Any) -> Iterator[tuple[str, Any, str, int, int, str]]:
+    """Each token table's position table: an nn.Embedding [V, D] whose module also holds a parameter or buffer
+    [N, D] (or an nn.Embedding [N, D]), V > N: (the owner's path, the owner, the position table's name, N, D, the
+    token table's name)."""
     for owner_name, owner in model.named_modules():
         tables = [(n, m) for n, m in owner.named_children() if isinstance(m, torch.nn.Embedding)]
         for name, table in tables:
@@ -310,10 +310,58 @@ def position_limit(model: Any) -> tuple[int, str] | None:
             own += [(n, (m.num_embeddings, m.embedding_dim)) for n, m in tables if m is not table]
             for pos, shape in own:
                 if len(shape) == 2 and shape[1] == width and 1 < shape[0] < rows:
-                    where = f"{owner_name + '.' if owner_name else ''}{pos}"
-                    return shape[0], f"the position table {where} [{shape[0]}, {width}] beside its token table {name}"
+                    yield owner_name, owner, pos, shape[0], width, name
+
+
+def position_limit(model: Any) -> tuple[int, str] | None:
+    """The longest token sequence a model takes where its token table's owner holds a position table (see
+    `_position_tables`): (N, where). None where no token table has one."""
+    for owner_name, _, pos, rows, width, name in _position_tables(model):
+        where = f"{owner_name + '.' if owner_name else ''}{pos}"
+        return rows, f"the position table {where} [{rows}, {width}] beside its token table {name}"
+    return None
+
+
+def _adds_whole(cls: type, attr: str) -> bool:
+    """`cls`'s code adds `self.<attr>` whole (`x = self.tok(t) + self.pos`: neither indexed, sliced nor called)."""
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("torch."):
+            break
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.Add):
+                sides = (node.left, node.right) if isinstance(node, ast.BinOp) else (node.value,)
+                if any(_is_whole(x, attr) for x in sides):
+                    return True
+    return False
+
+
+# Methods that give the whole tensor again, converted or viewed (`self.pos.type(self.dtype)`, `.to(x.dtype)`)
+_WHOLE_METHODS = ("type", "to", "float", "half", "bfloat16", "double", "unsqueeze", "contiguous", "detach", "clone",
+                  "type_as")
+
+
+def _is_whole(node: Any, attr: str) -> bool:
+    """`node` is `self.<attr>`, or it through conversions only (`self.<attr>.type(dtype)`)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _WHOLE_METHODS:
+        node = node.func.value
+    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) \
+        and node.value.id == "self"
+
+
+def fixed_context(model: Any) -> tuple[int, str] | None:
+    """A token sequence of one length only: the token table's owner adds its whole position table [N, D] to the
+    embedded tokens (a fixed context of N, as contrastive text towers have): (N, what says so). None otherwise."""
+    for owner_name, owner, pos, rows, width, name in _position_tables(model):
+        if _adds_whole(type(owner), pos):
+            where = f"{owner_name + '.' if owner_name else ''}{pos}"
+            return rows, (f"{type(owner).__name__} adds its whole position table {where} [{rows}, {width}] to the "
+                          f"tokens of {name} (a fixed context)")
     return None
 
 
 __all__ = ["structured_forms", "dataclass_argument", "filled_dataclass", "ScalarDefault", "RecordsDefault", "scalar_defaults", "scalar_note", "record_keys", "records_default",
-           "records_value", "records_note", "position_limit"]
+           "records_value", "records_note", "position_limit", "fixed_context"]

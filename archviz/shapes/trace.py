@@ -50,7 +50,7 @@ from .evidence import PassGiven, Second, concerned, second_pass, symbol_multiple
 from .evidence import named as named_by_evidence
 from .forward import ForwardRun, pass_mode, run_forward
 from .gathers import Gathers, adjust
-from .structured import records_note, scalar_defaults, scalar_note
+from .structured import fixed_context, records_note, scalar_defaults, scalar_note
 from .inputs import (
     default_inputs,
     default_sizes,
@@ -178,7 +178,8 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
     on_kernel, memo, train, progress, op_observer, on_memo = (run.on_kernel, run.memo, run.train, run.progress,
                                                               run.op_observer, run.on_memo)
 
-    B, T, clean = choose_dims(record, batch, seq)
+    fixed = fixed_context(built.model) if inputs is None and not input_specs else None
+    B, T, clean = choose_dims(record, batch, fixed[0] if fixed else seq)
     spans = Spans(built.display_roots)
     tracer = Tracer(built.model, spans.display, flow=True)
     tracer.on_kernel = on_kernel
@@ -194,13 +195,15 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
     streams = further_streams(built, input_specs) if inputs is None else []  # text beside image tokens: T_txt
     input_specs = [*(input_specs or ()), *(spec for s in streams for _, spec in s.specs)] if streams else input_specs
     args, kwargs, user, used, notes = _pass_inputs(built, inputs, input_specs, B, T, streams)
+    if fixed:
+        notes.append(f"T = {fixed[0]:,}{f' (not the {seq:,} asked)' if seq and seq != fixed[0] else ''}: {fixed[1]}")
     _ready_for_the_pass(built, record, tracer, notes)
     registry = built.stubs or stubs.StubRegistry()
     ids = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point]
     gathers.tokens = ids[0].numel() if ids else B * T  # the token ids' count ([B, T] or gpt-oss's [T])
     with pass_mode(built.model, train):
         experts, error, second = _passes(built, record, tracer, (args, kwargs), registry,
-                                         PassGiven(B, T, used, user, input_specs),
+                                         PassGiven(B, T, used, user, input_specs, fixed_t=fixed is not None),
                                          ForwardRun(memo=memo, notes=notes, progress=progress, observer=op_observer),
                                          bool(used) and inputs is None)
     if error is not None:
@@ -214,7 +217,8 @@ def _trace_shapes(built: Built, record: ModelRecord, sizes: tuple[int | None, in
     source = _source_after(record, spans, registry)
     notes.extend(_pass_notes(experts, second, used, inputs))
     shapes_info = {"B": B, "T": T, "used": sorted(used), **({"named": user} if user else {}),
-                   **({"streams": {s.dim: s.note() for s in streams}} if streams else {}), "clean": clean,
+                   **({"streams": {s.dim: s.note() for s in streams}} if streams else {}),
+                   **({"fixed_T": True} if fixed else {}), "clean": clean,
                    "mode": "train" if train else "eval", "notes": notes, "routed_symbol": ROUTED,
                    "routed_sizes": sorted(routed),
                    "policy": "see archviz/shapes/trace.py: boolean tests hold; routing spreads B·T·k tokens evenly "
@@ -253,7 +257,7 @@ def _pass_inputs(built: Built, inputs: tuple[tuple, dict] | None, input_specs: l
     first = consumer_default(built) if kept and not records and (built.kind != "hf" or "pixel_values" in base[1]) \
         else None
     ids = {"T"} if built.tokens_1d else {"B", "T"}  # token ids [T] (gpt-oss, packed sequences) have no B
-    extra = conditioning(built.model, B, T)[1] if built.kind != "hf" and first is not None else []
+    extra = conditioning(built.model, B, T, built.config)[1] if built.kind != "hf" and first is not None else []
     used = ({"B"} | ({"T"} if "T" in first.dims or any("[B, T]" in e for e in extra) else set()) if first else
             {"B"} if records else ids if kept else set()) | spec_symbols(input_specs)
     if records is not None:

@@ -1,5 +1,7 @@
-"""What one pass of a model that takes no positions costs per (an image, a latent, a denoising step, an audio
-window), with the pass's inputs as they ran: B, T and the further sequences' lengths (T_txt) at their sizes."""
+"""What one pass of a model is, for `cost`'s unit: an image, an audio window, a video, a denoising step (a latent
+or image beside a timestep, whatever sequences go with it), a sample; None where the pass is over token positions
+(its cost is per token), unless the model takes one length only (a fixed context: no token is decoded). With the
+pass's inputs as they ran: B, T and the further sequences' lengths (T_txt) at their sizes."""
 
 from __future__ import annotations
 
@@ -21,9 +23,11 @@ def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: i
     over a sequence of latent patches (features [B, T, C] beside a timestep) is per denoising step, T at `seq`."""
     shapes = record.extra("shapes") or {}
     first = _default_first(built, input_specs)
-    timed = first is not None and any("timestep" in n for n in conditioning(built.model, 1)[1])
-    if "T" in shapes.get("used", ()) and not timed:  # a denoising step, whatever its sequences: never per token
-        return None
+    timed = first is not None and \
+        any("timestep" in n for n in conditioning(built.model, 1, config=built.config)[1])
+    if "T" in shapes.get("used", ()) and not timed and not shapes.get("fixed_T"):
+        return None  # (a denoising step, whatever its sequences, and a model of one length are never per token)
+    seq = shapes.get("T", seq) if shapes.get("fixed_T") else seq  # the one length the model takes
     root = record.modules[0] if record.modules else None
     call = root.calls[0] if root is not None and root.calls else None
     values = {**shapes.get("named", {}), "B": batch, "T": seq}  # a further sequence's dim (T_txt) at its size

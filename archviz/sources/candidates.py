@@ -40,8 +40,9 @@ def _own(obj: Any, module: Any) -> bool:
 def classes_in(module: Any) -> list[type]:
     import torch
 
-    return [v for v in vars(module).values()
-            if inspect.isclass(v) and issubclass(v, torch.nn.Module) and _own(v, module)]
+    found = [v for v in vars(module).values()
+             if inspect.isclass(v) and issubclass(v, torch.nn.Module) and _own(v, module)]
+    return list(dict.fromkeys(found))  # once each: `Model = DetectionModel` names one class twice
 
 
 def _tree(obj: Any) -> ast.AST | None:
@@ -133,13 +134,25 @@ def _forwards_to_base(cls: type) -> bool:
                if issubclass(b, torch.nn.Module) and b is not torch.nn.Module and "__init__" in vars(b))
 
 
+def _takes_keys(cls: type, keys: set[str], given: set[str]) -> bool:
+    """The config's keys are keyword arguments of `cls`'s constructor (every one of them), and with the overrides
+    they give all it requires: a JSON of a class's arguments (`{"embed_dim": 512, "vision_layers": 12, ...}`)."""
+    return keys <= {p.name for p in _init_params(cls)} and _buildable(cls, keys | given)
+
+
 def _buildable(fn: Any, given: set[str]) -> bool:
     """Every required argument of `fn` is among `given`, and it forwards none it cannot get."""
     if inspect.isclass(fn) and _forwards_to_base(fn):
         return False
     params = _init_params(fn) if inspect.isclass(fn) else [
         p for p in _signature(fn).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    return all(p.default is not p.empty or p.name in given for p in params)
+    missing = [p.name for p in params if p.default is p.empty and p.name not in given]
+    if missing and not inspect.isclass(fn):  # a launcher's namespace its project's argument parser fills
+        from .launcher import launcher_defaults, namespace_parameter
+
+        if missing == [namespace_parameter(fn, missing)] and launcher_defaults(fn) is not None:
+            return True
+    return not missing
 
 
 def _signature(fn: Any) -> inspect.Signature:
@@ -223,6 +236,8 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
             (unfit if taken[1] is not None and _fit(taken[1], (keys or set()) | given) is None else cands).append(c)
         elif keys is None and _buildable(c, given):  # no config: built from its own defaults and overrides
             cands.append(c)
+        elif keys and _takes_keys(c, keys, given):  # the config's keys are its keyword arguments
+            cands.append(c)
     if not cands and keys:  # none fits: the one that does not is built, and its config class says what it lacks
         cands = unfit
     for preferred in _PREFERRED:  # the conventional names first, as the releases of reference code name them
@@ -230,7 +245,8 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
             if c.__name__ == preferred:
                 return c
     top = _roots(cands, classes)
-    top = [c for c in top if not any(c is not b and issubclass(c, b) for b in top)] or top  # the base, not a variant
+    # the base, not a variant (unless the base makes no weights: an abstract BaseModel its models derive from)
+    top = [c for c in top if not any(c is not b and issubclass(c, b) and _weighs(b, module) for b in top)] or top
     if len(top) > 1:
         top = [c for c in top if _weighs(c, module)] or top  # a loss beside the model: the model
     if len(top) > 1:  # a block variant nothing instantiates (it takes its layer's number): the model
@@ -238,19 +254,32 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
     if len(top) > 1:  # a part the config picks by its name (`mlp_class_name: "GptNeoxMLP"`): the model
         named = _config_strings(top)
         top = [c for c in top if c.__name__ not in named] or top
+    found = [b for b in builders if _buildable(b, (keys or set()) | given)]
+    broots = _roots(found, [*classes, *found])
+    if top and broots and not any(_weighs(c, module) for c in top):
+        top = []  # a post-processor or loss that builds alone, beside a builder of the model: the builder
     if len(top) == 1:
         return top[0]
     if top:
         raise SourceError(f"{name}: {len(top)} candidates could be the model: {_listing(top, [])}",
                           hint=f"name one with {option('model-class')}")
-    found = [b for b in builders if _buildable(b, (keys or set()) | given)]
-    broots = _roots(found, [*classes, *found])
     if len(broots) == 1:
         return broots[0]
     if broots:
         raise SourceError(f"{name}: {len(broots)} builders could make the model: {_listing([], broots)}",
                           hint=f"name one with {option('model-class')}")
     if keys is None:
+        likely = _likely_root(module, classes)
+        if likely is not None:
+            needs = [p.name for p in _init_params(likely) if p.default is p.empty and p.name not in given]
+            others = ", ".join(x.__name__ for x in [*classes, *builders] if x is not likely)
+            raise SourceError(f"{module.__file__}: no class or builder of the file builds from its defaults alone; "
+                              f"the model looks like {signature_of(likely)} (no other class of the file makes it), "
+                              f"which needs {', '.join(needs)} (others there: {others or 'none'})",
+                              hint=f"give {'it' if len(needs) == 1 else 'them'} with {option('set')} {needs[0]}=VALUE"
+                                   f"{'' if len(needs) == 1 else ' ...'}, or {likely.__name__}'s arguments as a JSON "
+                                   f"object with {option('config')} path/to/config.json, or name another with "
+                                   f"{option('model-class')}")
         raise SourceError(f"{module.__file__}: no class or builder of the file builds from its defaults alone "
                           f"(there: {_listing(classes, builders)})",
                           hint=f"pass its config with {option('config')} path/to/config.json, or give the arguments "
@@ -259,6 +288,27 @@ def find_model(module: Any, wanted: str | None, keys: set[str] | None, given: se
                       f"(there: {_listing(classes, builders)})",
                       hint=f"name the model with {option('model-class')}, or give the arguments it needs with "
                            f"{option('set')}")
+
+
+_WRAPPED = ("model", "net", "network", "module", "backbone", "denoiser", "unet", "encoder", "decoder")
+
+
+def _wraps(cls: type) -> bool:
+    """A class that wraps a model it is handed (`GaussianDiffusion(model, ...)`): a required argument named for one
+    or annotated as an nn.Module."""
+    import torch
+
+    return any(p.default is p.empty and (p.name in _WRAPPED or inspect.isclass(p.annotation)
+                                         and issubclass(p.annotation, torch.nn.Module)) for p in _init_params(cls))
+
+
+def _likely_root(module: Any, classes: list[type]) -> type | None:
+    """Where nothing builds alone: the one class that makes weights, wraps no model and that no other class of the
+    file makes (by the code's calls), or None."""
+    weighted = [c for c in classes if not _wraps(c) and _weighs(c, module)
+                and any(p.default is p.empty for p in _init_params(c))]
+    top = _roots(weighted, classes)  # (a builder of the file makes the model too: it is no reason to drop it)
+    return top[0] if len(top) == 1 else None
 
 
 def _named(module: Any, wanted: str, classes: list[type], builders: list[Callable]) -> Any:

@@ -5,6 +5,7 @@ whose model is made by a builder function."""
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from typing import Any
 
@@ -35,6 +36,7 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
     from .process_group import constructed
 
     attr = getattr(fn, "__name__", spec)
+    kwargs, said = namespace_argument(fn, kwargs)
     missing = _required(fn, kwargs)
     if missing:  # said before anything is built, as for a model class's required arguments
         raise SourceError(f"{spec}: {attr} needs {', '.join(missing)}, which {'was' if len(missing) == 1 else 'were'} "
@@ -68,6 +70,12 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
                                    "ones it takes") from None
         if is_cuda_insistence(e):
             raise SourceError(f"{spec}: the model insists on CUDA at {where}: {e}", hint=CUDA_HINT) from None
+        lacking = re.fullmatch(r"the config has no '(\w+)'", str(e)) if said and isinstance(e, AttributeError) else None
+        if lacking:  # the namespace made from the launcher's defaults lacks what the code reads
+            raise SourceError(f"{spec}: {attr} reads {lacking.group(1)} at {where}, which {said[0].split(':')[0]} "
+                              f"does not hold ({said[0].split(': ', 1)[1].split(',')[0]})",
+                              hint=f"give it with {option('set')} {lacking.group(1)}=VALUE, or in the JSON of "
+                                   f"{option('config')}") from None
         strings = [f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)]
         hint = build_failure_hint(e, kwargs)
         if strings:  # a value the user meant as something else may have stayed a string
@@ -79,7 +87,32 @@ def call_factory(fn: Any, kwargs: dict[str, Any], spec: str, root: str, device: 
     if not isinstance(model, torch.nn.Module):
         raise SourceError(f"{spec}: returned {type(model).__name__}, not a torch.nn.Module",
                           hint="the factory must return the model (an nn.Module)")
-    return model, list(notes.items) + started
+    return model, said + list(notes.items) + started
+
+
+def namespace_argument(fn: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`fn`'s launcher namespace (`build_model(args)`) made, where it takes one and it was not given: the defaults
+    of the project's argument parser (sources.launcher), the keyword arguments `fn` does not take (a config JSON's
+    keys, overrides values) over them, as one attribute bag. Returns (the keyword arguments, notes)."""
+    from .configs import AttrBag
+    from .launcher import launcher_defaults, namespace_parameter
+
+    name = namespace_parameter(fn, _required(fn, kwargs))
+    if name is None:
+        return kwargs, []
+    params = inspect.signature(fn).parameters
+    meant = {k: v for k, v in kwargs.items() if k not in params}
+    found = launcher_defaults(fn)
+    if not meant and found is None:
+        return kwargs, []
+    defaults, where = found or ({}, "")
+    given = {k: v for k, v in kwargs.items() if k in params}
+    said = f"{name}: " + (f"the defaults of the argument parser in {os.path.basename(where)} ({len(defaults)} "
+                          f"options)" if found else "the config's keys as attributes")
+    if found and meant:
+        said += f", {len(meant)} of them given ({', '.join(f'{k}={v!r}' for k, v in list(meant.items())[:6])}" \
+                f"{', ...' if len(meant) > 6 else ''})"
+    return {**given, name: AttrBag({**defaults, **meant})}, [said]
 
 
 def _made(fn: Any, kwargs: dict[str, Any], stubs: StubRegistry | None) -> Any:
@@ -152,7 +185,8 @@ def module_held(obj: Any, depth: int = _HELD_DEPTH) -> tuple[Any, str]:
         for field, value in group:
             model, how = (value, "") if isinstance(value, torch.nn.Module) else module_held(value, depth - 1)
             if model is not None:
-                found.append((sum(p.numel() for p in model.parameters()), f".{field}{how}", model))
+                found.append((sum(p.numel() for p in model.parameters()),
+                              f"{'' if field.startswith('[') else '.'}{field}{how}", model))
         if found:
             _, how, model = max(found, key=lambda f: f[0])
             return model, how
@@ -184,11 +218,19 @@ def _no_arguments(method: Any) -> bool:
         return False
 
 
+_ITEMS = 16  # items of a tuple, list or dict looked at
+
+
 def _fields(obj: Any) -> list[tuple[str, Any]]:
-    """The fields of a dataclass or plain object (its __dict__ or __slots__), never of a builtin value."""
+    """The fields of a dataclass or plain object (its __dict__ or __slots__), the items of a tuple, list or dict
+    (by index or key), never those of another builtin value."""
     import dataclasses
 
-    if isinstance(obj, (str, bytes, int, float, bool, type(None), list, tuple, dict, set, type)) or callable(obj):
+    if isinstance(obj, (list, tuple)):  # (model, criterion, postprocessors): each item, by its index
+        return [(f"[{i}]", v) for i, v in enumerate(obj[:_ITEMS])]
+    if isinstance(obj, dict):
+        return [(f"[{k!r}]", v) for k, v in list(obj.items())[:_ITEMS] if isinstance(k, str)]
+    if isinstance(obj, (str, bytes, int, float, bool, type(None), set, type)) or callable(obj):
         return []
     if dataclasses.is_dataclass(obj):
         return [(f.name, getattr(obj, f.name, None)) for f in dataclasses.fields(obj)]
@@ -197,4 +239,4 @@ def _fields(obj: Any) -> list[tuple[str, Any]]:
     return [(n, getattr(obj, n, None)) for n in dict.fromkeys(names) if not n.startswith("_")]
 
 
-__all__ = ["call_factory", "module_held"]
+__all__ = ["namespace_argument", "call_factory", "module_held"]

@@ -13,6 +13,7 @@ from .configs import _config_param
 from .importer import import_named
 from .construct import call_factory
 from .options import BuildOptions, Built, _versions, read_json_config
+from .targets import target_config
 from .stubs import StubRegistry
 
 
@@ -38,8 +39,10 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     if not callable(fn):
         raise SourceError(f"{spec}: {attr} is not callable", hint="point at a function or class that returns a module")
     config = read_json_config(options.config) if options.config else None
+    config, _, said = target_config(config, module, attr.split(".")[0], os.path.basename(options.config or spec))
     if path is not None and inspect.isclass(fn) and _config_param(fn) is not None:
-        built = build_target(Target(spec, path, module, fn, stubs, kind="factory"), config, options.config, options)
+        built = build_target(Target(spec, path, module, fn, stubs, kind="factory", said=(said,) if said else ()),
+                             config, options.config, options)
         built.name, built.display_roots = attr, _display_roots_for(module)
         return built
     root = os.path.dirname(getattr(module, "__file__", "") or "")
@@ -49,7 +52,8 @@ def build_factory(spec: str, options: BuildOptions) -> Built:
     # The keyword arguments are the factory's config: they name dims (`64` -> `d`), as a config.json's fields do.
     config = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list)) or v is None}
     return Built(model=model, spec=spec, kind="factory", name=attr, config=config, overrides=dict(options.overrides),
-                 stubbed_imports=stubs.taken(), notes=list(stubs.native_notes) + notes, roots=(root,),
+                 stubbed_imports=stubs.taken(), notes=list(stubs.native_notes) + ([said] if said else []) + notes,
+                 roots=(root,),
                  display_roots=_display_roots_for(module), stubs=stubs, versions=_versions())
 
 

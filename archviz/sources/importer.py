@@ -322,9 +322,15 @@ def _stub_missing(e: ModuleNotFoundError, path: str, where: tuple[str, str, str 
     rules)."""
     folder, stem, package, siblings = where
     missing = (e.name or "").split(".")[0]
-    _LOADED.add(missing)
     if not missing:
         raise SourceError(f"{path}: import failed: {e}", hint="install what it names") from None
+    if e.name != missing and e.name not in stubbed and _installed(missing):
+        # `from torch._six import ...`: an installed package lacks a module the code's version of it had. That
+        # module is stubbed, never the package (which would stand in for torch itself).
+        stubbed[e.name] = stubs.module(e.name, f"{missing} is installed but has no {e.name} (the code was written "
+                                               f"for another version of {missing})")
+        return
+    _LOADED.add(missing)
     failing = _failing_file(e, folder) if package is None else None
     failing_stem = os.path.splitext(os.path.basename(failing))[0] if failing else stem
     if (failing_stem != stem and failing_stem in siblings and failing_stem not in stubbed
@@ -336,6 +342,19 @@ def _stub_missing(e: ModuleNotFoundError, path: str, where: tuple[str, str, str 
     else:
         raise SourceError(f"{path}: import of {missing} keeps failing ({e})",
                           hint=f"run with {option('debug')} for the traceback") from e
+
+
+def _installed(name: str) -> bool:
+    """A top-level package that is really there: imported (not a stub of ours), or findable on the path."""
+    from .stubs import StubModule
+
+    mod = sys.modules.get(name)
+    if mod is not None:
+        return not isinstance(mod, StubModule)
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def import_named(name: str, stubs: StubRegistry) -> tuple[Any, str | None]:

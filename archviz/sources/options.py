@@ -171,12 +171,13 @@ def read_json_config(path: str) -> dict[str, Any]:
     """A config file (JSON; YAML where its name ends in .yaml or .yml) as a dict, or one clear line saying why
     not."""
     from ..files.safejson import load_config_file
-    from ..files.safeyaml import YAML_SUFFIXES, load_config
+    from ..files.safeyaml import YAML_SUFFIXES, load_file
 
-    # a regular file, bounded size and nesting (archviz.files.safejson, .safeyaml)
-    raw = load_config(path, error=SourceError) if path.lower().endswith(YAML_SUFFIXES) else load_config_file(path)
+    yaml = str(path).lower().endswith(YAML_SUFFIXES)
+    # a regular file, bounded size and nesting (archviz.files.safejson, safeyaml)
+    raw = load_file(path, what="config", error=SourceError) if yaml else load_config_file(path)
     with refused_as(lambda m: SourceError(f"{path}: {m}", hint="check the file")):
-        want_table("", raw, what="a config: a JSON object")
+        want_table("", raw, what="a config: a YAML mapping" if yaml else "a config: a JSON object")
     check_config_sizes(raw, path)
     return raw
 

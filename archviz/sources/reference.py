@@ -24,6 +24,7 @@ from .configs import (AttrBag, _config_param, _init_params, _takes_kwargs, code_
                       find_config_class, make_config, preset_maker)
 from .importer import import_reference
 from .stubs import StubRegistry
+from .targets import target_config
 
 _GENERIC_FOLDERS = {"inference", "src", "model", "models", "code", "reference"}
 
@@ -264,8 +265,10 @@ def build(spec: str, options: BuildOptions) -> Built:
     stubs = StubRegistry()
     module = import_reference(path, stubs)
     given = dict(options.overrides)
-    target = find_model(module, options.model_class, set(config) if config is not None else None, set(given))
-    return build_target(Target(spec, path, module, target, stubs), config, config_path, options)
+    config, wanted, said = target_config(config, module, options.model_class, os.path.basename(config_path or path))
+    target = find_model(module, wanted, set(config) if config is not None else None, set(given))
+    return build_target(Target(spec, path, module, target, stubs, said=(said,) if said else ()), config, config_path,
+                        options)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,6 +281,7 @@ class Target:
     obj: Any
     stubs: StubRegistry
     kind: str = "reference"
+    said: tuple[str, ...] = ()  # notes of how the config was read (the node of a target/params config)
 
 
 def build_target(t: Target, config: dict[str, Any] | None, config_path: str | None, options: BuildOptions) -> Built:
@@ -338,7 +342,7 @@ def build_target(t: Target, config: dict[str, Any] | None, config_path: str | No
     name, display_root = _model_name(module, code_root, os.path.dirname(path))
     return Built(model=model, spec=t.spec, kind=t.kind, name=name, config=cfg,
                  overrides=dict(options.overrides), stubbed_imports=t.stubs.taken(),
-                 notes=list(t.stubs.native_notes) + notes,
+                 notes=list(t.stubs.native_notes) + list(t.said) + notes,
                  world_size=world_size, rank=rank, roots=(code_root,), display_roots=((display_root, ""),),
                  module=module,
                  args=args, stubs=t.stubs, versions=_versions(), default_dtype=default_dtype)
@@ -363,8 +367,8 @@ def _arguments(t: Target, config: dict[str, Any] | None, config_path: str | None
     cls, given = t.obj, dict(options.overrides)
     if not inspect.isclass(cls):  # a builder: the config's keys and overrides as its keyword arguments
         kwargs = {**(config or {}), **given}
-        _check_kwargs(cls, kwargs, t.spec)
-        notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+        if not _check_kwargs(cls, kwargs, t.spec):  # (a namespace's attributes are said where it is made)
+            notes.append(f"built as {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
         return None, None, kwargs, {}
     args_cls = find_config_class(t.module, cls, options.config_class, set(config or ()))
     if args_cls is None:  # built from its own defaults: the config's keys and overrides give its keyword arguments
@@ -382,18 +386,24 @@ def _arguments(t: Target, config: dict[str, Any] | None, config_path: str | None
     return args, args_cls, {}, extra
 
 
-def _check_kwargs(fn: Any, kwargs: dict[str, Any], spec: str) -> None:
-    """Each keyword argument is one the builder takes (or it takes any)."""
+def _check_kwargs(fn: Any, kwargs: dict[str, Any], spec: str) -> bool:
+    """Each keyword argument is one the builder takes (or it takes any); True where the builder takes a launcher's
+    namespace that was not given (the keys are its attributes: construct.namespace_argument)."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        return
+        return False
+    from .launcher import namespace_parameter
+
+    if namespace_parameter(fn, [n for n, p in params.items() if n not in kwargs and p.default is p.empty]):
+        return True
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
+        return False
     for key in kwargs:
         if key not in params:
             raise UnknownArgument(f"{spec}: {fn.__name__} has no argument {key!r}",
                               hint=suggest(key, sorted(params)) or f"its arguments: {', '.join(params)}")
+    return False
 
 
 def _constructor_kwargs(cls: type, values: dict[str, Any], notes: list[str], config_path: str | None

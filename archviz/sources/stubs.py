@@ -179,6 +179,11 @@ class StubFunction:
         """A launch grid (`kernel[grid](...)`, triton's and tilelang's syntax) is the kernel itself."""
         return self
 
+    def __iter__(self) -> Any:
+        """Empty: `for tag in ExifTags.TAGS:` at import of a missing package's table runs no step (without this,
+        Python iterates by __getitem__(0), (1), ... and never stops)."""
+        return iter(())
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
@@ -201,6 +206,14 @@ class StubFunction:
         return Any
 
     __ror__ = __or__
+
+    # `isinstance(x, container_abcs.Iterable)` with a module the installed version no longer has: nothing is an
+    # instance (or a subclass) of what is not there
+    def __instancecheck__(self, instance: Any) -> bool:
+        return False
+
+    def __subclasscheck__(self, subclass: Any) -> bool:
+        return False
 
 
 class StubModule(types.ModuleType):
