@@ -53,7 +53,7 @@ def test_a_key_naming_a_preset_makes_the_config_by_it():
     ("a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n" + "".join(
         f"{k}: &{k} [{', '.join(['*' + p] * 10)}]\n" for p, k in zip("abcdefg", "bcdefgh")), "aliases"),
     ("n_layer: !!python/object/apply:os.system ['echo never']\n", "not a readable YAML config"),
-    ("- just\n- a list\n", "a JSON object"),
+    ("- just\n- a list\n", "a YAML mapping"),
 ])
 def test_bad_yaml_config_is_one_line(tmp_path: Path, text: str, said: str):
     (tmp_path / "cfg.yaml").write_text(text)
