@@ -218,14 +218,17 @@ def archviz_cli() -> Cli:
 # Session fixtures that several files share: under `make test` (pytest-xdist, --dist loadfile) every file that names
 # one runs on the same worker (FileGroups below), so it is built once in the run, not once a worker.
 _SHARED_SESSION_FIXTURES = ("gallery_site", "toplevel_sites", "default_site")
-# The files (or groups) that took longest in a run of the whole suite (--durations), handed out first, longest first,
-# so that none starts last and leaves the other worker idle; then the files with `slow` tests, then the rest.
-# Ranked from `make test` on a fresh clone, PYTEST_ADDOPTS=--durations=0 (seconds, 2 workers): 124, 68, 58, 34, 29,
-# then 10-13 each.
+# The files (or groups) that took longest in a run of the whole suite, handed out first, longest first, so that none
+# starts last and leaves the other worker idle; then the files with `slow` tests, then the rest. Ranked by CPU
+# seconds (pytest -n 0, a directory at a time, the test process and the processes it waited for; Chromium's share
+# of the three site groups estimated): ~90, ~60, ~45, 28, 21, then 13 down to 8.
 _LONGEST_FIRST = ("default_site", "gallery_site", "toplevel_sites", "cli/test_ci_integrations.py",
-                  "probe/test_tensor_parallel.py", "adversarial/test_records_outputs_exits.py",
-                  "adversarial/test_adv_remote.py", "checkpoint/test_checkpoint_fuzz.py", "render/site/test_browser.py",
-                  "adversarial/test_adv_special_files.py", "render/site/test_pages.py", "probe/test_run.py")
+                  "probe/test_tensor_parallel.py", "shapes/test_trace.py", "adversarial/test_adv_special_files.py",
+                  "records/test_types.py", "processes/test_processes_owner.py",
+                  "adversarial/test_records_outputs_exits.py", "probe/test_run.py", "render/site/test_pages.py",
+                  "checkpoint/test_checkpoint_fuzz.py", "records/test_cache.py", "adversarial/test_adv_bounds.py",
+                  "cli/test_model.py", "test_wheel.py", "walk/test_tensors_reference.py",
+                  "adversarial/test_adv_trust_edges.py", "checkpoint/test_manifest_fast_path.py")
 _GROUPS: dict[Path, str] = {}
 
 
@@ -239,7 +242,8 @@ def _group(path: Path) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest groups first (each worker collects, and the scheduler hands out groups in this order)."""
+    """The longest groups first (each worker collects, and the scheduler hands out groups in this order: FileGroups
+    turns xdist's reordering off)."""
     slow = {_group(item.path) for item in items if item.get_closest_marker("slow")}
 
     def rank(item: pytest.Item) -> int:
@@ -261,4 +265,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             return _group(REPO / nodeid.split("::", 1)[0])
 
+    # in the order of the collection (pytest_collection_modifyitems's): xdist's default (--loadscope-reorder) hands
+    # out the units with the most tests first, which put the default site's 14 tests 33rd of ~150 units
+    config.option.loadscopereorder = False
     return FileGroups(config, log)

@@ -203,6 +203,8 @@ def fed_back_argument(model: Any) -> tuple[str, int, str] | None:
     except (TypeError, ValueError):
         return None
     optional = {p.name for p in params[1:] if p.default is None}
+    if not optional:  # nothing the loop could feed back: the project's files are not read (torch's own, 400 of them,
+        return None  # for an nn.Sequential: ~4 s)
     names = [p.name for p in params]
     for path, tree in _parsed(_project_files(type(model)), None):
         for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):

@@ -66,3 +66,21 @@ def test_a_state_the_forward_returns_and_generate_feeds_back_is_fed_back(archviz
     c = json.loads((FIX / "config.json").read_text())
     d_inner = c["expand"] * c["d_model"]
     assert out["kv"]["at_context"] == c["n_layer"] * d_inner * (c["d_conv"] + c["d_state"]) * 4  # float32 states
+
+
+def test_a_forward_with_nothing_to_feed_back_reads_no_project_file(monkeypatch):
+    """`nn.Sequential.forward(input)` takes no argument that defaults to None, so no loop can feed one back: its
+    project (torch itself, 400 of whose files took ~4 CPU-s to parse at each decode step) is not read. A forward
+    that has one is still searched (the fixture above)."""
+    from archviz.cost import cache_object
+
+    read: list[str] = []
+    monkeypatch.setattr(cache_object, "_project_files", lambda cls: read.append(cls.__name__) or [])
+    model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16))
+    assert cache_object.fed_back_argument(model) is None and read == []
+
+    class Stateful(torch.nn.Module):
+        def forward(self, tokens, memory=None):
+            return tokens, memory
+
+    assert cache_object.fed_back_argument(Stateful()) is None and read == ["Stateful"]

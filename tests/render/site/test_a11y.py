@@ -35,3 +35,16 @@ def test_no_serious_accessibility_violations(site, scheme, chromium):
     out, _ = site
     found = serious_violations(chromium, _pages(out, every=scheme == "light"), scheme, out)
     assert found == [], "\n".join(found)
+
+
+def test_axe_reports_what_is_serious_and_leaves_out_only_what_cannot_be(tmp_path, chromium):
+    """The check itself (tests/browser_tools.py): a page of grey text on white (contrast 1.6:1, serious) and an image
+    without text (critical) is reported on both; a page whose only faults are moderate (no main landmark, text outside
+    any region) passes."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<!doctype html><html lang="en"><head><title>t</title></head><body><main>'
+                   '<p style="color:#ccc;background:#fff">faint</p><img src="data:,"></main></body></html>')
+    moderate = tmp_path / "moderate.html"
+    moderate.write_text('<!doctype html><html lang="en"><head><title>t</title></head><body><p>plain</p></body></html>')
+    found = serious_violations(chromium, [bad, moderate], "light", tmp_path)
+    assert [line.split(" (")[0] for line in found] == ["bad.html: color-contrast", "bad.html: image-alt"], found
