@@ -60,16 +60,39 @@ def cuts(record: ModelRecord) -> tuple[int, ...]:
     return tuple(sorted(sizes))
 
 
+def _stride(m: Any) -> int:
+    """The stride a module cuts a time axis by: a 1-D convolution's (not a transposed one's, which grows it) or a
+    torch 1-D pooling's; 1 for anything else."""
+    attrs = dict(m.attributes)
+    stride = attrs.get("stride")
+    stride = stride[0] if isinstance(stride, (list, tuple)) and len(stride) == 1 else stride
+    if not isinstance(stride, int) or isinstance(stride, bool) or stride < 2:
+        return 1
+    kernel = attrs.get("kernel_size")
+    if isinstance(kernel, (list, tuple)) and len(kernel) == 1 and attrs.get("transposed") is False:
+        return stride
+    pooled = m.class_name.endswith("Pool1d") and m.class_module.startswith("torch.nn")
+    return stride if pooled else 1
+
+
+def time_stride(record: ModelRecord) -> int:
+    """The product of the strides of the model's strided 1-D convolutions and poolings: how much its front end
+    cuts a waveform's or spectrogram's time axis (an audio codec's 2·4·5·8 = 320 samples a frame), whatever its
+    config calls the ratios; 1 where none is strided."""
+    return math.prod(_stride(m) for m in record.modules)
+
+
 def trace_multiple(record: ModelRecord) -> tuple[int, int]:
     """(m, floor): T should be a multiple of m above floor -- the least common multiple of the config's `cuts`
-    and the largest of them; (1, 0) where the config has none."""
-    sizes = cuts(record)
+    and the model's `time_stride` (so the axis after every strided layer is T over their product, exactly, and
+    at least 2: one frame would read as a constant), and the largest of them; (1, 0) where there is none."""
+    sizes = (*cuts(record), time_stride(record))
     m = 1
     for x in sizes:
         m = math.lcm(m, x)
     if m > MAX_MULTIPLE:
         return 1, 0
-    return m, max(sizes, default=0)
+    return m, max(sizes, default=0) if m > 1 else 0
 
 
 def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
