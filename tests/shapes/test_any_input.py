@@ -183,3 +183,47 @@ def test_an_inputs_file_holds_the_same_inputs(tmp_path):
     assert e.value.message.startswith("inputs file '") and "bad.json" in e.value.message
     assert e.value.message.endswith("': batched_input.image is neither dims, a number, a list of ints nor tables of "
                                     "them")
+
+
+def _at(dim, B: int, T: int) -> int:
+    """A recorded dim at (B, T), computed here: B, T, T/r (the code's // at a multiple of r) and T/r+c or T+c."""
+    if isinstance(dim, int):
+        return dim
+    value = {"B": B, "T": T}.get(dim)
+    if value is not None:
+        return value
+    import re
+    m = re.fullmatch(r"T(?:/(\d+))?([+-]\d+)?", dim)
+    assert m, f"not an expression of T: {dim}"
+    return T // int(m.group(1) or 1) + int(m.group(2) or 0)
+
+
+def test_a_waveform_codec_keeps_samples_and_frames_symbolic():
+    """A waveform [B, channels, T] from the Conv1d stem (the LSTM's [4·H, H] input weights are no position table
+    fixing a window): the pass's T is a multiple of the strides' product prod(ratios), the frames after each strided
+    convolution read T over the running product (T/2, T/8, T/40 for ratios 5, 4, 2), the LSTM runs over T/40
+    frames, and the decoder gives T samples back, as a real CPU run at the same B and T does."""
+    m = _module("seanet")
+    cfg = m.Cfg()
+    rec = _traced("seanet")
+    shapes = rec["extras"]["shapes"]
+    assert set(shapes["used"]) == {"B", "T"}
+    B, T = shapes["B"], shapes["T"]
+    hop = math.prod(cfg.ratios)
+    assert T % hop == 0 and T // hop >= 2
+    calls = {x["path"]: x["calls"][0] for x in rec["modules"] if x.get("calls")}
+    assert calls[""]["inputs"] == [["B", cfg.channels, "T"]]
+    assert calls[""]["outputs"] == [["B", cfg.channels, "T"]]
+    assert calls["encoder"]["outputs"] == [["B", cfg.dimension, f"T/{hop}"]]
+    width = cfg.n_filters * 2 ** len(cfg.ratios)
+    lstm = next(p for p in calls if p.startswith("encoder") and p.endswith(".lstm"))
+    assert calls[lstm]["inputs"] == [[f"T/{hop}", "B", width]]
+    model = m.Codec(cfg)
+    strided = [p for p, mod in model.named_modules() if isinstance(mod, torch.nn.Conv1d) and mod.stride[0] > 1]
+    running = [math.prod(list(reversed(cfg.ratios))[:i + 1]) for i in range(len(cfg.ratios))]
+    assert [calls[p]["outputs"][0][-1] for p in strided] == [f"T/{r}" for r in running]
+    real = real_calls(model, torch.zeros(B, cfg.channels, T))
+    got = {p: [{k: [[_at(d, B, T) for d in s] for s in c[k]] for k in c} for c in cs]
+           for p, cs in record_calls(rec).items()}
+    assert got == real
+    assert real[""][0]["outputs"] == [[B, cfg.channels, T]]
