@@ -43,16 +43,20 @@ def test_an_image_model_whose_root_holds_its_class_token():
     assert record_calls(rec, numeric={"B": B}) == real_calls(m.ViT(cfg), torch.zeros(B, *image))
 
 
+def _over_time(name: str) -> tuple:
+    """The fixture NAME's module, its Cfg(), its traced records and the pass's B and T, which both name dims."""
+    m = _module(name)
+    rec = _traced(name)
+    shapes = rec["extras"]["shapes"]
+    assert set(shapes["used"]) == {"B", "T"}
+    return m, m.Cfg(), rec, shapes["B"], shapes["T"]
+
+
 def test_a_strided_conv_front_end_keeps_the_time_axis_symbolic():
     """A spectrogram [B, n_mels, T] from the first Conv1d; the pass's T is a multiple of the two stride-2
     convolutions' product, so after them the time axis reads T/2 and T/4 (the code's (T + 2·1 − 3) // 2 + 1,
     exactly), never a constant."""
-    m = _module("audio")
-    cfg = m.Cfg()
-    rec = _traced("audio")
-    shapes = rec["extras"]["shapes"]
-    assert set(shapes["used"]) == {"B", "T"}
-    B, T = shapes["B"], shapes["T"]
+    m, cfg, rec, B, T = _over_time("audio")
     encoder = m.Encoder(cfg)
     assert T % (encoder.conv1.stride[0] * encoder.conv2.stride[0]) == 0
     calls = {x["path"]: x["calls"][0] for x in rec["modules"] if x.get("calls")}
@@ -193,9 +197,9 @@ def _at(dim, B: int, T: int) -> int:
     if value is not None:
         return value
     import re
-    m = re.fullmatch(r"T(?:/(\d+))?([+-]\d+)?", dim)
-    assert m, f"not an expression of T: {dim}"
-    return T // int(m.group(1) or 1) + int(m.group(2) or 0)
+    found = re.fullmatch(r"T(?:/(\d+))?([+-]\d+)?", dim)
+    assert found, f"not an expression of T: {dim}"
+    return T // int(found.group(1) or 1) + int(found.group(2) or 0)
 
 
 def test_a_waveform_codec_keeps_samples_and_frames_symbolic():
@@ -203,12 +207,7 @@ def test_a_waveform_codec_keeps_samples_and_frames_symbolic():
     fixing a window): the pass's T is a multiple of the strides' product prod(ratios), the frames after each strided
     convolution read T over the running product (T/2, T/8, T/40 for ratios 5, 4, 2), the LSTM runs over T/40
     frames, and the decoder gives T samples back, as a real CPU run at the same B and T does."""
-    m = _module("seanet")
-    cfg = m.Cfg()
-    rec = _traced("seanet")
-    shapes = rec["extras"]["shapes"]
-    assert set(shapes["used"]) == {"B", "T"}
-    B, T = shapes["B"], shapes["T"]
+    m, cfg, rec, B, T = _over_time("seanet")
     hop = math.prod(cfg.ratios)
     assert T % hop == 0 and T // hop >= 2
     calls = {x["path"]: x["calls"][0] for x in rec["modules"] if x.get("calls")}
@@ -217,7 +216,7 @@ def test_a_waveform_codec_keeps_samples_and_frames_symbolic():
     assert calls["encoder"]["outputs"] == [["B", cfg.dimension, f"T/{hop}"]]
     width = cfg.n_filters * 2 ** len(cfg.ratios)
     lstm = next(p for p in calls if p.startswith("encoder") and p.endswith(".lstm"))
-    assert calls[lstm]["inputs"] == [[f"T/{hop}", "B", width]]
+    assert calls[lstm]["inputs"] == [["B", f"T/{hop}", width]]
     model = m.Codec(cfg)
     strided = [p for p, mod in model.named_modules() if isinstance(mod, torch.nn.Conv1d) and mod.stride[0] > 1]
     running = [math.prod(list(reversed(cfg.ratios))[:i + 1]) for i in range(len(cfg.ratios))]
