@@ -19,7 +19,7 @@ from ..sources import Built, stubs
 from .forward import ForwardRun, run_forward
 from .inputs import default_inputs, merge_inputs, parse_inputs
 from .memo import BlockMemo
-from .symbols import choose_dims, cuts, derived, name_dims
+from .symbols import choose_dims, cuts, derived, name_dims, strided_cuts
 from .tracer import Tracer
 
 
@@ -35,6 +35,7 @@ class Second:
     copied: dict[str, str] = dataclasses.field(default_factory=dict)  # memoised block -> the block that ran
     fixed: set[str] = dataclasses.field(default_factory=set)  # the user's dims the model took at no other size
     cuts: tuple[int, ...] = ()  # the config's ratios and windows (T is a multiple of them): derived dims' divisors
+    strided: tuple[int, ...] = ()  # the model's own strides, their running products (symbols.strided_cuts)
     flows: dict[str, tuple] = dataclasses.field(default_factory=dict)  # the raw flows (archviz.shapes.flow)
     _heads: dict[str, str | None] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
@@ -170,7 +171,8 @@ def second_pass(built: Built, record: ModelRecord, first: Tracer, first_memo: Bl
         if error is not None:
             return None
         return Second(B2, T2, vary, tracer.calls, set(tracer.policy.policy_sizes) - {B2, T2, B2 * T2}, user2,
-                      tracer.copied or {}, fixed=set(user) - resized, cuts=cuts(record), flows=tracer.flows)
+                      tracer.copied or {}, fixed=set(user) - resized, cuts=cuts(record), flows=tracer.flows,
+                      strided=strided_cuts(record))
 
     B2, T2, _ = choose_dims(record, None, T if given.fixed_t else None, differ=(B, T))
     second = run(set(user), only)
@@ -194,11 +196,11 @@ def named(shape: tuple, other: tuple | None, B: int, T: int, routed: set[int], u
     derive = second.vary <= {"B", "T"} and not second.user
     for d, a, b, o in zip(shape, first, again, other):
         if derive and not isinstance(a, str) and int(o) != int(d):
-            out.append(derived(int(d), int(o), (B, T), (second.B, second.T), second.cuts))
+            out.append(derived(int(d), int(o), (B, T), (second.B, second.T), second.cuts, second.strided))
             continue
         if derive and a in ("B", "T", "B·T") and a != b and int(o) != int(d):
             # a derived dim equal to a symbol at the first sizes only (ceil(T/2) = 7 = B at B = 7, T = 13)
-            text = derived(int(d), int(o), (B, T), (second.B, second.T), second.cuts)
+            text = derived(int(d), int(o), (B, T), (second.B, second.T), second.cuts, second.strided)
             out.append(int(d) if " at " in text else text)
             continue
         if isinstance(b, str) and b in second.user and user.get(int(d)) is not None and \

@@ -163,16 +163,27 @@ def _linear_patches(model: Any, first: torch.nn.Linear) -> tuple[tuple[int, int,
 def _position_tables(model: Any, width: int) -> list[tuple[str, int]]:
     """(name, rows N) of the tables [N, width] or [1, N, width] (N > 1) among the model's parameters and buffers
     that are no layer's weight: learned or fixed position tables (a class token's one row left out); a grid table
-    [1, n, n, width] holds n² rows."""
+    [1, n, n, width] holds n² rows. A layer's weight is any tensor a torch.nn layer holds (a convolution's, an
+    LSTM's [4·H, width] input weights, an attention's packed projection), not only a consumer's."""
     out = []
     for name, t in (*model.named_parameters(), *model.named_buffers()):
         shape = tuple(t.shape)
         rows = shape[0] if len(shape) == 2 else shape[1] if len(shape) == 3 and shape[0] == 1 else \
             shape[1] * shape[2] if len(shape) == 4 and shape[0] == 1 and shape[1] == shape[2] else 0  # [1, n, n, D]
-        if rows > 1 and shape[-1] == width and \
-                not isinstance(model.get_submodule(name.rpartition(".")[0]), _CONSUMERS):
+        if rows > 1 and shape[-1] == width and not _layer_weight(model.get_submodule(name.rpartition(".")[0])):
             out.append((name, rows))
     return out
+
+
+def _layer_weight(owner: Any) -> bool:
+    """Whether the tensors `owner` holds are a layer's weights: a consumer's, or any layer torch.nn defines (an
+    RNN, an attention, a weight-norm parametrization); a user's module, or a torch.nn container of parameters,
+    may hold a position table."""
+    if isinstance(owner, _CONSUMERS):
+        return True
+    containers = (torch.nn.ParameterList, torch.nn.ParameterDict, torch.nn.Sequential, torch.nn.ModuleList,
+                  torch.nn.ModuleDict)
+    return type(owner).__module__.startswith("torch.nn.") and not isinstance(owner, containers)
 
 
 def _window(model: Any, first: torch.nn.Conv1d) -> tuple[int, str] | None:

@@ -60,16 +60,47 @@ def cuts(record: ModelRecord) -> tuple[int, ...]:
     return tuple(sorted(sizes))
 
 
+def _stride(m: Any) -> int:
+    """The stride a module cuts a time axis by: a 1-D convolution's (not a transposed one's, which grows it) or a
+    torch 1-D pooling's; 1 for anything else."""
+    attrs = dict(m.attributes)
+    stride = attrs.get("stride")
+    stride = stride[0] if isinstance(stride, (list, tuple)) and len(stride) == 1 else stride
+    if not isinstance(stride, int) or isinstance(stride, bool) or stride < 2:
+        return 1
+    kernel = attrs.get("kernel_size")
+    if isinstance(kernel, (list, tuple)) and len(kernel) == 1 and attrs.get("transposed") is False:
+        return stride
+    pooled = m.class_name.endswith("Pool1d") and m.class_module.startswith("torch.nn")
+    return stride if pooled else 1
+
+
+def strided_cuts(record: ModelRecord) -> tuple[int, ...]:
+    """The running products of the strides of the model's strided 1-D convolutions and poolings, in the order the
+    code made them: how much its front end has cut a waveform's or spectrogram's time axis after each (an audio
+    codec's 2, 8, 40, 320 samples a frame), whatever its config calls the ratios; () where none is strided."""
+    out, total = [], 1
+    for m in record.modules:
+        stride = _stride(m)
+        if stride > 1:
+            total *= stride
+            out.append(total)
+    return tuple(out)
+
+
 def trace_multiple(record: ModelRecord) -> tuple[int, int]:
     """(m, floor): T should be a multiple of m above floor -- the least common multiple of the config's `cuts`
-    and the largest of them; (1, 0) where the config has none."""
-    sizes = cuts(record)
+    and the model's `strided_cuts` (the axis after every strided layer is then T over their product, exactly, and
+    at least 2, where one frame would read as a constant) and the largest of them; (1, 0) where there is none."""
+    sizes = (*cuts(record), *strided_cuts(record))
     m = 1
     for x in sizes:
         m = math.lcm(m, x)
     if m > MAX_MULTIPLE:
         return 1, 0
-    return m, max(sizes, default=0)
+    # above the smallest T too where the model's strides set m (a pool of 2 then a reshape pairing frames: T/4
+    # of a T of 4 would read as a constant 1)
+    return m, max(*sizes, _PRIMES_T[0] if strided_cuts(record) else 0, 0)
 
 
 def choose_dims(record: ModelRecord, batch: int | None, seq: int | None,
@@ -152,10 +183,12 @@ def name_dims(shape: tuple[int, ...], B: int, T: int, routed: set[int],
     return tuple(out)
 
 
-def derived(d: int, o: int, first: tuple[int, int], second: tuple[int, int], cuts: tuple[int, ...] = ()) -> str:
+def derived(d: int, o: int, first: tuple[int, int], second: tuple[int, int], cuts: tuple[int, ...] = (),
+            strided: tuple[int, ...] = ()) -> str:
     """A dim of size `d` at (B, T) = `first` that is `o` at `second`: the expression of B and T that gives both
     (T/4, 4·T, B·32, B·T/4, T+128, ceil(T/64), T+T/4, T/4+128, T+T/4+1, with `cuts` the config's ratios and
-    windows tried for the last four), or, where none does, its size with the sizes named ("96 at B = 7, T = 384")."""
+    windows tried for the last four), else T/8+4 for `strided` the model's `strided_cuts` (a strided layer's padded
+    input), or, where none does, its size with the sizes named ("96 at B = 7, T = 384")."""
     (b1, t1), (b2, t2) = first, second
     forms: list[tuple[str, Any]] = []
     if d and t1 % d == 0 and t1 // d > 1:
@@ -181,6 +214,10 @@ def derived(d: int, o: int, first: tuple[int, int], second: tuple[int, int], cut
                 forms.append((f"T/{r}{'+' if c > 0 else '-'}{abs(c)}", lambda b, t, r=r, c=c: t // r + c))
             if c2 and r in cuts:
                 forms.append((f"T+T/{r}{'+' if c2 > 0 else '-'}{abs(c2)}", lambda b, t, r=r, c=c2: t + t // r + c))
+    for r in strided:  # last: any line through two points fits, and the forms above are the code's plainer ones
+        c = d - t1 // r
+        if c:
+            forms.append((f"T/{r}{'+' if c > 0 else '-'}{abs(c)}", lambda b, t, r=r, c=c: t // r + c))
     for text, f in forms:
         if f(b1, t1) == d and f(b2, t2) == o:
             return text

@@ -25,8 +25,11 @@ def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: i
     first = _default_first(built, input_specs)
     timed = first is not None and \
         any("timestep" in n for n in conditioning(built.model, 1, config=built.config)[1])
-    if "T" in shapes.get("used", ()) and not timed and not shapes.get("fixed_T"):
-        return None  # (a denoising step, whatever its sequences, and a model of one length are never per token)
+    # [C, T] a convolution takes (a waveform, a spectrogram of T samples or frames), not a Linear's features [T, C]
+    # nor a fixed window beside token ids (a speech model's decoder: its cost is per token)
+    window = first is not None and len(first.dims) == 2 and isinstance(first.dims[0], int) and first.dims[1] == "T"
+    if "T" in shapes.get("used", ()) and not timed and not window and not shapes.get("fixed_T"):
+        return None  # (a denoising step, a window of samples or frames, a model of one length: never per token)
     seq = shapes.get("T", seq) if shapes.get("fixed_T") else seq  # the one length the model takes
     root = record.modules[0] if record.modules else None
     call = root.calls[0] if root is not None and root.calls else None
@@ -40,7 +43,7 @@ def pass_unit(built: Built, record: Any, input_specs: list[str] | None, batch: i
         name = "image" if first.dims[0] in (1, 3) else "latent"
     elif first is not None and len(first.dims) == 4:
         name = "video"
-    elif first is not None and len(first.dims) == 2 and isinstance(first.dims[1], int):
+    elif window or first is not None and len(first.dims) == 2 and isinstance(first.dims[1], int):
         name = "audio window"
     return {"name": name, "inputs": inputs}
 

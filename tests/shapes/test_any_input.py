@@ -43,26 +43,33 @@ def test_an_image_model_whose_root_holds_its_class_token():
     assert record_calls(rec, numeric={"B": B}) == real_calls(m.ViT(cfg), torch.zeros(B, *image))
 
 
-def test_a_strided_conv_front_end_keeps_the_time_axis_symbolic():
-    """A spectrogram [B, n_mels, T] from the first Conv1d; after two stride-2 convolutions the time axis reads
-    ceil(T/2) and ceil(T/4) (the code's (T + 2·1 − 3) // 2 + 1), never a constant, even where ceil(T/2) equals B."""
-    m = _module("audio")
-    cfg = m.Cfg()
-    rec = _traced("audio")
+def _over_time(name: str) -> tuple:
+    """The fixture NAME's module, its Cfg(), its traced records and the pass's B and T, which both name dims."""
+    m = _module(name)
+    rec = _traced(name)
     shapes = rec["extras"]["shapes"]
     assert set(shapes["used"]) == {"B", "T"}
-    B, T = shapes["B"], shapes["T"]
+    return m, m.Cfg(), rec, shapes["B"], shapes["T"]
+
+
+def test_a_strided_conv_front_end_keeps_the_time_axis_symbolic():
+    """A spectrogram [B, n_mels, T] from the first Conv1d; the pass's T is a multiple of the two stride-2
+    convolutions' product, so after them the time axis reads T/2 and T/4 (the code's (T + 2·1 − 3) // 2 + 1,
+    exactly), never a constant."""
+    m, cfg, rec, B, T = _over_time("audio")
+    encoder = m.Encoder(cfg)
+    assert T % (encoder.conv1.stride[0] * encoder.conv2.stride[0]) == 0
     calls = {x["path"]: x["calls"][0] for x in rec["modules"] if x.get("calls")}
     assert calls[""]["inputs"] == [["B", cfg.n_mels, "T"]]
-    assert calls["conv1"]["outputs"] == [["B", cfg.dim, "ceil(T/2)"]]
-    assert calls["conv2"]["outputs"] == [["B", cfg.dim, "ceil(T/4)"]]
-    assert calls[""]["outputs"] == [["B", "ceil(T/4)", cfg.dim]]
+    assert calls["conv1"]["outputs"] == [["B", cfg.dim, "T/2"]]
+    assert calls["conv2"]["outputs"] == [["B", cfg.dim, "T/4"]]
+    assert calls[""]["outputs"] == [["B", "T/4", cfg.dim]]
     half = (T + 2 - 3) // 2 + 1  # Conv1d(k=3, s=2, p=1)
     quarter = (half + 2 - 3) // 2 + 1
-    real = real_calls(m.Encoder(cfg), torch.zeros(B, cfg.n_mels, T))
-    numeric = {"B": B, "T": T, "ceil(T/2)": half, "ceil(T/4)": quarter}
+    real = real_calls(encoder, torch.zeros(B, cfg.n_mels, T))
+    numeric = {"B": B, "T": T, "T/2": half, "T/4": quarter}
     assert record_calls(rec, numeric=numeric) == real
-    assert (half, quarter) == (math.ceil(T / 2), math.ceil(T / 4))
+    assert (half, quarter) == (T / 2, T / 4)
 
 
 def test_a_latent_with_its_timestep_and_class_label():
@@ -180,3 +187,42 @@ def test_an_inputs_file_holds_the_same_inputs(tmp_path):
     assert e.value.message.startswith("inputs file '") and "bad.json" in e.value.message
     assert e.value.message.endswith("': batched_input.image is neither dims, a number, a list of ints nor tables of "
                                     "them")
+
+
+def _at(dim, B: int, T: int) -> int:
+    """A recorded dim at (B, T), computed here: B, T, T/r (the code's // at a multiple of r) and T/r+c or T+c."""
+    if isinstance(dim, int):
+        return dim
+    value = {"B": B, "T": T}.get(dim)
+    if value is not None:
+        return value
+    import re
+    found = re.fullmatch(r"T(?:/(\d+))?([+-]\d+)?", dim)
+    assert found, f"not an expression of T: {dim}"
+    return T // int(found.group(1) or 1) + int(found.group(2) or 0)
+
+
+def test_a_waveform_codec_keeps_samples_and_frames_symbolic():
+    """A waveform [B, channels, T] from the Conv1d stem (the LSTM's [4·H, H] input weights are no position table
+    fixing a window): the pass's T is a multiple of the strides' product prod(ratios), the frames after each strided
+    convolution read T over the running product (T/2, T/8, T/40 for ratios 5, 4, 2), the LSTM runs over T/40
+    frames, and the decoder gives T samples back, as a real CPU run at the same B and T does."""
+    m, cfg, rec, B, T = _over_time("seanet")
+    hop = math.prod(cfg.ratios)
+    assert T % hop == 0 and T // hop >= 2
+    calls = {x["path"]: x["calls"][0] for x in rec["modules"] if x.get("calls")}
+    assert calls[""]["inputs"] == [["B", cfg.channels, "T"]]
+    assert calls[""]["outputs"] == [["B", cfg.channels, "T"]]
+    assert calls["encoder"]["outputs"] == [["B", cfg.dimension, f"T/{hop}"]]
+    width = cfg.n_filters * 2 ** len(cfg.ratios)
+    lstm = next(p for p in calls if p.startswith("encoder") and p.endswith(".lstm"))
+    assert calls[lstm]["inputs"] == [["B", f"T/{hop}", width]]
+    model = m.Codec(cfg)
+    strided = [p for p, mod in model.named_modules() if isinstance(mod, torch.nn.Conv1d) and mod.stride[0] > 1]
+    running = [math.prod(list(reversed(cfg.ratios))[:i + 1]) for i in range(len(cfg.ratios))]
+    assert [calls[p]["outputs"][0][-1] for p in strided] == [f"T/{r}" for r in running]
+    real = real_calls(model, torch.zeros(B, cfg.channels, T))
+    got = {p: [{k: [[_at(d, B, T) for d in s] for s in c[k]] for k in c} for c in cs]
+           for p, cs in record_calls(rec).items()}
+    assert got == real
+    assert real[""][0]["outputs"] == [[B, cfg.channels, T]]
