@@ -17,6 +17,7 @@ from ..errors import ShapeError, option
 from ..sources import Built
 from ..input_specs import MAX_ELEMENTS, check_input_specs, expand_input_files
 from ..sources.meta import unset_field_hint
+from .arguments import beside_token_ids
 from .flex import block_mask_arguments, causal_block_mask
 from .structured import (RecordsDefault, _LIST_OF_DICTS, _annotation_text, dataclass_argument, filled_dataclass,
                          records_default, records_value, scalar_defaults, structured_forms)
@@ -353,6 +354,8 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     held = dataclass_argument(model)
     if held is not None and held[0] == names[0]:  # forward(self, inputs: Batch): the token ids in its fields
         args = [filled_dataclass(held[1], {}, args[0])]
+    elif not built.tokens_1d:  # forward(src, tgt): a decoder's token ids beside the source's
+        args.extend(beside_token_ids(model, B, T)[0])
     kwargs = {name: causal_block_mask(B, T) for name in block_mask_arguments(model)}  # flex attention's masks
     if "start_pos" in names[1:]:
         kwargs["start_pos"] = 0

@@ -17,6 +17,7 @@ import torch
 from ..errors import option
 from ..input_specs import check_input_specs
 from ..sources import Built
+from .arguments import TARGET, beside_token_ids
 from .inputs import conditioning, consumer_default
 
 STREAM_DEFAULT = 512  # a further sequence's length where neither the code nor the config says one
@@ -24,6 +25,7 @@ _PROBE_T = (97, 101)  # two lengths of T: the dims of a default input that follo
 # The config keys that may give a stream's length: its name (or a word for text) beside a word for a length.
 _LENGTH = r"(max_|n_|num_)?({stem})_?(len|length|seq_len|ctx|tokens|seq|positions)"
 _TEXT_WORDS = ("txt", "text", "context", "caption", "prompt", "encoder", "cond")
+_TARGET_WORDS = ("tgt", "trg", "target", "dec", "decoder")  # a decoder's own tokens: `max_tgt_len`, `max_target_positions`
 _POSITIONS = re.compile(r"((?P<stem>\w+?)_)?(ids|pos|positions?|coords?)", re.I)
 
 
@@ -54,14 +56,15 @@ def further_streams(built: Built, input_specs: list[str] | None) -> list[Stream]
     if built.kind == "hf":
         return []
     first = consumer_default(built)
-    if first is None or "T" not in first.dims:
+    if first is not None and "T" not in first.dims or built.tokens_1d:
         return []
     model = built.model
     try:
         params = [p.name for p in inspect.signature(model.forward).parameters.values()]
     except (TypeError, ValueError):
         return []
-    made = [conditioning(model, 1, t)[0] for t in _PROBE_T]
+    # beside token ids, a decoder's own token ids (forward(src, tgt)); beside another sequence, what it conditions on
+    made = [(conditioning(model, 1, t) if first is not None else beside_token_ids(model, 1, t))[0] for t in _PROBE_T]
     if len(made[0]) != len(made[1]):
         return []
     names = params[1:1 + len(made[0])]
@@ -105,7 +108,8 @@ def _length(built: Built, name: str, given: Any, axes: tuple[int, ...]) -> tuple
             return (d[1], f"as {option('input')} {name} names it") if isinstance(d[1], int) else (None, "")
         return (d, f"as {option('input')} {name} gives it") if isinstance(d, int) else (None, "")
     config = built.config if isinstance(built.config, dict) else {}
-    stems = "|".join(re.escape(s) for s in (name, *(_TEXT_WORDS if name.lower() in _TEXT_WORDS else ())))
+    words = _TEXT_WORDS if name.lower() in _TEXT_WORDS else _TARGET_WORDS if TARGET.fullmatch(name) else ()
+    stems = "|".join(re.escape(s) for s in (name, *words))
     pattern = re.compile(_LENGTH.format(stem=stems), re.I)
     for key, value in config.items():
         if pattern.fullmatch(key) and isinstance(value, int) and not isinstance(value, bool) and value > 0:

@@ -1,0 +1,66 @@
+"""An encoder-decoder of its own making, `forward(src, tgt)` (issue 42, inputs of every kind): both arguments are
+token ids, each of its own length -- src over T, tgt over T_tgt, the config's `max_tgt_len` where no input gives
+another -- and a decode step grows the target, beside the source's T. The fixture is tests/data/seq2seq/model.py;
+its FLOPs (matmuls: Linear 2·rows·in·out, scores and weighted sums 2·2·Tq·Tk·d), by its config, at source length S
+and target length U:
+
+    encoder layer: 4 projections 2·B·S·d·d each, attention 4·B·S·S·d, feed-forward 2·2·B·S·d·ff
+    decoder layer: self-attention 4·2·B·U·d·d + 4·B·U·U·d; cross q, o 2·2·B·U·d·d, k, v 2·2·B·S·d·d,
+                   attention 4·B·U·S·d; feed-forward 2·2·B·U·d·ff
+    output: 2·B·U·d·V_tgt
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import torch
+
+FIX = Path(__file__).resolve().parent.parent / "data" / "seq2seq"
+B = 2
+
+
+def _fixture():
+    spec = importlib.util.spec_from_file_location("seq2seq_model", FIX / "model.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def _flops(c, S: int, U: int) -> int:
+    d, ff = c.d_model, c.d_ff
+    enc = 8 * B * S * d * d + 4 * B * S * S * d + 4 * B * S * d * ff
+    dec = 8 * B * U * d * d + 4 * B * U * U * d + 4 * B * U * d * d + 4 * B * S * d * d + 4 * B * U * S * d + \
+        4 * B * U * d * ff
+    return c.n_enc * enc + c.n_dec * dec + 2 * B * U * d * c.tgt_vocab
+
+
+def _cost(cli, seq: int, *more: str) -> dict:
+    r = cli("cost", FIX / "model.py", "--batch", B, "--seq", seq, "--json", *more)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_the_formula_is_a_real_runs():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    m = _fixture()
+    c = m.Config()
+    with FlopCounterMode(display=False) as fc, torch.no_grad():
+        m.Seq2Seq(c).eval()(torch.randint(0, c.src_vocab, (B, 9)), torch.randint(0, c.tgt_vocab, (B, 5)))
+    assert fc.get_total_flops() == _flops(c, 9, 5)
+
+
+def test_target_tokens_take_their_own_length_and_decode(archviz_cli):
+    c = _fixture().Config()
+    d = _cost(archviz_cli, 16)  # tgt: the config's max_tgt_len; a decode step reruns the target at its longest
+    assert d["prefill"]["flops"] == _flops(c, 16, c.max_tgt_len) != _flops(c, 16, 16)
+    assert d["decode"]["flops"] == _flops(c, 16, c.max_tgt_len) and d["context"] == c.max_tgt_len - 1
+    notes = " ".join(d["notes"])
+    assert f"T_tgt = {c.max_tgt_len}: tgt is a sequence of its own beside src's T (the config's max_tgt_len)" in notes
+    assert "no cache" in notes and "position table" not in notes  # src's token table is no position table
+    d = _cost(archviz_cli, 9, "--input", "tgt=B,T_tgt=5", "--context", 7)  # another target length; a shorter step
+    assert d["prefill"]["flops"] == _flops(c, 9, 5)
+    assert d["decode"]["flops"] == _flops(c, 9, 8)  # the new target token is the 8th, the source still 9
