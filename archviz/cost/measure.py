@@ -500,7 +500,7 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
         return None
     target = _decoded_stream(run.built)
     limit = model_limit(dict(run.record.source.config), run.built.model) if target is None else \
-        (target.size, target.where) if target.where.startswith("the config's") else None
+        (target.most, target.where.partition(":")[0]) if target.most else None
     if limit is not None and context + 1 > limit[0]:  # the rerun holds the new token too: within the limit
         context = limit[0] - 1
     seq, specs = (context + 1, None) if target is None else \

@@ -147,7 +147,7 @@ def _linear_patches(model: Any, first: torch.nn.Linear) -> tuple[tuple[int, int,
     takes token ids."""
     if any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for m in model.modules()):
         return None
-    for _, rows in _position_tables(model, first.out_features):
+    for _, rows in position_tables(model, first.out_features):
         for n in (rows - 1, rows):
             side = math.isqrt(n)
             if side < 2 or side * side != n:
@@ -161,7 +161,7 @@ def _linear_patches(model: Any, first: torch.nn.Linear) -> tuple[tuple[int, int,
     return None
 
 
-def _position_tables(model: Any, width: int) -> list[tuple[str, int]]:
+def position_tables(model: Any, width: int) -> list[tuple[str, int]]:
     """(name, rows N) of the tables [N, width] or [1, N, width] (N > 1) among the model's parameters and buffers
     that are no layer's weight: learned or fixed position tables (a class token's one row left out); a grid table
     [1, n, n, width] holds n² rows."""
@@ -189,7 +189,7 @@ def _window(model: Any, first: torch.nn.Conv1d) -> tuple[int, str] | None:
     stride = math.prod(m.stride[0] for m in chain)
     width = chain[-1].out_channels
     where = next(n for n, m in model.named_modules() if m is first)
-    tables = _position_tables(model, width)  # the front end's own first: an ancestor's (an encoder's), not a decoder's
+    tables = position_tables(model, width)  # the front end's own first: an ancestor's (an encoder's), not a decoder's
     for name, rows in [t for t in tables if f"{where}.".startswith(t[0].rpartition(".")[0] + ".") or
                        "." not in t[0]] or tables:
         return rows * stride, f"the position table {name} ({rows:,} rows) × the front end's stride {stride}"
@@ -202,7 +202,7 @@ def _side_from_positions(model: Any, conv: torch.nn.Conv2d) -> int | None:
     stride = conv.stride[0]
     if conv.stride != conv.kernel_size or conv.stride[0] != conv.stride[1] or stride < 2:
         return None
-    for _, rows in _position_tables(model, conv.out_channels):
+    for _, rows in position_tables(model, conv.out_channels):
         for n in (rows, rows - 1):
             root = math.isqrt(n)
             if root > 1 and root * root == n:
