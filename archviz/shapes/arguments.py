@@ -23,7 +23,9 @@ _POSITION_IDS = re.compile(r"(\w+_)?(ids|pos|positions?|coords?)", re.I)
 # Token ids beside another modality (a speech model's decoder tokens after its spectrogram).
 _TOKENS = re.compile(r"(\w*_)?(tokens?|ids|text|captions?)", re.I)
 # A decoder's own token ids beside a source's (an encoder-decoder's `tgt`, `trg`, `decoder_input_ids`).
-TARGET = re.compile(r"(\w+_)?(tgt|trg|target|targets|dec|decoder)(_\w+)?", re.I)
+TARGET = re.compile(r"(\w+_)?(tgt|trg|dec|decoder|prev_output)(_\w+)?", re.I)
+# Ids that run beside the first input's own tokens, position by position: never a sequence of their own.
+_COMPANION = re.compile(r"(\w+_)?(types?|segments?|positions?|pos|mask|lang|language|labels?|targets?)(_ids?)?", re.I)
 # The attribute of a rotary embedding module that lists its axes' widths.
 _AXES = re.compile(r"axes(_dims?)?", re.I)
 
@@ -168,7 +170,8 @@ def beside_token_ids(model: Any, B: int, T: int) -> tuple[list[Any], list[str]]:
     int64 with its note, in order; stops at the first that is not. One is token ids where the forward hands it to a
     submodule whose first weighted module is a token table (`self.tgt_embed(tgt)`, `self.decoder(tgt, memory)`),
     or, handed to no submodule whole, where its name says so (`tgt`, `prev_output_tokens`, `decoder_input_ids`) and
-    the model holds a token table; never one the forward tests for rank 1 (a label per sample)."""
+    the model holds a token table; never one the forward tests for rank 1 (a label per sample), nor ids that run
+    beside the first's tokens position by position (`token_type_ids`, `position_ids`, `labels`, `targets`)."""
     try:
         params = list(inspect.signature(model.forward).parameters.values())[1:]
     except (TypeError, ValueError):
@@ -178,15 +181,15 @@ def beside_token_ids(model: Any, B: int, T: int) -> tuple[list[Any], list[str]]:
     out: list[Any] = []
     notes: list[str] = []
     for p in params:
-        if p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty or reading.rank.get(p.name, 2) != 2:
+        if p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty or reading.rank.get(p.name, 2) != 2 \
+                or _COMPANION.fullmatch(p.name):
             break
         sub = reading.consumer.get(p.name)
         module = getattr(model, sub, None) if sub else None
         first = _first_weighted(module) if isinstance(module, torch.nn.Module) else None
         if isinstance(first, torch.nn.Embedding):
             where = f"ids self.{sub} reads"
-        elif not isinstance(module, torch.nn.Module) and table is not None and \
-                (_TOKENS.fullmatch(p.name) or TARGET.fullmatch(p.name)):
+        elif not isinstance(module, torch.nn.Module) and table is not None and TARGET.fullmatch(p.name):
             where = f"token ids, as its name says, for a token table such as {table}"
         else:
             break

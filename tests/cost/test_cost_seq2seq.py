@@ -64,3 +64,33 @@ def test_target_tokens_take_their_own_length_and_decode(archviz_cli):
     d = _cost(archviz_cli, 9, "--input", "tgt=B,T_tgt=5", "--context", 7)  # another target length; a shorter step
     assert d["prefill"]["flops"] == _flops(c, 9, 5)
     assert d["decode"]["flops"] == _flops(c, 9, 8)  # the new target token is the 8th, the source still 9
+
+
+def test_a_target_no_config_sizes_takes_its_position_tables_rows(archviz_cli, tmp_path):
+    """`forward(src_seq, trg_seq)` whose decoder holds a fixed position table [1, 6, D] and no config names the
+    target's length: the target takes the table's 6 positions (not the stated 512 the table would refuse), and a
+    decode step reruns at most those."""
+    (tmp_path / "m.py").write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "class Decoder(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.emb = nn.Embedding(30, 8)\n"
+        "        self.register_buffer('pos_table', torch.zeros(1, 6, 8))\n"
+        "        self.proj = nn.Linear(8, 8)\n\n"
+        "    def forward(self, trg_seq, mem):\n"
+        "        y = self.emb(trg_seq) + self.pos_table[:, :trg_seq.size(1)]\n"
+        "        return self.proj(y) @ mem.transpose(1, 2)\n\n"
+        "class Pair(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.src_emb = nn.Embedding(20, 8)\n"
+        "        self.decoder = Decoder()\n\n"
+        "    def forward(self, src_seq, trg_seq):\n"
+        "        return self.decoder(trg_seq, self.src_emb(src_seq))\n")
+    r = archviz_cli("cost", tmp_path / "m.py", "--seq", 5, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["prefill"]["flops"] == 2 * 6 * 8 * 8 + 2 * 6 * 8 * 5  # B = 1: proj, then [6, 8] @ [8, 5]
+    assert d["decode"]["flops"] == d["prefill"]["flops"] and d["context"] == 5  # the 6th target token, the last
+    assert "T_trg_seq = 6" in " ".join(d["notes"])
