@@ -178,7 +178,8 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
 
-    run = _Prefilled(built, record, traced, paths, layer_list, not every_block, limit[0] if limit else None)
+    run = _Prefilled(built, record, traced, paths, layer_list, not every_block, limit[0] if limit else None,
+                     tuple(input_specs or ()))
     if unit is not None:  # an image, a denoising step...: no tokens to decode, no cache
         decode, kv, curve = None, {"entries": [], "source": None}, []
         notes.append(_no_decode(run, unit, seq))
@@ -231,6 +232,7 @@ class _Prefilled:
     layer_list: str | None
     memo: bool
     limit: int | None = None  # the longest sequence the model takes (`model_limit`)
+    inputs: tuple[str, ...] = ()  # the prefill's input specs
 
 
 def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple[int, int] | None, taken: set[int],
@@ -503,8 +505,9 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
         (target.most, target.where.partition(":")[0]) if target.most else None
     if limit is not None and context + 1 > limit[0]:  # the rerun holds the new token too: within the limit
         context = limit[0] - 1
-    seq, specs = (context + 1, None) if target is None else \
-        (shapes["T"], [target.example.replace(f"{target.dim}=N", f"{target.dim}={context + 1}")])
+    seq, specs = (context + 1, None) if target is None else (shapes["T"], [  # the other inputs as the prefill's
+        *(s for s in run.inputs if s.partition("=")[0] not in target.arguments),
+        target.example.replace(f"{target.dim}=N", f"{target.dim}={context + 1}")])
     try:
         _, fc, _ = _pass(run.built, run.record, batch=batch, seq=seq, memo=run.memo, paths=run.paths,
                          input_specs=specs)

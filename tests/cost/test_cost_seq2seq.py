@@ -65,9 +65,9 @@ def test_target_tokens_take_their_own_length_and_decode(archviz_cli):
 
 
 def test_a_target_no_config_sizes_takes_its_position_tables_rows(archviz_cli, tmp_path):
-    """`forward(src_seq, trg_seq)` whose decoder holds a fixed position table [1, 6, D] and no config names the
-    target's length: the target takes the table's 6 positions (not the stated 512 the table would refuse), and a
-    decode step reruns at most those."""
+    """`forward(src_seq, trg_seq, src_mask)` whose decoder holds a fixed position table [1, 6, D] and no config names
+    the target's length: the target takes the table's 6 positions (not the stated 512 the table would refuse), and a
+    decode step reruns at most those, with the mask given as the prefill's."""
     (tmp_path / "m.py").write_text(
         "import torch\nfrom torch import nn\n\n"
         "class Decoder(nn.Module):\n"
@@ -84,9 +84,9 @@ def test_a_target_no_config_sizes_takes_its_position_tables_rows(archviz_cli, tm
         "        super().__init__()\n"
         "        self.src_emb = nn.Embedding(20, 8)\n"
         "        self.decoder = Decoder()\n\n"
-        "    def forward(self, src_seq, trg_seq):\n"
+        "    def forward(self, src_seq, trg_seq, src_mask):\n"
         "        return self.decoder(trg_seq, self.src_emb(src_seq))\n")
-    r = archviz_cli("cost", tmp_path / "m.py", "--seq", 5, "--json")
+    r = archviz_cli("cost", tmp_path / "m.py", "--seq", 5, "--input", "src_mask=B,1,T:bool", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["prefill"]["flops"] == 2 * 6 * 8 * 8 + 2 * 6 * 8 * 5  # B = 1: proj, then [6, 8] @ [8, 5]
