@@ -178,8 +178,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
 
-    run = _Prefilled(built, record, traced, paths, layer_list, not every_block, limit[0] if limit else None,
-                     tuple(input_specs or ()))
+    run = _Prefilled(built, record, traced, paths, layer_list, not every_block, limit and limit[0], tuple(options.inputs))
     if unit is not None:  # an image, a denoising step...: no tokens to decode, no cache
         decode, kv, curve = None, {"entries": [], "source": None}, []
         notes.append(_no_decode(run, unit, seq))

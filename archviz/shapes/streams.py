@@ -25,7 +25,7 @@ _PROBE_T = (97, 101)  # two lengths of T: the dims of a default input that follo
 # The config keys that may give a stream's length: its name (or a word for text) beside a word for a length.
 _LENGTH = r"(max_|n_|num_)?({stem})_?(len|length|seq_len|ctx|tokens|seq|positions)"
 _TEXT_WORDS = ("txt", "text", "context", "caption", "prompt", "encoder", "cond")
-_TARGET_WORDS = ("tgt", "trg", "target", "dec", "decoder")  # a decoder's own tokens: `max_tgt_len`, `max_target_positions`
+_TARGET_WORDS = ("tgt", "trg", "target", "dec", "decoder")  # `max_tgt_len`, `max_target_positions`
 _POSITIONS = re.compile(r"((?P<stem>\w+?)_)?(ids|pos|positions?|coords?)", re.I)
 
 
