@@ -167,7 +167,9 @@ def _read_spec(spec: str) -> tuple[str, str, Any]:
                              f"is larger than any input (at most {MAX_DIM:,})"),
                              hint="give every dim a positive size, e.g. B,T,512")
         dims.append((symbol, n) if eq else n)
-    default = "int64" if dims in (["B", "T"], ["T"]) else "float32"  # token ids [B, T] or [T]
+    # token ids [B, T] or [T], or [B, T_tgt=N]: a sequence's own length (a decoder's tokens beside the source's)
+    seq = [d if not isinstance(d, tuple) or not d[0].startswith("T_") else "T" for d in dims]
+    default = "int64" if seq in (["B", "T"], ["T"]) else "float32"
     dtype = dtype_text or default
     if dtype not in DTYPES:
         raise ShapeError(f"{where}: {shown(dtype, 40)} is not a torch dtype", hint="e.g. float32, bfloat16, int64")

@@ -178,7 +178,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
 
-    run = _Prefilled(built, record, traced, paths, layer_list, not every_block, limit[0] if limit else None)
+    run = _Prefilled(built, record, traced, paths, layer_list, not every_block, limit and limit[0], tuple(options.inputs))
     if unit is not None:  # an image, a denoising step...: no tokens to decode, no cache
         decode, kv, curve = None, {"entries": [], "source": None}, []
         notes.append(_no_decode(run, unit, seq))
@@ -231,6 +231,7 @@ class _Prefilled:
     layer_list: str | None
     memo: bool
     limit: int | None = None  # the longest sequence the model takes (`model_limit`)
+    inputs: tuple[str, ...] = ()  # the prefill's input specs
 
 
 def _decode(run: _Prefilled, batch: int, lengths: tuple[int, ...], limits: tuple[int, int] | None, taken: set[int],
@@ -494,14 +495,21 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
     `context` reruns its forward over the whole sequence, context + 1 tokens, as its own generate loop does; None
     where its pass takes no sequence of tokens (said in `notes`)."""
     name = type(run.built.model).__name__
-    if "T" not in (run.traced.extra("shapes") or {}).get("used", ()):
+    shapes = run.traced.extra("shapes") or {}
+    if "T" not in shapes.get("used", ()):
         notes.append(f"{name}.forward takes no start_pos and no sequence of tokens: no decode step")
         return None
-    limit = model_limit(dict(run.record.source.config), run.built.model)
+    target = _decoded_stream(run.built)
+    limit = model_limit(dict(run.record.source.config), run.built.model) if target is None else \
+        (target.most, target.where.partition(":")[0]) if target.most else None
     if limit is not None and context + 1 > limit[0]:  # the rerun holds the new token too: within the limit
         context = limit[0] - 1
+    seq, specs = (context + 1, None) if target is None else (shapes["T"], [  # the other inputs as the prefill's
+        *(s for s in run.inputs if s.partition("=")[0] not in target.arguments),
+        target.example.replace(f"{target.dim}=N", f"{target.dim}={context + 1}")])
     try:
-        _, fc, _ = _pass(run.built, run.record, batch=batch, seq=context + 1, memo=run.memo, paths=run.paths)
+        _, fc, _ = _pass(run.built, run.record, batch=batch, seq=seq, memo=run.memo, paths=run.paths,
+                         input_specs=specs)
     except ShapeError as e:
         notes.append(f"no decode step: {e.line()}")
         return None
@@ -519,10 +527,21 @@ def _recompute(run: _Prefilled, batch: int, context: int, notes: list[str]) -> d
            if given else f"its forward passes no cache, though {inner[0]}.forward takes one ({inner[1]}), which the "
            "code's own decoding fills outside forward: measured without it" if inner else
            "it keeps no cache (its forward takes no start_pos or past_key_values)")
-    notes.append(f"{name}: {how}; a decode step at context {context:,} reruns the whole sequence, {context + 1:,} "
-                 "tokens, " + ("the most its decoding runs" if inner else "as the code then does") +
-                 "; no KV cache figures")
+    whole = f"the whole sequence, {context + 1:,} tokens" if target is None else \
+        f"{target.arguments[0]}'s {context + 1:,} tokens ({target.dim}" + \
+        (f"; at most {limit[0]:,}, {limit[1]}" if limit else "") + f") beside {target.beside}'s T = {seq:,}"
+    notes.append(f"{name}: {how}; a decode step at context {context:,} reruns {whole}, " +
+                 ("the most its decoding runs" if inner else "as the code then does") + "; no KV cache figures")
     return _flops_json(fc, run.traced, batch, context + 1, 0)
+
+
+def _decoded_stream(built: Any) -> Any:
+    """The sequence a model decodes where it is not its first input: the last further sequence of token ids
+    (`further_streams`: an encoder-decoder's `tgt` beside its source's T), whose length a decode step grows; None
+    where the first input is what it decodes."""
+    from ..shapes.streams import further_streams
+
+    return next((s for s in reversed(further_streams(built, None)) if s.example.endswith(":int64")), None)
 
 
 def _hf_decode(run: _Prefilled, batch: int, lengths: tuple[int, ...],

@@ -22,6 +22,10 @@ GUIDANCE = re.compile(r"(guidance|guidance_scales?|cfg_scales?|guidance_strength
 _POSITION_IDS = re.compile(r"(\w+_)?(ids|pos|positions?|coords?)", re.I)
 # Token ids beside another modality (a speech model's decoder tokens after its spectrogram).
 _TOKENS = re.compile(r"(\w*_)?(tokens?|ids|text|captions?)", re.I)
+# A decoder's own token ids beside a source's (an encoder-decoder's `tgt`, `trg`, `decoder_input_ids`).
+TARGET = re.compile(r"(\w+_)?(tgt|trg|dec|decoder|prev_output)(_\w+)?", re.I)
+# Ids that run beside the first input's own tokens, position by position: never a sequence of their own.
+_COMPANION = re.compile(r"(\w+_)?(types?|segments?|positions?|pos|mask|lang|language|labels?|targets?)(_ids?)?", re.I)
 # The attribute of a rotary embedding module that lists its axes' widths.
 _AXES = re.compile(r"axes(_dims?)?", re.I)
 
@@ -160,7 +164,41 @@ def not_given_hint(model: Any, where: str, given: dict[str, Any]) -> str | None:
     return None
 
 
-__all__ = ["ForwardReading", "GUIDANCE", "further_default", "not_given_hint"]
+def beside_token_ids(model: Any, B: int, T: int) -> tuple[list[Any], list[str]]:
+    """For a forward whose first input is token ids: the required positional arguments after it that are token ids
+    of a sequence of their own (an encoder-decoder's `forward(src, tgt)`: the decoder's target tokens), each [B, T]
+    int64 with its note, in order; stops at the first that is not. One is token ids where the forward hands it to a
+    submodule whose first weighted module is a token table (`self.tgt_embed(tgt)`, `self.decoder(tgt, memory)`),
+    or, handed to no submodule whole, where its name says so (`tgt`, `prev_output_tokens`, `decoder_input_ids`) and
+    the model holds a token table; never one the forward tests for rank 1 (a label per sample), nor ids that run
+    beside the first's tokens position by position (`token_type_ids`, `position_ids`, `labels`, `targets`)."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return [], []
+    reading = ForwardReading(model)
+    table = next((n for n, m in model.named_modules() if isinstance(m, torch.nn.Embedding)), None)
+    out: list[Any] = []
+    notes: list[str] = []
+    for p in params:
+        if p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty or reading.rank.get(p.name, 2) != 2 \
+                or _COMPANION.fullmatch(p.name):
+            break
+        sub = reading.consumer.get(p.name)
+        module = getattr(model, sub, None) if sub else None
+        first = _first_weighted(module) if isinstance(module, torch.nn.Module) else None
+        if isinstance(first, torch.nn.Embedding):
+            where = f"ids self.{sub} reads"
+        elif not isinstance(module, torch.nn.Module) and table is not None and TARGET.fullmatch(p.name):
+            where = f"token ids, as its name says, for a token table such as {table}"
+        else:
+            break
+        out.append(torch.zeros((B, T), dtype=torch.long, device="meta"))
+        notes.append(f"{p.name}=[B, T] int64 ({where})")
+    return out, notes
+
+
+__all__ = ["ForwardReading", "GUIDANCE", "TARGET", "beside_token_ids", "further_default", "not_given_hint"]
 
 
 def token_ids_default(model: Any, first: Any, p: inspect.Parameter, B: int, T: int) -> tuple[Any, str] | None:

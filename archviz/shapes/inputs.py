@@ -17,6 +17,7 @@ from ..errors import ShapeError, option
 from ..sources import Built
 from ..input_specs import MAX_ELEMENTS, check_input_specs, expand_input_files
 from ..sources.meta import unset_field_hint
+from .arguments import beside_token_ids
 from .flex import block_mask_arguments, causal_block_mask
 from .structured import (RecordsDefault, _LIST_OF_DICTS, _annotation_text, dataclass_argument, filled_dataclass,
                          records_default, records_value, scalar_defaults, structured_forms)
@@ -146,7 +147,7 @@ def _linear_patches(model: Any, first: torch.nn.Linear) -> tuple[tuple[int, int,
     takes token ids."""
     if any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for m in model.modules()):
         return None
-    for _, rows in _position_tables(model, first.out_features):
+    for _, rows in position_tables(model, first.out_features):
         for n in (rows - 1, rows):
             side = math.isqrt(n)
             if side < 2 or side * side != n:
@@ -160,7 +161,7 @@ def _linear_patches(model: Any, first: torch.nn.Linear) -> tuple[tuple[int, int,
     return None
 
 
-def _position_tables(model: Any, width: int) -> list[tuple[str, int]]:
+def position_tables(model: Any, width: int) -> list[tuple[str, int]]:
     """(name, rows N) of the tables [N, width] or [1, N, width] (N > 1) among the model's parameters and buffers
     that are no layer's weight: learned or fixed position tables (a class token's one row left out); a grid table
     [1, n, n, width] holds n² rows. A layer's weight is any tensor a torch.nn layer holds (a convolution's, an
@@ -199,7 +200,7 @@ def _window(model: Any, first: torch.nn.Conv1d) -> tuple[int, str] | None:
     stride = math.prod(m.stride[0] for m in chain)
     width = chain[-1].out_channels
     where = next(n for n, m in model.named_modules() if m is first)
-    tables = _position_tables(model, width)  # the front end's own first: an ancestor's (an encoder's), not a decoder's
+    tables = position_tables(model, width)  # the front end's own first: an ancestor's (an encoder's), not a decoder's
     for name, rows in [t for t in tables if f"{where}.".startswith(t[0].rpartition(".")[0] + ".") or
                        "." not in t[0]] or tables:
         return rows * stride, f"the position table {name} ({rows:,} rows) × the front end's stride {stride}"
@@ -212,7 +213,7 @@ def _side_from_positions(model: Any, conv: torch.nn.Conv2d) -> int | None:
     stride = conv.stride[0]
     if conv.stride != conv.kernel_size or conv.stride[0] != conv.stride[1] or stride < 2:
         return None
-    for _, rows in _position_tables(model, conv.out_channels):
+    for _, rows in position_tables(model, conv.out_channels):
         for n in (rows, rows - 1):
             root = math.isqrt(n)
             if root > 1 and root * root == n:
@@ -364,6 +365,8 @@ def default_inputs(built: Built, B: int, T: int) -> tuple[tuple, dict]:
     held = dataclass_argument(model)
     if held is not None and held[0] == names[0]:  # forward(self, inputs: Batch): the token ids in its fields
         args = [filled_dataclass(held[1], {}, args[0])]
+    elif not built.tokens_1d:  # forward(src, tgt): a decoder's token ids beside the source's
+        args.extend(beside_token_ids(model, B, T)[0])
     kwargs = {name: causal_block_mask(B, T) for name in block_mask_arguments(model)}  # flex attention's masks
     if "start_pos" in names[1:]:
         kwargs["start_pos"] = 0

@@ -17,13 +17,15 @@ import torch
 from ..errors import option
 from ..input_specs import check_input_specs
 from ..sources import Built
-from .inputs import conditioning, consumer_default
+from .arguments import TARGET, ForwardReading, beside_token_ids
+from .inputs import conditioning, consumer_default, position_tables
 
 STREAM_DEFAULT = 512  # a further sequence's length where neither the code nor the config says one
 _PROBE_T = (97, 101)  # two lengths of T: the dims of a default input that follow T differ between them
 # The config keys that may give a stream's length: its name (or a word for text) beside a word for a length.
 _LENGTH = r"(max_|n_|num_)?({stem})_?(len|length|seq_len|ctx|tokens|seq|positions)"
 _TEXT_WORDS = ("txt", "text", "context", "caption", "prompt", "encoder", "cond")
+_TARGET_WORDS = ("tgt", "trg", "target", "dec", "decoder")  # `max_tgt_len`, `max_target_positions`
 _POSITIONS = re.compile(r"((?P<stem>\w+?)_)?(ids|pos|positions?|coords?)", re.I)
 
 
@@ -39,6 +41,7 @@ class Stream:
     specs: tuple[tuple[str, str], ...]  # (argument, spec) of the arguments the pass makes
     example: str  # the sequence's spec, its length N: what the `input` option takes to give another
     beside: str  # the first input, over T
+    most: int | None = None  # the longest it takes, where the config or a position table says: a decode's bound
 
     def note(self) -> str:
         names = ", ".join(self.arguments)
@@ -54,14 +57,15 @@ def further_streams(built: Built, input_specs: list[str] | None) -> list[Stream]
     if built.kind == "hf":
         return []
     first = consumer_default(built)
-    if first is None or "T" not in first.dims:
+    if first is not None and "T" not in first.dims or built.tokens_1d:
         return []
     model = built.model
     try:
         params = [p.name for p in inspect.signature(model.forward).parameters.values()]
     except (TypeError, ValueError):
         return []
-    made = [conditioning(model, 1, t)[0] for t in _PROBE_T]
+    # beside token ids, a decoder's own token ids (forward(src, tgt)); beside another sequence, what it conditions on
+    made = [(conditioning(model, 1, t) if first is not None else beside_token_ids(model, 1, t))[0] for t in _PROBE_T]
     if len(made[0]) != len(made[1]):
         return []
     names = params[1:1 + len(made[0])]
@@ -85,11 +89,13 @@ def further_streams(built: Built, input_specs: list[str] | None) -> list[Stream]
         size, where = _length(built, name, given.get(name), along[name])
         if size is None:
             continue  # the specs size this sequence by T itself: it shares T
+        most = _length(built, name, None, along[name])
+        most = most[0] if not most[1].startswith("a stated default") else None
         specs = tuple((m, _spec(m, shapes[m], along[m], f"{dim}={size}", dtypes[m])) for m in members
                       if m not in given)
         if specs:
             example = _spec(name, shapes[name], along[name], f"{dim}=N", dtypes[name])
-            streams.append(Stream(dim, size, where, tuple(members), specs, example, params[0]))
+            streams.append(Stream(dim, size, where, tuple(members), specs, example, params[0], most))
     return streams
 
 
@@ -105,12 +111,30 @@ def _length(built: Built, name: str, given: Any, axes: tuple[int, ...]) -> tuple
             return (d[1], f"as {option('input')} {name} names it") if isinstance(d[1], int) else (None, "")
         return (d, f"as {option('input')} {name} gives it") if isinstance(d, int) else (None, "")
     config = built.config if isinstance(built.config, dict) else {}
-    stems = "|".join(re.escape(s) for s in (name, *(_TEXT_WORDS if name.lower() in _TEXT_WORDS else ())))
+    words = _TEXT_WORDS if name.lower() in _TEXT_WORDS else _TARGET_WORDS if TARGET.fullmatch(name) else ()
+    stems = "|".join(re.escape(s) for s in (name, *words))
     pattern = re.compile(_LENGTH.format(stem=stems), re.I)
     for key, value in config.items():
         if pattern.fullmatch(key) and isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value, f"the config's {key}"
+    table = _table_rows(built.model, name)
+    if table is not None and table[0] < STREAM_DEFAULT:
+        return table[0], f"the {table[0]:,} positions of {table[1]}: neither the code nor the config gives its length"
     return STREAM_DEFAULT, "a stated default: neither the code nor the config gives its length"
+
+
+def _table_rows(model: Any, name: str) -> tuple[int, str] | None:
+    """(rows N, name) of the shortest position table [N, D] (or [1, N, D]) held by the submodule the forward hands
+    the sequence `name` to (a decoder's sinusoid table beside its token table of width D), or None."""
+    sub = ForwardReading(model).consumer.get(name)
+    module = getattr(model, sub, None) if sub else None
+    table = next((m for m in module.modules() if isinstance(m, torch.nn.Embedding)), None) \
+        if isinstance(module, torch.nn.Module) else None
+    if table is None:
+        return None
+    tables = position_tables(module, table.embedding_dim)
+    rows, where = min(((r, n) for n, r in tables), default=(None, ""))
+    return (rows, f"{sub}.{where}") if rows is not None else None
 
 
 def _spec(name: str, shape: tuple[int, ...], axes: tuple[int, ...], dim: str, dtype: str) -> str:

@@ -300,17 +300,32 @@ def filled_dataclass(cls: type, given: dict[str, Any], ids: Any) -> Any:
 def _position_tables(model: Any) -> Iterator[tuple[str, Any, str, int, int, str]]:
     """Each token table's position table: an nn.Embedding [V, D] whose module also holds a parameter or buffer
     [N, D] (or an nn.Embedding [N, D]), V > N: (the owner's path, the owner, the position table's name, N, D, the
-    token table's name)."""
+    token table's name). An nn.Embedding the owner's forward hands one of its arguments to (an encoder-decoder's
+    source table beside its target table) reads token ids, no positions."""
     for owner_name, owner in model.named_modules():
         tables = [(n, m) for n, m in owner.named_children() if isinstance(m, torch.nn.Embedding)]
+        fed = _fed_tables(owner) if len(tables) > 1 else set()
         for name, table in tables:
             width, rows = table.embedding_dim, table.num_embeddings
             own = [(n, tuple(t.shape)) for n, t in (*owner.named_parameters(recurse=False),
                                                     *owner.named_buffers(recurse=False))]
-            own += [(n, (m.num_embeddings, m.embedding_dim)) for n, m in tables if m is not table]
+            own += [(n, (m.num_embeddings, m.embedding_dim)) for n, m in tables if m is not table and n not in fed]
             for pos, shape in own:
                 if len(shape) == 2 and shape[1] == width and 1 < shape[0] < rows:
                     yield owner_name, owner, pos, shape[0], width, name
+
+
+def _fed_tables(owner: Any) -> set[str]:
+    """The submodules `owner`'s forward hands one of its own required arguments to whole (`self.src_embed(src)`),
+    position ids (`pos`, `position_ids`) left out."""
+    from .arguments import ForwardReading
+
+    try:
+        params = {p.name for p in inspect.signature(owner.forward).parameters.values()
+                  if p.default is p.empty and "pos" not in p.name.lower()}
+    except (TypeError, ValueError):
+        return set()
+    return {sub for name, sub in ForwardReading(owner).consumer.items() if name in params}
 
 
 def position_limit(model: Any) -> tuple[int, str] | None:
