@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import SourceError, option
 from .guard import importing
+from .meta import warnings_noted
 from .package import Layout, locate
 from .stubs import KERNEL_PACKAGES, StubRegistry
 
@@ -257,13 +258,15 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
     sys.meta_path.insert(next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder),
                               len(sys.meta_path)), first)
     was_importing, stubs.importing = stubs.importing, True
-    try:
+    warned: list[str] = []  # what its import warned (a library's FutureWarning, a registry's "Overwriting ..."):
+    try:                    # noted once, never lines on stderr ahead of the output
         for _ in range(MAX_STUB_ROUNDS):
             _purge(siblings | set(stubbed) | ({own} if not _protected(own) else set()))
             sys.modules.update(stubbed)
             try:
                 # its exits and its own KeyboardInterrupt: one line; its import-time native code answered, noted
-                with importing(os.path.basename(path)), native_answered(stubs, stubs.native_notes):
+                with importing(os.path.basename(path)), native_answered(stubs, stubs.native_notes), \
+                        warnings_noted(warned.append):
                     if package:
                         _install_namespace(layout)
                         return importlib.import_module(layout.module_name)
@@ -310,9 +313,18 @@ def import_reference(path: str, stubs: StubRegistry, layout: Layout | None = Non
     finally:
         sys.meta_path.remove(first)
         stubs.importing = was_importing
+        if warned:
+            stubs.native_notes.append(_warnings_note(warned))
         for p in layout.paths:
             if p in sys.path:
                 sys.path.remove(p)
+
+
+def _warnings_note(warned: list[str]) -> str:
+    """One note for the warnings an import raised: how many, the first two of them (each once)."""
+    said = list(dict.fromkeys(warned))
+    more = f"; and {len(said) - 2} more" if len(said) > 2 else ""
+    return f"{len(said)} warning{'s' * (len(said) > 1)} while importing the model's code: {'; '.join(said[:2])}{more}"
 
 
 def _stub_missing(e: ModuleNotFoundError, path: str, where: tuple[str, str, str | None, set[str]],

@@ -276,7 +276,7 @@ class StubRegistry:
         self.stood_in: set[str] = set()  # names taken that a stand-in answered
         self.installable: set[str] = set()  # top-level packages not installed that pip would install
         self.importing = False  # the model's code is being imported (archviz.sources.importer sets it)
-        self.native_notes: list[str] = []  # what its import-time native code was answered with (sources.native)
+        self.native_notes: list[str] = []  # what its import was answered with (native code, bases) and warned
         self.assembling = False  # a factory runs whose result may hold the model beside other parts (`assembling`)
         self.assumed: list[tuple[str, Any]] = []  # (qualname, the stub it returned) of each call answered so (`assembling_job`)
         self.extensions: set[str] = set()  # C++/CUDA extensions the model's code compiles at import (not compiled)
