@@ -59,7 +59,7 @@ class CacheSetup:
 
     def notes(self, kv: dict[str, Any]) -> list[str]:
         source = kv.get("source")
-        kept = source is None or source.startswith(KEPT)  # the model's own tensors (or none found)
+        kept = source is not None and source.startswith(KEPT) and bool(kv.get("entries"))  # the model's own tensors
         said = [self.built, self.read] if kept else [self.built]
         return ["; ".join(n for n in said if n)] if any(said) else []
 

@@ -178,7 +178,8 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     traced = group(traced)
     layer_list, kinds = _layer_kinds(traced)
 
-    run = _Prefilled(built, record, traced, paths, layer_list, not every_block, limit and limit[0], tuple(options.inputs))
+    run = _Prefilled(built, record, traced, paths, layer_list, not every_block, limit and limit[0],
+                     tuple(options.inputs))
     if unit is not None:  # an image, a denoising step...: no tokens to decode, no cache
         decode, kv, curve = None, {"entries": [], "source": None}, []
         notes.append(_no_decode(run, unit, seq))
@@ -188,7 +189,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
     if decode is not None and more:
         curve = sorted([*curve, point(decode, layer_list)], key=lambda p: p["L"])
     cost = {"batch": batch, "seq": seq, "context": context, "prefill": prefill, "decode": decode, "kv": kv,
-            **({"curve": curve} if curve else {}), "notes": setup.notes(kv) + notes,  # the build's first
+            **({"curve": curve} if curve else {}), "notes": (setup.notes(kv) if unit is None else []) + notes,
             "layer_list": layer_list, "layer_kinds": {str(k): v for k, v in sorted(kinds.items())},
             "activation_peak": act.peak if act is not None else None, **({"unit": unit} if unit else {})}
     return traced.with_extra("cost", cost)

@@ -98,7 +98,7 @@ def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
         size = cfg.get("input_size") if isinstance(cfg, dict) else None
         if isinstance(size, (tuple, list)) and len(size) == 3 and all(isinstance(d, int) and d > 0 for d in size):
             return (size[0], size[1], size[2]), f"{type(model).__name__}.{attr}['input_size']"
-    config = built.config if isinstance(built.config, dict) else {}
+    config = {**_constructor_sizes(built), **(built.config if isinstance(built.config, dict) else {})}
     first = first_consumer(model)
     if built.kind != "hf" and isinstance(first, (torch.nn.Conv1d, torch.nn.Conv3d)):
         return None  # a spectrogram, a video: not an image, whatever the config's sizes
@@ -122,6 +122,17 @@ def image_default(built: Built) -> tuple[tuple[int, int, int], str] | None:
     if isinstance(first, torch.nn.Linear) and built.kind != "hf":
         return _linear_patches(model, first)
     return None
+
+
+def _constructor_sizes(built: Built) -> dict[str, Any]:
+    """A model file's class's image size and channels by its constructor's defaults (`img_size=16`), where no
+    config names them: for a class archviz built itself (a factory may pass others)."""
+    try:
+        params = inspect.signature(type(built.model).__init__).parameters if built.kind == "reference" else {}
+    except (TypeError, ValueError):
+        return {}
+    return {k: p.default for k, p in params.items() if k in (*_SIZE_KEYS, *_CHANNEL_KEYS)
+            and (_positive(p.default) or isinstance(p.default, (tuple, list)))}
 
 
 def _size_attribute(model: Any, first: Any) -> tuple[int, str] | None:
