@@ -131,10 +131,7 @@ def measure(source: str, build: BuildOptions = BuildOptions(), options: CostOpti
         raise ArchvizError(f"{option('batch')} {batch}, {option('seq')} {seq}, {option('context')} {context}: batch "
                            "and seq must be ≥ 1, context ≥ 0",
                            hint=f"e.g. {option('batch')} 1 {option('seq')} 4096 {option('context')} 1M")
-    say = progress or (lambda text: None)
-    overrides = dict(build.overrides)
-    given = context
-    kind = classify(source, build)
+    say, overrides, given, kind = progress or (lambda text: None), dict(build.overrides), context, classify(source, build)
     auto = contexts == "auto"
     if auto and kind == "reference":  # its caches are sized by the longest length: known before the build
         contexts = curve_contexts(max_positions({**file_config(config), **overrides}))
