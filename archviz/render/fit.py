@@ -2,7 +2,8 @@
 
 A :class:`FitTable` is measured when rich renders it, at the console's width (`COLUMNS` where set): numbers are never
 cut or wrapped (a number column is as wide as its widest number); module paths are shortened from the middle, the
-layer number kept (`model.layers.3…mlp.experts`); other text wraps between words. When even that does not fit, the
+layer number kept (`model.layers.3…mlp.experts`); other text wraps between words, never narrower than its column's
+`least` (a shape stays readable). When even that does not fit, the
 columns marked droppable go, in their stated order (`drop=1` first), and one dim line under the table names them and
 what shows them.
 """
@@ -36,6 +37,8 @@ class Column:
     justify: str = "left"
     style: str | None = None
     drop: int = 0  # 0: always shown; 1, 2, ...: dropped in this order (1 first) when the console is too narrow
+    least: int = 0  # TEXT: never narrowed below this many cells (or its widest line): a shape squeezed to `[B,`
+    #                 a line is unreadable, a droppable column goes first
 
 
 def shorten_path(path: str, width: int) -> str:
@@ -106,7 +109,7 @@ class FitTable:
         elif col.kind == PATH:
             least = min(max(cell_len(ln) for ln in lines), PATH_MIN)
         else:
-            least = max(_words(c) for c in cells) if cells else 0
+            least = max([_words(c) for c in cells] + [min(col.least, widest)]) if cells else 0
         return max(least, _words(head), 1), max(widest, 1)
 
     def _overhead(self, n: int) -> int:

@@ -94,8 +94,10 @@ def grouped_tree(record: ModelRecord, path: str = "", depth: int = 3) -> Group:
     start = by_id[entry["node"]] if entry else nodes[0]
     index = record.index()
     names = DimNames.for_record(record)
-    table = FitTable(Column("module"), Column("class", style="cyan", drop=3),
-                     Column("shape in → out", style="magenta", drop=1),
+    # at 80 columns the class goes before the shapes (the node's own class heads the page), which keep a readable
+    # width: `[B, 49, 768] →` a line
+    table = FitTable(Column("module"), Column("class", style="cyan", drop=1),
+                     Column("shape in → out", style="magenta", drop=3, least=16),
                      Column("parameters", NUMBER, justify="right", style="green"),
                      Column("×", NUMBER, style="green"),
                      Column("total", NUMBER, justify="right", style="bold green", drop=2))

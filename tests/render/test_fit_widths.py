@@ -200,3 +200,24 @@ def test_check_of_a_gguf_says_what_it_stores_within_80_100_160_columns(archviz_c
         assert re.search(rf"│ checkpoint stores +│ +{sum(b for _, b in by.values()):,} │ .*{path.name}", text), text
         for t, (n, b) in by.items():
             assert re.search(rf"│   {t} +│ +{b:,} │ .*{8 * b / n:.2f} bits a weight", text), (width, t, text)
+
+
+def test_a_text_column_keeps_its_readable_width_and_a_droppable_one_goes():
+    """A shape column is never squeezed to `[B,` a line (Swin's `inspect … layer 3` at 80 columns, six lines a row):
+    below its `least` the first droppable column goes instead, named under the table."""
+    from archviz.render.fit import NUMBER, Column, FitTable
+
+    shape = "[B, 49, 768] → [B, 49, 768]"
+    t = FitTable(Column("module"), Column("class", drop=1), Column("shape in → out", drop=2, least=16),
+                 Column("parameters", NUMBER, justify="right"))
+    t.add_row("block 0 drop prob 0.09", "SwinTransformerBlock", shape, "7,091,928")
+    console = Console(file=io.StringIO(), width=60, color_system=None)
+    console.print(t)
+    out = console.file.getvalue()
+    rows = [ln for ln in out.splitlines() if ln.startswith("│")]
+    assert "SwinTransformerBlock" not in out and "class not shown at 60 columns" in out
+    cells = "".join(ln.split("│")[2] for ln in rows)  # the shape column's lines, joined
+    assert " ".join(cells.split()) == shape and len(rows) <= 2 and all(len(ln) <= 60 for ln in out.splitlines())
+    wide = Console(file=io.StringIO(), width=120, color_system=None)
+    wide.print(t)
+    assert "SwinTransformerBlock" in wide.file.getvalue()
